@@ -1,0 +1,66 @@
+"""Inference methods, one module each, behind one registry.
+
+``METHODS[name]`` gives the config class and the ``fit`` generator of a method; every
+``fit`` returns a :class:`~core.inference.base.Posterior`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.inference import map as map_
+from core.inference import mc_dropout
+from core.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
+from core.models import ArchSpec
+
+
+@dataclass(frozen=True)
+class Method:
+    """An inference method: its name, config dataclass, fit generator and one-line summary."""
+
+    name: str
+    config_cls: type
+    fit: Callable[[Any, ArchSpec, Dataset, int], FitGenerator]
+    summary: str
+    needs_dropout: bool = False
+
+    def make_config(self, **overrides: Any) -> Any:
+        known = {f.name for f in fields(self.config_cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ValueError(
+                f"method {self.name!r} has no setting(s) {sorted(unknown)}; it knows {sorted(known)}"
+            )
+        return self.config_cls(**overrides)
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    METHODS[method.name] = method
+    return method
+
+
+register(Method("map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate"))
+register(
+    Method(
+        "mc_dropout",
+        mc_dropout.McDropoutConfig,
+        mc_dropout.fit,
+        "MC dropout (Gal & Ghahramani 2016)",
+        needs_dropout=True,
+    )
+)
+
+
+def get_method(name: str) -> Method:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}") from None
+
+
+__all__ = ["METHODS", "Dataset", "Method", "Posterior", "ProgressRecord", "get_method", "register"]

@@ -1,0 +1,378 @@
+"""The posterior interface every inference method implements.
+
+A method is a module with a config dataclass and a ``fit`` generator::
+
+    fit(config, arch, data, seed) -> Generator[ProgressRecord, None, Posterior]
+
+``fit`` yields small progress records (plain floats, safe to send to another thread) and
+returns the fitted :class:`Posterior`. Cancellation is cooperative: the consumer stops
+iterating (``generator.close()``), which raises ``GeneratorExit`` at the current ``yield``.
+
+A :class:`Posterior` turns a batch of N images into S×N×K class probabilities in one
+vectorised call, and saves/loads itself through :mod:`core.io`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from core.models import ArchSpec, build_model, mc_dropout
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """One progress report from a long-running loop.
+
+    Attributes
+    ----------
+    step, total
+        Steps done and planned (``total`` may be 0 when unknown).
+    values
+        What a person watches: ``loss``, ``log_posterior``, ``accuracy``, ``acceptance``,
+        ``step_size``, ``grad_norm`` ... (plain floats).
+    phase
+        ``"train"``, ``"warmup"``, ``"sampling"``, ``"eval"`` or similar.
+    """
+
+    step: int
+    total: int
+    values: dict[str, float] = field(default_factory=dict)
+    phase: str = "train"
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.total if self.total else 0.0
+
+
+@dataclass
+class Dataset:
+    """Images ``x`` (N, 1, H, W) float32 in [0, 1] and integer labels ``y`` (N,)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    name: str = "data"
+    class_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.x.ndim != 4:
+            raise ValueError(f"images must have shape (N, C, H, W), got {tuple(self.x.shape)}")
+        if len(self.x) != len(self.y):
+            raise ValueError(f"{len(self.x)} images but {len(self.y)} labels")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def subset(self, index: torch.Tensor | slice) -> Dataset:
+        return Dataset(self.x[index], self.y[index], self.name, self.class_names)
+
+
+FitGenerator = Generator[ProgressRecord, None, "Posterior"]
+
+
+class Posterior(ABC):
+    """A distribution over the weights of one architecture, able to predict.
+
+    Subclasses set :attr:`kind` (how the tensors are interpreted, used by :mod:`core.io`)
+    and implement :meth:`predict_proba`, :meth:`state_tensors` and :meth:`from_state`.
+
+    Attributes
+    ----------
+    method
+        The inference method that produced it (``"map"``, ``"mc_dropout"``, ``"sghmc"`` ...).
+    arch
+        The architecture the weights belong to.
+    config
+        The method's hyperparameters (a plain dict, as saved).
+    seed
+        The seed the fit started from.
+    dataset
+        Name of the training data set.
+    info
+        Free-form facts about the fit (plain numbers/strings): accuracy, wall time ...
+    """
+
+    kind: ClassVar[str]
+    default_num_samples: int = 100
+
+    def __init__(
+        self,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        self.method = method
+        self.arch = arch
+        self.config = dict(config)
+        self.seed = int(seed)
+        self.dataset = dataset
+        self.info = dict(info or {})
+
+    @property
+    def num_classes(self) -> int:
+        return self.arch.num_classes
+
+    @abstractmethod
+    def predict_proba(
+        self,
+        x: torch.Tensor,
+        num_samples: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Class probabilities of S posterior samples for a batch: shape (S, N, K)."""
+
+    @abstractmethod
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors that, with the metadata, rebuild this posterior."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(
+        cls,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        info: dict[str, Any],
+        tensors: dict[str, torch.Tensor],
+    ) -> Posterior:
+        """Rebuild from what :meth:`state_tensors` returned; raise ``ValueError`` on mismatch."""
+
+    def describe(self) -> str:
+        return f"{self.method} · {self.arch.name} · {self.dataset}"
+
+
+def check_param_shapes(arch: ArchSpec, params: dict[str, torch.Tensor], lead: int) -> None:
+    """Raise ``ValueError`` unless ``params`` fit ``arch`` after ``lead`` leading dimensions."""
+    reference = dict(build_model(arch).named_parameters())
+    if set(reference) != set(params):
+        missing = sorted(set(reference) - set(params))
+        extra = sorted(set(params) - set(reference))
+        raise ValueError(
+            f"weights do not match architecture {arch.name!r}: missing {missing}, unexpected {extra}"
+        )
+    for name, ref in reference.items():
+        if tuple(params[name].shape[lead:]) != tuple(ref.shape):
+            raise ValueError(
+                f"weight {name!r} has shape {tuple(params[name].shape[lead:])}, "
+                f"architecture {arch.name!r} expects {tuple(ref.shape)}"
+            )
+
+
+def _logits_to_proba(logits: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits.float(), dim=-1)
+
+
+def _evenly_spaced(total: int, wanted: int | None) -> torch.Tensor | None:
+    if wanted is None or wanted >= total:
+        return None
+    if wanted < 1:
+        raise ValueError("num_samples must be at least 1")
+    return torch.linspace(0, total - 1, wanted).round().long()
+
+
+class SampledPosterior(Posterior):
+    """A posterior represented by stacked weight samples with leading dims (chain, draw).
+
+    MAP is the degenerate case of one chain with one draw; SG-MCMC, HMC and deep ensembles
+    store many. Prediction evaluates all samples at once with
+    ``vmap(functional_call)`` (``chunk_size`` bounds memory), never a Python loop.
+    """
+
+    kind = "sampled"
+
+    def __init__(
+        self,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        samples: dict[str, torch.Tensor],
+        info: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        check_param_shapes(arch, samples, lead=2)
+        shapes = {tuple(t.shape[:2]) for t in samples.values()}
+        if len(shapes) != 1:
+            raise ValueError(f"samples disagree on (chain, draw) dimensions: {sorted(shapes)}")
+        (self.num_chains, self.num_draws), = shapes
+        self.samples = {k: v.detach().float().contiguous() for k, v in samples.items()}
+        self.chunk_size = chunk_size
+        self._model = build_model(arch)
+        self.default_num_samples = self.num_chains * self.num_draws
+
+    @property
+    def num_samples(self) -> int:
+        return self.num_chains * self.num_draws
+
+    def flat_samples(self, num_samples: int | None = None) -> dict[str, torch.Tensor]:
+        """Samples with (chain, draw) merged into one leading dim S, optionally thinned."""
+        flat = {k: v.reshape(self.num_samples, *v.shape[2:]) for k, v in self.samples.items()}
+        index = _evenly_spaced(self.num_samples, num_samples)
+        if index is not None:
+            flat = {k: v[index] for k, v in flat.items()}
+        return flat
+
+    def predict_logits(self, x: torch.Tensor, num_samples: int | None = None) -> torch.Tensor:
+        params = self.flat_samples(num_samples)
+        model = self._model
+
+        def one(p: dict[str, torch.Tensor]) -> torch.Tensor:
+            return functional_call(model, p, (x,))
+
+        with torch.no_grad():
+            return vmap(one, chunk_size=self.chunk_size)(params)
+
+    def predict_proba(self, x, num_samples=None, generator=None):
+        return _logits_to_proba(self.predict_logits(x, num_samples))
+
+    def state_tensors(self):
+        return dict(self.samples)
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
+
+
+class DropoutPosterior(Posterior):
+    """MC dropout (Gal & Ghahramani 2016): one weight set, dropout kept on at prediction.
+
+    The S stochastic passes run as one batch of S·N inputs, so one call draws S independent
+    dropout masks per input.
+    """
+
+    kind = "dropout"
+    default_num_samples = 100
+
+    def __init__(self, method, arch, config, seed, dataset, params, info=None) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        if arch.drop_rate <= 0:
+            raise ValueError("MC dropout needs an architecture with drop_rate > 0")
+        check_param_shapes(arch, params, lead=0)
+        self.model = build_model(arch)
+        self.model.load_state_dict(params, strict=False)
+
+    def predict_proba(self, x, num_samples=None, generator=None):
+        s = num_samples or self.default_num_samples
+        n = x.shape[0]
+        batch = x.unsqueeze(0).expand(s, *x.shape).reshape(s * n, *x.shape[1:])
+        seed = None
+        if generator is not None:
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), mc_dropout(self.model):
+            if seed is not None:
+                torch.manual_seed(seed)
+            logits = self.model(batch)
+        return _logits_to_proba(logits.reshape(s, n, -1))
+
+    def state_tensors(self):
+        return {k: v.detach().clone() for k, v in self.model.named_parameters()}
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
+
+
+POSTERIOR_KINDS: dict[str, type[Posterior]] = {
+    SampledPosterior.kind: SampledPosterior,
+    DropoutPosterior.kind: DropoutPosterior,
+}
+
+
+def register_posterior_kind(cls: type[Posterior]) -> type[Posterior]:
+    """Class decorator: make a new posterior kind loadable by :mod:`core.io`."""
+    POSTERIOR_KINDS[cls.kind] = cls
+    return cls
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Indices of one epoch in random order, in batches (the last may be smaller)."""
+    order = torch.randperm(n, generator=generator)
+    yield from order.split(batch_size)
+
+
+def accuracy(posterior: Posterior, data: Dataset, num_samples: int = 1) -> float:
+    """Accuracy of the mean predictive over ``num_samples`` samples."""
+    batch_size = max(1, 8192 // num_samples)  # bounds the S·N activations held at once
+    correct = 0
+    for start in range(0, len(data), batch_size):
+        x = data.x[start : start + batch_size]
+        p = posterior.predict_proba(x, num_samples=num_samples).mean(0)
+        correct += int((p.argmax(-1) == data.y[start : start + batch_size]).sum())
+    return correct / max(len(data), 1)
+
+
+def squared_norm(params: Iterator[torch.Tensor] | list[torch.Tensor]) -> torch.Tensor:
+    return sum((p.pow(2).sum() for p in params), torch.zeros(()))
+
+
+def optimise(
+    model: nn.Module,
+    data: Dataset,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    penalty: float,
+    generator: torch.Generator,
+    report_every: int = 20,
+) -> Generator[ProgressRecord, None, None]:
+    """Minimise mean cross-entropy + ``penalty``·‖θ‖² with Adam, yielding progress.
+
+    The model is trained in place, in training mode (dropout on), and left in eval mode.
+    """
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    steps_per_epoch = math.ceil(len(data) / batch_size)
+    total = epochs * steps_per_epoch
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(total, 1))
+    step = 0
+    model.train()
+    try:
+        for epoch in range(epochs):
+            running, seen, correct = 0.0, 0, 0
+            for idx in minibatches(len(data), batch_size, generator):
+                x, y = data.x[idx], data.y[idx]
+                logits = model(x)
+                nll = nn.functional.cross_entropy(logits, y)
+                loss = nll + penalty * squared_norm(list(model.parameters()))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                step += 1
+                running += nll.item() * len(y)
+                seen += len(y)
+                correct += int((logits.argmax(-1) == y).sum())
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(
+                        f"the loss became {loss.item()} at step {step}; lower the learning rate"
+                    )
+                if step % report_every == 0 or step == total:
+                    yield ProgressRecord(
+                        step,
+                        total,
+                        {
+                            "loss": running / seen,
+                            "train_accuracy": correct / seen,
+                            "epoch": epoch + seen / len(data),
+                            "lr": sched.get_last_lr()[0],
+                        },
+                    )
+    finally:
+        model.eval()

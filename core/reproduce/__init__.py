@@ -1,0 +1,38 @@
+"""Paper reproductions run by ``bayescope-cli reproduce NAME``.
+
+Each reproduction registers a :class:`Reproduction`: a name, a one-line summary, a function
+adding its options to an argparse parser and a ``run(args) -> int`` returning the exit code.
+Modules are imported lazily by :func:`load_all` so the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    name: str
+    summary: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+REPRODUCTIONS: dict[str, Reproduction] = {}
+
+# Modules that define reproductions; each calls register() at import.
+MODULES: tuple[str, ...] = ()
+
+
+def register(reproduction: Reproduction) -> Reproduction:
+    REPRODUCTIONS[reproduction.name] = reproduction
+    return reproduction
+
+
+def load_all() -> dict[str, Reproduction]:
+    for module in MODULES:
+        importlib.import_module(module)
+    return REPRODUCTIONS
