@@ -7,8 +7,16 @@ For samples p_s (shape S×K, or S×N×K for a batch), with p̄ = mean_s p_s:
 * epistemic (mutual information)   H[p̄] − mean_s H[p_s]  (≥ 0 by Jensen; clamped at 0
   against rounding)
 
-Entropies are in nats. Also per-class histograms on fixed bins (comparable across methods)
-and per-class equal-tailed credible intervals.
+Entropies are in nats. The same split in variance form (law of total covariance)::
+
+    diag(p̄) − p̄p̄ᵀ  =  E_s[diag(p_s) − p_s p_sᵀ]  +  Cov_s[p_s]
+       total             aleatoric                 epistemic
+
+with the covariance over samples taken with 1/S (the population form), so the two parts
+add up to the total exactly. Also per-class histograms on fixed bins (comparable across
+methods), per-class equal-tailed credible intervals, the K×K correlation of the class
+probabilities across samples, and the Bhattacharyya overlap of the top two classes' sample
+distributions with an "uncertain input" flag.
 """
 
 from __future__ import annotations
@@ -18,6 +26,17 @@ from dataclasses import dataclass
 import torch
 
 DEFAULT_BINS = 20
+
+#: Default threshold of :func:`is_uncertain` on the Bhattacharyya coefficient BC of the top
+#: two classes' sample distributions. BC = 0.5 means, for two equal-variance Gaussians, means
+#: about 2.35 standard deviations apart (BC = exp(−d²/8σ²)); it also bounds the error of
+#: telling from one draw which of the two classes it came from to at least 6.7% and at most
+#: 25% (½(1 − √(1 − BC²)) ≤ P_err ≤ BC/2). Above it the two classes are not told apart.
+UNCERTAIN_THRESHOLD = 0.5
+
+#: Standard deviation at or below which a class's probability counts as constant across
+#: samples in :func:`class_correlation`.
+CONSTANT_STD = 1e-12
 
 
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -70,6 +89,106 @@ def class_histograms(samples: torch.Tensor, bins: int = DEFAULT_BINS) -> tuple[t
     return counts / s, torch.linspace(0, 1, bins + 1)
 
 
+def aleatoric_covariance(samples: torch.Tensor) -> torch.Tensor:
+    """E_s[diag(p_s) − p_s p_sᵀ] for samples (S, ..., K): shape (..., K, K)."""
+    outer = samples.unsqueeze(-1) * samples.unsqueeze(-2)
+    return torch.diag_embed(samples).sub(outer).mean(0)
+
+
+def epistemic_covariance(samples: torch.Tensor) -> torch.Tensor:
+    """Cov_s[p_s] with 1/S normalisation for samples (S, ..., K): shape (..., K, K)."""
+    centred = samples - samples.mean(0)
+    return (centred.unsqueeze(-1) * centred.unsqueeze(-2)).mean(0)
+
+
+def predictive_covariance(samples: torch.Tensor) -> torch.Tensor:
+    """diag(p̄) − p̄p̄ᵀ, the covariance of the one-hot class drawn from p̄: shape (..., K, K)."""
+    mean = predictive_mean(samples)
+    return torch.diag_embed(mean) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+
+
+@dataclass(frozen=True)
+class VarianceDecomposition:
+    """Per-class variances (the diagonals, shape (..., K)) and their sums over classes.
+
+    ``total = aleatoric + epistemic`` class by class: total_k = p̄_k(1 − p̄_k),
+    aleatoric_k = E_s[p_sk(1 − p_sk)], epistemic_k = Var_s[p_sk].
+    """
+
+    total: torch.Tensor
+    aleatoric: torch.Tensor
+    epistemic: torch.Tensor
+
+    @property
+    def total_sum(self) -> torch.Tensor:
+        return self.total.sum(-1)
+
+    @property
+    def aleatoric_sum(self) -> torch.Tensor:
+        return self.aleatoric.sum(-1)
+
+    @property
+    def epistemic_sum(self) -> torch.Tensor:
+        return self.epistemic.sum(-1)
+
+
+def variance_decomposition(samples: torch.Tensor) -> VarianceDecomposition:
+    """Diagonals of the variance split for samples (S, ..., K), without forming K×K matrices."""
+    mean = predictive_mean(samples)
+    aleatoric = (samples * (1 - samples)).mean(0)
+    epistemic = (samples - mean).pow(2).mean(0)
+    return VarianceDecomposition(mean * (1 - mean), aleatoric, epistemic)
+
+
+def class_correlation(samples: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of the class probabilities across samples (S, ..., K): (..., K, K).
+
+    Negative entries show classes that trade probability mass between samples. A class whose
+    probability is constant over the samples (standard deviation ≤ :data:`CONSTANT_STD`, e.g.
+    with one sample or a MAP posterior) has no defined correlation: its row and column are
+    set to 0 and its diagonal entry to 1, so the matrix stays a valid (positive
+    semi-definite) correlation matrix and a constant class is shown as trading with nobody.
+    """
+    cov = epistemic_covariance(samples.double())
+    std = torch.diagonal(cov, dim1=-2, dim2=-1).clamp_min(0).sqrt()
+    varying = std > CONSTANT_STD
+    safe = torch.where(varying, std, torch.ones_like(std))
+    corr = cov / (safe.unsqueeze(-1) * safe.unsqueeze(-2))
+    both = varying.unsqueeze(-1) & varying.unsqueeze(-2)
+    corr = torch.where(both, corr.clamp(-1, 1), torch.zeros_like(corr))
+    eye = torch.eye(corr.shape[-1], dtype=torch.bool)
+    return torch.where(eye, torch.ones_like(corr), corr).to(samples.dtype)
+
+
+def bhattacharyya_coefficient(
+    p: torch.Tensor, q: torch.Tensor, dim: int = -1
+) -> torch.Tensor:
+    """BC = Σ_b √(p_b q_b) of two histograms (normalised along ``dim``): 1 identical, 0 disjoint."""
+    return (p.clamp_min(0) * q.clamp_min(0)).sqrt().sum(dim)
+
+
+def top_two(samples: torch.Tensor) -> torch.Tensor:
+    """Indices of the two classes with the largest mean probability: shape (..., 2)."""
+    return predictive_mean(samples).topk(2, dim=-1).indices
+
+
+def top_two_overlap(samples: torch.Tensor, bins: int = DEFAULT_BINS) -> torch.Tensor:
+    """Bhattacharyya coefficient of the top two classes' sample distributions: shape (...).
+
+    Each class's samples p_s,k are binned on the fixed bins of :func:`class_histograms`, so
+    a single sample (MAP) gives 1 exactly when the two probabilities share a bin.
+    """
+    hist, _ = class_histograms(samples, bins)  # (..., K, bins)
+    idx = top_two(samples)  # (..., 2)
+    pair = hist.gather(-2, idx.unsqueeze(-1).expand(*idx.shape, bins))
+    return bhattacharyya_coefficient(pair[..., 0, :], pair[..., 1, :])
+
+
+def is_uncertain(overlap: torch.Tensor | float, threshold: float = UNCERTAIN_THRESHOLD) -> torch.Tensor:
+    """The "uncertain input" flag: top-two overlap strictly above ``threshold``."""
+    return torch.as_tensor(overlap) > threshold
+
+
 @dataclass(frozen=True)
 class Summary:
     """Everything the per-input views show for one input and one posterior (K classes)."""
@@ -83,19 +202,35 @@ class Summary:
     aleatoric: float
     epistemic: float
     num_samples: int
+    # Variance form, correlation and overlap (defaults keep older constructors working).
+    total_variance: torch.Tensor | None = None  # (K,) p̄_k(1 − p̄_k)
+    aleatoric_variance: torch.Tensor | None = None  # (K,) E_s[p_sk(1 − p_sk)]
+    epistemic_variance: torch.Tensor | None = None  # (K,) Var_s[p_sk]
+    correlation: torch.Tensor | None = None  # (K, K)
+    top_two: tuple[int, int] = (0, 1)
+    overlap: float = 0.0  # Bhattacharyya coefficient of the top two classes
+    uncertain: bool = False  # overlap > threshold
 
     @property
     def predicted_class(self) -> int:
         return int(self.mean.argmax())
 
 
-def summarise(samples: torch.Tensor, level: float = 0.9, bins: int = DEFAULT_BINS) -> Summary:
-    """Summarise samples of shape (S, K) for one input."""
+def summarise(
+    samples: torch.Tensor,
+    level: float = 0.9,
+    bins: int = DEFAULT_BINS,
+    threshold: float = UNCERTAIN_THRESHOLD,
+) -> Summary:
+    """Summarise samples of shape (S, K) for one input (everything the per-input views show)."""
     if samples.ndim != 2:
         raise ValueError(f"expected samples of shape (S, K), got {tuple(samples.shape)}")
     samples = samples.double()
     lower, upper = credible_interval(samples, level)
     hist, edges = class_histograms(samples, bins)
+    variances = variance_decomposition(samples)
+    overlap = float(top_two_overlap(samples, bins))
+    first, second = (int(i) for i in top_two(samples))
     return Summary(
         mean=predictive_mean(samples).float(),
         lower=lower.float(),
@@ -106,4 +241,11 @@ def summarise(samples: torch.Tensor, level: float = 0.9, bins: int = DEFAULT_BIN
         aleatoric=float(expected_entropy(samples)),
         epistemic=float(mutual_information(samples)),
         num_samples=samples.shape[0],
+        total_variance=variances.total.float(),
+        aleatoric_variance=variances.aleatoric.float(),
+        epistemic_variance=variances.epistemic.float(),
+        correlation=class_correlation(samples).float(),
+        top_two=(first, second),
+        overlap=overlap,
+        uncertain=bool(is_uncertain(overlap, threshold)),
     )

@@ -1,0 +1,147 @@
+"""Per-input analytics: entropy and variance splits, correlation, top-two overlap, summary."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from core.uncertainty import (
+    UNCERTAIN_THRESHOLD,
+    aleatoric_covariance,
+    bhattacharyya_coefficient,
+    class_correlation,
+    class_histograms,
+    epistemic_covariance,
+    expected_entropy,
+    is_uncertain,
+    mutual_information,
+    predictive_covariance,
+    predictive_entropy,
+    summarise,
+    top_two_overlap,
+    variance_decomposition,
+)
+
+
+def _random_samples(shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(2 * torch.randn(*shape, generator=g, dtype=torch.float64), -1)
+
+
+def test_identical_samples_have_zero_mutual_information():
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64).expand(8, 3)
+    assert float(mutual_information(p)) == 0.0
+    v = variance_decomposition(p)
+    assert torch.allclose(v.epistemic, torch.zeros(3, dtype=torch.float64))
+    # p(1 − p) by hand
+    assert torch.allclose(v.aleatoric, torch.tensor([0.25, 0.21, 0.16], dtype=torch.float64))
+
+
+def test_two_disagreeing_one_hot_samples_have_ln2_mutual_information():
+    p = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    assert float(mutual_information(p)) == pytest.approx(math.log(2))
+    v = variance_decomposition(p)
+    # one-hot samples carry no aleatoric variance; p̄ = (½, ½, 0) → Var = ¼, ¼, 0
+    assert torch.allclose(v.aleatoric, torch.zeros(3))
+    assert torch.allclose(v.epistemic, torch.tensor([0.25, 0.25, 0.0]))
+    assert float(v.total_sum) == pytest.approx(0.5)
+
+
+def test_variance_split_sums_to_predictive_covariance():
+    samples = _random_samples((50, 4, 6))  # S, N, K
+    ale, epi = aleatoric_covariance(samples), epistemic_covariance(samples)
+    mean = samples.mean(0)
+    total = torch.diag_embed(mean) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+    assert torch.allclose(ale + epi, total, atol=1e-12)
+    assert torch.allclose(predictive_covariance(samples), total)
+    # Cov_s by numpy's unbiased covariance rescaled to the population form
+    one = samples[:, 2, :].numpy()
+    import numpy as np
+
+    ref = np.cov(one, rowvar=False) * (len(one) - 1) / len(one)
+    assert np.allclose(epi[2].numpy(), ref)
+    v = variance_decomposition(samples)
+    assert torch.allclose(v.aleatoric, torch.diagonal(ale, dim1=-2, dim2=-1))
+    assert torch.allclose(v.epistemic, torch.diagonal(epi, dim1=-2, dim2=-1))
+    assert torch.allclose(v.total, v.aleatoric + v.epistemic)
+    # the rows of each covariance sum to 0 because probabilities sum to 1
+    assert torch.allclose(ale.sum(-1), torch.zeros(4, 6, dtype=torch.float64), atol=1e-12)
+
+
+def test_entropy_split_still_adds_up():
+    samples = _random_samples((30, 5))
+    total = predictive_entropy(samples)
+    assert torch.allclose(expected_entropy(samples) + mutual_information(samples), total)
+
+
+def test_correlation_of_two_trading_classes_is_minus_one():
+    a = torch.tensor([0.1, 0.4, 0.7, 0.2], dtype=torch.float64)
+    samples = torch.stack([a, 0.9 - a, torch.full_like(a, 0.1)], 1)  # class 2 constant
+    corr = class_correlation(samples)
+    assert corr[0, 1] == pytest.approx(-1.0)
+    assert corr[1, 0] == pytest.approx(-1.0)
+    # documented choice: constant class → 0 off the diagonal, 1 on it
+    assert corr[2].tolist() == [0.0, 0.0, 1.0]
+    assert corr[:, 2].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_correlation_matches_numpy_and_single_sample_is_identity():
+    import numpy as np
+
+    samples = _random_samples((40, 5), seed=3)
+    assert np.allclose(class_correlation(samples).numpy(), np.corrcoef(samples.numpy(), rowvar=False))
+    one = _random_samples((1, 5))
+    assert torch.equal(class_correlation(one), torch.eye(5, dtype=one.dtype))
+    eigenvalues = torch.linalg.eigvalsh(class_correlation(_random_samples((3, 6))))
+    assert eigenvalues.min() > -1e-9  # still positive semi-definite
+
+
+def test_bhattacharyya_identical_and_disjoint():
+    p = torch.tensor([0.2, 0.3, 0.5, 0.0])
+    assert float(bhattacharyya_coefficient(p, p)) == pytest.approx(1.0)
+    q = torch.tensor([0.0, 0.0, 0.0, 1.0])
+    assert float(bhattacharyya_coefficient(p, q)) == 0.0
+    # √(½·½) + √(½·0) + √(0·½) for half-overlapping uniform histograms
+    assert float(bhattacharyya_coefficient(torch.tensor([0.5, 0.5, 0.0]), torch.tensor([0.0, 0.5, 0.5]))) == pytest.approx(0.5)
+
+
+def test_top_two_overlap_confident_and_ambiguous():
+    confident = torch.tensor([[0.97, 0.02, 0.01], [0.96, 0.03, 0.01], [0.98, 0.01, 0.01]])
+    assert float(top_two_overlap(confident)) == 0.0
+    assert not bool(is_uncertain(top_two_overlap(confident)))
+    # classes 0 and 1 swap the same values across samples: identical distributions
+    ambiguous = torch.tensor([[0.6, 0.4, 0.0], [0.4, 0.6, 0.0], [0.62, 0.38, 0.0], [0.38, 0.62, 0.0]])
+    assert float(top_two_overlap(ambiguous)) == pytest.approx(1.0)
+    assert bool(is_uncertain(top_two_overlap(ambiguous)))
+    # batched: (S, N, K) → (N,)
+    both = torch.stack([confident[:3], ambiguous[:3]], 1)
+    assert top_two_overlap(both).shape == (2,)
+
+
+def test_histograms_use_fixed_bins():
+    s = torch.tensor([[0.0, 1.0], [0.5, 0.5], [0.99, 0.01]])
+    hist, edges = class_histograms(s, bins=4)
+    assert edges.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert hist[0].tolist() == pytest.approx([1 / 3, 0.0, 1 / 3, 1 / 3])
+    assert hist[1].tolist() == pytest.approx([1 / 3, 0.0, 1 / 3, 1 / 3])
+
+
+def test_summarise_fills_new_fields():
+    samples = torch.tensor([[0.6, 0.4, 0.0], [0.4, 0.6, 0.0]])
+    s = summarise(samples)
+    assert s.top_two[0] in (0, 1) and set(s.top_two) == {0, 1}
+    assert s.epistemic_variance.tolist() == pytest.approx([0.01, 0.01, 0.0])
+    assert s.aleatoric_variance.tolist() == pytest.approx([0.24, 0.24, 0.0])
+    assert s.total_variance.tolist() == pytest.approx([0.25, 0.25, 0.0])
+    assert s.correlation[0, 1] == pytest.approx(-1.0)
+    # classes 0 and 1 both take the values {0.4, 0.6}: the same distribution
+    assert s.overlap == pytest.approx(1.0)
+    assert s.uncertain is True
+    assert UNCERTAIN_THRESHOLD == 0.5
+    # one sample (MAP): 0.50 lies in bin [0.50, 0.55), 0.49 in [0.45, 0.50) → no overlap
+    s2 = summarise(torch.tensor([[0.5, 0.49, 0.01]]))
+    assert s2.overlap == 0.0 and s2.uncertain is False
+    s3 = summarise(torch.tensor([[0.49, 0.48, 0.03]]))  # same bin [0.45, 0.50)
+    assert s3.overlap == pytest.approx(1.0) and s3.uncertain
