@@ -226,6 +226,12 @@ class SampledPosterior(Posterior):
             flat = {k: v[index] for k, v in flat.items()}
         return flat
 
+    def chain_ids(self, num_samples: int | None = None) -> torch.Tensor:
+        """Chain of each sample that ``flat_samples(num_samples)`` (and prediction) returns."""
+        ids = torch.arange(self.num_chains).repeat_interleave(self.num_draws)
+        index = _evenly_spaced(self.num_samples, num_samples)
+        return ids if index is None else ids[index]
+
     def predict_logits(self, x: torch.Tensor, num_samples: int | None = None) -> torch.Tensor:
         params = self.flat_samples(num_samples)
         model = self._model
