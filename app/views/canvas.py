@@ -1,0 +1,147 @@
+"""A drawing canvas: white ink on black, like MNIST; mouse or pen; brush size, undo, clear."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+
+class DrawingCanvas(QWidget):
+    """Signals
+    -------
+    drawing_changed
+        The ink changed (emitted during a stroke and after undo/clear/load).
+    stroke_finished
+        A stroke ended.
+    """
+
+    drawing_changed = Signal()
+    stroke_finished = Signal()
+
+    SIDE = 280
+    MAX_UNDO = 50
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._image = QImage(self.SIDE, self.SIDE, QImage.Format.Format_Grayscale8)
+        self._image.fill(0)
+        self._undo: list[QImage] = []
+        self._last: QPointF | None = None
+        self.brush_size = 22
+        self.setMinimumSize(QSize(self.SIDE, self.SIDE))
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setCursor(Qt.CursorShape.CrossCursor)
+        self.setToolTip("Draw a digit. Ctrl+Z undoes a stroke, Delete clears.")
+
+    # -------------------------------------------------------------- public API
+    def to_array(self) -> np.ndarray:
+        """The drawing as float32 (SIDE, SIDE) in [0, 1], ink = 1."""
+        img = self._image
+        buf = np.frombuffer(img.constBits(), dtype=np.uint8, count=img.sizeInBytes())
+        rows = buf.reshape(img.height(), img.bytesPerLine())[:, : img.width()]
+        return rows.astype(np.float32) / 255.0
+
+    def is_empty(self) -> bool:
+        return not self.to_array().any()
+
+    def can_undo(self) -> bool:
+        return bool(self._undo)
+
+    def undo(self) -> None:
+        if self._undo:
+            self._image = self._undo.pop()
+            self.update()
+            self.drawing_changed.emit()
+
+    def clear(self) -> None:
+        if self.is_empty():
+            return
+        self._push_undo()
+        self._image.fill(0)
+        self.update()
+        self.drawing_changed.emit()
+
+    def set_array(self, array: np.ndarray) -> None:
+        """Replace the drawing with a grey image in [0, 1] (any size; scaled to fit)."""
+        array = np.clip(np.asarray(array, dtype=np.float32), 0, 1)
+        data = np.ascontiguousarray((array * 255).astype(np.uint8))
+        h, w = data.shape
+        src = QImage(data.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+        self._push_undo()
+        self._image.fill(0)
+        scaled = src.scaled(self.SIDE, self.SIDE, Qt.AspectRatioMode.KeepAspectRatio,
+                            Qt.TransformationMode.SmoothTransformation)
+        painter = QPainter(self._image)
+        painter.drawImage((self.SIDE - scaled.width()) // 2, (self.SIDE - scaled.height()) // 2, scaled)
+        painter.end()
+        self.update()
+        self.drawing_changed.emit()
+
+    # -------------------------------------------------------------- drawing
+    def _push_undo(self) -> None:
+        self._undo.append(self._image.copy())
+        del self._undo[: -self.MAX_UNDO]
+
+    def _to_image(self, pos: QPointF) -> QPointF:
+        side = min(self.width(), self.height())
+        ox, oy = (self.width() - side) / 2, (self.height() - side) / 2
+        return QPointF((pos.x() - ox) * self.SIDE / side, (pos.y() - oy) * self.SIDE / side)
+
+    def _draw_to(self, pos: QPointF, pressure: float = 1.0) -> None:
+        painter = QPainter(self._image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pen = QPen(QColor(255, 255, 255), max(1.0, self.brush_size * pressure))
+        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+        pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+        painter.setPen(pen)
+        if self._last is None:
+            painter.drawPoint(pos)
+        else:
+            painter.drawLine(self._last, pos)
+        painter.end()
+        self._last = pos
+        self.update()
+        self.drawing_changed.emit()
+
+    def _begin(self, pos: QPointF, pressure: float = 1.0) -> None:
+        self._push_undo()
+        self._last = None
+        self._draw_to(self._to_image(pos), pressure)
+
+    def _end(self) -> None:
+        if self._last is not None:
+            self._last = None
+            self.stroke_finished.emit()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
+        if event.button() == Qt.MouseButton.LeftButton:
+            self._begin(event.position())
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if event.buttons() & Qt.MouseButton.LeftButton and self._last is not None:
+            self._draw_to(self._to_image(event.position()))
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            self._end()
+
+    def tabletEvent(self, event: QTabletEvent) -> None:  # noqa: N802
+        kind = event.type()
+        pressure = 0.4 + 0.8 * event.pressure()
+        if kind == QTabletEvent.Type.TabletPress:
+            self._begin(event.position(), pressure)
+        elif kind == QTabletEvent.Type.TabletMove and self._last is not None:
+            self._draw_to(self._to_image(event.position()), pressure)
+        elif kind == QTabletEvent.Type.TabletRelease:
+            self._end()
+        event.accept()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor(40, 40, 40))
+        side = min(self.width(), self.height())
+        ox, oy = (self.width() - side) // 2, (self.height() - side) // 2
+        painter.drawImage(self.rect().adjusted(ox, oy, -ox, -oy), self._image)
+        painter.end()

@@ -1,0 +1,44 @@
+"""Background work: core generators and functions run in superqt worker threads.
+
+superqt reports a ``RuntimeError`` raised in a worker only as a warning (it takes it for a
+deleted Qt object), so errors are re-raised as :class:`ComputationError` to reach the
+``errored`` signal and the dialog that shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from superqt.utils import FunctionWorker, GeneratorWorker, create_worker
+
+
+class ComputationError(Exception):
+    """A RuntimeError (out of memory, shape mismatch ...) raised by engine code."""
+
+
+def _guarded(gen: Generator) -> Generator:
+    try:
+        return (yield from gen)
+    except RuntimeError as exc:
+        raise ComputationError(str(exc)) from exc
+
+
+def _guarded_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except RuntimeError as exc:
+        raise ComputationError(str(exc)) from exc
+
+
+def generator_worker(gen: Generator) -> GeneratorWorker:
+    """A not-yet-started worker iterating ``gen``; ``quit()`` cancels between steps.
+
+    Errors go to ``errored`` only: connect it (superqt would otherwise re-raise them).
+    """
+    return create_worker(_guarded, gen, _start_thread=False, _ignore_errors=True)
+
+
+def function_worker(func: Callable[..., Any], *args: Any, **kwargs: Any) -> FunctionWorker:
+    """A not-yet-started worker calling ``func(*args, **kwargs)`` once."""
+    return create_worker(_guarded_call, func, *args, _start_thread=False, _ignore_errors=True, **kwargs)

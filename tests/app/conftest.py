@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QThreadPool
+
+
+@pytest.fixture(autouse=True)
+def no_worker_outlives_its_test():
+    yield
+    pool = QThreadPool.globalInstance()
+    assert pool.waitForDone(30_000), "a worker thread outlived its test"
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path, monkeypatch):
+    """Keep the user's data and cache folders out of the tests."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+import torch
+
+from core.data.datasets import DatasetNotFoundError, download, load_split
+from core.data.idx import IdxFormatError, parse_idx, read_idx, write_idx
+from core.data.preprocess import (
+    EmptyDrawingError,
+    ImageLoadError,
+    centre_of_mass,
+    load_image,
+    rotate,
+    to_mnist,
+)
+
+
+def _write_split(folder, split="t10k", n=5, compress=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = np.arange(n, dtype=np.uint8) % 10
+    ext = ".gz" if compress else ""
+    write_idx(folder / f"{split}-images-idx3-ubyte{ext}", images)
+    write_idx(folder / f"{split}-labels-idx1-ubyte{ext}", labels)
+    return images, labels
+
+
+def test_idx_header_parsed_by_hand():
+    # magic 0x00000803: unsigned bytes, 3 dims; sizes 2, 1, 3; then 6 data bytes.
+    raw = bytes([0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6])
+    out = parse_idx(raw)
+    assert out.shape == (2, 1, 3)
+    assert out.tolist() == [[[1, 2, 3]], [[4, 5, 6]]]
+
+
+def test_idx_big_endian_int32():
+    raw = bytes([0, 0, 0x0C, 1, 0, 0, 0, 2]) + (258).to_bytes(4, "big") + (-1).to_bytes(4, "big", signed=True)
+    assert parse_idx(raw).tolist() == [258, -1]
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_idx_round_trip(tmp_path, compress):
+    array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    path = write_idx(tmp_path / ("a.idx.gz" if compress else "a.idx"), array)
+    np.testing.assert_array_equal(read_idx(path), array)
+
+
+def test_truncated_idx_is_named(tmp_path):
+    path = tmp_path / "t.idx"
+    write_idx(path, np.zeros((10, 28, 28), np.uint8))
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(IdxFormatError, match="truncated.*needs 7840 data bytes, found 7740"):
+        read_idx(path)
+
+
+def test_truncated_gzip_is_named(tmp_path):
+    path = tmp_path / "t.idx.gz"
+    write_idx(path, np.zeros((10, 28, 28), np.uint8))
+    path.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(IdxFormatError, match="gzip"):
+        read_idx(path)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"\x01\x02\x08\x01\x00\x00\x00\x01\x00", "bad magic"),
+        (b"\x00\x00\x07\x01\x00\x00\x00\x01\x00", "unknown IDX data type"),
+        (b"\x00\x00\x08\x03\x00\x00", "truncated header"),
+        (b"\x00\x00", "too short"),
+        (b"\x00\x00\x08\x01\x00\x00\x00\x01\x00\x00", "unexpected bytes"),
+    ],
+)
+def test_corrupt_idx_messages(raw, message):
+    with pytest.raises(IdxFormatError, match=message):
+        parse_idx(raw)
+
+
+def test_load_split_from_folder(tmp_path):
+    images, labels = _write_split(tmp_path / "d", compress=False)
+    data = load_split(str(tmp_path / "d"), "test")
+    assert data.x.shape == (5, 1, 28, 28) and data.x.dtype == torch.float32
+    np.testing.assert_allclose(data.x[:, 0].numpy(), images / 255.0, rtol=1e-6)
+    assert data.y.tolist() == labels.tolist()
+
+
+def test_missing_split_names_files_and_places(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="train-images-idx3-ubyte.*" + str(tmp_path)):
+        load_split(str(tmp_path), "train")
+
+
+def test_mismatched_label_count(tmp_path):
+    _write_split(tmp_path, n=5)
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.zeros(4, np.uint8))
+    with pytest.raises(IdxFormatError, match="do not match 5 images"):
+        load_split(str(tmp_path), "test")
+
+
+def test_download_from_mirror_then_cached(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    images, _ = _write_split(mirror, n=7)
+    monkeypatch.setattr("core.data.datasets.cache_dir", lambda name: tmp_path / "cache" / name)
+    data = load_split("mnist", "test", download_if_missing=True, mirrors=(mirror.as_uri(),))
+    assert len(data) == 7 and data.class_names[3] == "3"
+    assert (tmp_path / "cache" / "mnist" / "t10k-images-idx3-ubyte.gz").is_file()
+    # Now served from the cache without any mirror.
+    assert len(load_split("mnist", "test")) == 7
+
+
+def test_download_refuses_corrupt_file_and_leaves_nothing(tmp_path):
+    mirror = tmp_path / "mirror"
+    _write_split(mirror, n=3)
+    (mirror / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x01\x00\x00\x00\x09"))
+    dest = tmp_path / "dest"
+    with pytest.raises(DatasetNotFoundError, match="t10k-labels.*truncated"):
+        download("mnist", "test", dest, mirrors=(mirror.as_uri(),))
+    assert sorted(p.name for p in dest.iterdir()) == ["t10k-images-idx3-ubyte.gz"]
+
+
+def test_download_tries_next_mirror(tmp_path):
+    good = tmp_path / "good"
+    _write_split(good, n=2)
+    dest = download("mnist", "test", tmp_path / "dest", mirrors=((tmp_path / "nowhere").as_uri(), good.as_uri()))
+    assert len(read_idx(dest / "t10k-labels-idx1-ubyte.gz")) == 2
+
+
+def test_real_mnist_and_notmnist(shared_data):
+    test = load_split("mnist", "test", root=shared_data / "mnist")
+    assert test.x.shape == (10000, 1, 28, 28)
+    assert torch.bincount(test.y).tolist()[:3] == [980, 1135, 1032]  # the official counts
+    letters = load_split("notmnist", "test", root=shared_data / "notmnist")
+    assert len(letters) == 10000 and letters.class_names[0] == "A"
+
+
+# ------------------------------------------------------------------ preprocessing
+
+
+def test_to_mnist_box_is_20_and_centred():
+    canvas = np.zeros((300, 300), np.float32)
+    canvas[40:240, 200:260] = 1.0  # a tall bar off to the right: 200 × 60
+    out = to_mnist(canvas)
+    ink = out > 0.05
+    rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
+    assert rows[-1] - rows[0] + 1 in (20, 21)  # 20 pixels, plus at most one from the sub-pixel shift
+    assert cols[-1] - cols[0] + 1 in (6, 7)  # 60 · 20 / 200
+    cy, cx = centre_of_mass(out)
+    assert abs(cy - 13.5) < 0.3 and abs(cx - 13.5) < 0.3
+
+
+def test_to_mnist_centres_off_centre_mass():
+    # An L shape: mass concentrated in the vertical bar, so the box is not centred.
+    canvas = np.zeros((100, 100), np.float32)
+    canvas[10:90, 10:20] = 1
+    canvas[80:90, 10:60] = 1
+    cy, cx = centre_of_mass(to_mnist(canvas))
+    assert abs(cy - 13.5) < 0.3 and abs(cx - 13.5) < 0.3
+
+
+def test_to_mnist_rejects_empty_and_nan():
+    with pytest.raises(EmptyDrawingError):
+        to_mnist(np.zeros((50, 50)))
+    bad = np.zeros((5, 5))
+    bad[2, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        to_mnist(bad)
+
+
+def test_rotation_quarter_turns_are_exact():
+    x = torch.rand(2, 1, 28, 28)
+    # 90° counter-clockwise on screen = numpy's rot90 (k=1) on a rows-down image.
+    expected = torch.from_numpy(np.rot90(x.numpy(), k=1, axes=(2, 3)).copy())
+    torch.testing.assert_close(rotate(x, 90.0), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(rotate(x, 0.0), x, atol=1e-5, rtol=0)
+    torch.testing.assert_close(rotate(x, 180.0), x.flip(2, 3), atol=1e-5, rtol=0)
+
+
+def test_rotation_per_image_angles():
+    x = torch.rand(1, 1, 28, 28).expand(3, 1, 28, 28)
+    out = rotate(x, torch.tensor([0.0, 90.0, 180.0]))
+    torch.testing.assert_close(out[2], x[0].flip(1, 2), atol=1e-5, rtol=0)
+
+
+def test_load_image_inverts_dark_on_light(tmp_path):
+    from PIL import Image
+
+    arr = np.full((40, 40), 255, np.uint8)
+    arr[10:30, 18:22] = 0  # black stroke on white paper
+    Image.fromarray(arr).save(tmp_path / "d.png")
+    grey = load_image(tmp_path / "d.png")
+    assert grey[20, 20] == pytest.approx(1.0) and grey[0, 0] == pytest.approx(0.0)
+
+
+def test_load_image_errors(tmp_path):
+    (tmp_path / "x.png").write_bytes(b"not a png at all")
+    with pytest.raises(ImageLoadError, match="not a readable image"):
+        load_image(tmp_path / "x.png")
+    with pytest.raises(ImageLoadError, match="no such file"):
+        load_image(tmp_path / "missing.png")
