@@ -12,6 +12,10 @@ from typing import Any
 
 from core.inference import map as map_
 from core.inference import mc_dropout
+from core.inference import mfvi as mfvi
+from core.inference import sgmmvi as sgmmvi
+from core.inference import snvi as snvi
+from core.inference import vdropout as vdropout
 from core.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
 from core.models import ArchSpec
 
@@ -53,6 +57,16 @@ register(
         "MC dropout (Gal & Ghahramani 2016)",
         needs_dropout=True,
     )
+)
+register(Method("mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop"))
+register(
+    Method("snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)")
+)
+register(
+    Method("sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)")
+)
+register(
+    Method("vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)")
 )
 
 
