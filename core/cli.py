@@ -158,6 +158,12 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from core.evaluate import run
+
+    return run(args)
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from core.reproduce import load_all
 
@@ -195,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     methods = sub.add_parser("methods", help="list inference methods and their settings")
     methods.set_defaults(func=cmd_methods)
+
+    from core.evaluate import add_arguments as add_evaluate_arguments
+
+    evaluate = sub.add_parser("evaluate", help="evaluate posteriors on a data set: metrics, OOD, sweep")
+    add_evaluate_arguments(evaluate)
+    evaluate.set_defaults(func=cmd_evaluate)
 
     from core.reproduce import load_all
 

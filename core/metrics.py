@@ -331,8 +331,10 @@ def rejection_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy on the inputs kept when the fraction ``rate`` with the highest scores is referred.
 
-    At each rate, ⌊rate·N⌋ inputs are referred, most uncertain first (ties broken by input
-    order, stably). Returns ``(rates, accuracies)``; NaN where nothing is kept.
+    At each rate, ⌊rate·N⌋ inputs are referred, most uncertain first. Among tied scores the
+    choice is random, and the curve is its expectation (so a constant score gives a flat
+    curve at the overall accuracy, whatever the input order). Returns
+    ``(rates, accuracies)``; NaN where nothing is kept.
     """
     correct = np.asarray(correct, dtype=np.float64)
     scores = np.asarray(scores, dtype=np.float64)
@@ -341,12 +343,24 @@ def rejection_curve(
         raise ValueError("rejection rates must lie in [0, 1]")
     n = len(correct)
     order = np.argsort(-scores, kind="stable")  # most uncertain first
-    # kept_correct[m] = number correct among the inputs kept after referring the first m
-    tail = np.concatenate([np.cumsum(correct[order][::-1])[::-1], [0.0]])
+    s, c = scores[order], correct[order]
+    # groups of equal scores: [start, end) in sorted order and their numbers correct
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[starts[1:], n]
+    group_correct = np.add.reduceat(c, starts) if n else np.zeros(0)
+    after = np.r_[np.cumsum(group_correct[::-1])[::-1][1:], 0.0]  # correct in later groups
     referred = np.floor(rates * n + 1e-9).astype(np.int64)
     kept = n - referred
+    g = np.clip(np.searchsorted(ends, referred, side="right"), 0, max(len(starts) - 1, 0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        acc = np.where(kept > 0, tail[referred] / np.maximum(kept, 1), np.nan)
+        if n:
+            # within the partly referred group, each input is kept with equal probability
+            size = ends[g] - starts[g]
+            kept_in_group = np.clip(ends[g] - referred, 0, size)
+            kept_correct = after[g] + group_correct[g] * kept_in_group / size
+        else:
+            kept_correct = np.zeros(len(rates))
+        acc = np.where(kept > 0, kept_correct / np.maximum(kept, 1), np.nan)
     return rates, acc
 
 

@@ -108,9 +108,13 @@ def test_rejection_curve_by_hand():
     rates, acc = rejection_curve(correct, scores, [0.0, 0.2, 0.4, 0.6, 1.0])
     assert acc[:4] == pytest.approx([0.6, 0.75, 1.0, 1.0])
     assert np.isnan(acc[4])
-    # an uninformative (constant) score keeps inputs in order: nothing to gain on average
-    _, flat = rejection_curve(np.ones(10), np.zeros(10))
-    assert np.allclose(flat, 1.0)
+    # an uninformative (constant) score gains nothing, whatever the input order
+    _, flat = rejection_curve(np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1]), np.zeros(10), [0.0, 0.3, 0.9])
+    assert flat == pytest.approx([0.8, 0.8, 0.8])
+    # ties within a group: scores (3, 2, 2, 1) with correct (0, 1, 0, 1); referring 2 of 4
+    # removes the 3 and one of the two 2s at random → kept correct 1 + ½ out of 2
+    _, acc = rejection_curve(np.array([0, 1, 0, 1]), np.array([3.0, 2.0, 2.0, 1.0]), [0.5])
+    assert acc == pytest.approx([0.75])
 
 
 def _brute_auroc(neg, pos):
