@@ -225,12 +225,12 @@ def lowrank_entropy(std: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
 
 
 def random_orthogonal(
-    k: int, generator: torch.Generator | None, dtype: torch.dtype
+    k: int, generator: torch.Generator | None, dtype: torch.dtype, batch: int = 1
 ) -> torch.Tensor:
-    """A Haar-distributed orthogonal K×K matrix (QR of a Gaussian matrix with sign fix)."""
-    a = torch.randn(k, k, generator=generator, dtype=torch.float64)
+    """``batch`` Haar-distributed orthogonal K×K matrices (QR of Gaussians, sign-fixed)."""
+    a = torch.randn(batch, k, k, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(a)
-    return (q * torch.sign(torch.diagonal(r)).unsqueeze(0)).to(dtype)
+    return (q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)).to(dtype)
 
 
 def group_size(mode: SamplingMode, rank: int) -> int:
@@ -272,10 +272,8 @@ def standard_noise(
         eta = torch.randn(half, rank, generator=generator, dtype=dtype)
     else:
         # each group of K rows: √K R e_k, k = 1..K, for a fresh random rotation R
-        rows = [
-            math.sqrt(rank) * random_orthogonal(rank, generator, dtype).T for _ in range(num // g)
-        ]
-        eta = torch.cat(rows, 0)
+        rotations = random_orthogonal(rank, generator, dtype, batch=num // g)
+        eta = math.sqrt(rank) * rotations.transpose(-1, -2).reshape(-1, rank)
     # mirrors follow their twins: rows [0, half) and [half, num) are ± the same noise
     return torch.cat([eps, -eps], 0), torch.cat([eta, -eta], 0)
 
