@@ -59,14 +59,19 @@ def test_mixture_log_prob_matches_weighted_dense_components():
     logw = torch.log(torch.tensor([0.2, 0.5, 0.3], dtype=D))
     theta = torch.randn(15, 5, generator=torch.Generator().manual_seed(2), dtype=D)
     dense = torch.stack(
-        [_dense(mean[c], std[c], factors[c]).log_prob(theta).exp() * logw[c].exp() for c in range(3)]
+        [
+            _dense(mean[c], std[c], factors[c]).log_prob(theta).exp() * logw[c].exp()
+            for c in range(3)
+        ]
     ).sum(0)
     torch.testing.assert_close(mixture_log_prob(theta, mean, std, factors, logw), dense.log())
 
 
 def test_family_module_log_prob_uses_softplus_scale():
     mean = torch.zeros(4, dtype=D)
-    fam = LowRankMixture(mean, 0.3, rank=2, factor_std=0.5, generator=torch.Generator().manual_seed(0))
+    fam = LowRankMixture(
+        mean, 0.3, rank=2, factor_std=0.5, generator=torch.Generator().manual_seed(0)
+    )
     torch.testing.assert_close(fam.std(), torch.full((1, 4), 0.3, dtype=D))
     theta = torch.randn(7, 4, dtype=D)
     ref = _dense(mean, torch.full((4,), 0.3, dtype=D), fam.factors[0].detach())

@@ -1,0 +1,179 @@
+"""Variational methods end to end: fit, progress records, prediction, save/load, CLI, memory."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from core.inference import get_method
+from core.inference.base import Dataset, accuracy
+from core.inference.variational import (
+    LocalReparameterisation,
+    ParamLayout,
+    VariationalPosterior,
+)
+from core.io import load_posterior, save_posterior
+from core.models import ArchSpec, build_model, num_parameters
+from core.runner import drain
+
+MNIST = Path("/work/shared/data/mnist")
+
+
+def _blobs(n=300, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.rand(n, 1, 28, 28, generator=g) * 0.3
+    x[y == 0, :, :, :14] += 0.6
+    x[y == 1, :, :, 14:] += 0.6
+    return Dataset(x, y, "blobs")
+
+
+CASES = [
+    ("mfvi", {}),
+    ("mfvi", {"local_reparam": False, "sampling": "naive", "prior": "student_t"}),
+    ("snvi", {"rank": 3, "sampling": "unscented"}),
+    ("sgmmvi", {"components": 2, "rank": 1}),
+    ("vdropout", {"alpha": "per_unit"}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), CASES)
+def test_variational_method_learns_reports_and_round_trips(name, overrides, tmp_path):
+    torch.manual_seed(0)
+    data = _blobs()
+    arch = ArchSpec("mlp", num_classes=2, hidden=16)
+    method = get_method(name)
+    config = method.make_config(epochs=3, batch_size=50, lr=1e-2, predict_samples=8, **overrides)
+    records = []
+    posterior = drain(method.fit(config, arch, data, seed=1), records.append)
+    assert isinstance(posterior, VariationalPosterior)
+    last = records[-1].values
+    for key in ("elbo", "expected_log_likelihood", "kl", "loss"):
+        assert math.isfinite(last[key])
+    assert last["elbo"] == pytest.approx(last["expected_log_likelihood"] - last["kl"], abs=1e-9)
+    assert last["kl"] > 0
+    assert accuracy(posterior, data, num_samples=8) > 0.95
+
+    probs = posterior.predict_proba(data.x[:5], generator=torch.Generator().manual_seed(3))
+    assert probs.shape == (8, 5, 2)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(8, 5))
+    path = save_posterior(posterior, tmp_path / f"{name}.pt")
+    loaded = load_posterior(path, expect_method=name)
+    again = loaded.predict_proba(data.x[:5], generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(again, probs)
+    assert loaded.config == posterior.config
+
+
+def test_prediction_draws_differ_between_samples_but_repeat_with_the_seed():
+    arch = ArchSpec("mlp", hidden=8)
+    p = num_parameters(build_model(arch))
+    tensors = {
+        "mean": torch.zeros(1, p),
+        "diag_std": torch.full((1, p), 0.3),
+        "factors": torch.randn(1, p, 2) * 0.1,
+        "log_weights": torch.zeros(1),
+    }
+    post = VariationalPosterior("snvi", arch, {}, 0, "x", tensors)
+    x = torch.rand(4, 1, 28, 28)
+    a = post.predict_proba(x, 6, torch.Generator().manual_seed(0))
+    b = post.predict_proba(x, 6, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(a, b)
+    assert not torch.allclose(a[0], a[1])
+    with pytest.raises(ValueError, match="parameters"):
+        VariationalPosterior("snvi", ArchSpec("lenet"), {}, 0, "x", tensors)
+
+
+def test_local_reparameterisation_gives_the_exact_pre_activation_moments():
+    layer = nn.Linear(6, 3)
+    model = nn.Sequential(layer)
+    hooks = LocalReparameterisation(model)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(1, 6, generator=g).expand(20000, 6)
+    w_var = torch.rand(3, 6, generator=g) * 0.2
+    b_var = torch.rand(3, generator=g) * 0.1
+    hooks.variances = {"0.weight": w_var, "0.bias": b_var}
+    hooks.generator = g
+    with torch.no_grad():
+        out = model(x)
+    mean = x[0] @ layer.weight.detach().T + layer.bias.detach()
+    var = x[0] ** 2 @ w_var.T + b_var
+    torch.testing.assert_close(out.mean(0), mean, atol=0.02, rtol=0)
+    torch.testing.assert_close(out.var(0), var, atol=0, rtol=0.05)
+    hooks.variances = None
+    with torch.no_grad():
+        torch.testing.assert_close(model(x[:2]), layer(x[:2]))
+    hooks.remove()
+
+
+def test_variational_dropout_posterior_scale_is_sqrt_alpha_times_mean():
+    data = _blobs(100)
+    method = get_method("vdropout")
+    config = method.make_config(epochs=1, batch_size=50, init_alpha=0.25, alpha_lr=1e-9, lr=1e-9)
+    post = drain(method.fit(config, ArchSpec("mlp", num_classes=2, hidden=8), data, 0))
+    weights = post.layout.unflatten(post.diag_std[0])
+    means = post.layout.unflatten(post.mean[0])
+    torch.testing.assert_close(
+        weights["net.1.weight"], 0.5 * means["net.1.weight"].abs(), rtol=1e-5, atol=1e-7
+    )
+    assert (weights["net.1.bias"] == 0).all()
+
+
+class _MaxNumel(TorchDispatchMode):
+    """Records the largest tensor any op returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_snvi_on_lenet_never_creates_a_p_by_p_tensor():
+    """One sN-VI training step and a log-density on LeNet (P ≈ 431k) stay O(P K)."""
+    from core.inference import snvi
+
+    torch.set_num_threads(1)
+    arch = ArchSpec("lenet")
+    config = snvi.SnviConfig(rank=8, num_samples=2, batch_size=4, epochs=1)
+    state = snvi.init(config, arch, num_train=100, seed=0)
+    p = state.layout.size
+    assert p == ParamLayout.of(build_model(arch)).size > 400_000
+    batch = (torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3]))
+    with _MaxNumel() as probe:
+        _, info = snvi.step(state, batch, torch.Generator().manual_seed(0), config)
+        state.variational.log_prob(torch.zeros(1, p))
+    assert math.isfinite(info["elbo"])
+    # the largest tensor is U (P × K) or a few stacked draws, far from P² ≈ 1.9e11
+    assert probe.largest <= p * config.rank
+    assert probe.largest < p**2 / 10_000
+
+
+@pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason="needs MNIST")
+def test_cli_trains_an_snvi_mlp_and_saves_it(tmp_path, capsys):
+    from core.cli import main
+
+    out = tmp_path / "snvi.pt"
+    code = main(
+        [
+            "train", "--method", "snvi", "--model", "mlp", "--hidden", "16",
+            "--data-dir", str(MNIST), "--limit", "300", "--eval-samples", "2",
+            "--set", "epochs=1", "--set", "rank=2", "--set", "sampling=unscented",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    assert "test accuracy" in capsys.readouterr().out
+    post = load_posterior(out, expect_method="snvi")
+    # learning itself is checked on the blobs above; here the CLI path and the record matter
+    assert post.rank == 2 and post.config["sampling"] == "unscented"
+    assert 0.0 <= post.info["test_accuracy"] <= 1.0 and post.info["num_parameters"] > 12_000
