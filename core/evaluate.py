@@ -52,6 +52,7 @@ from core.metrics import (
     reliability_diagram,
     rotation_angles,
     rotation_sweep,
+    score_edges,
     score_histograms,
     soft_confusion_matrix,
 )
@@ -277,6 +278,12 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
         t["ood_detection"], t["ood_histograms"] = [], []
     if ev.rotation_label:
         t["rotation"], t["rotation_uncertainty"] = [], []
+    shared_edges = {  # one set of bins per score across posteriors and sets, as in the figure
+        score: score_edges(score, len(names), [
+            preds.scores[score] for r in ev.results.values() for preds in (r.data, r.ood) if preds is not None
+        ])
+        for score in SCORES
+    }
     for name, r in ev.results.items():
         d, p = r.data, r.posterior
         proba, labels = d.mean_proba, d.labels
@@ -345,8 +352,9 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
                     "aupr_in": res.aupr_in, "aupr_out": res.aupr_out,
                 })
             for score in SCORES:
+                edges = shared_edges[score]
                 for set_name, preds in sets:
-                    frac, edges = score_histograms(preds.scores[score], score, k)
+                    frac, edges = score_histograms(preds.scores[score], score, k, edges=edges)
                     t["ood_histograms"] += [
                         {"posterior": name, "score": score, "set": set_name, "lower": edges[b],
                          "upper": edges[b + 1], "fraction": frac[b]}

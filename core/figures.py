@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from core.metrics import DropRateSensitivity, ReliabilityDiagram, RotationSweep, score_range
+from core.metrics import DropRateSensitivity, ReliabilityDiagram, RotationSweep, score_edges
 
 SCORE_LABELS = {
     "total": "total H[p̄] (nats)",
@@ -184,16 +184,23 @@ def ood_histogram_figure(
     scores: Sequence[str] | None = None,
     bins: int = 30,
 ) -> Figure:
-    """Histograms of each score on the in-distribution and OOD sets: rows = posteriors."""
+    """Histograms of each score on the in-distribution and OOD sets: rows = posteriors.
+
+    All panels of one score share their bins (:func:`core.metrics.score_edges`).
+    """
     names = list(in_scores)
     scores = list(scores or next(iter(in_scores.values())))
     fig = _new_figure(2.7 * len(scores) + 0.3, 2.2 * len(names) + 0.5)
     axes = fig.subplots(len(names), len(scores), squeeze=False)
+    shared = {
+        score: score_edges(score, num_classes, [s[n][score] for s in (in_scores, ood_scores) for n in names], bins)
+        for score in scores
+    }
     for r, name in enumerate(names):
         for c, score in enumerate(scores):
             ax = axes[r, c]
-            lo, hi = score_range(score, num_classes)
-            edges = np.linspace(lo, hi, bins + 1)
+            edges = shared[score]
+            lo, hi = edges[0], edges[-1]
             for values, colour, label in (
                 (in_scores[name][score], "tab:blue", in_name),
                 (ood_scores[name][score], "tab:orange", ood_name),

@@ -438,13 +438,33 @@ def ood_detection(in_scores: Mapping[str, np.ndarray], ood_scores: Mapping[str, 
     return out
 
 
-def score_histograms(
-    scores: np.ndarray, score: str, num_classes: int, bins: int = 30
-) -> tuple[np.ndarray, np.ndarray]:
-    """Histogram of a score on its fixed range (:func:`score_range`): (fractions, edges)."""
+def score_edges(
+    score: str, num_classes: int, values: Sequence[np.ndarray] = (), bins: int = 30
+) -> np.ndarray:
+    """Bin edges shared by every histogram of one score in a comparison.
+
+    They span the score's theoretical range (:func:`score_range`), cut down to the largest
+    value in ``values`` (all posteriors and sets together) so that small scores, such as
+    the mutual information of a few ensemble members, do not all fall into the first bin.
+    """
     lo, hi = score_range(score, num_classes)
-    edges = np.linspace(lo, hi, bins + 1)
-    clipped = np.clip(np.asarray(scores, dtype=np.float64), lo, hi)
+    top = max((float(np.max(v)) for v in values if len(v)), default=hi)
+    if lo < top < hi:
+        hi = top * (1 + 1e-9)
+    return np.linspace(lo, hi, bins + 1)
+
+
+def score_histograms(
+    scores: np.ndarray, score: str, num_classes: int, bins: int = 30, edges: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram of a score as fractions of the inputs: (fractions, edges).
+
+    ``edges`` default to the score's full fixed range (:func:`score_range`); values outside
+    are counted in the first or last bin.
+    """
+    if edges is None:
+        edges = score_edges(score, num_classes, bins=bins)
+    clipped = np.clip(np.asarray(scores, dtype=np.float64), edges[0], edges[-1])
     counts, _ = np.histogram(clipped, bins=edges)
     return counts / max(len(clipped), 1), edges
 

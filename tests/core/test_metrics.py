@@ -29,6 +29,7 @@ from core.metrics import (
     reliability_diagram,
     rotation_angles,
     rotation_sweep,
+    score_edges,
     score_histograms,
     soft_confusion_matrix,
 )
@@ -157,6 +158,12 @@ def test_ood_detection_and_histograms():
     frac, edges = score_histograms(np.array([0.0, math.log(10), 5.0]), "total", 10, bins=5)
     assert edges[-1] == pytest.approx(math.log(10)) and frac.sum() == pytest.approx(1.0)
     assert frac[0] == pytest.approx(1 / 3) and frac[-1] == pytest.approx(2 / 3)
+    # shared edges shrink to the largest value seen, never beyond the theoretical range
+    edges = score_edges("epistemic", 10, [np.array([0.0, 0.05]), np.array([0.1])], bins=4)
+    assert edges[0] == 0.0 and edges[-1] == pytest.approx(0.1)
+    assert score_edges("epistemic", 10, [np.zeros(3)])[-1] == pytest.approx(math.log(10))
+    frac, _ = score_histograms(np.array([0.1, 0.0]), "epistemic", 10, edges=edges)
+    assert frac.tolist() == [0.5, 0.0, 0.0, 0.5]
 
 
 def test_drop_rate_sensitivity_summary():
