@@ -153,3 +153,22 @@ def test_posteriors_with_different_class_counts_are_refused(tiny, capsys):
     assert code == 2
     line = _error_line(capsys)
     assert "classes" in line and line.startswith("error: ")
+
+
+def test_drop_rate_figure_is_written(tmp_path):
+    from core.figures import drop_rate_figure, save_figure
+    from core.metrics import drop_rate_sensitivity
+
+    result = drop_rate_sensitivity({0.1: [0.90, 0.91, 0.905], 0.5: [0.915, 0.92, 0.918], 0.9: [0.85, 0.86, 0.84]})
+    path = save_figure(drop_rate_figure(result), tmp_path / "drop_rate.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_core_does_not_import_qt():
+    import subprocess
+    import sys
+
+    code = ("import sys, core.evaluate, core.figures, core.metrics, core.uncertainty; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'superqt', 'app')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
