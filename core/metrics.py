@@ -151,9 +151,6 @@ def predict_dataset(
     """
     chains = chain_ids(posterior, num_samples)
     s = len(chains)
-    present = torch.unique(chains)  # chains that received at least one sample
-    onehot = (chains.unsqueeze(0) == present.unsqueeze(1)).double()
-    onehot /= onehot.sum(1, keepdim=True)
     batch = batch_size or max(1, SAMPLE_BUDGET // s)
     n = len(data)
     means, scores, chain_preds = [], {k: [] for k in SCORES}, []
@@ -161,8 +158,15 @@ def predict_dataset(
     for i, start in enumerate(range(0, n, batch)):
         x = data.x[start : start + batch]
         samples = posterior.predict_proba(x, num_samples=num_samples, generator=generator)
-        if samples.shape[0] != s:
-            raise ValueError(f"posterior returned {samples.shape[0]} samples, expected {s}")
+        if i == 0 and samples.shape[0] != s:
+            if callable(getattr(posterior, "chain_ids", None)):
+                raise ValueError(f"posterior returned {samples.shape[0]} samples, expected {s}")
+            s = samples.shape[0]  # a chainless posterior with its own default: one chain
+            chains = torch.zeros(s, dtype=torch.long)
+        if i == 0:
+            present = torch.unique(chains)  # chains that received at least one sample
+            onehot = (chains.unsqueeze(0) == present.unsqueeze(1)).double()
+            onehot /= onehot.sum(1, keepdim=True)
         samples = samples.double()
         means.append(samples.mean(0))
         for key, value in batch_scores(samples).items():
@@ -176,7 +180,7 @@ def predict_dataset(
         labels=data.y.numpy().astype(np.int64),
         scores={key: torch.cat(v).numpy() if v else np.zeros(0) for key, v in scores.items()},
         chain_predictions=(
-            torch.cat(chain_preds, 1).numpy() if chain_preds else np.zeros((len(present), 0), np.int64)
+            torch.cat(chain_preds, 1).numpy() if chain_preds else np.zeros((1, 0), np.int64)
         ),
         num_samples=s,
     )

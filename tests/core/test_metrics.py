@@ -238,3 +238,34 @@ def test_rotation_sweep_angles_and_bands():
     direct = posterior.predict_proba(image.reshape(1, 1, 4, 4)).double().mean(0)[0].numpy()
     assert np.allclose(sweep.mean[0], direct)
     assert np.allclose(sweep.total, sweep.aleatoric + sweep.epistemic)
+
+
+def test_chainless_posterior_with_its_own_sample_count_is_one_chain():
+    from core.inference.base import Posterior
+
+    class Seven(Posterior):
+        """Returns 7 samples whatever is asked: class 0 in four of them, class 1 in three."""
+
+        kind = "seven-test"
+
+        def predict_proba(self, x, num_samples=None, generator=None):
+            p = torch.zeros(7, len(x), 2)
+            p[:4, :, 0] = 1.0
+            p[4:, :, 1] = 1.0
+            return p
+
+        def state_tensors(self):
+            return {}
+
+        @classmethod
+        def from_state(cls, *args):
+            raise NotImplementedError
+
+    posterior = Seven("test", ArchSpec("softmax", num_classes=2, image_size=4), {}, 0, "x")
+    data = Dataset(torch.zeros(5, 1, 4, 4), torch.zeros(5, dtype=torch.long))
+    result = drain(predict_dataset(posterior, data))
+    assert result.num_samples == 7 and result.num_chains == 1
+    assert np.allclose(result.mean_proba, [[4 / 7, 3 / 7]] * 5)
+    # two one-hot groups: MI = H(4/7, 3/7)
+    h = -(4 / 7) * math.log(4 / 7) - (3 / 7) * math.log(3 / 7)
+    assert np.allclose(result.scores["epistemic"], h)
