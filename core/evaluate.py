@@ -68,11 +68,17 @@ DATASET_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def resolve_dataset(spec: str, data_dir: str | os.PathLike | None = None, split: str = "test") -> Dataset:
+def resolve_dataset(
+    spec: str,
+    data_dir: str | os.PathLike | None = None,
+    split: str = "test",
+    download: bool = False,
+) -> Dataset:
     """Load a data set given by a known name (:data:`DATASET_NAMES`) or an IDX folder.
 
     For a known name, ``data_dir/<name>`` is tried, then ``data_dir`` itself, then the user
-    cache. A folder is read as its ``split`` (default the ``t10k-*`` test files).
+    cache (where ``download`` fetches MNIST when missing). A folder is read as its ``split``
+    (default the ``t10k-*`` test files).
 
     Raises
     ------
@@ -87,7 +93,7 @@ def resolve_dataset(spec: str, data_dir: str | os.PathLike | None = None, split:
             if not base.is_dir():
                 raise DatasetNotFoundError(f"data folder {base} does not exist")
             root = base / name if (base / name).is_dir() else base
-        return load_split(name, known_split, root=root)
+        return load_split(name, known_split, root=root, download_if_missing=download)
     folder = Path(spec)
     if not folder.is_dir():
         known = ", ".join(DATASET_NAMES)
@@ -483,6 +489,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files")
     parser.add_argument("--ood", help="out-of-distribution set (known name or folder), e.g. notmnist")
     parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist)")
+    parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
     parser.add_argument("--rotate", metavar="IMAGE",
                         help="rotation sweep of an image file or SET:INDEX (e.g. mnist-test:0)")
     parser.add_argument("--angle-step", type=float, default=10.0, help="sweep step in degrees (0–180)")
@@ -503,8 +510,8 @@ def run(args: argparse.Namespace) -> int:
     if args.samples is not None and args.samples < 1:
         raise ValueError("--samples must be at least 1")
     posteriors = load_posteriors(args.posterior)
-    data = resolve_dataset(args.dataset, args.data_dir)
-    ood = resolve_dataset(args.ood, args.data_dir) if args.ood else None
+    data = resolve_dataset(args.dataset, args.data_dir, download=args.download)
+    ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
     if args.limit:
         data = data.subset(slice(0, args.limit))
         ood = ood.subset(slice(0, args.limit)) if ood is not None else None
