@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from core.inference import dsghmc, ensemble, hmc, mc_dropout, sghmc, sgld
 from core.inference import map as map_
-from core.inference import mc_dropout
 from core.inference import mfvi as mfvi
 from core.inference import sgmmvi as sgmmvi
 from core.inference import snvi as snvi
@@ -58,6 +58,16 @@ register(
         needs_dropout=True,
     )
 )
+register(Method("sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)"))
+register(Method("sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)"))
+register(
+    Method("dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)")
+)
+register(Method("hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up"))
+register(
+    Method("ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)")
+)
+
 register(Method("mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop"))
 register(
     Method("snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)")

@@ -1,0 +1,258 @@
+"""Chains, the sample store, diagnostics, reproducibility and the sampler posteriors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
+from core.inference.base import Dataset
+from core.inference.dsghmc import InputDropoutPosterior
+from core.inference.sampling import (
+    FunctionTarget,
+    SampleBudgetError,
+    SampleBudgetWarning,
+    SamplerDivergedError,
+    effective_sample_size,
+    plan_storage,
+    split_rhat,
+)
+from core.io import load_posterior, save_posterior
+from core.models import ArchSpec
+from core.runner import drain
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def toy_data(n: int = 60, seed: int = 0) -> Dataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, 4, 4, generator=g)
+    y = (x.flatten(1)[:, :8].sum(1) > x.flatten(1)[:, 8:].sum(1)).long()
+    return Dataset(x, y, "toy")
+
+
+ARCH = ArchSpec("softmax", num_classes=2, image_size=4)
+SMALL = {"num_chains": 3, "epochs": 4, "batch_size": 20, "burn_in_epochs": 1, "thin": 3}
+
+
+# ------------------------------------------------------------------------- registry
+
+
+def test_methods_registered_with_their_configs():
+    for name, cls in [("sgld", sgld.SgldConfig), ("sghmc", sghmc.SghmcConfig),
+                      ("dsghmc", dsghmc.DsghmcConfig), ("hmc", hmc.HmcConfig),
+                      ("ensemble", ensemble.EnsembleConfig)]:
+        assert METHODS[name].config_cls is cls
+    with pytest.raises(ValueError, match="no setting"):
+        METHODS["sghmc"].make_config(leapfrog=3)
+
+
+@pytest.mark.parametrize("bad", [{"friction": 0.0}, {"friction": 0.1, "noise_estimate": 0.2},
+                                 {"step_size": -1.0}, {"burn_in_epochs": 20}])
+def test_sghmc_config_rejects_nonsense(bad):
+    with pytest.raises(ValueError):
+        sghmc.SghmcConfig(**bad)
+
+
+# --------------------------------------------------------------------- sample store
+
+
+def test_storage_plan_refuses_over_budget_with_numbers():
+    with pytest.raises(SampleBudgetError, match="over the sample budget of 1 MB"):
+        plan_storage(10_000, 0, 1, draw_bytes=4 * 10_000, budget_mb=1.0, policy="refuse")
+
+
+def test_storage_plan_thins_to_fit():
+    plan = plan_storage(10_000, 1_000, 1, draw_bytes=4 * 10_000, budget_mb=1.0, policy="thin")
+    assert plan.num_draws * 4 * 10_000 <= 2**20
+    assert plan.thin > 1 and "thinning by" in plan.message
+
+
+def test_fit_thins_with_a_warning_and_respects_the_budget():
+    # 3 draws of 3 chains x 34 weights take 1224 bytes; 1e-3 MB holds 1048
+    config = sgld.SgldConfig(**SMALL, step_size=1e-3, memory_budget_mb=1e-3, on_budget="thin")
+    with pytest.warns(SampleBudgetWarning, match="thinning by"):
+        post = drain(sgld.fit(config, ARCH, toy_data(), 0))
+    stored = sum(v.numel() for v in post.samples.values()) * 4
+    assert 0 < stored <= 1e-3 * 2**20
+    assert "thinning" in post.info["sample_store"]
+
+
+def test_fit_refuses_over_budget():
+    config = sgld.SgldConfig(**SMALL, step_size=1e-3, memory_budget_mb=1e-3)
+    with pytest.raises(SampleBudgetError):
+        drain(sgld.fit(config, ARCH, toy_data(), 0))
+
+
+# ----------------------------------------------------------------------- diagnostics
+
+
+def _ar1(phi: float, chains: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.empty((chains, n))
+    x[:, 0] = rng.normal(size=chains) / math.sqrt(1 - phi**2)
+    noise = rng.normal(size=(chains, n))
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + noise[:, t]
+    return x
+
+
+def test_ess_of_ar1_matches_closed_form():
+    """AR(1) with coefficient φ has integrated autocorrelation time (1 + φ)/(1 − φ)."""
+    phi, chains, n = 0.8, 4, 5000
+    expected = chains * n * (1 - phi) / (1 + phi)
+    assert effective_sample_size(_ar1(phi, chains, n, 0)) == pytest.approx(expected, rel=0.15)
+    iid = np.random.default_rng(1).normal(size=(4, 2000))
+    assert effective_sample_size(iid) == pytest.approx(8000, rel=0.15)
+
+
+def test_split_rhat_flags_disagreeing_chains():
+    rng = np.random.default_rng(2)
+    iid = rng.normal(size=(4, 1000))
+    assert abs(split_rhat(iid) - 1) < 0.01
+    shifted = iid + np.arange(4)[:, None] * 1.0
+    assert split_rhat(shifted) > 1.2
+    drifting = iid + np.linspace(0, 3, 1000)[None]
+    assert split_rhat(drifting) > 1.1
+
+
+# ---------------------------------------------------------- fit, progress, reproducibility
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmc", "dsghmc"])
+def test_fit_is_reproducible_and_reports_progress(name):
+    method = METHODS[name]
+    config = method.make_config(**SMALL, step_size=1e-3 if name == "sgld" else 1e-4)
+    records = []
+    first = drain(method.fit(config, ARCH, toy_data(), 7), records.append)
+    second = drain(method.fit(config, ARCH, toy_data(), 7))
+    other = drain(method.fit(config, ARCH, toy_data(), 8))
+    for k, v in first.samples.items():
+        assert torch.equal(v, second.samples[k])
+        assert not torch.equal(v, other.samples[k])
+    assert first.num_chains == 3 and first.num_draws == (4 - 1) * 3 // 3
+    assert records and {"log_posterior", "step_size"} <= set(records[-1].values)
+    assert records[-1].step == records[-1].total == 12
+    assert {"rhat_log_posterior", "ess_log_posterior"} <= set(first.info)
+    assert len(first.info["traces"]["log_posterior"]) == 3
+    probs = first.predict_proba(toy_data().x[:5])
+    assert probs.shape == (first.num_samples, 5, 2)
+
+
+def test_divergence_is_a_clear_error():
+    config = sgld.SgldConfig(**SMALL, step_size=1e6)
+    with pytest.raises(SamplerDivergedError, match="lower the step size"):
+        drain(sgld.fit(config, ARCH, toy_data(), 0))
+
+
+# ---------------------------------------------------------------------------- D-SGHMC
+
+
+def test_input_dropout_keeps_the_expected_input():
+    g = torch.Generator().manual_seed(0)
+    x = torch.full((200, 1000), 2.0)
+    masked = dsghmc.input_dropout(x, 0.3, g)
+    assert (masked == 0).float().mean() == pytest.approx(0.3, abs=0.005)
+    assert masked[masked != 0].unique().tolist() == pytest.approx([2.0 / 0.7])
+    assert masked.mean() == pytest.approx(2.0, rel=0.01)
+
+
+def test_dsghmc_step_masks_each_iteration_afresh():
+    seen = []
+
+    def log_prob(params, batch):
+        x, _ = batch
+        seen.append(x.clone())
+        return -0.5 * params["theta"].pow(2).sum(1)
+
+    config = dsghmc.DsghmcConfig(step_size=1e-3, friction=0.1, drop_rate=0.5)
+    g = torch.Generator().manual_seed(0)
+    state = dsghmc.init({"theta": torch.zeros(2, 3)}, config=config, generator=g)
+    batch = (torch.ones(2, 50, 10), torch.zeros(2, 50))
+    target = FunctionTarget(log_prob)
+    for _ in range(2):
+        state, _ = dsghmc.step(state, batch, g, config=config, target=target)
+    assert not torch.equal(seen[0], seen[1])
+    assert set(seen[0].unique().tolist()) == {0.0, 2.0}
+
+
+@pytest.mark.parametrize("mask", [True, False])
+def test_input_dropout_posterior_round_trip(tmp_path, mask):
+    config = dsghmc.DsghmcConfig(**SMALL, step_size=1e-4, drop_rate=0.5, mask_at_prediction=mask)
+    post = drain(dsghmc.fit(config, ARCH, toy_data(), 0))
+    assert isinstance(post, InputDropoutPosterior)
+    loaded = load_posterior(save_posterior(post, tmp_path / "d.pt"))
+    assert isinstance(loaded, InputDropoutPosterior) and loaded.mask_at_prediction is mask
+    x = toy_data().x[:4]
+    a = loaded.predict_proba(x, generator=torch.Generator().manual_seed(1))
+    b = loaded.predict_proba(x, generator=torch.Generator().manual_seed(2))
+    assert a.shape == (post.num_samples, 4, 2)
+    assert torch.equal(a, b) is (not mask)
+    if not mask:
+        assert torch.allclose(a, post.predict_proba(x))
+
+
+# -------------------------------------------------------------------------------- HMC
+
+
+def test_hmc_adapts_to_the_target_acceptance():
+    """Dual averaging holds the warm-up iterates at δ; sampling uses the averaged ε̄.
+
+    ε̄ is the geometric mean of oscillating iterates, and the acceptance is concave in ε,
+    so the sampling acceptance lands at or above δ (as with Stan's adapt_delta).
+    """
+    var = torch.logspace(-2, 2, 50)
+
+    def log_prob(params, batch):
+        return -0.5 * (params["theta"].pow(2) / var).sum(1)
+
+    config = hmc.HmcConfig(num_chains=8, num_warmup=500, num_samples=100, num_leapfrog=5,
+                           step_size=1.0, target_accept=0.75)
+    g = torch.Generator().manual_seed(0)
+    result = drain(hmc.run({"theta": torch.randn(8, 50, generator=g)}, config=config,
+                           target=FunctionTarget(log_prob), batch=None, generator=g))
+    info = hmc.summary(result, config.num_warmup)
+    warm = result.traces["acceptance"][:, 250:500].mean()
+    assert abs(float(warm) - 0.75) < 0.03
+    assert 0.72 < info["acceptance_rate"] < 0.97
+    # mass adaptation learns the scales: M⁻¹ ≈ the marginal variances (within a factor 2)
+    ratio = result.state.inv_mass["theta"].mean(0) / var
+    assert ((ratio > 0.5) & (ratio < 2.0)).all(), ratio.tolist()
+    assert info["divergences"] == 0
+
+
+def test_hmc_fit_reports_acceptance_divergences_and_step_size():
+    config = hmc.HmcConfig(num_chains=2, num_warmup=30, num_samples=10, num_leapfrog=3)
+    records = []
+    post = drain(hmc.fit(config, ARCH, toy_data(), 0), records.append)
+    assert {"acceptance_rate", "divergences", "step_size"} <= set(post.info)
+    assert {r.phase for r in records} == {"warmup", "sampling"}
+    assert "acceptance" in records[-1].values
+    assert post.num_chains == 2 and post.num_draws == 10
+
+
+def test_hmc_windows_follow_stan():
+    assert hmc.adaptation_windows(1000) == [100, 150, 250, 450, 950]
+    assert hmc.adaptation_windows(10) == []
+
+
+# --------------------------------------------------------------------------- ensemble
+
+
+def test_ensemble_members_are_independent_chains():
+    config = ensemble.EnsembleConfig(num_members=3, epochs=2, batch_size=20, lr=1e-2)
+    post = drain(ensemble.fit(config, ARCH, toy_data(), 0))
+    assert post.num_chains == 3 and post.num_draws == 1
+    w = post.samples["linear.weight"][:, 0]
+    assert not torch.allclose(w[0], w[1])
+    again = drain(ensemble.fit(config, ARCH, toy_data(), 0))
+    assert torch.equal(w, again.samples["linear.weight"][:, 0])
