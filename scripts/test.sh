@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (or reuse) the environment, then lint and run the whole test suite.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=$(bash "$root/scripts/venv.sh")
+cd "$root"
+"$venv/bin/ruff" check core app tests benchmarks
+QT_QPA_PLATFORM=offscreen "$venv/bin/python" -m pytest "$@"
