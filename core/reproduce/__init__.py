@@ -24,7 +24,7 @@ class Reproduction:
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 # Modules that define reproductions; each calls register() at import.
-MODULES: tuple[str, ...] = ()
+MODULES: tuple[str, ...] = ("core.reproduce.lefolgoc",)
 
 
 def register(reproduction: Reproduction) -> Reproduction:
