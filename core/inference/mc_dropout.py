@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from core.inference.base import DropoutPosterior, Dataset, FitGenerator, optimise
+from core.inference.base import Dataset, DropoutPosterior, FitGenerator, optimise
 from core.models import ArchSpec, build_model
 
 

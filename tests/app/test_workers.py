@@ -14,7 +14,7 @@ from core.inference.base import ProgressRecord
 def counting(n, fail_at=None):
     for i in range(n):
         if i == fail_at:
-            raise RuntimeError("boom at step %d" % i)
+            raise RuntimeError(f"boom at step {i}")
         yield ProgressRecord(i + 1, n, {"loss": 1.0 / (i + 1)})
     return "done"
 
