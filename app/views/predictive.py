@@ -78,8 +78,8 @@ class PredictiveView(QWidget):
             self.hist_bars.append(bars)
             self.hist_mean.append(mean)
             self.hist_band.append(band)
-        self._set_hist_titles(None)
         self.prediction: Prediction | None = None
+        self.clear()
 
     def _set_hist_titles(self, prediction: Prediction | None) -> None:
         for c, plot in enumerate(self.hist_plots):
@@ -91,8 +91,15 @@ class PredictiveView(QWidget):
             colour = "#d6604d" if top else "#333333"
             plot.setTitle(f"<b>{self.class_names[c]}</b>  p̄={mean:.2f}", size="9pt", color=colour)
 
+    def _set_markers_visible(self, visible: bool) -> None:
+        """Intervals and mean lines mean nothing without a prediction: hide them."""
+        self.mean_errors.setVisible(visible)
+        for item in (*self.hist_mean, *self.hist_band):
+            item.setVisible(visible)
+
     def show_prediction(self, prediction: Prediction) -> None:
         self.prediction = prediction
+        self._set_markers_visible(True)
         s = prediction.summary
         mean = s.mean.numpy()
         top = s.predicted_class
@@ -132,4 +139,5 @@ class PredictiveView(QWidget):
             self.hist_mean[c].setValue(0)
             self.hist_band[c].setRegion((0, 0))
         self._set_hist_titles(None)
+        self._set_markers_visible(False)
         self.headline.setText(message)
