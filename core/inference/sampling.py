@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -23,7 +23,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from core.inference.base import Dataset, ProgressRecord
+from core.inference.base import Dataset, ProgressRecord, SampledPosterior
+from core.models import ArchSpec, build_model
 
 Params = dict[str, torch.Tensor]
 BudgetPolicy = Literal["refuse", "thin"]
@@ -467,11 +468,9 @@ class ChainConfig:
 
 
 def initial_params(
-    arch: Any, num_chains: int, init: InitName, prior_std: float, generator: torch.Generator
+    arch: ArchSpec, num_chains: int, init: InitName, prior_std: float, generator: torch.Generator
 ) -> Params:
     """Chain-stacked starting values for ``arch``, reproducible from ``generator``."""
-    from core.models import build_model
-
     models = []
     for _ in range(num_chains):
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))
@@ -489,7 +488,7 @@ def fit_sgmcmc(
     init: Callable[..., Any],
     step: Callable[..., tuple[Any, dict[str, torch.Tensor]]],
     config: ChainConfig,
-    arch: Any,
+    arch: ArchSpec,
     data: Dataset,
     seed: int,
     make_posterior: Callable[[Params, dict[str, Any]], Any] | None = None,
@@ -500,11 +499,6 @@ def fit_sgmcmc(
     info)``) whose ``info`` holds R̂ and ESS of the log posterior and of ‖θ‖, the storage
     plan and per-chain traces downsampled to 500 points.
     """
-    from dataclasses import asdict
-
-    from core.inference.base import SampledPosterior
-    from core.models import build_model
-
     generator = torch.Generator().manual_seed(seed)
     params = initial_params(arch, config.num_chains, config.init, config.prior_std, generator)
     target = ModelTarget(build_model(arch), len(data), config.prior_std)
