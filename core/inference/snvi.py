@@ -26,6 +26,7 @@ from core.inference.variational import (
     PriorName,
     SamplingMode,
     VariationalState,
+    factor_groups,
     group_size,
     initial_mean,
     make_state,
@@ -47,6 +48,8 @@ class SnviConfig:
         ``gaussian`` N(0, prior_std²) or ``student_t`` prior_std · t_{prior_df}, per weight.
     init_std, init_factor_std
         Initial σ, and the standard deviation of U's random initial entries.
+    factor_lr
+        Adam learning rate of U (smaller than ``lr``: see :func:`factor_groups`).
     sampling, num_samples
         Coupling of the draws and draws per step (rounded up to whole groups: 2 for
         ``paired``, 2K for ``unscented``).
@@ -62,6 +65,7 @@ class SnviConfig:
     prior_df: float = 3.0
     init_std: float = 0.01
     init_factor_std: float = 1e-3
+    factor_lr: float = 1e-4
     sampling: SamplingMode = "paired"
     num_samples: int = 2
     epochs: int = 10
@@ -76,7 +80,7 @@ class SnviConfig:
         group_size(self.sampling, self.rank)
         if self.init_std <= 0 or self.init_factor_std < 0 or self.num_samples < 1:
             raise ValueError("init_std and num_samples must be positive")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.factor_lr <= 0:
             raise ValueError("epochs, batch_size and lr must be positive")
 
 
@@ -88,7 +92,7 @@ def init(config: SnviConfig, arch: ArchSpec, num_train: int, seed: int) -> Varia
         mean, config.init_std, rank=config.rank, factor_std=config.init_factor_std, generator=g
     )
     total = config.epochs * -(-num_train // config.batch_size)
-    return make_state(model, family, num_train, config.lr, total)
+    return make_state(model, family, num_train, config.lr, total, factor_groups(family, config))
 
 
 def step(

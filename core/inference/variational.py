@@ -705,6 +705,20 @@ def make_state(
     return VariationalState(model, ParamLayout.of(model), variational, opt, sched, num_train)
 
 
+def factor_groups(family: LowRankMixture, config: Any) -> list[dict[str, Any]]:
+    """Adam groups: U at ``config.factor_lr``, everything else at ``config.lr``.
+
+    Adam moves every coordinate by about its learning rate whatever the gradient's size, so
+    with noisy ELBO gradients U would random-walk to a large norm (its entropy reward is
+    tiny per coordinate); a smaller rate for U keeps that walk short.
+    """
+    rest = [p for n, p in family.named_parameters() if n != "factors" and p.requires_grad]
+    return [
+        {"params": rest, "lr": config.lr},
+        {"params": [family.factors], "lr": config.factor_lr},
+    ]
+
+
 def batch_log_likelihood(
     state: VariationalState, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
