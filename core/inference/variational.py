@@ -385,12 +385,14 @@ def mixture_sample(
     """``num`` independent draws (num, P) from the mixture (ancestral sampling)."""
     c, p = means.shape
     k = factors.shape[-1]
-    if c == 1:
-        comp = torch.zeros(num, dtype=torch.long)
-    else:
-        comp = torch.multinomial(
-            log_weights.exp().float(), num, replacement=True, generator=generator
-        )
+    if c == 1:  # fast path: no component bookkeeping, in-place arithmetic
+        theta = torch.randn(num, p, generator=generator, dtype=means.dtype)
+        theta.mul_(stds[0]).add_(means[0])
+        if k:
+            eta = torch.randn(num, k, generator=generator, dtype=means.dtype)
+            theta.addmm_(eta, factors[0].T)
+        return theta
+    comp = torch.multinomial(log_weights.exp().float(), num, replacement=True, generator=generator)
     eps = torch.randn(num, p, generator=generator, dtype=means.dtype)
     eta = torch.randn(num, k, generator=generator, dtype=means.dtype)
     theta = torch.empty(num, p, dtype=means.dtype)
@@ -595,6 +597,7 @@ class VariationalPosterior(Posterior):
             raise ValueError("variational posterior has negative scales or non-finite means")
         self.mean, self.diag_std, self.factors, self.log_weights = mean, std, factors, logw
         self.chunk_size = chunk_size
+        self._bank: torch.Tensor | None = None
         if "predict_samples" in self.config:
             self.default_num_samples = int(self.config["predict_samples"])
 
@@ -624,15 +627,28 @@ class VariationalPosterior(Posterior):
         """log q(θ) for flat θ (S, P); needs σ > 0 everywhere."""
         return mixture_log_prob(theta, self.mean, self.diag_std, self.factors, self.log_weights)
 
+    def fixed_draws(self, num_samples: int) -> torch.Tensor:
+        """A bank of draws made once (seeded by the posterior's seed) and reused.
+
+        Drawing S·P normals costs far more than evaluating an MLP, so interactive callers that
+        pass no generator get the same S weight sets on every call: the views then change only
+        because the input changed, as with a sampler's stored draws.
+        """
+        if self._bank is None or self._bank.shape[0] < num_samples:
+            g = torch.Generator().manual_seed(self.seed + 104729)
+            self._bank = self.sample_flat(num_samples, g)
+        return self._bank[:num_samples]
+
     def predict_logits(
         self,
         x: torch.Tensor,
         num_samples: int | None = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
+        """Logits (S, N, K): fresh draws from ``generator``, else the fixed bank."""
         s = num_samples or self.default_num_samples
         with torch.no_grad():
-            theta = self.sample_flat(s, generator)
+            theta = self.sample_flat(s, generator) if generator is not None else self.fixed_draws(s)
             return stacked_logits(self._model, self.layout, theta, x, self.chunk_size)
 
     def predict_proba(self, x, num_samples=None, generator=None):

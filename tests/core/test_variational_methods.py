@@ -84,6 +84,9 @@ def test_prediction_draws_differ_between_samples_but_repeat_with_the_seed():
     b = post.predict_proba(x, 6, torch.Generator().manual_seed(0))
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a[0], a[1])
+    # without a generator, a fixed bank of draws is reused (interactive views do not flicker)
+    torch.testing.assert_close(post.predict_proba(x, 6), post.predict_proba(x, 4 + 2))
+    assert post.predict_proba(x, 3).shape == (3, 4, 10)
     with pytest.raises(ValueError, match="parameters"):
         VariationalPosterior("snvi", ArchSpec("lenet"), {}, 0, "x", tensors)
 
