@@ -694,6 +694,8 @@ class VariationalState:
         N, the training-set size that scales the likelihood against the KL.
     step
         Steps taken so far.
+    local
+        Local-reparameterisation hooks on the model, when the method uses them.
     """
 
     model: nn.Module

@@ -36,6 +36,7 @@ def _blobs(n=300, seed=0):
 CASES = [
     ("mfvi", {}),
     ("mfvi", {"local_reparam": False, "sampling": "naive", "prior": "student_t"}),
+    ("mfvi", {"prior": "student_t", "prior_df": 4.0}),
     ("snvi", {"rank": 3, "sampling": "unscented"}),
     ("sgmmvi", {"components": 2, "rank": 1}),
     ("vdropout", {"alpha": "per_unit"}),
@@ -111,6 +112,19 @@ def test_local_reparameterisation_gives_the_exact_pre_activation_moments():
     with torch.no_grad():
         torch.testing.assert_close(model(x[:2]), layer(x[:2]))
     hooks.remove()
+
+
+def test_variational_dropout_shares_alpha_per_input_unit_or_per_weight():
+    from core.inference import vdropout
+
+    arch = ArchSpec("lenet")
+    for sharing, first_fc in (("per_unit", (1, 800)), ("per_weight", (500, 800))):
+        config = vdropout.VdropoutConfig(alpha=sharing)
+        state = vdropout.init(config, arch, num_train=10, seed=0)
+        shapes = {k: tuple(v.shape) for k, v in state.variational.log_alpha.items()}
+        assert shapes["classifier__1__weight"] == first_fc
+        assert "features__0__bias" not in shapes  # biases are deterministic
+        state.local.remove()
 
 
 def test_variational_dropout_posterior_scale_is_sqrt_alpha_times_mean():
