@@ -120,10 +120,18 @@ class PredictiveView(QWidget):
             self.hist_plots[c].setYRange(0, 1, padding=0)
         self._set_hist_titles(prediction)
         name = self.class_names[top]
+        first, second = (self.class_names[c] for c in s.top_two)
+        flag = (
+            f"<br><span style='color:#b2182b'><b>Uncertain input:</b> the sample distributions of "
+            f"{first} and {second} overlap (Bhattacharyya {s.overlap:.2f})</span>"
+            if s.uncertain
+            else f"<br>overlap of {first} and {second}: Bhattacharyya {s.overlap:.2f}"
+        )
         self.headline.setText(
             f"<b>Prediction: {name}</b> (p̄ = {mean[top]:.2f}, 90% interval "
             f"{float(s.lower[top]):.2f}–{float(s.upper[top]):.2f}) from {s.num_samples} samples · "
             f"total {s.total:.3f} = aleatoric {s.aleatoric:.3f} + epistemic {s.epistemic:.3f} nats"
+            + flag
         )
 
     def clear(self, message: str = "Draw a digit to see the posterior's belief.") -> None:

@@ -112,3 +112,26 @@ def test_loading_an_image_predicts(qtbot, window, tmp_path):
         window.load_image_file(tmp_path / "one.png")
     qtbot.waitUntil(lambda: window.predictive.prediction is not None, timeout=20_000)
     assert window.predictive.prediction.summary.predicted_class == 1
+
+
+def test_overlapping_top_two_classes_are_flagged(qtbot):
+    import torch
+
+    from app.views.predictive import PredictiveView
+    from core.predictive import Prediction
+    from core.uncertainty import summarise
+
+    view = PredictiveView()
+    qtbot.addWidget(view)
+    # half the samples favour 4, half 9, with the same spread: the two histograms coincide
+    g = torch.Generator().manual_seed(0)
+    p4 = 0.45 + 0.1 * torch.rand(200, generator=g)
+    samples = torch.zeros(200, 10)
+    samples[:, 4], samples[:, 9] = p4, 1 - p4
+    view.show_prediction(Prediction(samples, summarise(samples)))
+    text = view.headline.text()
+    assert "Uncertain input" in text and ("4 and 9" in text or "9 and 4" in text)
+    confident = torch.zeros(50, 10)
+    confident[:, 7] = 1.0
+    view.show_prediction(Prediction(confident, summarise(confident)))
+    assert "Uncertain input" not in view.headline.text()
