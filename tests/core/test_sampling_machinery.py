@@ -256,3 +256,23 @@ def test_ensemble_members_are_independent_chains():
     assert not torch.allclose(w[0], w[1])
     again = drain(ensemble.fit(config, ARCH, toy_data(), 0))
     assert torch.equal(w, again.samples["linear.weight"][:, 0])
+
+
+# -------------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("method", ["sghmc", "dsghmc"])
+def test_cli_trains_a_sampler(shared_data, tmp_path, method, capsys):
+    from core.cli import main
+
+    out = tmp_path / f"{method}.pt"
+    code = main([
+        "train", "--method", method, "--model", "softmax", "--data-dir", str(shared_data / "mnist"),
+        "--limit", "500", "--set", "epochs=2", "--set", "burn_in_epochs=1", "--set", "thin=2",
+        "--set", "num_chains=2", "--set", "step_size=1e-5", "--eval-samples", "4",
+        "--out", str(out),
+    ])
+    assert code == 0
+    post = load_posterior(out, expect_method=method)
+    assert post.num_chains == 2 and post.num_draws == 2
+    assert "test accuracy" in capsys.readouterr().out
