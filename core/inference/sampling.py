@@ -138,20 +138,32 @@ class RmsPreconditioner:
     """Diagonal RMSprop preconditioner G = 1 / (λ + √V), V ← ρV + (1 − ρ) g ⊙ g.
 
     Li, Chen, Carlson & Carin (2016), "Preconditioned SGLD"; the Γ(θ) correction term is
-    dropped, as in their experiments.
+    dropped, as in their experiments. While G adapts the chain is therefore only
+    approximately invariant (on a Gaussian with exact gradients the covariance comes out
+    ~20% off); once :meth:`update` is called with ``adapt=False`` G stays fixed, and a
+    constant preconditioner needs no correction.
     """
 
     decay: float
     epsilon: float
     square: Params = field(default_factory=dict)
+    current: Params = field(default_factory=dict)
 
-    def update(self, grad: Params) -> Params:
+    def update(self, grad: Params, adapt: bool = True) -> Params:
+        if self.current and not adapt:
+            return self.current
         if not self.square:
             self.square = {k: g.pow(2) for k, g in grad.items()}
         else:
             for k, g in grad.items():
                 self.square[k].mul_(self.decay).addcmul_(g, g, value=1.0 - self.decay)
-        return {k: 1.0 / (self.epsilon + v.sqrt()) for k, v in self.square.items()}
+        self.current = {k: 1.0 / (self.epsilon + v.sqrt()) for k, v in self.square.items()}
+        return self.current
+
+
+def preconditioner_adapting(adapt_steps: int, t: int) -> bool:
+    """Whether an RMSprop preconditioner still adapts at step t (``adapt_steps`` < 0: always)."""
+    return adapt_steps < 0 or t < adapt_steps
 
 
 # -------------------------------------------------------------------------- sample store

@@ -44,6 +44,8 @@ class SghmcConfig(ChainConfig):
         M; the effective learning rate is η / M.
     precondition, rms_decay, rms_epsilon
         The optional RMSprop preconditioner G = 1 / (λ + √V).
+    rms_adapt_steps
+        Steps during which G adapts, then fixed (exact); −1: adapt throughout (approximate).
     resample_every
         Redraw the momentum every this many steps (0: never).
     """
@@ -55,6 +57,7 @@ class SghmcConfig(ChainConfig):
     precondition: bool = False
     rms_decay: float = 0.99
     rms_epsilon: float = 1e-5
+    rms_adapt_steps: int = -1
     resample_every: int = 0
 
     def __post_init__(self) -> None:
@@ -103,7 +106,11 @@ def step(
     eta = config.step_size / config.mass
     alpha, beta = config.friction, config.noise_estimate
     logp, grad = target.log_prob_and_grad(state.params, batch)
-    precond = state.preconditioner.update(grad) if state.preconditioner is not None else None
+    precond = (
+        state.preconditioner.update(grad, adapt=sampling.preconditioner_adapting(config.rms_adapt_steps, state.t))
+        if state.preconditioner is not None
+        else None
+    )
     momentum = state.momentum
     if config.resample_every and state.t % config.resample_every == 0 and state.t > 0:
         fresh = sampling.normal_like(momentum, generator)

@@ -50,6 +50,9 @@ class SgldConfig(ChainConfig):
         Use the RMSprop preconditioner G.
     rms_decay, rms_epsilon
         ρ and λ of the preconditioner.
+    rms_adapt_steps
+        Steps during which G adapts; afterwards it stays fixed, which makes the chain exact
+        (a constant G needs no Γ term). −1: adapt throughout, as published (approximate).
     """
 
     step_size: float = 1e-5
@@ -60,6 +63,7 @@ class SgldConfig(ChainConfig):
     precondition: bool = False
     rms_decay: float = 0.99
     rms_epsilon: float = 1e-5
+    rms_adapt_steps: int = -1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -105,7 +109,11 @@ def step(
     eta = step_size_at(config, state.t)
     logp, grad = target.log_prob_and_grad(state.params, batch)
     noise = sampling.normal_like(state.params, generator)
-    precond = state.preconditioner.update(grad) if state.preconditioner is not None else None
+    precond = (
+        state.preconditioner.update(grad, adapt=sampling.preconditioner_adapting(config.rms_adapt_steps, state.t))
+        if state.preconditioner is not None
+        else None
+    )
     new = {}
     for k, theta in state.params.items():
         g = precond[k] if precond is not None else 1.0

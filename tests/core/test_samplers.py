@@ -292,3 +292,29 @@ def test_sgld_temperature_scales_the_covariance():
     mean_err, cov_err = moment_errors(draws, cold)
     assert mean_err < MEAN_TOL and cov_err < COV_TOL
     assert moment_errors(draws, target)[1] > 3 * COV_TOL
+
+
+VARIANTS = {
+    # RMSprop preconditioner adapted for 200 steps, then fixed (exact thereafter)
+    "psgld": (sgld, sgld.SgldConfig(step_size=0.1, precondition=True, rms_epsilon=1e-3,
+                                    rms_adapt_steps=200)),
+    "psghmc": (sghmc, sghmc.SghmcConfig(step_size=0.01, friction=0.2, precondition=True,
+                                        rms_epsilon=1e-3, rms_adapt_steps=200)),
+    "sghmc-resample": (sghmc, sghmc.SghmcConfig(step_size=0.01, friction=0.2, resample_every=50)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("make_target", [gaussian_2d, gaussian_10d], ids=["2d", "10d"])
+def test_sampler_variants_gaussian_moments(variant, make_target):
+    module, config = VARIANTS[variant]
+    target = make_target()
+    generator = torch.Generator().manual_seed(0)
+    state = module.init(_start(target.dim, generator), config=config, generator=generator)
+    draws = drain(sampling.sample_chains(
+        module.step, state, config=config, target=target.target(),
+        batches=sampling.constant_batches(), num_steps=1000,
+        plan=StoragePlan(burn_in=400, thin=5, num_draws=120), generator=generator,
+    )).samples["theta"]
+    mean_err, cov_err = moment_errors(draws, target)
+    assert mean_err < MEAN_TOL and cov_err < COV_TOL, (mean_err, cov_err)
