@@ -13,7 +13,6 @@ import sys
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -52,24 +51,13 @@ def default_posterior_path() -> Path:
     return resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"
 
 
-def _parse_value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    return text
-
-
-def _settings(pairs: list[str]) -> dict[str, Any]:
+def _settings(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"setting {pair!r} is not of the form NAME=VALUE")
-        out[key.strip().replace("-", "_")] = _parse_value(value.strip())
+        out[key] = value
     return out
 
 
@@ -81,7 +69,7 @@ def _progress_bar(total_hint: int, desc: str):
 
 def cmd_train(args: argparse.Namespace) -> int:
     method = get_method(args.method)
-    config = method.make_config(**_settings(args.set))
+    config = method.parse_settings(_settings(args.set))
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
     arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
     train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -35,12 +37,11 @@ from core.io import save_posterior
 from core.models import ARCHITECTURES, ArchSpec
 
 
-def training_run(method_name: str, arch: ArchSpec, settings: dict, data_dir: str, download: bool, seed: int, out: Path):
+def training_run(method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path):
     """Generator run in the worker: load data, fit, save; yields ProgressRecords."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     train = load_split("mnist", "train", root=data_dir or None, download_if_missing=download)
-    method = get_method(method_name)
-    posterior = yield from method.fit(method.make_config(**settings), arch, train, seed)
+    posterior = yield from get_method(method_name).fit(config, arch, train, seed)
     yield ProgressRecord(1, 1, {}, phase="saving")
     return save_posterior(posterior, out)
 
@@ -67,11 +68,14 @@ class TrainingDialog(QDialog):
         self.method = QComboBox()
         self.method.addItems(sorted(METHODS))
         self.method.setCurrentText("mc_dropout")
+        self.method.currentTextChanged.connect(self._on_method_changed)
         self.model = QComboBox()
         self.model.addItems(ARCHITECTURES)
         self.model.setCurrentText("mlp")
         self.drop_rate = QDoubleSpinBox(decimals=2, minimum=0.0, maximum=0.95, singleStep=0.05, value=0.5)
-        self.epochs = QSpinBox(minimum=1, maximum=1000, value=3)
+        self.drop_rate.setToolTip("Drop rate of the model's dropout layers (MC dropout needs > 0)")
+        self.settings_form = QFormLayout()
+        self.setting_edits: dict[str, QLineEdit] = {}
         self.seed = QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.data_dir = QLineEdit(str(default_data_dir()))
         browse = QPushButton("Browse…")
@@ -86,8 +90,7 @@ class TrainingDialog(QDialog):
         form = QFormLayout()
         form.addRow("Method", self.method)
         form.addRow("Model", self.model)
-        form.addRow("Drop rate", self.drop_rate)
-        form.addRow("Epochs", self.epochs)
+        form.addRow("Dropout layers", self.drop_rate)
         form.addRow("Seed", self.seed)
         form.addRow("MNIST folder", data_row)
         form.addRow("", self.download)
@@ -108,12 +111,30 @@ class TrainingDialog(QDialog):
         self.cancel_button.clicked.connect(self.cancel)
         self.close_button.clicked.connect(self.close)
 
+        settings_box = QGroupBox("Method settings")
+        settings_box.setLayout(self.settings_form)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(settings_box)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addWidget(self.trace, 1)
         layout.addWidget(self.buttons)
+
+        self._on_method_changed(self.method.currentText())
+
+    def _on_method_changed(self, name: str) -> None:
+        """Rebuild the settings form from the method's config dataclass and its defaults."""
+        while self.settings_form.rowCount():
+            self.settings_form.removeRow(0)
+        self.setting_edits.clear()
+        for key, default in get_method(name).defaults().items():
+            edit = QLineEdit(str(default))
+            self.setting_edits[key] = edit
+            self.settings_form.addRow(key.replace("_", " "), edit)
+
+    def set_setting(self, name: str, value: object) -> None:
+        self.setting_edits[name].setText(str(value))
 
     @property
     def running(self) -> bool:
@@ -124,20 +145,19 @@ class TrainingDialog(QDialog):
         if folder:
             self.data_dir.setText(folder)
 
-    def start(self, settings: dict | None = None) -> None:
+    def start(self) -> None:
         if self.running:
             return
         name = self.method.currentText()
         try:
             arch = ArchSpec(self.model.currentText(), drop_rate=self.drop_rate.value())
-            settings = {"epochs": self.epochs.value(), **(settings or {})}
-            get_method(name).make_config(**settings)
+            config = get_method(name).parse_settings({k: e.text() for k, e in self.setting_edits.items()})
         except ValueError as exc:
             QMessageBox.warning(self, "Invalid settings", str(exc))
             return
         stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name.text()) or "posterior"
         out = user_models_dir() / f"{stem}.pt"
-        gen = training_run(name, arch, settings, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out)
+        gen = training_run(name, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out)
         self._trace_x.clear()
         self._trace_y.clear()
         self.curve.setData([], [])

@@ -39,6 +39,47 @@ class Method:
             )
         return self.config_cls(**overrides)
 
+    def defaults(self) -> dict[str, Any]:
+        """Each setting's default value, in declaration order."""
+        return {f.name: f.default for f in fields(self.config_cls)}
+
+    def parse_settings(self, texts: dict[str, str]) -> Any:
+        """Build the config from settings typed as text (CLI ``--set``, GUI form).
+
+        Each text is parsed as the type of the setting's default (int, float, bool, str).
+        """
+        defaults = self.defaults()
+        values = {}
+        for raw_name, text in texts.items():
+            name = raw_name.strip().replace("-", "_")
+            if name not in defaults:
+                raise ValueError(
+                    f"method {self.name!r} has no setting {name!r}; it knows {sorted(defaults)}"
+                )
+            values[name] = _parse_like(defaults[name], text.strip(), name)
+        return self.make_config(**values)
+
+
+def _parse_like(default: Any, text: str, name: str) -> Any:
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("true", "yes", "1", "on"):
+                return True
+            if text.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            number = float(text)
+            if not number.is_integer():
+                raise ValueError
+            return int(number)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        kind = type(default).__name__
+        raise ValueError(f"setting {name}={text!r} is not a valid {kind}") from None
+    return text
+
 
 METHODS: dict[str, Method] = {}
 

@@ -87,7 +87,7 @@ def test_training_dialog_trains_and_saves(qtbot, tiny_mnist):
     dialog.data_dir.setText(str(tiny_mnist))
     dialog.method.setCurrentText("map")
     dialog.model.setCurrentText("softmax")
-    dialog.epochs.setValue(3)
+    dialog.set_setting("epochs", 3)
     dialog.name.setText("tiny map")
     with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
         dialog.start()
@@ -102,7 +102,7 @@ def test_training_dialog_cancel_saves_nothing(qtbot, tiny_mnist):
     dialog.data_dir.setText(str(tiny_mnist))
     dialog.method.setCurrentText("map")
     dialog.model.setCurrentText("softmax")
-    dialog.epochs.setValue(1000)
+    dialog.set_setting("epochs", 1000)
     dialog.name.setText("cancelled")
     saved = []
     dialog.posterior_saved.connect(saved.append)
@@ -127,3 +127,17 @@ def test_training_dialog_error_path(qtbot, tmp_path, monkeypatch):
     dialog.start()
     qtbot.waitUntil(lambda: not dialog.running, timeout=10_000)
     assert shown and "train-images-idx3-ubyte" in shown[0]
+
+
+def test_settings_form_follows_the_method_and_rejects_bad_values(qtbot, monkeypatch):
+    shown = []
+    monkeypatch.setattr("app.views.training.QMessageBox.warning", lambda *a: shown.append(a[2]))
+    dialog = TrainingDialog()
+    qtbot.addWidget(dialog)
+    dialog.method.setCurrentText("sghmc")
+    assert {"step_size", "friction", "burn_in_epochs", "num_chains"} <= set(dialog.setting_edits)
+    dialog.set_setting("friction", "sticky")
+    dialog.start()
+    assert not dialog.running and "friction='sticky' is not a valid float" in shown[0]
+    dialog.method.setCurrentText("map")
+    assert "friction" not in dialog.setting_edits and "prior_std" in dialog.setting_edits

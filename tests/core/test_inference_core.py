@@ -254,3 +254,14 @@ def test_importing_core_loads_no_qt():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
+
+
+def test_settings_parse_as_the_defaults_type():
+    method = get_method("mc_dropout")
+    config = method.parse_settings({"epochs": "4", "lr": "3e-4", "tau": "2"})
+    assert (config.epochs, config.lr, config.tau) == (4, 3e-4, 2.0)
+    assert isinstance(config.tau, float)
+    with pytest.raises(ValueError, match=r"epochs='2\.5' is not a valid int"):
+        method.parse_settings({"epochs": "2.5"})
+    with pytest.raises(ValueError, match="no setting 'momentum'"):
+        method.parse_settings({"momentum": "0.9"})
