@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -59,7 +60,7 @@ class TrainingDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Train a posterior")
-        self.resize(560, 520)
+        self.resize(1100, 640)
         self._worker = None
         self._trace_x: list[float] = []
         self._trace_y: list[float] = []
@@ -98,6 +99,7 @@ class TrainingDialog(QDialog):
 
         self.progress = QProgressBar()
         self.status = QLabel("Ready.")
+        self.status.setWordWrap(True)
         self.trace = pg.PlotWidget(title="Training trace")
         self.trace.setLabel("bottom", "step")
         self.curve = self.trace.plot(pen=pg.mkPen((91, 133, 196), width=2))
@@ -113,12 +115,20 @@ class TrainingDialog(QDialog):
 
         settings_box = QGroupBox("Method settings")
         settings_box.setLayout(self.settings_form)
+        scroll = QScrollArea(widgetResizable=True)
+        scroll.setWidget(settings_box)
+        left = QVBoxLayout()
+        left.addLayout(form)
+        left.addWidget(scroll, 1)
+        right = QVBoxLayout()
+        right.addWidget(self.trace, 1)
+        right.addWidget(self.progress)
+        right.addWidget(self.status)
+        columns = QHBoxLayout()
+        columns.addLayout(left, 2)
+        columns.addLayout(right, 3)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(settings_box)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.status)
-        layout.addWidget(self.trace, 1)
+        layout.addLayout(columns, 1)
         layout.addWidget(self.buttons)
 
         self._on_method_changed(self.method.currentText())
