@@ -597,7 +597,7 @@ class VariationalPosterior(Posterior):
             raise ValueError("variational posterior has negative scales or non-finite means")
         self.mean, self.diag_std, self.factors, self.log_weights = mean, std, factors, logw
         self.chunk_size = chunk_size
-        self._bank: torch.Tensor | None = None
+        self._bank: tuple[int | None, torch.Generator | None, torch.Tensor] | None = None
         if "predict_samples" in self.config:
             self.default_num_samples = int(self.config["predict_samples"])
 
@@ -627,17 +627,24 @@ class VariationalPosterior(Posterior):
         """log q(θ) for flat θ (S, P); needs σ > 0 everywhere."""
         return mixture_log_prob(theta, self.mean, self.diag_std, self.factors, self.log_weights)
 
-    def fixed_draws(self, num_samples: int) -> torch.Tensor:
-        """A bank of draws made once (seeded by the posterior's seed) and reused.
+    def fixed_draws(
+        self, num_samples: int, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """S weight sets, drawn once per generator object and then reused.
 
-        Drawing S·P normals costs far more than evaluating an MLP, so interactive callers that
-        pass no generator get the same S weight sets on every call: the views then change only
-        because the input changed, as with a sampler's stored draws.
+        Without a generator the bank is seeded by the posterior's seed. Drawing S·P normals
+        costs far more than evaluating the network, and a data set streamed in batches (or a
+        drawing updated stroke by stroke) should be predicted by one consistent set of S
+        models, as with a sampler's stored draws. A different generator object gives new
+        draws; :meth:`sample_flat` always draws afresh.
         """
-        if self._bank is None or self._bank.shape[0] < num_samples:
-            g = torch.Generator().manual_seed(self.seed + 104729)
-            self._bank = self.sample_flat(num_samples, g)
-        return self._bank[:num_samples]
+        key = id(generator) if generator is not None else None
+        cached = self._bank
+        if cached is None or cached[0] != key or cached[2].shape[0] < num_samples:
+            g = generator or torch.Generator().manual_seed(self.seed + 104729)
+            # the generator is kept referenced so that its id cannot be reused by another
+            self._bank = (key, generator, self.sample_flat(num_samples, g))
+        return self._bank[2][:num_samples]
 
     def predict_logits(
         self,
@@ -645,10 +652,10 @@ class VariationalPosterior(Posterior):
         num_samples: int | None = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Logits (S, N, K): fresh draws from ``generator``, else the fixed bank."""
+        """Logits (S, N, K) of the S weight sets of :meth:`fixed_draws` for ``generator``."""
         s = num_samples or self.default_num_samples
         with torch.no_grad():
-            theta = self.sample_flat(s, generator) if generator is not None else self.fixed_draws(s)
+            theta = self.fixed_draws(s, generator)
             return stacked_logits(self._model, self.layout, theta, x, self.chunk_size)
 
     def predict_proba(self, x, num_samples=None, generator=None):

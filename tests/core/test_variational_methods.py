@@ -85,7 +85,13 @@ def test_prediction_draws_differ_between_samples_but_repeat_with_the_seed():
     b = post.predict_proba(x, 6, torch.Generator().manual_seed(0))
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a[0], a[1])
-    # without a generator, a fixed bank of draws is reused (interactive views do not flicker)
+    # one generator object keeps its draws across calls (batches of one data set) ...
+    g = torch.Generator().manual_seed(1)
+    first = post.predict_proba(x[:2], 6, g)
+    torch.testing.assert_close(post.predict_proba(x[2:], 6, g), post.predict_proba(x, 6, g)[:, 2:])
+    torch.testing.assert_close(post.predict_proba(x[:2], 6, g), first)
+    assert not torch.allclose(first, a[:, :2])  # ... and another one draws anew
+    # without a generator, a bank seeded by the posterior's seed is reused
     torch.testing.assert_close(post.predict_proba(x, 6), post.predict_proba(x, 4 + 2))
     assert post.predict_proba(x, 3).shape == (3, 4, 10)
     with pytest.raises(ValueError, match="parameters"):
