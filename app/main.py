@@ -152,8 +152,11 @@ class MainWindow(QMainWindow):
             return False
         self.posterior = posterior
         self.inference.set_posterior(posterior)
-        if self.samples.value() == 100 and getattr(posterior, "num_samples", None):
-            self.samples.setValue(min(posterior.default_num_samples, 2000))
+        # Each posterior comes with its own natural S (all stored draws, or T dropout passes).
+        self.samples.blockSignals(True)
+        self.samples.setValue(min(posterior.default_num_samples, self.samples.maximum()))
+        self.samples.blockSignals(False)
+        self.inference.num_samples = self.samples.value()
         self.statusBar().showMessage(f"Posterior: {posterior.describe()} ({path})")
         self._predict_now()
         return True

@@ -95,7 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     posterior.info.update(
         {"test_accuracy": acc, "train_seconds": round(wall, 1), "eval_samples": args.eval_samples}
     )
-    path = save_posterior(posterior, args.out)
+    path = save_posterior(posterior, args.out, storage=args.storage)
     print(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples), "
           f"trained in {wall:.0f} s, saved to {path}")
     return 0
@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--limit", type=int, help="use only the first N training images")
     train.add_argument("--eval-samples", type=int, default=30, help="samples for the test accuracy")
     train.add_argument("--out", required=True, help="where to write the posterior (.pt)")
+    train.add_argument("--storage", choices=("float32", "float16"), default="float32",
+                       help="precision of the saved weights (float16 halves the file)")
     train.set_defaults(func=cmd_train)
 
     predict = sub.add_parser("predict", help="classify an image with uncertainty")

@@ -59,8 +59,23 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
     return path
 
 
-def save_posterior(posterior: Posterior, path: str | os.PathLike) -> Path:
-    """Write ``posterior`` to ``path`` atomically and return the path."""
+STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+def save_posterior(posterior: Posterior, path: str | os.PathLike, storage: str = "float32") -> Path:
+    """Write ``posterior`` to ``path`` atomically and return the path.
+
+    ``storage="float16"`` halves the file (bundled posteriors); tensors are computed with
+    in float32 again after loading.
+    """
+    if storage not in STORAGE_DTYPES:
+        raise ValueError(f"storage must be one of {sorted(STORAGE_DTYPES)}, got {storage!r}")
+    dtype = STORAGE_DTYPES[storage]
+
+    def stored(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().cpu().contiguous()
+        return t.to(dtype) if t.is_floating_point() else t
+
     payload = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -72,7 +87,8 @@ def save_posterior(posterior: Posterior, path: str | os.PathLike) -> Path:
         "arch": posterior.arch.to_dict(),
         "dataset": posterior.dataset,
         "info": posterior.info,
-        "tensors": {k: v.detach().cpu().contiguous() for k, v in posterior.state_tensors().items()},
+        "storage": storage,
+        "tensors": {k: stored(v) for k, v in posterior.state_tensors().items()},
     }
     return atomic_write(path, lambda fh: torch.save(payload, fh))
 
@@ -117,6 +133,10 @@ def load_posterior(
     method = payload.get("method")
     if expect_method is not None and method != expect_method:
         raise PosteriorFileError(f"{path}: method {method!r}, expected {expect_method!r}")
+    tensors = payload.get("tensors")
+    if not isinstance(tensors, dict):
+        raise PosteriorFileError(f"{path}: the file holds no weights")
+    tensors = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
     try:
         return POSTERIOR_KINDS[kind].from_state(
             method,
@@ -125,7 +145,7 @@ def load_posterior(
             payload["seed"],
             payload["dataset"],
             payload.get("info", {}),
-            payload["tensors"],
+            tensors,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise PosteriorFileError(f"{path}: {exc}") from exc

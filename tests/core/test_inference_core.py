@@ -265,3 +265,16 @@ def test_settings_parse_as_the_defaults_type():
         method.parse_settings({"epochs": "2.5"})
     with pytest.raises(ValueError, match="no setting 'momentum'"):
         method.parse_settings({"momentum": "0.9"})
+
+
+def test_float16_storage_halves_the_file_and_predicts_the_same(tmp_path):
+    data, (_, post) = _small_posteriors()
+    full = save_posterior(post, tmp_path / "full.pt")
+    half = save_posterior(post, tmp_path / "half.pt", storage="float16")
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    back = load_posterior(half)
+    assert all(t.dtype == torch.float32 for t in back.state_tensors().values())
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    torch.testing.assert_close(back.predict_proba(data.x[:5], 4, g1), post.predict_proba(data.x[:5], 4, g2), atol=2e-3, rtol=0)
+    with pytest.raises(ValueError, match="storage"):
+        save_posterior(post, tmp_path / "x.pt", storage="int8")
