@@ -6,7 +6,7 @@ from pathlib import Path
 
 import platformdirs
 
-from core.cli import resources_dir
+from core.cli import default_posterior_path, resources_dir
 
 APP_NAME = "bayescope"
 
@@ -19,7 +19,9 @@ def user_models_dir() -> Path:
 
 
 def bundled_models() -> list[Path]:
-    return sorted((resources_dir() / "models").glob("*.pt"))
+    """The bundled posteriors, the default (MC-dropout LeNet) first."""
+    default = default_posterior_path()
+    return sorted((resources_dir() / "models").glob("*.pt"), key=lambda p: (p != default, p.name))
 
 
 def available_models() -> list[Path]:
