@@ -235,4 +235,5 @@ class MainWindow(QMainWindow):
             if self.training_dialog.running and not self.training_dialog.isHidden():
                 event.ignore()
                 return
+        self.inference.shutdown()
         super().closeEvent(event)

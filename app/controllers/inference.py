@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.workers import function_worker
 from core.inference.base import Posterior
@@ -61,3 +61,10 @@ class InferenceController(QObject):
         if self._pending is not None:
             image, self._pending = self._pending, None
             self.request(image)
+
+    def shutdown(self, timeout_ms: int = 10_000) -> None:
+        """Drop waiting work and let a running prediction finish before this object goes."""
+        self._pending = None
+        self.posterior = None
+        if self._worker is not None:
+            QThreadPool.globalInstance().waitForDone(timeout_ms)

@@ -135,3 +135,20 @@ def test_overlapping_top_two_classes_are_flagged(qtbot):
     confident[:, 7] = 1.0
     view.show_prediction(Prediction(confident, summarise(confident)))
     assert "Uncertain input" not in view.headline.text()
+
+
+def test_every_bundled_posterior_is_selectable_and_reads_the_seven(qtbot, window):
+    drag(qtbot, window.canvas, seven(window.canvas))
+    qtbot.waitUntil(lambda: window.predictive.prediction is not None, timeout=20_000)
+    methods = set()
+    for index in range(window.model_box.count()):
+        window.model_box.setCurrentIndex(index)
+        window.model_box.activated.emit(index)
+        qtbot.waitUntil(lambda: not window.inference.busy, timeout=20_000)
+        qtbot.wait(50)
+        qtbot.waitUntil(lambda: not window.inference.busy, timeout=20_000)
+        prediction = window.predictive.prediction
+        methods.add(window.posterior.method)
+        assert prediction.samples.shape[0] == window.posterior.default_num_samples
+        assert prediction.summary.predicted_class == 7, window.posterior.describe()
+    assert {"mc_dropout", "map", "sghmc", "dsghmc"} <= methods
