@@ -22,11 +22,10 @@ from torch.func import functional_call
 
 from core.inference.base import Dataset, FitGenerator
 from core.inference.variational import (
+    GaussianVIConfig,
     LocalReparameterisation,
     LowRankMixture,
     Prior,
-    PriorName,
-    SamplingMode,
     VariationalState,
     apply_gradients,
     gaussian_kl_to_prior,
@@ -40,45 +39,22 @@ from core.models import ArchSpec
 
 
 @dataclass(frozen=True)
-class MfviConfig:
-    """Hyperparameters of MF-VI.
+class MfviConfig(GaussianVIConfig):
+    """Hyperparameters of MF-VI: those of :class:`GaussianVIConfig` plus
 
     Attributes
     ----------
-    prior, prior_std, prior_df
-        ``gaussian`` N(0, prior_std²) or ``student_t`` prior_std · t_{prior_df}, per weight.
-    init_std
-        Initial σ of every weight (μ starts at the architecture's initialisation).
     local_reparam
-        Sample Linear/Conv2d pre-activations instead of weights (Kingma et al. 2015).
-    sampling, num_samples
-        Weight draws per step when ``local_reparam`` is off: ``naive`` or ``paired``.
-    epochs, batch_size, lr
-        Adam with a cosine-annealed learning rate.
-    predict_samples
-        Default number of posterior draws at prediction.
+        Sample Linear/Conv2d pre-activations instead of weights (Kingma et al. 2015);
+        ``sampling`` and ``num_samples`` apply when it is off (``naive`` or ``paired``).
     """
 
-    prior: PriorName = "gaussian"
-    prior_std: float = 1.0
-    prior_df: float = 3.0
-    init_std: float = 0.01
     local_reparam: bool = True
-    sampling: SamplingMode = "paired"
-    num_samples: int = 2
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 1e-3
-    predict_samples: int = 100
 
     def __post_init__(self) -> None:
-        Prior(self.prior, self.prior_std, self.prior_df)  # validates
+        super().__post_init__()
         if self.sampling == "unscented":
             raise ValueError("MF-VI has no low-rank directions; use sampling 'naive' or 'paired'")
-        if self.init_std <= 0 or self.num_samples < 1:
-            raise ValueError("init_std and num_samples must be positive")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError("epochs, batch_size and lr must be positive")
 
 
 def init(config: MfviConfig, arch: ArchSpec, num_train: int, seed: int) -> VariationalState:

@@ -20,12 +20,10 @@ import torch
 from core.inference.base import Dataset, FitGenerator
 from core.inference.variational import (
     LowRankMixture,
+    LowRankVIConfig,
     Prior,
-    PriorName,
-    SamplingMode,
     VariationalState,
     factor_groups,
-    group_size,
     initial_mean,
     make_state,
     mixture_step,
@@ -35,53 +33,23 @@ from core.models import ArchSpec
 
 
 @dataclass(frozen=True)
-class SgmmviConfig:
-    """Hyperparameters of sGMM-VI.
+class SgmmviConfig(LowRankVIConfig):
+    """Hyperparameters of sGMM-VI: those of :class:`LowRankVIConfig` (rank 0 gives a
+    mixture of mean-field Gaussians; draws are *per component*) plus
 
     Attributes
     ----------
     components
         C, the number of mixture components.
-    rank
-        K, the low-rank directions of each component (0: mixture of mean-field Gaussians).
-    prior, prior_std, prior_df
-        ``gaussian`` N(0, prior_std²) or ``student_t`` prior_std · t_{prior_df}, per weight.
-    init_std, init_factor_std
-        Initial σ and standard deviation of U's random initial entries.
-    factor_lr
-        Adam learning rate of U (smaller than ``lr``: see :func:`factor_groups`).
-    sampling, num_samples
-        Coupling and number of draws *per component* per step.
-    epochs, batch_size, lr
-        Adam with a cosine-annealed learning rate.
-    predict_samples
-        Default number of posterior draws at prediction.
     """
 
-    components: int = 3
     rank: int = 2
-    prior: PriorName = "gaussian"
-    prior_std: float = 1.0
-    prior_df: float = 3.0
-    init_std: float = 0.01
-    init_factor_std: float = 1e-3
-    factor_lr: float = 1e-4
-    sampling: SamplingMode = "paired"
-    num_samples: int = 2
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 1e-3
-    predict_samples: int = 100
+    components: int = 3
 
     def __post_init__(self) -> None:
-        Prior(self.prior, self.prior_std, self.prior_df)
-        if self.components < 1 or self.rank < 0:
-            raise ValueError("components must be ≥ 1 and rank ≥ 0")
-        group_size(self.sampling, self.rank)
-        if self.init_std <= 0 or self.init_factor_std < 0 or self.num_samples < 1:
-            raise ValueError("init_std and num_samples must be positive")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.factor_lr <= 0:
-            raise ValueError("epochs, batch_size and lr must be positive")
+        super().__post_init__()
+        if self.components < 1:
+            raise ValueError("components must be ≥ 1")
 
 
 def init(config: SgmmviConfig, arch: ArchSpec, num_train: int, seed: int) -> VariationalState:

@@ -22,12 +22,10 @@ import torch
 from core.inference.base import Dataset, FitGenerator
 from core.inference.variational import (
     LowRankMixture,
+    LowRankVIConfig,
     Prior,
-    PriorName,
-    SamplingMode,
     VariationalState,
     factor_groups,
-    group_size,
     initial_mean,
     make_state,
     mixture_step,
@@ -37,51 +35,14 @@ from core.models import ArchSpec
 
 
 @dataclass(frozen=True)
-class SnviConfig:
-    """Hyperparameters of sN-VI.
-
-    Attributes
-    ----------
-    rank
-        K, the number of low-rank directions shared by all parameters.
-    prior, prior_std, prior_df
-        ``gaussian`` N(0, prior_std²) or ``student_t`` prior_std · t_{prior_df}, per weight.
-    init_std, init_factor_std
-        Initial σ, and the standard deviation of U's random initial entries.
-    factor_lr
-        Adam learning rate of U (smaller than ``lr``: see :func:`factor_groups`).
-    sampling, num_samples
-        Coupling of the draws and draws per step (rounded up to whole groups: 2 for
-        ``paired``, 2K for ``unscented``).
-    epochs, batch_size, lr
-        Adam with a cosine-annealed learning rate.
-    predict_samples
-        Default number of posterior draws at prediction.
-    """
-
-    rank: int = 4
-    prior: PriorName = "gaussian"
-    prior_std: float = 1.0
-    prior_df: float = 3.0
-    init_std: float = 0.01
-    init_factor_std: float = 1e-3
-    factor_lr: float = 1e-4
-    sampling: SamplingMode = "paired"
-    num_samples: int = 2
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 1e-3
-    predict_samples: int = 100
+class SnviConfig(LowRankVIConfig):
+    """Hyperparameters of sN-VI: those of :class:`LowRankVIConfig` (rank K ≥ 1; draws per
+    step are rounded up to whole groups: 2 for ``paired``, 2K for ``unscented``)."""
 
     def __post_init__(self) -> None:
-        Prior(self.prior, self.prior_std, self.prior_df)
+        super().__post_init__()
         if self.rank < 1:
             raise ValueError("sN-VI needs rank ≥ 1 (rank 0 is MF-VI: method 'mfvi')")
-        group_size(self.sampling, self.rank)
-        if self.init_std <= 0 or self.init_factor_std < 0 or self.num_samples < 1:
-            raise ValueError("init_std and num_samples must be positive")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.factor_lr <= 0:
-            raise ValueError("epochs, batch_size and lr must be positive")
 
 
 def init(config: SnviConfig, arch: ArchSpec, num_train: int, seed: int) -> VariationalState:

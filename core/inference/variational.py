@@ -281,6 +281,68 @@ def standard_noise(
 # ----------------------------------------------------------------------------- families
 
 
+@dataclass(frozen=True)
+class GaussianVIConfig:
+    """Settings every Gaussian variational family shares (MF-VI, sN-VI, sGMM-VI).
+
+    Attributes
+    ----------
+    prior, prior_std, prior_df
+        ``gaussian`` N(0, prior_std²) or ``student_t`` prior_std · t_{prior_df}, per weight.
+    init_std
+        Initial σ of every weight (μ starts at the architecture's initialisation).
+    sampling, num_samples
+        Coupling of the draws (``naive``, ``paired``, ``unscented``) and draws per step.
+    epochs, batch_size, lr
+        Adam with a cosine-annealed learning rate.
+    predict_samples
+        Default number of posterior draws at prediction.
+    """
+
+    prior: PriorName = "gaussian"
+    prior_std: float = 1.0
+    prior_df: float = 3.0
+    init_std: float = 0.01
+    sampling: SamplingMode = "paired"
+    num_samples: int = 2
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    predict_samples: int = 100
+
+    def __post_init__(self) -> None:
+        Prior(self.prior, self.prior_std, self.prior_df)  # validates
+        if self.init_std <= 0 or self.num_samples < 1 or self.predict_samples < 1:
+            raise ValueError("init_std, num_samples and predict_samples must be positive")
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("epochs, batch_size and lr must be positive")
+
+
+@dataclass(frozen=True)
+class LowRankVIConfig(GaussianVIConfig):
+    """:class:`GaussianVIConfig` plus the low-rank factors U of sN-VI and sGMM-VI.
+
+    Attributes
+    ----------
+    rank
+        K, the number of low-rank directions.
+    init_factor_std
+        Standard deviation of U's random initial entries.
+    factor_lr
+        Adam learning rate of U (smaller than ``lr``: see :func:`factor_groups`).
+    """
+
+    rank: int = 4
+    init_factor_std: float = 1e-3
+    factor_lr: float = 1e-4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rank < 0 or self.init_factor_std < 0 or self.factor_lr <= 0:
+            raise ValueError("rank and init_factor_std must be ≥ 0 and factor_lr positive")
+        group_size(self.sampling, self.rank)
+
+
 class LowRankMixture(nn.Module):
     """q(θ) = Σ_c w_c N(μ_c, diag(σ_c²) + U_c U_cᵀ): MF-VI, sN-VI and sGMM-VI in one class.
 
