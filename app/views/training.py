@@ -55,7 +55,7 @@ class TrainingDialog(QDialog):
     """
 
     posterior_saved = Signal(object)
-    TRACE_KEYS = ("loss", "log_posterior", "elbo", "acceptance", "step_size")
+    TRACE_KEYS = ("elbo", "log_posterior", "loss", "acceptance", "step_size")  # first present is plotted
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

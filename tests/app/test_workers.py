@@ -141,3 +141,30 @@ def test_settings_form_follows_the_method_and_rejects_bad_values(qtbot, monkeypa
     assert not dialog.running and "friction='sticky' is not a valid float" in shown[0]
     dialog.method.setCurrentText("map")
     assert "friction" not in dialog.setting_edits and "prior_std" in dialog.setting_edits
+
+
+@pytest.mark.parametrize(
+    ("method", "settings", "trace"),
+    [
+        ("sghmc", {"num_chains": 2, "epochs": 2, "burn_in_epochs": 1, "thin": 1, "step_size": 1e-4}, "log_posterior"),
+        ("mfvi", {"epochs": 2}, "elbo"),
+    ],
+)
+def test_training_dialog_runs_samplers_and_vi_with_their_trace(qtbot, tiny_mnist, method, settings, trace):
+    from core.io import load_posterior
+
+    dialog = TrainingDialog()
+    qtbot.addWidget(dialog)
+    dialog.data_dir.setText(str(tiny_mnist))
+    dialog.method.setCurrentText(method)
+    dialog.model.setCurrentText("softmax")
+    dialog.drop_rate.setValue(0.0)
+    for key, value in settings.items():
+        dialog.set_setting(key, value)
+    dialog.name.setText(f"tiny {method}")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running)
+    assert dialog.trace.getPlotItem().getAxis("left").labelText == trace
+    assert len(dialog._trace_y) >= 1
+    assert load_posterior(saved.args[0]).method == method
