@@ -24,12 +24,17 @@ def predict_image(
     posterior: Posterior,
     image: np.ndarray | torch.Tensor,
     num_samples: int | None = None,
-    seed: int = 0,
+    seed: int | None = 0,
     level: float = 0.9,
 ) -> Prediction:
-    """Class-probability samples and their summary for one 28×28 image (or a raw drawing)."""
+    """Class-probability samples and their summary for one 28×28 image (or a raw drawing).
+
+    ``seed=None`` lets the posterior use its own randomness: fresh dropout masks, or a
+    variational posterior's fixed bank of weight draws, so that a drawing updated stroke by
+    stroke is judged by the same S models (and no S·P normals are drawn per stroke).
+    """
     x = image if isinstance(image, torch.Tensor) else image_to_input(image)
     x = x.reshape(1, 1, *x.shape[-2:]).float()
-    generator = torch.Generator().manual_seed(seed)
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
     samples = posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0]
     return Prediction(samples, summarise(samples, level=level))

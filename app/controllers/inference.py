@@ -43,7 +43,7 @@ class InferenceController(QObject):
         if self._worker is not None:
             self._pending = image
             return
-        worker = function_worker(predict_image, self.posterior, image, self.num_samples)
+        worker = function_worker(predict_image, self.posterior, image, self.num_samples, seed=None)
         worker.returned.connect(self._on_worker_returned)
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
