@@ -6,7 +6,7 @@ from pathlib import Path
 
 import platformdirs
 
-from core.cli import default_posterior_path, resources_dir
+from core.resources import bundled_posteriors
 
 APP_NAME = "bayescope"
 
@@ -20,8 +20,7 @@ def user_models_dir() -> Path:
 
 def bundled_models() -> list[Path]:
     """The bundled posteriors, the default (MC-dropout LeNet) first."""
-    default = default_posterior_path()
-    return sorted((resources_dir() / "models").glob("*.pt"), key=lambda p: (p != default, p.name))
+    return bundled_posteriors()
 
 
 def available_models() -> list[Path]:

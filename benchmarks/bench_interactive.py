@@ -12,7 +12,7 @@ import time
 import numpy as np
 import torch
 
-from core.cli import resources_dir
+from core.resources import resources_dir
 from core.data.preprocess import to_mnist
 from core.io import load_posterior
 from core.predictive import predict_image

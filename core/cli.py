@@ -23,6 +23,7 @@ from core.inference import METHODS, get_method
 from core.inference.base import ProgressRecord, accuracy
 from core.io import PosteriorFileError, load_posterior, save_posterior
 from core.models import ARCHITECTURES, ArchSpec
+from core.resources import default_posterior_path
 from core.runner import drain
 from core.uncertainty import summarise
 
@@ -38,17 +39,6 @@ USER_ERRORS = (
     PermissionError,
     OSError,
 )
-
-
-def resources_dir() -> Path:
-    import resources
-
-    return Path(resources.__file__).parent
-
-
-def default_posterior_path() -> Path:
-    """The bundled MC-dropout LeNet trained on MNIST."""
-    return resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from app.main import MainWindow
-from core.cli import default_posterior_path
+from core.resources import default_posterior_path
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.cli import default_posterior_path, main
+from core.cli import main
+from core.resources import default_posterior_path
 from core.data.idx import write_idx
 from core.io import load_posterior
 
