@@ -12,10 +12,10 @@ import time
 import numpy as np
 import torch
 
-from core.resources import resources_dir
 from core.data.preprocess import to_mnist
 from core.io import load_posterior
 from core.predictive import predict_image
+from core.resources import resources_dir
 
 DEFAULT = ("mnist_lenet_mc_dropout", "mnist_lenet_sghmc", "mnist_lenet_mfvi", "mnist_mlp_snvi_r8")
 

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from core.cli import main
-from core.resources import default_posterior_path
 from core.data.idx import write_idx
 from core.io import load_posterior
+from core.resources import default_posterior_path
 
 
 @pytest.fixture
