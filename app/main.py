@@ -1,179 +1,396 @@
-"""The main window: draw on the left, see the posterior's belief on the right."""
+"""The main window: an input on the left (draw, rotate, image), one column per posterior on
+the right, all judging the same input side by side."""
 
 from __future__ import annotations
 
+import logging
+import re
+import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
+    QAbstractSpinBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
-    QSlider,
+    QScrollArea,
     QSpinBox,
+    QSplitter,
+    QTabWidget,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app.controllers.inference import InferenceController
+from app import settings as app_settings
+from app.controllers.inference import ColumnRequest, InferenceController
+from app.help import ABOUT_TITLE, HOW_TO_READ, about_text
 from app.plots import style
-from app.settings import available_models
-from app.views.canvas import DrawingCanvas
-from app.views.predictive import PredictiveView
+from app.views.column import VIEW_NAMES, ColumnView
+from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
-from app.views.training import TrainingDialog
-from core.data.preprocess import EmptyDrawingError, ImageLoadError, load_image, to_mnist
-from core.inference.base import Posterior
-from core.io import PosteriorFileError, load_posterior
-from core.predictive import Prediction
+from app.views.sweep import SweepView
+from app.workers import function_worker, generator_worker
+from app.workspace import Workspace
+from core.naming import posterior_title, samples_used
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+PLOT_FILTERS = {
+    "PNG image (*.png)": ".png",
+    "SVG drawing (*.svg)": ".svg",
+    "Numbers as CSV (*.csv)": ".csv",
+    "Numbers as JSON (*.json)": ".json",
+}
+
+
+def readable(exc: BaseException, path: Path) -> str:
+    """An engine error as a dialog sentence: the file is named, its folder left out."""
+    text = str(exc) or "it could not be read"
+    for form in (str(path.expanduser().resolve()), str(path)):
+        text = text.replace(form, f"“{path.name}”")
+    return text
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "plot"
+
+
+def with_suffix_from_filter(path: str, chosen_filter: str) -> Path:
+    """Add the chosen format's extension unless the name already ends in a known one."""
+    p = Path(path)
+    known = set(PLOT_FILTERS.values())
+    if p.suffix.lower() in known:
+        return p
+    return p.with_name(p.name + PLOT_FILTERS.get(chosen_filter, ".png"))
 
 
 class MainWindow(QMainWindow):
-    def __init__(self) -> None:
+    """Signals
+    -------
+    columns_shown
+        The column widgets were rebuilt (added, removed or moved).
+    """
+
+    columns_shown = Signal()
+
+    def __init__(self, posteriors: list[str] | None = None, image: str | None = None) -> None:
         super().__init__()
         style.configure()
         self.setWindowTitle("bayescope")
-        self.resize(1400, 860)
-        self.posterior: Posterior | None = None
-        self.model_input: np.ndarray | None = None
-
-        self.canvas = DrawingCanvas()
-        self.preview = PreviewView()
-        self.predictive = PredictiveView()
+        self.setAcceptDrops(True)
+        self.workspace = Workspace(self)
         self.inference = InferenceController(self)
-        self.training_dialog: TrainingDialog | None = None
+        self.training_dialog = None
+        self.column_views: dict[str, ColumnView] = {}
+        self._sweep_worker = None
+        self._export_worker = None
+        self._datasets: dict[str, object] = {}
+        self.last_update_ms: float | None = None
+        self._request_started = 0.0
 
-        self.brush = QSlider(Qt.Orientation.Horizontal, minimum=4, maximum=60, value=self.canvas.brush_size)
-        self.brush.setToolTip("Brush size")
-        self.brush.valueChanged.connect(self._on_brush_changed)
-        undo_button = QToolButton(text="Undo")
-        clear_button = QToolButton(text="Clear")
-        tools = QHBoxLayout()
-        tools.addWidget(QLabel("Brush"))
-        tools.addWidget(self.brush, 1)
-        tools.addWidget(undo_button)
-        tools.addWidget(clear_button)
-        preview_row = QHBoxLayout()
-        preview_row.addWidget(self.preview)
+        # ----------------------------------------------------------- left: input
+        self.draw_panel = DrawPanel()
+        self.canvas = self.draw_panel.canvas
+        self.rotate_panel = RotatePanel(self._load_dataset)
+        self.image_panel = ImagePanel()
+        self.modes = QTabWidget()
+        self.modes.setToolTip("")
+        for panel, tip in ((self.draw_panel, "Draw a digit with the mouse or a pen"),
+                           (self.rotate_panel, "Rotate a digit, a letter or your drawing"),
+                           (self.image_panel, "Open or drop a picture of a digit")):
+            index = self.modes.addTab(panel, panel.mode_name)
+            self.modes.setTabToolTip(index, tip)
+        self.preview = PreviewView()
         self.preview_note = QLabel("The model sees this 28×28 image.")
         self.preview_note.setWordWrap(True)
-        preview_row.addWidget(self.preview_note, 1)
-        left = QVBoxLayout()
-        left.addLayout(tools)
-        left.addWidget(self.canvas, 1)
-        left.addLayout(preview_row)
+        self.warning = QLabel()
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet(f"color: {style.WARNING};")
+        notes = QVBoxLayout()
+        notes.addWidget(self.preview_note)
+        notes.addWidget(self.warning, 1)
+        preview_row = QHBoxLayout()
+        preview_row.addWidget(self.preview)
+        preview_row.addLayout(notes, 1)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.modes, 1)
+        left_layout.addLayout(preview_row)
+        left.setMinimumWidth(260)
 
-        self.model_box = QComboBox()
-        self.model_box.setMinimumWidth(360)
-        self.model_box.activated.connect(self._on_model_box_activated)
+        # ---------------------------------------------------------- right: columns
         self.samples = QSpinBox(minimum=1, maximum=2000, value=100, singleStep=10)
-        self.samples.setToolTip("Number of posterior samples S per prediction")
-        self.samples.valueChanged.connect(self._on_samples_changed)
+        self.samples.setToolTip(
+            "How many posterior draws (plausible models) judge the input. MC dropout and the "
+            "variational posteriors draw as many as asked; sampled posteriors (SGHMC, HMC ...) "
+            "hold a fixed set and use at most that many: their column header says how many."
+        )
+        self.level = QSpinBox(minimum=50, maximum=99, value=90, suffix=" %")
+        self.level.setToolTip("Credible interval: the range that holds this share of the draws, per class")
+        self.add_button = QToolButton(text="Add posterior")
+        self.add_button.setToolTip("Add a column: a bundled posterior, one you trained, or a file (Ctrl+O)")
+        self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.add_menu = QMenu(self.add_button)
+        self.add_menu.aboutToShow.connect(self._fill_add_menu)
+        self.add_button.setMenu(self.add_menu)
+        self.input_label = QLabel()
+        self.input_label.setObjectName("inputLabel")
         top = QHBoxLayout()
-        top.addWidget(QLabel("Posterior"))
-        top.addWidget(self.model_box, 1)
+        top.addWidget(self.add_button)
+        top.addSpacing(12)
         top.addWidget(QLabel("Samples"))
         top.addWidget(self.samples)
-        right = QVBoxLayout()
-        right.addLayout(top)
-        right.addWidget(self.predictive, 1)
+        top.addWidget(QLabel("Interval"))
+        top.addWidget(self.level)
+        top.addSpacing(12)
+        top.addWidget(self.input_label, 1)
 
-        central = QWidget()
-        row = QHBoxLayout(central)
-        row.addLayout(left, 2)
-        row.addLayout(right, 5)
-        self.setCentralWidget(central)
+        self.columns_row = QHBoxLayout()
+        self.columns_row.setContentsMargins(0, 0, 0, 0)
+        self.columns_row.setSpacing(4)
+        self.empty_note = QLabel("No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T).")
+        self.empty_note.setWordWrap(True)
+        self.empty_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.columns_row.addWidget(self.empty_note)
+        columns_widget = QWidget()
+        columns_widget.setLayout(self.columns_row)
+        self.columns_scroll = QScrollArea()
+        self.columns_scroll.setWidgetResizable(True)
+        self.columns_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.columns_scroll.setWidget(columns_widget)
+        self.sweep_view = SweepView()
+        self.views = QTabWidget()
+        self.views.addTab(self.columns_scroll, "This input")
+        self.views.setTabToolTip(0, "Every posterior's belief about the current input, side by side")
+        self.views.addTab(self.sweep_view, "Rotation sweep")
+        self.views.setTabToolTip(1, "How belief changes as the image is rotated (Rotate tab → Sweep)")
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addLayout(top)
+        right_layout.addWidget(self.views, 1)
 
-        # Stroke → prediction at most every 33 ms (about 30 Hz); the controller drops stale work.
-        self._throttle = QTimer(self, singleShot=True, interval=33)
+        self.splitter = QSplitter()
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 7)
+        self.setCentralWidget(self.splitter)
+
+        # ----------------------------------------------------------------- wiring
+        self._throttle = QTimer(self, singleShot=True, interval=16)
         self._throttle.timeout.connect(self._on_throttle_timeout)
-        self.canvas.drawing_changed.connect(self._on_canvas_drawing_changed)
-        self.canvas.stroke_finished.connect(self._on_canvas_drawing_changed)
-        undo_button.clicked.connect(self.canvas.undo)
-        clear_button.clicked.connect(self.canvas.clear)
+        for panel in (self.draw_panel, self.rotate_panel, self.image_panel):
+            panel.input_changed.connect(self._on_panel_input_changed)
+        self.modes.currentChanged.connect(self._on_modes_current_changed)
+        self.rotate_panel.sweep_requested.connect(self._on_rotate_sweep_requested)
+        self.rotate_panel.sweep_cancelled.connect(self.cancel_sweep)
+        self.rotate_panel.data_folder_requested.connect(self.choose_data_folder)
+        self.image_panel.open_requested.connect(self.open_image_dialog)
+        self.samples.valueChanged.connect(self._on_sampling_changed)
+        self.level.valueChanged.connect(self._on_sampling_changed)
+        self.workspace.columns_changed.connect(self._on_workspace_columns_changed)
+        self.workspace.prediction_changed.connect(self._on_workspace_prediction_changed)
         self.inference.prediction_computed.connect(self._on_inference_prediction_computed)
+        self.inference.request_finished.connect(self._on_inference_request_finished)
         self.inference.prediction_failed.connect(self._on_inference_prediction_failed)
+        self.sweep_view.export_requested.connect(self._on_sweep_export_requested)
+        for box in self.findChildren(QAbstractSpinBox):
+            box.installEventFilter(self)
 
         self._build_menus()
+        self._restore_settings(posteriors)
         self.statusBar().showMessage("Draw a digit with the mouse or a pen.")
-        self.refresh_models()
+        if image:
+            self.load_image_file(Path(image))
 
     # ------------------------------------------------------------------ menus
-    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+    def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        if tip:
+            action.setStatusTip(tip)
         action.triggered.connect(slot)
         menu.addAction(action)
         return action
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "Open posterior…", self.open_posterior_dialog, QKeySequence.StandardKey.Open)
-        self._action(file_menu, "Load image…", self.open_image_dialog, "Ctrl+I")
-        self._action(file_menu, "Export view as PNG…", self.export_dialog, "Ctrl+E")
+        self._action(file_menu, "Open posterior…", self.open_posterior_dialog, QKeySequence.StandardKey.Open,
+                     "Add a column from a posterior file")
+        self._action(file_menu, "Open image…", self.open_image_dialog, "Ctrl+I", "Judge a picture of a digit")
+        file_menu.addSeparator()
+        self._action(file_menu, "Export comparison…", self.export_comparison_dialog, "Ctrl+E",
+                     "Write every column's plots, the numbers behind them and where each posterior comes from into one folder")
+        self._action(file_menu, "Save window picture…", self.save_screenshot_dialog, "Ctrl+Shift+E")
+        file_menu.addSeparator()
+        self._action(file_menu, "Choose data folder…", self.choose_data_folder,
+                     tip="The folder holding MNIST and notMNIST, for the Rotate tab")
         file_menu.addSeparator()
         self._action(file_menu, "Quit", self.close, QKeySequence.StandardKey.Quit)
         edit_menu = self.menuBar().addMenu("&Edit")
-        self._action(edit_menu, "Undo stroke", self.canvas.undo, QKeySequence.StandardKey.Undo)
-        self._action(edit_menu, "Clear drawing", self.canvas.clear, "Delete")
-        self._action(edit_menu, "Bigger brush", lambda: self.brush.setValue(self.brush.value() + 4), "]")
-        self._action(edit_menu, "Smaller brush", lambda: self.brush.setValue(self.brush.value() - 4), "[")
+        self.undo_action = self._action(edit_menu, "Undo stroke", self.canvas.undo, QKeySequence.StandardKey.Undo)
+        self.clear_action = self._action(edit_menu, "Clear drawing", self.canvas.clear, "Delete")
+        brush = self.draw_panel.brush
+        self._action(edit_menu, "Bigger brush", lambda: brush.setValue(brush.value() + 4), "]")
+        self._action(edit_menu, "Smaller brush", lambda: brush.setValue(brush.value() - 4), "[")
+        view_menu = self.menuBar().addMenu("&View")
+        for i in range(self.modes.count()):
+            self._action(view_menu, f"{self.modes.tabText(i)} mode", lambda _=False, i=i: self.modes.setCurrentIndex(i), f"Ctrl+{i + 1}")
+        view_menu.addSeparator()
+        self._action(view_menu, "This input", lambda: self.views.setCurrentIndex(0), "Alt+1")
+        self._action(view_menu, "Rotation sweep", lambda: self.views.setCurrentIndex(1), "Alt+2")
         run_menu = self.menuBar().addMenu("&Posterior")
+        run_menu.addMenu(self.add_menu).setText("Add posterior")
         self._action(run_menu, "Train a posterior…", self.show_training_dialog, "Ctrl+T")
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "How to read this window", self.show_help, QKeySequence.StandardKey.HelpContents)
+        self._action(help_menu, "About bayescope", self.show_about)
 
-    # ----------------------------------------------------------------- models
-    def refresh_models(self, select: Path | None = None) -> None:
-        current = select or (Path(self.model_box.currentData()) if self.model_box.currentData() else None)
-        self.model_box.clear()
-        for path in available_models():
-            self.model_box.addItem(path.stem.replace("_", " "), str(path))
-        if self.model_box.count() == 0:
-            self.predictive.clear("No posterior yet: train one (Ctrl+T) or open a file (Ctrl+O).")
-            return
-        index = self.model_box.findData(str(current)) if current else -1
-        if index < 0 and current is not None and current.is_file():
-            self.model_box.addItem(current.stem, str(current))
-            index = self.model_box.count() - 1
-        self.model_box.setCurrentIndex(max(index, 0))
-        self.load_posterior(Path(self.model_box.currentData()))
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        # Spin boxes claim Delete and Ctrl+Z for their text; here they act on the drawing
+        # whatever has focus, so the shortcut must win over the box.
+        if (event.type() == QEvent.Type.ShortcutOverride and isinstance(obj, QAbstractSpinBox)
+                and (event.matches(QKeySequence.StandardKey.Undo) or event.key() == Qt.Key.Key_Delete)):
+            event.ignore()
+            return True
+        return super().eventFilter(obj, event)
 
-    def load_posterior(self, path: Path) -> bool:
+    # --------------------------------------------------------------- settings
+    def _restore_settings(self, posteriors: list[str] | None) -> None:
+        s = app_settings.settings()
+        geometry = s.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 860)
+        self.draw_panel.brush.setValue(int(s.value("draw/brush", self.canvas.brush_size)))
+        for box, key in ((self.samples, "sampling/samples"), (self.level, "sampling/level")):
+            box.blockSignals(True)
+            box.setValue(int(s.value(key, box.value())))
+            box.blockSignals(False)
+        self.workspace.set_sampling(self.samples.value(), self.level.value() / 100)
+        if posteriors:
+            paths = [Path(p) for p in posteriors]
+        else:
+            saved = s.value("workspace/columns")
+            paths = [Path(p) for p in saved] if isinstance(saved, list) and saved else app_settings.default_columns()
+            if isinstance(saved, str) and saved:
+                paths = [Path(saved)]
+        failed = []
+        for path in paths:
+            if not self.add_posterior(path, quiet=not posteriors):
+                failed.append(path.name)
+        if failed and not posteriors:
+            self.statusBar().showMessage(f"{len(failed)} posterior(s) from last time could not be opened.", 8000)
+        self.modes.setCurrentIndex(int(s.value("workspace/mode", 0)))
+
+    def save_settings(self) -> None:
+        s = app_settings.settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("draw/brush", self.draw_panel.brush.value())
+        s.setValue("sampling/samples", self.samples.value())
+        s.setValue("sampling/level", self.level.value())
+        s.setValue("workspace/columns", self.workspace.keys())
+        s.setValue("workspace/mode", self.modes.currentIndex())
+        s.sync()
+
+    # ---------------------------------------------------------------- columns
+    def add_posterior(self, path: Path, quiet: bool = False) -> bool:
+        """Add a column for a posterior file; say why not in a dialog (or stay quiet at start-up)."""
         try:
-            posterior = load_posterior(path)
-        except PosteriorFileError as exc:
-            QMessageBox.warning(self, "Cannot use this posterior", str(exc))
+            self.workspace.add_posterior(path)
+        except Exception as exc:  # noqa: BLE001 — every failure becomes a sentence, never a crash
+            log.warning("could not add %s: %s", path, exc)
+            if not quiet:
+                QMessageBox.warning(self, "Cannot use this posterior", readable(exc, Path(path)))
             return False
-        self.posterior = posterior
-        self.inference.set_posterior(posterior)
-        # Each posterior comes with its own natural S (all stored draws, or T dropout passes).
-        self.samples.blockSignals(True)
-        self.samples.setValue(min(posterior.default_num_samples, self.samples.maximum()))
-        self.samples.blockSignals(False)
-        self.inference.num_samples = self.samples.value()
-        self.statusBar().showMessage(f"Posterior: {posterior.describe()} ({path})")
-        self._predict_now()
         return True
 
-    def _on_model_box_activated(self, index: int) -> None:
-        self.load_posterior(Path(self.model_box.itemData(index)))
+    def _fill_add_menu(self) -> None:
+        self.add_menu.clear()
+        shown = set(self.workspace.keys())
+        bundled = set(app_settings.bundled_models())
+        for path in app_settings.available_models():
+            key = str(path.resolve())
+            title = self._menu_title(path)
+            if title is None:
+                continue
+            origin = "bundled" if path in bundled else "yours"
+            action = self.add_menu.addAction(f"{title} ({origin})")
+            action.setCheckable(True)
+            action.setChecked(key in shown)
+            action.setEnabled(key not in shown)
+            action.triggered.connect(lambda _=False, p=path: self.add_posterior(p))
+        self.add_menu.addSeparator()
+        self.add_menu.addAction("Open a posterior file…", self.open_posterior_dialog)
+        self.add_menu.addAction("Train a new posterior…", self.show_training_dialog)
 
-    def _on_samples_changed(self, value: int) -> None:
-        self.inference.num_samples = value
-        self._predict_now()
+    _titles: dict[tuple[str, float], str | None] = {}
+
+    def _menu_title(self, path: Path) -> str | None:
+        """The posterior's title in words (loaded once per file version); None if unusable."""
+        key = (str(path), path.stat().st_mtime)
+        if key not in self._titles:
+            from core.io import load_posterior
+
+            try:
+                posterior = load_posterior(path)
+                self._titles[key] = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
+            except Exception:  # noqa: BLE001 — an unusable file is simply not offered
+                self._titles[key] = None
+        return self._titles[key]
+
+    def _on_workspace_columns_changed(self) -> None:
+        keys = self.workspace.keys()
+        for key in list(self.column_views):
+            if key not in keys:
+                view = self.column_views.pop(key)
+                self.columns_row.removeWidget(view)
+                view.deleteLater()
+        for i, column in enumerate(self.workspace.columns):
+            view = self.column_views.get(column.key)
+            if view is None:
+                view = ColumnView(column.key, self.workspace.class_names)
+                view.remove_requested.connect(self.workspace.remove)
+                view.move_requested.connect(self.workspace.move)
+                view.export_requested.connect(self._on_column_export_requested)
+                self.column_views[column.key] = view
+            self.columns_row.removeWidget(view)
+            self.columns_row.insertWidget(i, view, 1)
+            view.set_header(column, self.workspace.num_samples)
+        self.empty_note.setVisible(not keys)
+        self.columns_shown.emit()
+        self._request_predictions()
+
+    def _on_workspace_prediction_changed(self, key: str) -> None:
+        column = self.workspace.column(key)
+        view = self.column_views.get(key)
+        if column is not None and view is not None:
+            view.set_header(column, self.workspace.num_samples)
+            view.show_column(column, self.workspace.class_names, self.workspace.level)
 
     def open_posterior_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open posterior", "", "bayescope posterior (*.pt)")
-        if path and self.load_posterior(Path(path)):
-            self.refresh_models(select=Path(path))
+        path, _ = QFileDialog.getOpenFileName(self, "Open posterior", app_settings.last_folder("posterior"),
+                                              "bayescope posterior (*.pt)")
+        if path:
+            app_settings.remember_folder("posterior", path)
+            self.add_posterior(Path(path))
 
     def show_training_dialog(self) -> None:
+        from app.views.training import TrainingDialog
+
         if self.training_dialog is None:
             self.training_dialog = TrainingDialog(self)
             self.training_dialog.posterior_saved.connect(self._on_training_posterior_saved)
@@ -181,59 +398,302 @@ class MainWindow(QMainWindow):
         self.training_dialog.raise_()
 
     def _on_training_posterior_saved(self, path: Path) -> None:
-        self.refresh_models(select=Path(path))
+        self.add_posterior(Path(path))
 
-    # ------------------------------------------------------------- drawing
-    def _on_brush_changed(self, value: int) -> None:
-        self.canvas.brush_size = value
+    # ------------------------------------------------------------------ input
+    def _on_modes_current_changed(self, index: int) -> None:
+        self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
+        self.undo_action.setEnabled(self.modes.widget(index) is self.draw_panel)
+        self._on_panel_input_changed()
 
-    def _on_canvas_drawing_changed(self) -> None:
+    def current_panel(self) -> ModePanel:
+        return self.modes.currentWidget()
+
+    def _on_panel_input_changed(self, *_args) -> None:
+        if self.sender() is self.draw_panel:
+            drawing, _ = self.draw_panel.current_input()
+            self.rotate_panel.set_drawing(drawing)
+        if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel) and self.sender() is not self.current_panel():
+            return
         if not self._throttle.isActive():
             self._throttle.start()
 
     def _on_throttle_timeout(self) -> None:
-        self._predict_now()
-
-    def _predict_now(self) -> None:
-        try:
-            self.model_input = to_mnist(self.canvas.to_array())
-        except EmptyDrawingError:
-            self.model_input = None
-            self.preview.show_image(None)
-            self.predictive.clear()
+        panel = self.current_panel()
+        image, label = panel.current_input()
+        self.warning.setText(panel.note())
+        self.preview.show_image(image)
+        self.workspace.set_input(image, label)
+        self.input_label.setText(f"Judging {label}" if image is not None else "")
+        if image is None:
+            for column in self.workspace.columns:
+                view = self.column_views.get(column.key)
+                if view is not None:
+                    view.clear_column(self._empty_message())
             return
-        self.preview.show_image(self.model_input)
-        self.inference.request(self.model_input)
+        self._request_predictions()
 
-    def _on_inference_prediction_computed(self, prediction: Prediction) -> None:
-        if self.model_input is None:  # the drawing was cleared meanwhile
+    def _empty_message(self) -> str:
+        panel = self.current_panel()
+        if panel is self.draw_panel:
+            return "Draw a digit to see this posterior's belief."
+        if panel is self.image_panel:
+            return "Open an image to see this posterior's belief."
+        return "Pick an image to rotate."
+
+    def _request_predictions(self) -> None:
+        if self.workspace.image is None:
+            for view in self.column_views.values():
+                view.clear_column(self._empty_message())
             return
-        self.predictive.show_prediction(prediction)
+        requests = [ColumnRequest(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
+        self._request_started = time.perf_counter()
+        self.inference.request(self.workspace.image, requests, self.workspace.level)
+
+    def _on_inference_prediction_computed(self, request: int, key: str, prediction) -> None:
+        if self.workspace.image is None:  # the input was cleared meanwhile
+            return
+        self.workspace.set_prediction(key, prediction)
+
+    def _on_inference_request_finished(self, request: int) -> None:
+        self.last_update_ms = (time.perf_counter() - self._request_started) * 1000
 
     def _on_inference_prediction_failed(self, message: str) -> None:
         QMessageBox.critical(self, "Prediction failed", message)
 
+    def _on_sampling_changed(self) -> None:
+        self.workspace.set_sampling(self.samples.value(), self.level.value() / 100)
+        for column in self.workspace.columns:
+            view = self.column_views.get(column.key)
+            if view is not None:
+                view.set_header(column, self.workspace.num_samples)
+        self._request_predictions()
+
     def open_image_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Load an image of a digit", "", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open an image of a digit", app_settings.last_folder("image"),
+            "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)")
         if path:
+            app_settings.remember_folder("image", path)
             self.load_image_file(Path(path))
 
-    def load_image_file(self, path: Path) -> None:
+    def load_image_file(self, path: Path) -> bool:
         try:
-            self.canvas.set_array(load_image(path))
-        except ImageLoadError as exc:
-            QMessageBox.warning(self, "Cannot load image", str(exc))
+            self.image_panel.load(path)
+        except Exception as exc:  # noqa: BLE001 — bad files get a sentence, never a crash
+            log.warning("could not load image %s: %s", path, exc)
+            QMessageBox.warning(self, "Cannot use this image", readable(exc, Path(path)))
+            return False
+        self.modes.setCurrentWidget(self.image_panel)
+        return True
 
-    def export_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export view", "bayescope.png", "PNG image (*.png)")
-        if path and not self.grab().save(path):
-            QMessageBox.warning(self, "Export failed", f"Could not write {path}")
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
 
+    def dropEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        for url in event.mimeData().urls():
+            path = Path(url.toLocalFile())
+            if path.suffix.lower() == ".pt":
+                self.add_posterior(path)
+            elif path.suffix.lower() in IMAGE_SUFFIXES:
+                self.load_image_file(path)
+            else:
+                QMessageBox.warning(self, "Cannot open this file",
+                                    f"“{path.name}” is neither a posterior (.pt) nor an image (PNG, JPEG, …).")
+        event.acceptProposedAction()
+
+    # ------------------------------------------------------------------- data
+    def _load_dataset(self, name: str):
+        """MNIST test or notMNIST from the data folder (cached); raises with a sentence."""
+        if name not in self._datasets:
+            from core.evaluate import resolve_dataset
+
+            folder = app_settings.data_folder()
+            try:
+                self._datasets[name] = resolve_dataset(name, folder)
+            except Exception as exc:  # noqa: BLE001
+                what = "MNIST test digits" if name.startswith("mnist") else "notMNIST letters"
+                where = f"in {folder}" if folder else "yet"
+                raise ValueError(f"The {what} are not found {where}: choose the folder that holds them.") from exc
+        return self._datasets[name]
+
+    def choose_data_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Choose the folder holding MNIST (and notMNIST)", app_settings.last_folder("data"))
+        if path:
+            app_settings.set_data_folder(Path(path))
+            app_settings.remember_folder("data", path)
+            self._datasets.clear()
+            self.rotate_panel._on_changed()
+
+    # ------------------------------------------------------------------ sweep
+    def _on_rotate_sweep_requested(self, image: np.ndarray, label: str) -> None:
+        from core.metrics import rotation_sweeps
+
+        if self._sweep_worker is not None or not self.workspace.columns:
+            return
+        items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
+        worker = generator_worker(rotation_sweeps(items, image, level=self.workspace.level))
+        worker.yielded.connect(self._on_sweep_worker_yielded)
+        worker.returned.connect(lambda sweeps, label=label: self._on_sweep_worker_returned(sweeps, label))
+        worker.errored.connect(self._on_sweep_worker_errored)
+        worker.finished.connect(self._on_sweep_worker_finished)
+        self._sweep_worker = worker
+        self.rotate_panel.set_sweep_running(True)
+        self.statusBar().showMessage(f"Sweeping {label} from 0° to 180°…")
+        worker.start()
+
+    def _on_sweep_worker_yielded(self, record) -> None:
+        self.rotate_panel.progress.setMaximum(record.total)
+        self.rotate_panel.progress.setValue(record.step)
+
+    def _on_sweep_worker_returned(self, sweeps: dict, label: str) -> None:
+        items = []
+        for column in self.workspace.columns:
+            if column.key in sweeps:
+                column.sweep = sweeps[column.key]
+                items.append((column.key, column.title(self.workspace.num_samples), column.sweep))
+        self.sweep_view.show_sweeps(label, items, self.workspace.class_names)
+        self.views.setCurrentWidget(self.sweep_view)
+        self.statusBar().showMessage("Sweep done.", 5000)
+
+    def _on_sweep_worker_errored(self, exc: Exception) -> None:
+        QMessageBox.critical(self, "The sweep failed", str(exc))
+
+    def _on_sweep_worker_finished(self) -> None:
+        self._sweep_worker = None
+        self.rotate_panel.set_sweep_running(False)
+        self.rotate_panel._on_changed()
+
+    def cancel_sweep(self) -> None:
+        if self._sweep_worker is not None:
+            self._sweep_worker.quit()
+            self.statusBar().showMessage("Sweep cancelled.", 5000)
+
+    # ----------------------------------------------------------------- export
+    def _ask_plot_path(self, suggested: str) -> Path | None:
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Export plot", str(Path(app_settings.last_folder("export")) / suggested), ";;".join(PLOT_FILTERS))
+        if not path:
+            return None
+        app_settings.remember_folder("export", path)
+        return with_suffix_from_filter(path, chosen)
+
+    def _on_column_export_requested(self, key: str, view: str) -> None:
+        column = self.workspace.column(key)
+        if column is None or column.prediction is None:
+            QMessageBox.information(self, "Nothing to export yet", "Give the columns an input first: draw, rotate or open an image.")
+            return
+        title = column.title(self.workspace.num_samples)
+        path = self._ask_plot_path(f"{slug(title)}-{view}.png")
+        if path is not None:
+            self.export_plot(key, view, path)
+
+    def export_plot(self, key: str, view: str, path: Path) -> list[Path]:
+        """Write one plot of one column (format from the suffix) with its numbers beside it."""
+        from core.input_figures import export_input_view
+
+        column = self.workspace.column(key)
+        title = column.title(self.workspace.num_samples)
+        try:
+            written = export_input_view(view, title, column.prediction.summary, self.workspace.class_names, path,
+                                        samples=column.prediction.samples)
+        except Exception as exc:  # noqa: BLE001 — a failed write gets a sentence
+            QMessageBox.warning(self, "Could not export the plot", str(exc))
+            return []
+        self.statusBar().showMessage(f"Exported {VIEW_NAMES.get(view, view).lower()} to {', '.join(p.name for p in written)}", 8000)
+        return written
+
+    def _on_sweep_export_requested(self, key: str) -> None:
+        from core.input_figures import export_sweep
+
+        column = self.workspace.column(key)
+        if column is None or column.sweep is None:
+            return
+        title = column.title(self.workspace.num_samples)
+        path = self._ask_plot_path(f"{slug(title)}-rotation-sweep.png")
+        if path is None:
+            return
+        try:
+            written = export_sweep(title, column.sweep, self.workspace.class_names, path)
+        except Exception as exc:  # noqa: BLE001
+            QMessageBox.warning(self, "Could not export the sweep", str(exc))
+            return
+        self.statusBar().showMessage(f"Exported the sweep to {', '.join(p.name for p in written)}", 8000)
+
+    def comparison(self):
+        """The comparison shown now, as :class:`core.compare.Comparison` (None if nothing shown)."""
+        from core.compare import Comparison, ComparisonColumn
+
+        columns = tuple(
+            ComparisonColumn(c.title(self.workspace.num_samples), c.posterior, c.prediction, source=c.key)
+            for c in self.workspace.columns if c.prediction is not None
+        )
+        if self.workspace.image is None or not columns:
+            return None
+        return Comparison(self.workspace.image, columns, self.workspace.level, self.workspace.class_names)
+
+    def export_comparison_dialog(self) -> None:
+        comparison = self.comparison()
+        if comparison is None:
+            QMessageBox.information(self, "Nothing to export yet", "Add a posterior and give it an input first.")
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export comparison into a new folder", str(Path(app_settings.last_folder("export")) / "bayescope-comparison"), "Folder (*)")
+        if path:
+            app_settings.remember_folder("export", Path(path).parent)
+            self.export_comparison(Path(path), comparison)
+
+    def export_comparison(self, folder: Path, comparison=None) -> None:
+        """Write the comparison folder in a worker; the status bar says when it is done."""
+        from core.compare import write_comparison
+
+        comparison = comparison or self.comparison()
+        if comparison is None or self._export_worker is not None:
+            return
+        worker = function_worker(write_comparison, comparison, folder)
+        worker.returned.connect(lambda paths: self.statusBar().showMessage(
+            f"Wrote the comparison ({len(paths)} files) to the folder {folder.name}.", 10000))
+        worker.errored.connect(lambda exc: QMessageBox.warning(self, "Could not export the comparison", str(exc)))
+        worker.finished.connect(self._on_export_worker_finished)
+        self._export_worker = worker
+        self.statusBar().showMessage("Exporting the comparison…")
+        worker.start()
+
+    def _on_export_worker_finished(self) -> None:
+        self._export_worker = None
+
+    def save_screenshot_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save a picture of the window",
+                                              str(Path(app_settings.last_folder("export")) / "bayescope.png"), "PNG image (*.png)")
+        if path:
+            path = with_suffix_from_filter(path, "PNG image (*.png)")
+            if not self.grab().save(str(path)):
+                QMessageBox.warning(self, "Could not save the picture", f"The folder {path.parent} cannot be written to.")
+
+    # ------------------------------------------------------------------- help
+    def show_help(self) -> None:
+        box = QMessageBox(self)
+        box.setWindowTitle("How to read this window")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(HOW_TO_READ)
+        box.exec()
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, ABOUT_TITLE, about_text())
+
+    # ------------------------------------------------------------------ close
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.training_dialog is not None and self.training_dialog.running:
             self.training_dialog.close()
             if self.training_dialog.running and not self.training_dialog.isHidden():
                 event.ignore()
                 return
+        self.save_settings()
+        self.cancel_sweep()
         self.inference.shutdown()
+        from PySide6.QtCore import QThreadPool
+
+        QThreadPool.globalInstance().waitForDone(10_000)
         super().closeEvent(event)
+

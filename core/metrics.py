@@ -578,3 +578,26 @@ def drop_rate_sensitivity(accuracies: Mapping[float, Sequence[float]]) -> DropRa
         minimum=np.array([a.min() for a in arrays]),
         maximum=np.array([a.max() for a in arrays]),
     )
+
+
+def rotation_sweeps(
+    posteriors: Sequence[tuple[str, Posterior, int | None]],
+    image: torch.Tensor | np.ndarray,
+    angles: Sequence[float] | np.ndarray | None = None,
+    level: float = 0.9,
+    seed: int | None = 0,
+) -> Generator[ProgressRecord, None, dict[str, RotationSweep]]:
+    """:func:`rotation_sweep` for several posteriors ``(key, posterior, num_samples)``.
+
+    Yields a :class:`ProgressRecord` after each posterior (``values["done"]`` is its index)
+    so a worker can show progress and stop between posteriors; returns the sweeps by key.
+    """
+    sweeps: dict[str, RotationSweep] = {}
+    total = len(posteriors)
+    yield ProgressRecord(0, total, {}, phase="sweep")
+    for i, (key, posterior, num_samples) in enumerate(posteriors):
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        sweeps[key] = rotation_sweep(posterior, torch.as_tensor(np.asarray(image, dtype=np.float32)),
+                                     angles, num_samples, generator, level)
+        yield ProgressRecord(i + 1, total, {"done": float(i)}, phase="sweep")
+    return sweeps

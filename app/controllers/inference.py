@@ -1,70 +1,102 @@
-"""Runs per-input prediction off the main thread; stale requests are dropped, not queued."""
+"""Per-input prediction for every column, off the main thread; stale requests are dropped.
+
+One request judges one input with every column's posterior and reports each column as soon
+as it is done, so the first columns redraw while the others still compute. While a request
+runs, only the newest further request waits; older ones are dropped, never queued.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
-from app.workers import function_worker
+from app.workers import generator_worker
 from core.inference.base import Posterior
 from core.predictive import Prediction, predict_image
 
 
-class InferenceController(QObject):
-    """At most one prediction runs at a time; while it runs only the newest request waits.
+@dataclass(frozen=True)
+class ColumnRequest:
+    key: str
+    posterior: Posterior
+    num_samples: int
 
-    Signals
+
+def predict_columns(
+    image: np.ndarray, columns: Sequence[ColumnRequest], level: float
+) -> Generator[tuple[str, Prediction], None, None]:
+    """Yield ``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
+    randomness (a variational posterior's fixed bank of draws, dropout's masks)."""
+    for column in columns:
+        yield column.key, predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
+
+
+class InferenceController(QObject):
+    """Signals
     -------
-    prediction_computed(Prediction)
+    prediction_computed(int, str, Prediction)
+        Request number, column key and its prediction.
+    request_finished(int)
+        Every column of that request is done.
     prediction_failed(str)
+        A prediction raised; the message is for a person.
     """
 
-    prediction_computed = Signal(object)
+    prediction_computed = Signal(int, str, object)
+    request_finished = Signal(int)
     prediction_failed = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.posterior: Posterior | None = None
-        self.num_samples = 100
-        self._pending: np.ndarray | None = None
+        self._pending: tuple[np.ndarray, list[ColumnRequest], float] | None = None
         self._worker = None
+        self._running_id = 0
+        self.last_request = 0
 
     @property
     def busy(self) -> bool:
-        return self._worker is not None
+        return self._worker is not None or self._pending is not None
 
-    def set_posterior(self, posterior: Posterior | None) -> None:
-        self.posterior = posterior
-
-    def request(self, image: np.ndarray) -> None:
-        """Ask for a prediction of a 28×28 image; replaces any request still waiting."""
-        if self.posterior is None:
-            return
+    def request(self, image: np.ndarray, columns: list[ColumnRequest], level: float) -> int:
+        """Ask for predictions of a 28×28 image; replaces any request still waiting. Returns its number."""
+        self.last_request += 1
+        if not columns:
+            return self.last_request
         if self._worker is not None:
-            self._pending = image
-            return
-        worker = function_worker(predict_image, self.posterior, image, self.num_samples, seed=None)
-        worker.returned.connect(self._on_worker_returned)
+            self._pending = (image, columns, level)
+            return self.last_request
+        self._start(image, columns, level)
+        return self.last_request
+
+    def _start(self, image: np.ndarray, columns: list[ColumnRequest], level: float) -> None:
+        self._running_id = self.last_request
+        worker = generator_worker(predict_columns(image, columns, level))
+        worker.yielded.connect(self._on_worker_yielded)
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         worker.start()
 
-    def _on_worker_returned(self, prediction: Prediction) -> None:
-        self.prediction_computed.emit(prediction)
+    def _on_worker_yielded(self, item: tuple[str, Prediction]) -> None:
+        key, prediction = item
+        self.prediction_computed.emit(self._running_id, key, prediction)
 
     def _on_worker_errored(self, exc: Exception) -> None:
-        self.prediction_failed.emit(f"{exc.__class__.__name__}: {exc}")
+        self.prediction_failed.emit(str(exc) or "the prediction could not be computed")
 
     def _on_worker_finished(self) -> None:
         self._worker = None
+        self.request_finished.emit(self._running_id)
         if self._pending is not None:
-            image, self._pending = self._pending, None
-            self.request(image)
+            pending, self._pending = self._pending, None
+            self._start(*pending)
 
     def shutdown(self, timeout_ms: int = 10_000) -> None:
         """Drop waiting work and let a running prediction finish before this object goes."""
         self._pending = None
-        self.posterior = None
         if self._worker is not None:
+            self._worker.quit()
             QThreadPool.globalInstance().waitForDone(timeout_ms)

@@ -10,8 +10,20 @@ BAR = (91, 133, 196)
 BAR_TOP = (214, 96, 77)
 MEAN = (20, 20, 20)
 BAND = (91, 133, 196, 60)
+GRID = (150, 150, 150)
 UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic": (152, 78, 163)}
+WARNING = "#b2182b"
 
 
 def configure() -> None:
     pg.setConfigOptions(antialias=True, background=BACKGROUND, foreground=FOREGROUND)
+
+
+def sequential_lut() -> pg.ColorMap:
+    """White → blue, for shares of draws (0 = white paper, so empty bins vanish)."""
+    return pg.ColorMap([0.0, 0.25, 1.0], [(255, 255, 255), (170, 195, 230), (33, 80, 150)])
+
+
+def diverging_lut() -> pg.ColorMap:
+    """Red (−1) → white (0) → blue (+1), for correlations."""
+    return pg.ColorMap([0.0, 0.5, 1.0], [(178, 24, 43), (247, 247, 247), (33, 102, 172)])

@@ -85,9 +85,7 @@ class DrawingCanvas(QWidget):
         del self._undo[: -self.MAX_UNDO]
 
     def _to_image(self, pos: QPointF) -> QPointF:
-        side = min(self.width(), self.height())
-        ox, oy = (self.width() - side) / 2, (self.height() - side) / 2
-        return QPointF((pos.x() - ox) * self.SIDE / side, (pos.y() - oy) * self.SIDE / side)
+        return QPointF(pos.x() * self.SIDE / max(self.width(), 1), pos.y() * self.SIDE / max(self.height(), 1))
 
     def _draw_to(self, pos: QPointF, pressure: float = 1.0) -> None:
         painter = QPainter(self._image)
@@ -139,9 +137,16 @@ class DrawingCanvas(QWidget):
         event.accept()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        # The canvas is kept square by its container (app/views/square.py): the whole widget
+        # is drawing area, so no stroke falls outside the image.
         painter = QPainter(self)
-        painter.fillRect(self.rect(), QColor(40, 40, 40))
-        side = min(self.width(), self.height())
-        ox, oy = (self.width() - side) // 2, (self.height() - side) // 2
-        painter.drawImage(self.rect().adjusted(ox, oy, -ox, -oy), self._image)
+        painter.drawImage(self.rect(), self._image)
         painter.end()
+
+    def ink_extent(self) -> float:
+        """The larger side of the ink's bounding box as a fraction of the canvas (0 if empty)."""
+        ink = self.to_array() > 0.1
+        if not ink.any():
+            return 0.0
+        rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
+        return max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1) / self.SIDE

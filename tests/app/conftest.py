@@ -16,3 +16,13 @@ def isolated_user_dirs(tmp_path, monkeypatch):
     """Keep the user's data and cache folders out of the tests."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path):
+    """QSettings written by a test land in its own folder, never in the user's."""
+    from PySide6.QtCore import QSettings
+
+    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+        QSettings.setPath(fmt, QSettings.Scope.UserScope, str(tmp_path / "settings"))
+    yield

@@ -1,0 +1,152 @@
+"""One posterior's column: its name in words, a one-line verdict and every per-input plot.
+
+The workspace lays out N of these; a column is fed a :class:`app.workspace.Column` and draws
+what it holds. It asks for changes through signals (remove, move, export), never itself.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.plots.input_views import INPUT_PLOTS, InputPlot
+from app.plots.style import WARNING
+from app.workspace import Column
+from core.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
+
+VIEW_NAMES = {
+    "histograms": "Draws per class",
+    "interval": "Mean probability and interval",
+    "entropy": "Uncertainty (nats)",
+    "variance": "Variance per class",
+    "correlation": "Class correlation",
+}
+
+OVERLAP_TIP = (
+    "The overlap flag compares the spread of the draws for the two most likely classes "
+    "(Bhattacharyya coefficient, 0 = apart, 1 = identical). Above 0.5 the posterior cannot "
+    "tell the two apart: the input is uncertain."
+)
+
+
+class ColumnView(QFrame):
+    """Signals
+    -------
+    remove_requested(str), move_requested(str, int), export_requested(str, str)
+        Column key (and offset, or the view key to export).
+    """
+
+    remove_requested = Signal(str)
+    move_requested = Signal(str, int)
+    export_requested = Signal(str, str)
+
+    MIN_WIDTH = 200
+
+    def __init__(self, key: str, class_names: tuple[str, ...], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.key = key
+        self.setObjectName("column")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setMinimumWidth(self.MIN_WIDTH)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+        self.title = QLabel()
+        self.title.setObjectName("columnTitle")
+        self.title.setWordWrap(True)
+        more = self._button("⋯", "Move or export this column", None)
+        more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(more)
+        menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
+        menu.addAction("Move right", lambda: self.move_requested.emit(self.key, 1))
+        menu.addSeparator()
+        for view, name in VIEW_NAMES.items():
+            menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
+        menu.addSeparator()
+        menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
+        more.setMenu(menu)
+        close = self._button("✕", "Remove this column", lambda: self.remove_requested.emit(self.key))
+        header = QHBoxLayout()
+        header.setSpacing(0)
+        header.addWidget(self.title, 1)
+        for button in (more, close):
+            header.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+
+        self.verdict = QLabel()
+        self.verdict.setObjectName("verdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextFormat(Qt.TextFormat.RichText)
+        self.verdict.setToolTip(OVERLAP_TIP)
+        self.verdict.setMinimumHeight(44)
+        self.verdict.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+
+        self.plots: dict[str, InputPlot] = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)
+        layout.addLayout(header)
+        layout.addWidget(self.verdict)
+        stretch = {"histograms": 5, "interval": 3, "entropy": 2, "variance": 3, "correlation": 4}
+        for cls in INPUT_PLOTS:
+            plot = cls(class_names)
+            plot.export_requested.connect(lambda view: self.export_requested.emit(self.key, view))
+            self.plots[cls.view_key] = plot
+            layout.addWidget(plot, stretch[cls.view_key])
+
+    def _button(self, text: str, tip: str, slot) -> QToolButton:
+        button = QToolButton(text=text)
+        button.setFixedWidth(22)
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        if slot is not None:
+            button.clicked.connect(slot)
+        return button
+
+    def set_header(self, column: Column, requested: int) -> None:
+        title = column.title(requested)
+        fixed = fixed_sample_count(column.posterior)
+        self.title.setText(f"<b>{title}</b>")
+        tip = [METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method).capitalize() + "."]
+        if fixed is not None:
+            tip.append(f"This posterior holds {plural(fixed, 'stored draw')}: it cannot draw more.")
+        else:
+            tip.append("Draws as many models as the Samples box asks for.")
+        tip.append(f"Trained on {column.posterior.dataset}.")
+        self.title.setToolTip(" ".join(tip))
+
+    def show_column(self, column: Column, class_names: tuple[str, ...], level: float) -> None:
+        """Draw the column's latest prediction (or say that there is none yet)."""
+        prediction = column.prediction
+        if prediction is None:
+            self.clear_column()
+            return
+        for plot in self.plots.values():
+            plot.show(prediction, level)
+        s = prediction.summary
+        top = s.predicted_class
+        first, second = (class_names[c] for c in s.top_two)
+        verdict = (
+            f"Reads <b>{class_names[top]}</b>: p̄ {float(s.mean[top]):.2f} "
+            f"({round(level * 100)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
+        )
+        if s.num_samples > 1 and s.uncertain:
+            verdict += (f"<br><span style='color:{WARNING}'><b>Uncertain:</b> {first} and {second} "
+                        f"overlap ({s.overlap:.2f})</span>")
+        elif s.num_samples > 1:
+            verdict += f"<br>{first} vs {second}: overlap {s.overlap:.2f}"
+        else:
+            verdict += "<br>one draw: no spread to compare"
+        self.verdict.setText(verdict)
+
+    def clear_column(self, message: str = "") -> None:
+        for plot in self.plots.values():
+            plot.clear_view()
+        self.verdict.setText(message)

@@ -1,0 +1,294 @@
+"""The input modes: draw a digit, rotate a character, load an image (a face mode plugs in here).
+
+Each mode is a panel that emits ``input_changed(image, label)`` with the 28×28 model input
+(or None when there is nothing to judge) and a label in words. The main window shows the
+current mode's input to every column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.canvas import DrawingCanvas
+from app.views.square import SquareContainer
+from core.data.preprocess import EmptyDrawingError, load_image, rotate, to_mnist
+
+#: Below this share of the canvas the drawing is scaled up a lot and thin strokes blur.
+SMALL_INK = 0.3
+
+
+class ModePanel(QWidget):
+    """Signals
+    -------
+    input_changed(object, str)
+        The model input (28×28 float array, or None) and a label in words.
+    """
+
+    input_changed = Signal(object, str)
+    mode_name = ""
+
+    def current_input(self) -> tuple[np.ndarray | None, str]:
+        raise NotImplementedError
+
+    def note(self) -> str:
+        """A warning in words about the current input, or ''."""
+        return ""
+
+
+class DrawPanel(ModePanel):
+    mode_name = "Draw"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.canvas = DrawingCanvas()
+        self.brush = QSlider(Qt.Orientation.Horizontal, minimum=4, maximum=60, value=self.canvas.brush_size)
+        self.brush.setToolTip("Brush size ([ and ] change it)")
+        self.brush.valueChanged.connect(self._on_brush_changed)
+        undo = QToolButton(text="Undo")
+        undo.setToolTip("Undo the last stroke (Ctrl+Z)")
+        clear = QToolButton(text="Clear")
+        clear.setToolTip("Clear the drawing (Delete)")
+        undo.clicked.connect(self.canvas.undo)
+        clear.clicked.connect(self.canvas.clear)
+        tools = QHBoxLayout()
+        tools.addWidget(QLabel("Brush"))
+        tools.addWidget(self.brush, 1)
+        tools.addWidget(undo)
+        tools.addWidget(clear)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(tools)
+        layout.addWidget(SquareContainer(self.canvas), 1)
+        self.canvas.drawing_changed.connect(self._on_canvas_drawing_changed)
+
+    def _on_brush_changed(self, value: int) -> None:
+        self.canvas.brush_size = value
+
+    def _on_canvas_drawing_changed(self) -> None:
+        self.input_changed.emit(*self.current_input())
+
+    def current_input(self) -> tuple[np.ndarray | None, str]:
+        try:
+            return to_mnist(self.canvas.to_array()), "your drawing"
+        except EmptyDrawingError:
+            return None, ""
+
+    def note(self) -> str:
+        extent = self.canvas.ink_extent()
+        if 0 < extent < SMALL_INK:
+            return "The drawing is small: draw the digit larger, filling most of the square, so thin strokes are not blurred."
+        return ""
+
+
+class RotatePanel(ModePanel):
+    """A digit, a letter or the drawing, rotated by a slider; and the 0–180° sweep.
+
+    Signals
+    -------
+    sweep_requested(object, str)
+        The unrotated 28×28 image and its label.
+    data_folder_requested
+        The person wants to choose the folder holding MNIST / notMNIST.
+    """
+
+    mode_name = "Rotate"
+    sweep_requested = Signal(object, str)
+    sweep_cancelled = Signal()
+    data_folder_requested = Signal()
+    SOURCES = (("drawing", "The drawing"), ("mnist-test", "An MNIST test digit"), ("notmnist", "A notMNIST letter"))
+
+    def __init__(self, load_dataset, parent: QWidget | None = None) -> None:
+        """``load_dataset(name)`` returns a core Dataset or raises with a message in words."""
+        super().__init__(parent)
+        self._load_dataset = load_dataset
+        self._drawing: np.ndarray | None = None
+        self.source = QComboBox()
+        for key, text in self.SOURCES:
+            self.source.addItem(text, key)
+        self.source.setToolTip("What to rotate: your drawing from the Draw tab, a digit from MNIST's test set, or a letter A–J from notMNIST (characters the digit models never saw)")
+        self.index = QSpinBox(minimum=0, maximum=9999)
+        self.index.setToolTip("Which image of the test set")
+        self.random = QToolButton(text="Random")
+        self.random.setToolTip("Pick a random image")
+        self.angle = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=360, value=0)
+        self.angle.setToolTip("Rotation angle, counter-clockwise (Left/Right keys step 1°, Page Up/Down 10°)")
+        self.angle.setPageStep(10)
+        self.angle_label = QLabel("0°")
+        self.angle_label.setMinimumWidth(36)
+        self.sweep = QPushButton("Sweep 0–180°")
+        self.sweep.setToolTip("Rotate the image from 0° to 180° in 10° steps and plot, for every column, how the class probabilities and the uncertainties change with the angle (Gal & Ghahramani's rotated-digit figure)")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setVisible(False)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.choose_folder = QPushButton("Choose data folder…")
+        self.choose_folder.setToolTip("The folder that holds MNIST (and notMNIST) in their standard IDX files")
+        self.choose_folder.setVisible(False)
+        self.thumbnail = QLabel()
+        self.thumbnail.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.thumbnail.setMinimumSize(168, 168)
+
+        pick = QHBoxLayout()
+        pick.addWidget(QLabel("Image"))
+        pick.addWidget(self.index, 1)
+        pick.addWidget(self.random)
+        angle = QHBoxLayout()
+        angle.addWidget(QLabel("Angle"))
+        angle.addWidget(self.angle, 1)
+        angle.addWidget(self.angle_label)
+        sweep = QHBoxLayout()
+        sweep.addWidget(self.sweep, 1)
+        sweep.addWidget(self.cancel)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.source)
+        layout.addLayout(pick)
+        layout.addWidget(self.message)
+        layout.addWidget(self.choose_folder)
+        layout.addWidget(self.thumbnail, 1)
+        layout.addLayout(angle)
+        layout.addLayout(sweep)
+        layout.addWidget(self.progress)
+
+        self.source.currentIndexChanged.connect(self._on_source_changed)
+        self.index.valueChanged.connect(self._on_changed)
+        self.random.clicked.connect(self._on_random_clicked)
+        self.angle.valueChanged.connect(self._on_changed)
+        self.sweep.clicked.connect(self._on_sweep_clicked)
+        self.cancel.clicked.connect(self.sweep_cancelled)
+        self.choose_folder.clicked.connect(self.data_folder_requested)
+        self._on_source_changed()
+
+    # ------------------------------------------------------------------ state
+    def set_drawing(self, image: np.ndarray | None) -> None:
+        self._drawing = image
+        if self.source.currentData() == "drawing":
+            self._on_changed()
+
+    def base_image(self) -> tuple[np.ndarray | None, str]:
+        """The unrotated 28×28 image and its label, or (None, reason)."""
+        key = self.source.currentData()
+        if key == "drawing":
+            if self._drawing is None:
+                return None, "Draw a digit in the Draw tab first, or pick an MNIST digit or a notMNIST letter."
+            return self._drawing, "your drawing"
+        try:
+            data = self._load_dataset(key)
+        except Exception as exc:  # noqa: BLE001 — any failure is shown in words beside the button
+            return None, str(exc)
+        i = min(self.index.value(), len(data) - 1)
+        label = data.class_names[int(data.y[i])] if data.class_names else str(int(data.y[i]))
+        kind = "MNIST test digit" if key == "mnist-test" else "notMNIST letter"
+        return data.x[i, 0].numpy(), f"{kind} #{i} (a {label})"
+
+    def current_input(self) -> tuple[np.ndarray | None, str]:
+        image, label = self.base_image()
+        self._show_message(image, label)
+        if image is None:
+            return None, ""
+        degrees = self.angle.value()
+        rotated = rotate(torch.from_numpy(np.ascontiguousarray(image)).reshape(1, 1, 28, 28), float(degrees))[0, 0].numpy()
+        self._show_thumbnail(rotated)
+        return rotated, f"{label} rotated {degrees}°"
+
+    def set_sweep_running(self, running: bool) -> None:
+        self.sweep.setEnabled(not running)
+        self.cancel.setVisible(running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setValue(0)
+
+    # ---------------------------------------------------------------- display
+    def _show_message(self, image: np.ndarray | None, text: str) -> None:
+        missing = image is None and self.source.currentData() != "drawing"
+        self.message.setText("" if image is not None else text)
+        self.choose_folder.setVisible(missing)
+        self.sweep.setEnabled(image is not None and not self.cancel.isVisible())
+        if image is None:
+            self.thumbnail.clear()
+
+    def _show_thumbnail(self, image: np.ndarray) -> None:
+        data = np.ascontiguousarray((np.clip(image, 0, 1) * 255).astype(np.uint8))
+        qimage = QImage(data.data, 28, 28, 28, QImage.Format.Format_Grayscale8).copy()
+        self.thumbnail.setPixmap(QPixmap.fromImage(qimage).scaled(168, 168, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation))
+
+    # ------------------------------------------------------------------ slots
+    def _on_source_changed(self) -> None:
+        from_set = self.source.currentData() != "drawing"
+        self.index.setEnabled(from_set)
+        self.random.setEnabled(from_set)
+        self._on_changed()
+
+    def _on_changed(self) -> None:
+        self.angle_label.setText(f"{self.angle.value()}°")
+        self.input_changed.emit(*self.current_input())
+
+    def _on_random_clicked(self) -> None:
+        self.index.setValue(int(np.random.default_rng().integers(0, self.index.maximum() + 1)))
+
+    def _on_sweep_clicked(self) -> None:
+        image, label = self.base_image()
+        if image is not None:
+            self.sweep_requested.emit(image, label)
+
+
+class ImagePanel(ModePanel):
+    """An image file of a digit: opened with the button or Ctrl+I, or dropped on the window.
+
+    Signals
+    -------
+    open_requested
+        The person asked to pick a file.
+    """
+
+    mode_name = "Image"
+    open_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._image: np.ndarray | None = None
+        self._name = ""
+        self.open = QPushButton("Open an image…")
+        self.open.setToolTip("A photo or scan of one digit: PNG, JPEG, BMP, GIF, TIFF or WebP (Ctrl+I). You can also drop a file on the window.")
+        self.open.clicked.connect(self.open_requested)
+        self.picture = QLabel("No image yet.\nOpen one, or drop a file on the window.")
+        self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.picture.setMinimumSize(200, 200)
+        self.picture.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.open)
+        layout.addWidget(self.picture, 1)
+
+    def load(self, path: Path) -> None:
+        """Read an image file; raises ``ImageLoadError`` or ``EmptyDrawingError`` with a sentence."""
+        grey = load_image(path)
+        model_input = to_mnist(grey)
+        self._image, self._name = model_input, Path(path).name
+        data = np.ascontiguousarray((np.clip(grey, 0, 1) * 255).astype(np.uint8))
+        h, w = data.shape
+        qimage = QImage(data.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+        self.picture.setPixmap(QPixmap.fromImage(qimage).scaled(240, 240, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation))
+        self.input_changed.emit(*self.current_input())
+
+    def current_input(self) -> tuple[np.ndarray | None, str]:
+        return (self._image, f"the image {self._name}") if self._image is not None else (None, "")

@@ -1,0 +1,136 @@
+"""The rotation sweep, one column per posterior: class probabilities (median and credible
+band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
+rotated-digit figure). Draws :class:`core.metrics.RotationSweep` results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QVBoxLayout, QWidget
+
+from app.plots.input_views import CompactPlot
+from app.plots.style import UNCERTAINTY
+from core.metrics import RotationSweep
+
+#: Classes whose band never reaches this probability are left out (they would be noise at 0).
+MIN_PROBABILITY = 0.1
+CLASS_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+                 (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
+
+PROBABILITY_TIP = (
+    "How each class's probability changes as the image turns. The line is the median over "
+    "the draws and the shaded band the credible interval (the Interval box sets its level). "
+    "Only classes that reach 0.1 somewhere are drawn."
+)
+UNCERTAINTY_TIP = (
+    "Uncertainty in nats against the angle. Total (grey) = aleatoric (green: the image is "
+    "ambiguous) + epistemic (purple: the models disagree). Epistemic uncertainty usually rises "
+    "where the rotated image looks like nothing in the training data."
+)
+
+
+class SweepColumn(QFrame):
+    """Signals: export_requested(str) with the column key."""
+
+    export_requested = Signal(str)
+
+    def __init__(self, key: str, title: str, sweep: RotationSweep, class_names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.key = key
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setMinimumWidth(200)
+        self.probability = CompactPlot()
+        self.uncertainty = CompactPlot()
+        for plot, tip in ((self.probability, PROBABILITY_TIP), (self.uncertainty, UNCERTAINTY_TIP)):
+            plot.setMinimumHeight(150)
+            plot.setToolTip(tip)
+            plot.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            plot.customContextMenuRequested.connect(lambda pos, p=plot: self._on_context_menu_requested(p, pos))
+            plot.getPlotItem().setLabel("bottom", "angle (degrees)")
+            plot.getPlotItem().showGrid(x=True, y=True, alpha=0.2)
+        p = self.probability.getPlotItem()
+        p.setTitle("Class probability", size="9pt")
+        p.setYRange(0, 1.02, padding=0)
+        invisible = pg.mkPen((0, 0, 0, 0))
+        for k, name in enumerate(class_names):
+            if sweep.upper[:, k].max() < MIN_PROBABILITY:
+                continue
+            colour = CLASS_COLOURS[k % len(CLASS_COLOURS)]
+            lower = pg.PlotDataItem(sweep.angles, sweep.lower[:, k], pen=invisible)
+            upper = pg.PlotDataItem(sweep.angles, sweep.upper[:, k], pen=invisible)
+            p.addItem(lower)
+            p.addItem(upper)
+            p.addItem(pg.FillBetweenItem(lower, upper, brush=pg.mkBrush(*colour, 45)))
+            p.plot(sweep.angles, sweep.median[:, k], pen=pg.mkPen(colour, width=2))
+            # The class name at the curve's peak: a legend of ten entries would hide the curves.
+            peak = int(np.argmax(sweep.median[:, k]))
+            label = pg.TextItem(str(name), color=colour, anchor=(0.5, 1.0))
+            label.setPos(float(sweep.angles[peak]), float(sweep.median[peak, k]))
+            p.addItem(label)
+        u = self.uncertainty.getPlotItem()
+        u.setTitle("Uncertainty (nats)", size="9pt")
+        u.setYRange(0, math.log(len(class_names)) * 1.05, padding=0)
+        u.addLegend(offset=(-5, 5), labelTextSize="8pt")
+        for name, values, style in (("total", sweep.total, Qt.PenStyle.DashLine),
+                                    ("aleatoric", sweep.aleatoric, Qt.PenStyle.SolidLine),
+                                    ("epistemic", sweep.epistemic, Qt.PenStyle.SolidLine)):
+            u.plot(sweep.angles, np.asarray(values), pen=pg.mkPen(UNCERTAINTY[name], width=2, style=style), name=name)
+        for plot in (p, u):
+            plot.setXRange(float(sweep.angles[0]), float(sweep.angles[-1]), padding=0)
+        title = QLabel(f"<b>{title}</b>")
+        title.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(title)
+        layout.addWidget(self.probability, 3)
+        layout.addWidget(self.uncertainty, 2)
+
+    def _on_context_menu_requested(self, plot: pg.PlotWidget, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export the sweep (PNG, SVG, CSV, JSON)…", lambda: self.export_requested.emit(self.key))
+        menu.exec(plot.mapToGlobal(pos))
+
+
+class SweepView(QWidget):
+    """All columns' sweeps side by side, with a line saying what was rotated.
+
+    Signals: export_requested(str) with the column key.
+    """
+
+    export_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.label = QLabel("No sweep yet: in the Rotate tab, pick an image and press “Sweep 0–180°”.")
+        self.label.setWordWrap(True)
+        self.row = QHBoxLayout()
+        self.row.setContentsMargins(0, 0, 0, 0)
+        inner = QWidget()
+        inner.setLayout(self.row)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(inner)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.label)
+        layout.addWidget(scroll, 1)
+        self.columns: dict[str, SweepColumn] = {}
+
+    def show_sweeps(self, label: str, items: list[tuple[str, str, RotationSweep]], class_names: tuple[str, ...]) -> None:
+        """``items``: (key, title, sweep) per column, in column order."""
+        self.clear_sweeps()
+        self.label.setText(f"Rotation sweep of {label}, 0–180° in 10° steps.")
+        for key, title, sweep in items:
+            column = SweepColumn(key, title, sweep, class_names)
+            column.export_requested.connect(self.export_requested)
+            self.columns[key] = column
+            self.row.addWidget(column, 1)
+
+    def clear_sweeps(self) -> None:
+        for column in self.columns.values():
+            self.row.removeWidget(column)
+            column.deleteLater()
+        self.columns.clear()
