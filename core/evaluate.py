@@ -381,8 +381,13 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
     return {key: [{c: _f(v) for c, v in row.items()} for row in rows] for key, rows in t.items()}
 
 
-def write_table(rows: Table, out_dir: str | os.PathLike, name: str) -> list[Path]:
-    """Write ``name.csv`` and ``name.json`` (``{"columns": [...], "data": [[...], ...]}``)."""
+def write_table(
+    rows: Table, out_dir: str | os.PathLike, name: str, formats: Sequence[str] = ("csv", "json")
+) -> list[Path]:
+    """Write ``name.csv`` and ``name.json`` (``{"columns": [...], "data": [[...], ...]}``).
+
+    ``formats`` picks which of the two to write (both by default).
+    """
     out_dir = Path(out_dir)
     columns = list(rows[0]) if rows else []
     data = [[row.get(c) for c in columns] for row in rows]
@@ -398,7 +403,8 @@ def write_table(rows: Table, out_dir: str | os.PathLike, name: str) -> list[Path
     def write_json(fh: Any) -> None:
         fh.write(json.dumps({"columns": columns, "data": data}).encode())
 
-    return [atomic_write(out_dir / f"{name}.csv", write_csv), atomic_write(out_dir / f"{name}.json", write_json)]
+    writers = {"csv": write_csv, "json": write_json}
+    return [atomic_write(out_dir / f"{name}.{fmt}", writers[fmt]) for fmt in formats]
 
 
 # ----------------------------------------------------------------------------- figures
