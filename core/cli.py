@@ -188,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_arguments(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 
+    from core.compare import add_arguments as add_compare_arguments
+    from core.compare import run as run_compare
+
+    compare = sub.add_parser("compare", help="judge one image with several posteriors; write a report folder")
+    add_compare_arguments(compare)
+    compare.set_defaults(func=run_compare)
+
     from core.reproduce import load_all
 
     reproduce = sub.add_parser("reproduce", help="reproduce a paper's experiment")
