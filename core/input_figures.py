@@ -247,7 +247,10 @@ def _histograms_figure(summary: Summary, names: list[str], *, samples: Any, leve
                     label="one draw" if j == 0 else None)
             top = max(int(heights.max()), 1)
             ax.set_ylim(0, top + 0.9)
-            ax.set_yticks([0, top], ["0", str(top)])
+            if s > 1:
+                ax.set_yticks([0, top], ["0", str(top)])
+            else:  # one draw: the height carries no information
+                ax.set_yticks([])
         else:
             ax.bar(edges[:-1], hist[j], width=np.diff(edges), align="edge", color="tab:blue",
                    alpha=0.8, label="share of draws in the bin" if j == 0 else None)
@@ -258,9 +261,10 @@ def _histograms_figure(summary: Summary, names: list[str], *, samples: Any, leve
                         label="one draw" if j == 0 else None)
             ax.set_ylim(0, 1.05)
             ax.set_yticks([0, 1], ["0", "1"])
-        ax.axvline(mean[j], color="black", linewidth=1,
-                   label="mean over draws" if j == 0 and s > 1 else None)
-        ax.set_ylabel(names[j], rotation=0, ha="right", va="center", fontsize=9)
+        if s > 1:  # with one draw the mean is the dot itself
+            ax.axvline(mean[j], color="black", linewidth=1, label="mean over draws" if j == 0 else None)
+        ax.set_ylabel(names[j], rotation=0, ha="right", va="center", fontsize=9, fontweight="bold",
+                      labelpad=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
         if j == summary.predicted_class:
@@ -268,9 +272,10 @@ def _histograms_figure(summary: Summary, names: list[str], *, samples: Any, leve
     axes[-1].set_xlim(-0.02, 1.02)
     axes[-1].set_xticks(*_PROBABILITY_TICKS)
     axes[-1].set_xlabel("class probability in one draw")
-    if strip:
-        counts = "number of draws at that probability" if s > 1 else "the single draw"
-        fig.supylabel(f"class  ·  {counts}", fontsize=8)
+    if strip and s > 1:
+        fig.supylabel("class  ·  number of draws (dots pile up when close)", fontsize=8)
+    elif strip:
+        fig.supylabel("class  ·  the single draw's probability", fontsize=8)
     else:
         fig.supylabel(f"class  ·  share of the {s} draws in each of {bins} bins", fontsize=8)
     axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
