@@ -10,6 +10,22 @@ iterating (``generator.close()``), which raises ``GeneratorExit`` at the current
 
 A :class:`Posterior` turns a batch of N images into S×N×K class probabilities in one
 vectorised call, and saves/loads itself through :mod:`core.io`.
+
+Randomness at prediction (one rule for every posterior)
+-------------------------------------------------------
+``predict_proba(x, num_samples, generator)``:
+
+- with a ``generator``, every random choice (dropout masks, input masks, weight draws) comes
+  from it, so a seeded generator reproduces a result and successive calls with the same
+  generator object get fresh masks;
+- with ``generator=None`` (the interactive path), a posterior uses its *own fixed bank*:
+  masks or draws from a generator seeded by the posterior's seed
+  (:func:`interactive_generator`), the same on every call. A drawing shown twice gets the
+  same verdict, and a stroke changes the verdict only through the image. Torch's global
+  generator is never used, so nothing else running in the process changes a prediction.
+
+Training masks follow the same rule: dropout layers draw from the fit's own generator
+(:func:`core.models.dropout_generator`), so every fit is reproducible from its seed.
 """
 
 from __future__ import annotations
@@ -24,7 +40,17 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from core.models import ArchSpec, build_model, mc_dropout
+from core.memory import check_fits
+from core.models import ArchSpec, build_model, dropout_generator, mc_dropout
+
+#: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
+#: (the same offset :class:`~core.inference.variational.VariationalPosterior` uses).
+INTERACTIVE_SEED_OFFSET = 104729
+
+
+def interactive_generator(seed: int) -> torch.Generator:
+    """The generator behind a posterior's fixed bank of masks/draws (``generator=None``)."""
+    return torch.Generator().manual_seed(int(seed) + INTERACTIVE_SEED_OFFSET)
 
 
 @dataclass(frozen=True)
@@ -54,12 +80,18 @@ class ProgressRecord:
 
 @dataclass
 class Dataset:
-    """Images ``x`` (N, 1, H, W) float32 in [0, 1] and integer labels ``y`` (N,)."""
+    """Images ``x`` (N, 1, H, W) float32 in [0, 1] and integer labels ``y`` (N,).
+
+    ``source`` records what was actually read (name, split, folder, files with their
+    SHA-256, counts, and any limit applied); it goes into evaluation reports and into the
+    provenance of posteriors trained on the data.
+    """
 
     x: torch.Tensor
     y: torch.Tensor
     name: str = "data"
     class_names: tuple[str, ...] = ()
+    source: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.x.ndim != 4:
@@ -71,7 +103,17 @@ class Dataset:
         return len(self.y)
 
     def subset(self, index: torch.Tensor | slice) -> Dataset:
-        return Dataset(self.x[index], self.y[index], self.name, self.class_names)
+        return Dataset(self.x[index], self.y[index], self.name, self.class_names, dict(self.source))
+
+    def first(self, limit: int | None) -> Dataset:
+        """The first ``limit`` examples (all when ``limit`` is None), the limit recorded."""
+        if limit is None or limit >= len(self):
+            return self
+        if limit < 1:
+            raise ValueError(f"a limit must be at least 1 image, got {limit}")
+        out = self.subset(slice(0, limit))
+        out.source["used"] = limit
+        return out
 
 
 FitGenerator = Generator[ProgressRecord, None, "Posterior"]
@@ -152,6 +194,37 @@ class Posterior(ABC):
     def describe(self) -> str:
         return f"{self.method} · {self.arch.name} · {self.dataset}"
 
+    def effective_num_samples(self, num_samples: int | None) -> int:
+        """How many samples a prediction with ``num_samples`` (None: the default) draws."""
+        return self.default_num_samples if num_samples is None else int(num_samples)
+
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        """Estimated peak bytes of one ``predict_proba`` call on ``batch_size`` images.
+
+        S weight sets (drawn or thinned copies) plus S·N forward passes, in float32.
+        Posteriors that hold no per-sample weights override this.
+        """
+        s = self.effective_num_samples(num_samples)
+        return 4.0 * s * (self.arch.parameter_count() + batch_size * self.arch.activations_per_image())
+
+    def check_prediction(self, num_samples: int | None, batch_size: int = 1) -> int:
+        """Validate a user-chosen sample count; return the effective S.
+
+        Raises ``ValueError`` for S < 1 and :class:`~core.memory.MemoryEstimateError` (with
+        the estimate) when the prediction cannot fit in memory.
+        """
+        if num_samples is not None and (isinstance(num_samples, bool) or int(num_samples) != num_samples):
+            raise ValueError(f"the number of samples must be a whole number, got {num_samples!r}")
+        if num_samples is not None and num_samples < 1:
+            raise ValueError(f"the number of samples must be at least 1, got {num_samples}")
+        s = self.effective_num_samples(num_samples)
+        check_fits(
+            self.prediction_bytes(s, batch_size),
+            f"{s} samples of this {self.method} posterior for {batch_size} image(s)",
+            "use fewer samples",
+        )
+        return s
+
 
 def check_param_shapes(arch: ArchSpec, params: dict[str, torch.Tensor], lead: int) -> None:
     """Raise ``ValueError`` unless ``params`` fit ``arch`` after ``lead`` leading dimensions."""
@@ -226,6 +299,9 @@ class SampledPosterior(Posterior):
             flat = {k: v[index] for k, v in flat.items()}
         return flat
 
+    def effective_num_samples(self, num_samples: int | None) -> int:
+        return self.num_samples if num_samples is None else min(int(num_samples), self.num_samples)
+
     def chain_ids(self, num_samples: int | None = None) -> torch.Tensor:
         """Chain of each sample that ``flat_samples(num_samples)`` (and prediction) returns."""
         ids = torch.arange(self.num_chains).repeat_interleave(self.num_draws)
@@ -257,7 +333,8 @@ class DropoutPosterior(Posterior):
     """MC dropout (Gal & Ghahramani 2016): one weight set, dropout kept on at prediction.
 
     The S stochastic passes run as one batch of S·N inputs, so one call draws S independent
-    dropout masks per input.
+    dropout masks per input. Masks come from ``generator``, or, without one, from the
+    posterior's fixed bank (:func:`interactive_generator`): the same S masks on every call.
     """
 
     kind = "dropout"
@@ -271,16 +348,18 @@ class DropoutPosterior(Posterior):
         self.model = build_model(arch)
         self.model.load_state_dict(params, strict=False)
 
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        s = self.effective_num_samples(num_samples)
+        return 4.0 * (self.arch.parameter_count() + s * batch_size * self.arch.activations_per_image())
+
     def predict_proba(self, x, num_samples=None, generator=None):
-        s = num_samples or self.default_num_samples
+        s = self.effective_num_samples(num_samples)
+        if s < 1:
+            raise ValueError(f"the number of samples must be at least 1, got {s}")
         n = x.shape[0]
         batch = x.unsqueeze(0).expand(s, *x.shape).reshape(s * n, *x.shape[1:])
-        seed = None
-        if generator is not None:
-            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), mc_dropout(self.model):
-            if seed is not None:
-                torch.manual_seed(seed)
+        g = generator if generator is not None else interactive_generator(self.seed)
+        with torch.no_grad(), mc_dropout(self.model, generator=g):
             logits = self.model(batch)
         return _logits_to_proba(logits.reshape(s, n, -1))
 
@@ -313,15 +392,45 @@ def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator
     yield from order.split(batch_size)
 
 
-def accuracy(posterior: Posterior, data: Dataset, num_samples: int = 1) -> float:
-    """Accuracy of the mean predictive over ``num_samples`` samples."""
-    batch_size = max(1, 8192 // num_samples)  # bounds the S·N activations held at once
+def accuracy_progress(
+    posterior: Posterior,
+    data: Dataset,
+    num_samples: int | None = 1,
+    generator: torch.Generator | None = None,
+) -> Generator[ProgressRecord, None, float]:
+    """Accuracy of the mean predictive over ``num_samples`` samples, yielding progress.
+
+    Batches hold about 8192 sample-inputs (S·B), so memory stays bounded for any S; the
+    sample count is checked (and its memory estimated) before the first batch.
+    """
+    s = posterior.check_prediction(num_samples, batch_size=1)
+    if len(data) == 0:
+        raise ValueError(f"{data.name} holds no images to measure the accuracy on")
+    batch_size = max(1, 8192 // s)
+    posterior.check_prediction(s, batch_size=min(batch_size, len(data)))
+    total = math.ceil(len(data) / batch_size)
     correct = 0
-    for start in range(0, len(data), batch_size):
+    for i, start in enumerate(range(0, len(data), batch_size), start=1):
         x = data.x[start : start + batch_size]
-        p = posterior.predict_proba(x, num_samples=num_samples).mean(0)
+        p = posterior.predict_proba(x, num_samples=s, generator=generator).mean(0)
         correct += int((p.argmax(-1) == data.y[start : start + batch_size]).sum())
-    return correct / max(len(data), 1)
+        yield ProgressRecord(i, total, {"accuracy": correct / min(start + batch_size, len(data))}, "eval")
+    return correct / len(data)
+
+
+def accuracy(
+    posterior: Posterior,
+    data: Dataset,
+    num_samples: int | None = 1,
+    generator: torch.Generator | None = None,
+) -> float:
+    """:func:`accuracy_progress` run to its end."""
+    run = accuracy_progress(posterior, data, num_samples, generator)
+    while True:
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value
 
 
 def squared_norm(params: Iterator[torch.Tensor] | list[torch.Tensor]) -> torch.Tensor:
@@ -342,6 +451,8 @@ def optimise(
     """Minimise mean cross-entropy + ``penalty``·‖θ‖² with Adam, yielding progress.
 
     The model is trained in place, in training mode (dropout on), and left in eval mode.
+    Mini-batch order and dropout masks both come from ``generator``, so the fit is
+    reproducible from its seed whatever else uses torch's global generator meanwhile.
     """
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     steps_per_epoch = math.ceil(len(data) / batch_size)
@@ -350,35 +461,36 @@ def optimise(
     step = 0
     model.train()
     try:
-        for epoch in range(epochs):
-            running, seen, correct = 0.0, 0, 0
-            for idx in minibatches(len(data), batch_size, generator):
-                x, y = data.x[idx], data.y[idx]
-                logits = model(x)
-                nll = nn.functional.cross_entropy(logits, y)
-                loss = nll + penalty * squared_norm(list(model.parameters()))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                step += 1
-                running += nll.item() * len(y)
-                seen += len(y)
-                correct += int((logits.argmax(-1) == y).sum())
-                if not math.isfinite(loss.item()):
-                    raise FloatingPointError(
-                        f"the loss became {loss.item()} at step {step}; lower the learning rate"
-                    )
-                if step % report_every == 0 or step == total:
-                    yield ProgressRecord(
-                        step,
-                        total,
-                        {
-                            "loss": running / seen,
-                            "train_accuracy": correct / seen,
-                            "epoch": epoch + seen / len(data),
-                            "lr": sched.get_last_lr()[0],
-                        },
-                    )
+        with dropout_generator(model, generator):
+            for epoch in range(epochs):
+                running, seen, correct = 0.0, 0, 0
+                for idx in minibatches(len(data), batch_size, generator):
+                    x, y = data.x[idx], data.y[idx]
+                    logits = model(x)
+                    nll = nn.functional.cross_entropy(logits, y)
+                    loss = nll + penalty * squared_norm(list(model.parameters()))
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    step += 1
+                    running += nll.item() * len(y)
+                    seen += len(y)
+                    correct += int((logits.argmax(-1) == y).sum())
+                    if not math.isfinite(loss.item()):
+                        raise FloatingPointError(
+                            f"the loss became {loss.item()} at step {step}; lower the learning rate"
+                        )
+                    if step % report_every == 0 or step == total:
+                        yield ProgressRecord(
+                            step,
+                            total,
+                            {
+                                "loss": running / seen,
+                                "train_accuracy": correct / seen,
+                                "epoch": epoch + seen / len(data),
+                                "lr": sched.get_last_lr()[0],
+                            },
+                        )
     finally:
         model.eval()

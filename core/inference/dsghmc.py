@@ -13,7 +13,9 @@ Algorithm 1 and in the authors' code (``tf.nn.dropout(x, keep_prob=p)``: p = 0.5
 the pixels and doubles them), while its text calls p a drop probability; at p = 0.5 both
 readings agree. The authors also keep the mask on at prediction: every predictive draw
 sees a fresh mask on the test inputs. ``mask_at_prediction`` offers both choices; the
-posterior is an :class:`InputDropoutPosterior`.
+posterior is an :class:`InputDropoutPosterior`, whose masks follow the rule of
+:mod:`core.inference.base`: from the caller's generator, or without one from the
+posterior's fixed bank, so the same drawing always gets the same verdict.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from core.inference.base import (
     FitGenerator,
     SampledPosterior,
     _logits_to_proba,
+    interactive_generator,
     register_posterior_kind,
 )
 from core.inference.sampling import Params, Target
@@ -98,8 +101,11 @@ def step(
 class InputDropoutPosterior(SampledPosterior):
     """Stacked weight samples whose predictions may apply input dropout masks.
 
-    With ``mask_at_prediction``, draw s uses weights θ_s and its own fresh mask on every test
+    With ``mask_at_prediction``, draw s uses weights θ_s and its own mask on every test
     input, x̃ = x ⊙ z / (1 − r); without it, this is a plain :class:`SampledPosterior`.
+    Masks come from the ``generator`` given to :meth:`predict_logits`, or, without one,
+    from :func:`~core.inference.base.interactive_generator` seeded by the posterior's seed
+    (the same masks on every call).
     """
 
     kind = "input_dropout"
@@ -132,7 +138,8 @@ class InputDropoutPosterior(SampledPosterior):
         params = self.flat_samples(num_samples)
         s = next(iter(params.values())).shape[0]
         keep = 1.0 - self.input_drop_rate
-        mask = torch.rand((s, *x.shape), generator=generator, dtype=x.dtype) < keep
+        g = generator if generator is not None else interactive_generator(self.seed)
+        mask = torch.rand((s, *x.shape), generator=g, dtype=x.dtype) < keep
         masked = x.unsqueeze(0) * mask / keep
         model = self._model
 

@@ -8,7 +8,9 @@ are trained independently to the MAP objective of :mod:`core.inference.map`,
 
 and the predictive is the uniform mixture p(y | x) = (1/M) Σ_m p(y | x, θ_m). (The paper's
 optional adversarial training is not used.) Members are stored as the M chains, one draw
-each, of a :class:`SampledPosterior`, so they predict in one vectorised call.
+each, of a :class:`SampledPosterior`, so they predict in one vectorised call. Each member's
+initial weights, mini-batch order and (for architectures with dropout) training masks come
+from its own seed, drawn from the fit's seed, so the ensemble is reproducible from it.
 """
 
 from __future__ import annotations

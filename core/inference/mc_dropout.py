@@ -70,8 +70,11 @@ def fit(config: McDropoutConfig, arch: ArchSpec, data: Dataset, seed: int) -> Fi
     if arch.drop_rate <= 0:
         raise ValueError("MC dropout needs a drop rate above 0 (set the architecture's drop_rate)")
     generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = build_model(arch)
+    # The initial weights come from torch's global generator (nn.init has no other); seed
+    # it for this one build only, so the fit is reproducible and nothing else is disturbed.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(arch)
     lam = weight_decay(arch.drop_rate, config.length_scale, config.tau, len(data))
     yield from optimise(
         model,

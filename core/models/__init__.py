@@ -1,22 +1,35 @@
 """Classifier architectures: the D-SGHMC paper's softmax regression, an MLP and a LeNet.
 
 Every model maps a batch ``(N, 1, 28, 28)`` of images in [0, 1] to ``(N, K)`` logits.
-Dropout layers are ordinary ``torch.nn.Dropout`` modules; :func:`mc_dropout` switches them
-on at prediction time without touching anything else (Gal & Ghahramani 2016).
+Dropout layers are :class:`Dropout` modules (``torch.nn.Dropout`` that can draw its masks
+from an explicit ``torch.Generator``); :func:`mc_dropout` switches them on at prediction time
+without touching anything else (Gal & Ghahramani 2016), and :func:`dropout_generator` makes
+training masks reproducible from a seed without touching torch's global random state.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Literal
 
 import torch
 from torch import nn
 
+from core.memory import check_fits
+
 ArchName = Literal["softmax", "mlp", "lenet"]
 ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet")
+
+#: Bounds on the sizes an architecture record may ask for. They are far above anything
+#: trained here and exist so that a damaged or hostile file (10⁸ classes) is refused with a
+#: sentence before any tensor is allocated; :func:`check_model_fits` then asks for memory.
+MAX_CLASSES = 100_000
+MAX_HIDDEN = 1_000_000
+MAX_IMAGE_SIZE = 4096
+#: LeNet's two 5×5 convolutions and 2×2 poolings need at least this input side.
+LENET_MIN_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -49,18 +62,100 @@ class ArchSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> ArchSpec:
+        if not isinstance(data, dict):
+            raise ValueError("the architecture record is not a table of fields")
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown architecture fields: {sorted(unknown)}")
+            raise ValueError(f"unknown architecture fields: {sorted(map(str, unknown))}")
         return cls(**data)
 
     def __post_init__(self) -> None:
+        # Types first: a file may hold anything, and e.g. a float width or a string class
+        # count must not reach nn.Linear (or pass a comparison by accident).
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                ok = isinstance(value, str)
+            elif f.name == "drop_rate":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            if not ok:
+                raise ValueError(f"architecture field {f.name} has an invalid value {value!r}")
         if self.name not in ARCHITECTURES:
             raise ValueError(f"unknown architecture {self.name!r}; choose from {ARCHITECTURES}")
         if not 0.0 <= self.drop_rate < 1.0:
             raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
-        if self.num_classes < 2:
-            raise ValueError("a classifier needs at least two classes")
+        if not 2 <= self.num_classes <= MAX_CLASSES:
+            raise ValueError(
+                f"a classifier needs between 2 and {MAX_CLASSES} classes, got {self.num_classes}"
+            )
+        if not 1 <= self.hidden <= MAX_HIDDEN:
+            raise ValueError(f"the hidden width must lie between 1 and {MAX_HIDDEN}, got {self.hidden}")
+        low = LENET_MIN_SIZE if self.name == "lenet" else 1
+        if not low <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ValueError(
+                f"the {self.name} architecture needs an image size between {low} and "
+                f"{MAX_IMAGE_SIZE} pixels, got {self.image_size}"
+            )
+
+    def parameter_count(self) -> int:
+        """Number of weights of the model, computed without building it."""
+        d, k, h = self.image_size**2, self.num_classes, self.hidden
+        if self.name == "softmax":
+            return d * k + k
+        if self.name == "mlp":
+            return d * h + h + h * h + h + h * k + k
+        side = _lenet_side(self.image_size)
+        return (25 * 20 + 20) + (20 * 25 * 50 + 50) + (50 * side * side * 500 + 500) + (500 * k + k)
+
+    def activations_per_image(self) -> int:
+        """Floats one image's forward pass holds (every layer's output), for memory estimates."""
+        d, k, h = self.image_size**2, self.num_classes, self.hidden
+        if self.name == "softmax":
+            return 2 * d + k
+        if self.name == "mlp":
+            return 2 * d + 6 * h + k
+        s1 = self.image_size - 4
+        s2 = s1 // 2 - 4
+        return d + 3 * 20 * s1 * s1 + 3 * 50 * s2 * s2 + 3 * 500 + k
+
+
+def _lenet_side(image_size: int) -> int:
+    return ((image_size - 4) // 2 - 4) // 2
+
+
+def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None) -> None:
+    """Refuse (with the estimate) an architecture whose ``copies`` weight sets cannot fit.
+
+    Training holds the weights, their gradients and the optimiser's two moments, so callers
+    pass ``copies`` of at least 4 for a fit.
+    """
+    nbytes = 4.0 * spec.parameter_count() * copies
+    check_fits(
+        nbytes,
+        what or f"a {spec.name} model with {spec.parameter_count():,} weights",
+        "choose a smaller architecture (fewer classes or a narrower hidden layer)",
+    )
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` that draws its masks from :attr:`generator` when one is set.
+
+    ``nn.Dropout`` always uses torch's global generator, which makes training masks depend on
+    whatever else ran before (another thread, another model) and prediction masks impossible
+    to pin to a posterior. With ``generator`` set, masks are z ~ Bernoulli(1 − p) from it and
+    the output is x ⊙ z / (1 − p), exactly ``nn.Dropout``'s rule.
+    """
+
+    generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0 or self.generator is None:
+            return super().forward(x)
+        keep = 1.0 - self.p
+        mask = torch.empty_like(x).bernoulli_(keep, generator=self.generator)
+        return x * mask / keep
 
 
 class SoftmaxRegression(nn.Module):
@@ -68,7 +163,7 @@ class SoftmaxRegression(nn.Module):
 
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(spec.drop_rate)
+        self.dropout = Dropout(spec.drop_rate)
         self.linear = nn.Linear(spec.image_size**2, spec.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,10 +180,10 @@ class MLP(nn.Module):
             nn.Flatten(),
             nn.Linear(spec.image_size**2, h),
             nn.ReLU(),
-            nn.Dropout(spec.drop_rate),
+            Dropout(spec.drop_rate),
             nn.Linear(h, h),
             nn.ReLU(),
-            nn.Dropout(spec.drop_rate),
+            Dropout(spec.drop_rate),
             nn.Linear(h, spec.num_classes),
         )
 
@@ -105,22 +200,22 @@ class LeNet(nn.Module):
 
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
-        side = ((spec.image_size - 4) // 2 - 4) // 2
+        side = _lenet_side(spec.image_size)
         self.features = nn.Sequential(
             nn.Conv2d(1, 20, 5),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Dropout(spec.drop_rate),
+            Dropout(spec.drop_rate),
             nn.Conv2d(20, 50, 5),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Dropout(spec.drop_rate),
+            Dropout(spec.drop_rate),
         )
         self.classifier = nn.Sequential(
             nn.Flatten(),
             nn.Linear(50 * side * side, 500),
             nn.ReLU(),
-            nn.Dropout(spec.drop_rate),
+            Dropout(spec.drop_rate),
             nn.Linear(500, spec.num_classes),
         )
 
@@ -132,23 +227,45 @@ _CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP
 
 
 def build_model(spec: ArchSpec) -> nn.Module:
-    """Build a freshly initialised model in eval mode (dropout off)."""
+    """Build a freshly initialised model in eval mode (dropout off).
+
+    Its weights are checked against the available memory first (:func:`check_model_fits`).
+    """
+    check_model_fits(spec)
     return _CLASSES[spec.name](spec).eval()
 
 
 @contextlib.contextmanager
-def mc_dropout(model: nn.Module, enabled: bool = True) -> Iterator[nn.Module]:
+def dropout_generator(model: nn.Module, generator: torch.Generator | None) -> Iterator[nn.Module]:
+    """Let the model's :class:`Dropout` layers draw their masks from ``generator`` in the block."""
+    layers = [m for m in model.modules() if isinstance(m, Dropout)]
+    before = [m.generator for m in layers]
+    for m in layers:
+        m.generator = generator
+    try:
+        yield model
+    finally:
+        for m, g in zip(layers, before, strict=True):
+            m.generator = g
+
+
+@contextlib.contextmanager
+def mc_dropout(
+    model: nn.Module, enabled: bool = True, generator: torch.Generator | None = None
+) -> Iterator[nn.Module]:
     """Switch the dropout layers (only them) to sampling mode inside the block.
 
     Batch-norm or other mode-dependent layers keep their current mode, so this is the
-    prediction-time dropout of MC dropout, not a switch to training mode.
+    prediction-time dropout of MC dropout, not a switch to training mode. With a
+    ``generator`` the masks come from it (see :class:`Dropout`).
     """
     layers = [m for m in model.modules() if isinstance(m, nn.Dropout)]
     before = [m.training for m in layers]
     for m in layers:
         m.train(enabled)
     try:
-        yield model
+        with dropout_generator(model, generator):
+            yield model
     finally:
         for m, mode in zip(layers, before, strict=True):
             m.train(mode)

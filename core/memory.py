@@ -1,0 +1,96 @@
+"""Memory estimates in front of allocations a user controls (sample counts, widths, sweeps).
+
+Every size a person types (``--samples``, ``--hidden``, ``--angle-step``, a posterior file's
+architecture ...) passes through :func:`check_fits` with an estimate of the bytes it will
+allocate, so that what cannot fit is refused with one sentence *before* the allocator is
+asked, instead of a 30 GB request ending in a traceback or the out-of-memory killer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+#: Share of the available memory one request may use: the process, the GUI and the
+#: intermediate copies that a single estimate does not count need the rest.
+USABLE_FRACTION = 0.8
+
+
+class MemoryEstimateError(ValueError):
+    """A request would need more memory than this machine has available."""
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes left under a cgroup v2/v1 memory limit (containers), or None without one."""
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit_text = Path(limit_file).read_text().strip()
+            usage = int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit_text == "max" or int(limit_text) >= 1 << 60:
+            return None
+        return max(int(limit_text) - usage, 0)
+    return None
+
+
+def available_bytes() -> int:
+    """Memory this process can still obtain without swapping (best estimate per platform)."""
+    found: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    headroom = _cgroup_headroom()
+    if headroom is not None:
+        found.append(headroom)
+    if not found and sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import ctypes
+
+        class _Status(ctypes.Structure):
+            _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong),
+                        ("total_phys", ctypes.c_ulonglong), ("avail_phys", ctypes.c_ulonglong),
+                        ("total_page", ctypes.c_ulonglong), ("avail_page", ctypes.c_ulonglong),
+                        ("total_virtual", ctypes.c_ulonglong), ("avail_virtual", ctypes.c_ulonglong),
+                        ("avail_extended", ctypes.c_ulonglong)]
+
+        status = _Status()
+        status.length = ctypes.sizeof(_Status)
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+            found.append(int(status.avail_phys))
+    if not found:
+        try:  # macOS and other Unix: total physical memory is the best cheap bound
+            found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (ValueError, OSError, AttributeError):
+            found.append(8 << 30)
+    return min(found)
+
+
+def format_bytes(n: float) -> str:
+    """``1536 → '1.5 kB'``, decimal units as file managers show them."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    raise AssertionError("unreachable")
+
+
+def check_fits(nbytes: float, what: str, advice: str) -> None:
+    """Raise :class:`MemoryEstimateError` unless ``nbytes`` fits in the usable memory.
+
+    ``what`` names the request ("100000 samples of this posterior") and ``advice`` says what
+    to change ("use fewer samples"); both end up in the one-line message.
+    """
+    available = available_bytes() * USABLE_FRACTION
+    if nbytes > available:
+        raise MemoryEstimateError(
+            f"{what} would need about {format_bytes(nbytes)} of memory, but only "
+            f"{format_bytes(available)} is available; {advice}"
+        )
