@@ -163,8 +163,12 @@ def test_round_trip_preserves_predictions_and_metadata(tmp_path):
 
 
 def _rewrite(path, **changes):
+    """Change records and re-seal the file (a valid checksum), to reach the later checks."""
+    from core.io import payload_checksum
+
     payload = torch.load(path, weights_only=True)
     payload.update(changes)
+    payload["checksum"] = payload_checksum(payload)
     torch.save(payload, path)
 
 
@@ -177,7 +181,7 @@ def test_load_rejects_mismatches(tmp_path):
         load_posterior(path, expect_method="sghmc")
 
     _rewrite(path, format_version=FORMAT_VERSION + 1)
-    with pytest.raises(PosteriorFileError, match="format version 2"):
+    with pytest.raises(PosteriorFileError, match=f"format version {FORMAT_VERSION + 1}"):
         load_posterior(path)
 
     path = save_posterior(post, tmp_path / "p.pt")
