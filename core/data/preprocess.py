@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 INK_THRESHOLD = 0.05
 
@@ -37,14 +38,8 @@ def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     EmptyDrawingError
         If no pixel exceeds :data:`INK_THRESHOLD`.
     """
-    canvas = np.asarray(canvas, dtype=np.float32)
-    if canvas.ndim != 2:
-        raise ValueError(f"expected a 2-d grey image, got shape {canvas.shape}")
-    if not np.isfinite(canvas).all():
-        raise ValueError("the drawing contains NaN or infinite values")
+    canvas = check_drawing(canvas)
     ink = canvas > INK_THRESHOLD
-    if not ink.any():
-        raise EmptyDrawingError("the drawing is empty: draw something first")
     rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
     crop = np.clip(canvas[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1], 0.0, 1.0)
     h, w = crop.shape
@@ -87,32 +82,146 @@ def centre_of_mass(image: np.ndarray) -> tuple[float, float]:
     return float((ys * image).sum() / total), float((xs * image).sum() / total)
 
 
-def load_image(path: str | os.PathLike) -> np.ndarray:
-    """Read an image file as a grey float array in [0, 1] with light ink on dark ground.
+def _grey_and_alpha(img: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
+    """Luminance in [0, 1] scaled by the image's bit depth, and alpha in [0, 1] if any.
 
-    Photos and scans of dark ink on paper are inverted (decided by the border's brightness).
+    ``Image.convert("L")`` clamps 16-bit values at 255 (a 16-bit scan would turn white)
+    and drops alpha (a black digit on a transparent ground would turn black on black), so
+    high-bit-depth modes are scaled by their range and alpha is returned separately.
+    """
+    mode = img.mode
+    if mode.startswith("I;16"):
+        return np.asarray(img, dtype=np.float32) / 65535.0, None
+    if mode in ("I", "F"):
+        values = np.asarray(img, dtype=np.float64)
+        if not np.isfinite(values).all():
+            raise ValueError("the image holds values that are not numbers")
+        top = float(values.max(initial=0.0))
+        # The range is not in the mode: take the smallest usual one that holds the data.
+        ranges = (1.0, 255.0, 65535.0) if mode == "F" else (255.0, 65535.0)
+        scale = next((r for r in ranges if top <= r), top)
+        return np.clip(values / max(scale, 1e-12), 0.0, 1.0).astype(np.float32), None
+    has_alpha = mode in ("LA", "La", "PA", "RGBA", "RGBa") or "transparency" in img.info
+    if not has_alpha:
+        return np.asarray(img.convert("L"), dtype=np.float32) / 255.0, None
+    rgba = img.convert("RGBA")
+    alpha = np.asarray(rgba.getchannel("A"), dtype=np.float32) / 255.0
+    grey = np.asarray(rgba.convert("RGB").convert("L"), dtype=np.float32) / 255.0
+    return grey, alpha
+
+
+def _composite(grey: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """Put the visible content on the background that contrasts with it.
+
+    The colour of transparent pixels means nothing; what is drawn is the opaque part. Its
+    alpha-weighted mean luminance says whether it is dark ink (composite onto white) or
+    light ink (onto black), so the digit survives whatever the transparent pixels hold.
+    """
+    if alpha is None or alpha.min() >= 1.0:
+        return grey
+    weight = float(alpha.sum())
+    if weight <= 0.0:
+        return np.zeros_like(grey)  # fully transparent: nothing is drawn
+    ink = float((alpha * grey).sum()) / weight
+    background = 1.0 if ink < 0.5 else 0.0
+    return alpha * grey + (1.0 - alpha) * background
+
+
+def load_image(path: str | os.PathLike) -> np.ndarray:
+    """Read an image file as a grey float array in [0, 1] with light ink on a 0 ground.
+
+    8- and 16-bit greys, palettes, RGB(A) and CMYK are read; values are scaled by the bit
+    depth; transparency is composited onto the background that contrasts with the visible
+    content. Photos and scans of dark ink on paper are inverted (decided by the border's
+    brightness), and the ground's level (the border's median) is subtracted so that paper
+    tone or a uniform image does not count as ink.
+
+    Raises
+    ------
+    ImageLoadError
+        Missing file, a folder, an unreadable or damaged image, or one above Pillow's
+        decompression-bomb limit (checked from the header, before decoding).
     """
     path = Path(path)
+    if not path.exists():
+        raise ImageLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ImageLoadError(f"{path} is a folder, not an image")
+    limit = Image.MAX_IMAGE_PIXELS
     try:
-        with Image.open(path) as img:
-            img.load()
-            grey = np.asarray(img.convert("L"), dtype=np.float32) / 255.0
+        with warnings.catch_warnings():
+            # Pillow only warns between 1× and 2× its limit; refuse the whole range.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as img:
+                width, height = img.size
+                if limit is not None and width * height > limit:
+                    raise _TooLarge(width, height, limit)
+                img.load()
+                grey, alpha = _grey_and_alpha(img)
+    except _TooLarge as big:
+        raise ImageLoadError(
+            f"{path}: the image is too large ({big.width}×{big.height} pixels, the limit is "
+            f"{big.limit / 1e6:.0f} million); scale it down first"
+        ) from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ImageLoadError(
+            f"{path}: the image is too large to open safely (above {(limit or 0) / 1e6:.0f} million "
+            "pixels once decoded); scale it down first"
+        ) from None
     except FileNotFoundError:
         raise ImageLoadError(f"{path}: no such file") from None
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageLoadError(f"{path}: not a readable image ({exc})") from exc
+    except PermissionError:
+        raise ImageLoadError(f"{path}: permission denied; check the file's access rights") from None
+    except MemoryError:
+        raise ImageLoadError(f"{path}: not enough memory to decode this image; scale it down first") from None
+    except Exception:  # Pillow raises many types for damaged files: all mean the same here
+        raise ImageLoadError(
+            f"{path}: not a readable image (the file is damaged or not in a format Pillow reads)"
+        ) from None
+    if grey.ndim != 2 or grey.size == 0:
+        raise ImageLoadError(f"{path}: not a readable image (it has no pixels)")
+    grey = _composite(grey, alpha)
     border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
     if border.mean() > 0.5:
         grey = 1.0 - grey
-    return grey
+        border = 1.0 - border
+    ground = float(np.median(border))
+    if ground > 0.0:
+        grey = np.clip((grey - ground) / (1.0 - ground), 0.0, 1.0) if ground < 1.0 else np.zeros_like(grey)
+    return grey.astype(np.float32, copy=False)
+
+
+class _TooLarge(Exception):
+    def __init__(self, width: int, height: int, limit: int) -> None:
+        super().__init__(width, height, limit)
+        self.width, self.height, self.limit = width, height, limit
+
+
+def check_drawing(image: np.ndarray) -> np.ndarray:
+    """A 2-d finite float32 array with some ink, or the error that says what is wrong.
+
+    Raises ``ValueError`` for a wrong shape or NaN/Inf and :class:`EmptyDrawingError` when
+    no pixel exceeds :data:`INK_THRESHOLD`, whatever the size.
+    """
+    image = np.asarray(image, dtype=np.float32)
+    if image.ndim != 2 or image.size == 0:
+        raise ValueError(f"expected a 2-d grey image, got shape {image.shape}")
+    if not np.isfinite(image).all():
+        raise ValueError("the drawing contains NaN or infinite values")
+    if not (image > INK_THRESHOLD).any():
+        raise EmptyDrawingError("the drawing is empty: draw something first")
+    return image
 
 
 def image_to_input(image: np.ndarray) -> torch.Tensor:
-    """A 28×28 array → a (1, 1, 28, 28) float tensor; other sizes are preprocessed first."""
-    image = np.asarray(image, dtype=np.float32)
+    """A 28×28 array → a (1, 1, 28, 28) float tensor; other sizes are preprocessed first.
+
+    Emptiness is checked for every size: a blank 28×28 image is an empty drawing too.
+    """
+    image = check_drawing(image)
     if image.shape != (28, 28):
         image = to_mnist(image)
-    return torch.from_numpy(np.ascontiguousarray(image)).reshape(1, 1, 28, 28)
+    return torch.from_numpy(np.ascontiguousarray(np.clip(image, 0.0, 1.0))).reshape(1, 1, 28, 28)
 
 
 def rotate(images: torch.Tensor, degrees: float | torch.Tensor) -> torch.Tensor:

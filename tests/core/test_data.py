@@ -100,15 +100,15 @@ def test_mismatched_label_count(tmp_path):
         load_split(str(tmp_path), "test")
 
 
-def test_download_from_mirror_then_cached(tmp_path, monkeypatch):
-    mirror = tmp_path / "mirror"
-    images, _ = _write_split(mirror, n=7)
+def test_download_from_mirror_then_cached(tmp_path, monkeypatch, shared_data):
+    # MNIST downloads are checked against the official files, so the mirror serves real ones.
+    mirror = shared_data / "mnist"
     monkeypatch.setattr("core.data.datasets.cache_dir", lambda name: tmp_path / "cache" / name)
     data = load_split("mnist", "test", download_if_missing=True, mirrors=(mirror.as_uri(),))
-    assert len(data) == 7 and data.class_names[3] == "3"
+    assert len(data) == 10000 and data.class_names[3] == "3" and data.name == "mnist-test"
     assert (tmp_path / "cache" / "mnist" / "t10k-images-idx3-ubyte.gz").is_file()
     # Now served from the cache without any mirror.
-    assert len(load_split("mnist", "test")) == 7
+    assert len(load_split("mnist", "test")) == 10000
 
 
 def test_download_refuses_corrupt_file_and_leaves_nothing(tmp_path):
@@ -117,14 +117,14 @@ def test_download_refuses_corrupt_file_and_leaves_nothing(tmp_path):
     (mirror / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x01\x00\x00\x00\x09"))
     dest = tmp_path / "dest"
     with pytest.raises(DatasetNotFoundError, match="t10k-labels.*truncated"):
-        download("mnist", "test", dest, mirrors=(mirror.as_uri(),))
+        download("digits", "test", dest, mirrors=(mirror.as_uri(),))
     assert sorted(p.name for p in dest.iterdir()) == ["t10k-images-idx3-ubyte.gz"]
 
 
 def test_download_tries_next_mirror(tmp_path):
     good = tmp_path / "good"
     _write_split(good, n=2)
-    dest = download("mnist", "test", tmp_path / "dest", mirrors=((tmp_path / "nowhere").as_uri(), good.as_uri()))
+    dest = download("digits", "test", tmp_path / "dest", mirrors=((tmp_path / "nowhere").as_uri(), good.as_uri()))
     assert len(read_idx(dest / "t10k-labels-idx1-ubyte.gz")) == 2
 
 
