@@ -1,8 +1,11 @@
 """``bayescope-cli``: train posteriors, predict images, evaluate and reproduce, headless.
 
 Every failure a user can cause (missing data, a bad image, a posterior from another
-version) ends with a one-line ``error: ...`` on stderr and exit code 2; a cancelled run
-(Ctrl-C) exits with 130 and writes nothing.
+version, an out-of-range number, a full disk) ends with a one-line ``error: ...`` on stderr
+and exit code 2. A cancelled run (Ctrl-C) exits with 130, SIGTERM with 143; both leave no
+partial file and say what, if anything, was written. ``train`` checks every argument and
+the output path before training, saves the posterior first and measures its test accuracy
+afterwards, so a failure or a cancel during that measurement never loses the training.
 """
 
 from __future__ import annotations
@@ -10,35 +13,46 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import fields
 from pathlib import Path
 
 import torch
 
-from core.data.datasets import DatasetNotFoundError, load_split
+from core.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.data.idx import IdxFormatError
 from core.data.preprocess import EmptyDrawingError, ImageLoadError, image_to_input, load_image
 from core.inference import METHODS, get_method
-from core.inference.base import ProgressRecord, accuracy
-from core.io import PosteriorFileError, load_posterior, save_posterior
-from core.models import ARCHITECTURES, ArchSpec
+from core.inference.base import ProgressRecord, accuracy_progress
+from core.io import (
+    NotSavedError,
+    PosteriorFileError,
+    check_output_file,
+    load_posterior,
+    save_posterior,
+)
+from core.memory import MemoryEstimateError
+from core.models import ARCHITECTURES, ArchSpec, check_model_fits
 from core.resources import default_posterior_path
-from core.runner import drain
+from core.runner import Terminated, drain, fit_posterior, signals_raise
 from core.uncertainty import summarise
 
 USER_ERRORS = (
     DatasetNotFoundError,
+    DatasetContentError,
     IdxFormatError,
     ImageLoadError,
     EmptyDrawingError,
     PosteriorFileError,
+    MemoryEstimateError,
+    NotSavedError,
     FloatingPointError,
     ValueError,
     FileNotFoundError,
     PermissionError,
     OSError,
 )
+#: Seeds index torch generators, which take 64-bit values.
+MAX_SEED = 2**63 - 1
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:
@@ -57,45 +71,109 @@ def _progress_bar(total_hint: int, desc: str):
     return tqdm(total=total_hint or None, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {seed}")
+
+
+def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec]:
+    """Check every ``train`` argument (and the output path) before any data is read."""
     method = get_method(args.method)
     config = method.parse_settings(_settings(args.set))
+    if args.hidden < 1:
+        raise ValueError(f"--hidden must be at least 1 unit, got {args.hidden}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
+    if args.eval_samples < 1:
+        raise ValueError(f"--eval-samples must be at least 1, got {args.eval_samples}")
+    if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
+        raise ValueError(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
+    _check_seed(args.seed)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
     arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
-    train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
-    test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
-    if args.limit:
-        train = train.subset(slice(0, args.limit))
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
-    bar = _progress_bar(0, f"{args.method} {args.model}")
+    # weights, gradients and Adam's two moments, for every chain or member trained at once
+    copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
+    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
+    check_output_file(args.out, "the posterior")
+    return method, config, arch
 
+
+def _bar_callback(bar):
     def on_progress(record: ProgressRecord) -> None:
         bar.total = record.total
         bar.n = record.step
         bar.set_postfix({k: f"{v:.4g}" for k, v in record.values.items()}, refresh=False)
         bar.refresh()
 
+    return on_progress
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    method, config, arch = _train_plan(args)
+    train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
+    test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
+    train, test = train.first(args.limit), test.first(args.limit)
+    if not train.source.get("official", True) and args.dataset in ("mnist",):
+        print(f"note: the files in {train.source['folder']} are not the official MNIST files; "
+              f"the data set is recorded as {train.name}", file=sys.stderr)
+    bar = _progress_bar(0, f"{args.method} {args.model}")
     try:
-        posterior = drain(method.fit(config, arch, train, args.seed), on_progress)
+        posterior = drain(fit_posterior(method, config, arch, train, args.seed), _bar_callback(bar))
     finally:
         bar.close()
-    wall = time.perf_counter() - start
-    acc = accuracy(posterior, test, num_samples=args.eval_samples)
+    try:
+        path = save_posterior(posterior, args.out, storage=args.storage)  # save first: never lose a fit
+    except KeyboardInterrupt as exc:
+        print("cancelled while saving: the posterior was not saved", file=sys.stderr)
+        return _cancel_code(exc)
+    wall = posterior.info.get("train_seconds", 0.0)
+    print(f"trained in {wall:.0f} s, saved to {path}")
+    bar = _progress_bar(0, "test accuracy")
+    generator = torch.Generator().manual_seed(args.seed)
+    try:
+        acc = drain(accuracy_progress(posterior, test, args.eval_samples, generator), _bar_callback(bar))
+    except KeyboardInterrupt as exc:
+        print(f"cancelled: the posterior is saved in {path}; its test accuracy was not measured", file=sys.stderr)
+        return _cancel_code(exc)
+    except (*USER_ERRORS, MemoryError) as exc:
+        print(f"error: the posterior is saved in {path}, but its test accuracy could not be measured: "
+              f"{_describe(exc)}", file=sys.stderr)
+        return 2
+    finally:
+        bar.close()
     posterior.info.update(
-        {"test_accuracy": acc, "train_seconds": round(wall, 1), "eval_samples": args.eval_samples}
+        {"test_accuracy": acc, "eval_samples": args.eval_samples,
+         "test_data": {"name": test.name, "images": len(test), **test.source}}
     )
-    path = save_posterior(posterior, args.out, storage=args.storage)
-    print(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples), "
-          f"trained in {wall:.0f} s, saved to {path}")
+    try:
+        save_posterior(posterior, path, storage=args.storage)
+    except (KeyboardInterrupt, *USER_ERRORS) as exc:
+        reason = "cancelled" if isinstance(exc, KeyboardInterrupt) else _describe(exc)
+        print(f"error: the posterior is saved in {path} without its test accuracy "
+              f"({acc * 100:.2f}%), which could not be added: {reason}", file=sys.stderr)
+        return 2
+    print(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples, {len(test)} images), "
+          f"recorded in {path}")
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    if args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}")
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
+    _check_seed(args.seed)
     path = Path(args.posterior) if args.posterior else default_posterior_path()
     posterior = load_posterior(path)
+    posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
     image = load_image(args.image)
-    x = image_to_input(image)
+    try:
+        x = image_to_input(image)
+    except EmptyDrawingError:
+        raise EmptyDrawingError(
+            f"{args.image}: the image is empty (no ink stands out from its background); "
+            "choose an image of a digit"
+        ) from None
     generator = torch.Generator().manual_seed(args.seed)
     samples = posterior.predict_proba(x, num_samples=args.samples, generator=generator)[:, 0]
     summary = summarise(samples, level=args.level)
@@ -159,12 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", choices=ARCHITECTURES, default="lenet")
     train.add_argument("--method", choices=sorted(METHODS), default="mc_dropout")
     train.add_argument("--drop-rate", type=float, help="dropout drop rate (default 0.5 for MC dropout, else 0)")
-    train.add_argument("--hidden", type=int, default=100, help="MLP hidden width")
+    train.add_argument("--hidden", type=int, default=100, help="MLP hidden width (at least 1)")
     train.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                        help="method setting, e.g. --set epochs=10 --set lr=1e-3 (see 'methods')")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--limit", type=int, help="use only the first N training images")
-    train.add_argument("--eval-samples", type=int, default=30, help="samples for the test accuracy")
+    train.add_argument("--limit", type=int,
+                       help="use only the first N images of the training set and of the test set")
+    train.add_argument("--eval-samples", type=int, default=30,
+                       help="samples for the test accuracy, measured after the posterior is saved")
     train.add_argument("--out", required=True, help="where to write the posterior (.pt)")
     train.add_argument("--storage", choices=("float32", "float16"), default="float32",
                        help="precision of the saved weights (float16 halves the file)")
@@ -173,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict = sub.add_parser("predict", help="classify an image with uncertainty")
     predict.add_argument("image", help="PNG/JPEG of a digit (any size; dark-on-light is inverted)")
     predict.add_argument("--posterior", help="posterior file (default: the bundled MC-dropout LeNet)")
-    predict.add_argument("--samples", type=int, default=100, help="posterior samples S")
+    predict.add_argument("--samples", type=int, default=100, help="posterior samples S (at least 1)")
     predict.add_argument("--level", type=float, default=0.9, help="credible interval level")
     predict.add_argument("--seed", type=int, default=0)
     predict.add_argument("--json", action="store_true", help="print one JSON object")
@@ -206,16 +286,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cancel_code(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C, 128 + the signal's number for SIGTERM (143) or SIGHUP."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def _describe(exc: BaseException) -> str:
+    """One sentence for an error: its own words, or the system's reason and the file."""
+    if isinstance(exc, MemoryError):
+        return "the computer ran out of memory; use fewer samples or a smaller data set"
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, NotSavedError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror[0].lower()}{exc.strerror[1:]}"
+    return str(exc) or "the operation failed"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        print("cancelled: nothing was written", file=sys.stderr)
-        return 130
-    except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        with signals_raise():  # SIGTERM unwinds like Ctrl-C: temporary files are removed
+            return args.func(args)
+    except KeyboardInterrupt as exc:
+        stopped = "terminated" if isinstance(exc, Terminated) else "cancelled"
+        print(f"{stopped}: nothing was written", file=sys.stderr)
+        return _cancel_code(exc)
+    except (*USER_ERRORS, MemoryError) as exc:
+        print(f"error: {_describe(exc)}", file=sys.stderr)
         return 2
 
 

@@ -5,14 +5,21 @@ GUI can run in a worker; :func:`evaluation_tables` and :func:`evaluation_figures
 result into long-format tables and matplotlib figures; :func:`write_report` writes both
 (CSV + JSON per table, one image per figure). Data sets are given as a known name
 (``mnist-test``, ``mnist-train``, ``notmnist``) or the path of any folder with the IDX
-files in MNIST layout; ``data_dir`` points the known names at a folder holding them (either
-directly or in a sub-folder named after the data set, as ``../shared/data/mnist``).
+files in MNIST layout; ``data_dir`` points the known names at a folder holding them in
+sub-folders named after each data set (``<data_dir>/mnist``, ``<data_dir>/notmnist``), or at the
+data set's own folder (one named after it). What was read (folders, files and their SHA-256)
+is recorded in ``evaluation.json``.
+
+The report is written into a temporary folder beside ``--out`` and renamed into place at the
+end, so ``--out`` holds either the earlier report or the complete new one; a folder holding
+other files is refused before anything is computed.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
 import math
@@ -30,7 +37,8 @@ import torch
 from core.data.datasets import DatasetNotFoundError, load_split
 from core.data.preprocess import image_to_input, load_image
 from core.inference.base import Dataset, Posterior, ProgressRecord
-from core.io import atomic_write, load_posterior
+from core.io import atomic_write, check_output_folder, load_posterior, replacing_folder
+from core.memory import check_fits
 from core.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
@@ -76,7 +84,8 @@ def resolve_dataset(
 ) -> Dataset:
     """Load a data set given by a known name (:data:`DATASET_NAMES`) or an IDX folder.
 
-    For a known name, ``data_dir/<name>`` is tried, then ``data_dir`` itself, then the user
+    For a known name, only the data set's own folder is read: ``data_dir/<name>``, or
+    ``data_dir`` itself when it is named after the data set; without ``data_dir``, the user
     cache (where ``download`` fetches MNIST when missing). A folder is read as its ``split``
     (default the ``t10k-*`` test files).
 
@@ -92,7 +101,16 @@ def resolve_dataset(
             base = Path(data_dir)
             if not base.is_dir():
                 raise DatasetNotFoundError(f"data folder {base} does not exist")
-            root = base / name if (base / name).is_dir() else base
+            if (base / name).is_dir():
+                root = base / name
+            elif base.name.lower().replace("-", "").replace("_", "") == name:
+                root = base
+            else:
+                # never fall back on data_dir itself: it may hold another data set's files
+                raise DatasetNotFoundError(
+                    f"no {name} folder in {base}: put the {name} files in {base / name}, "
+                    f"or give their folder as the data set"
+                )
         return load_split(name, known_split, root=root, download_if_missing=download)
     folder = Path(spec)
     if not folder.is_dir():
@@ -164,6 +182,8 @@ class Evaluation:
     rotation_label: str | None = None
     rotation_images: np.ndarray | None = None  # (A, H, W)
     settings: dict[str, Any] = field(default_factory=dict)
+    data_source: dict[str, Any] = field(default_factory=dict)
+    ood_source: dict[str, Any] | None = None
 
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
@@ -255,6 +275,8 @@ def evaluate(
         rotation_images=images,
         settings={"num_samples": num_samples, "seed": seed, "level": level,
                   "ece_bins": ECE_BINS, "uncertain_threshold": UNCERTAIN_THRESHOLD},
+        data_source={"name": data.name, "images": len(data), **data.source},
+        ood_source=None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
     )
 
 
@@ -456,33 +478,63 @@ def evaluation_figures(ev: Evaluation) -> dict[str, Any]:
     return out
 
 
+REPORT_FORMAT = "bayescope-evaluation"
+_REPORT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf"}
+
+
+def is_report_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier evaluation report (and nothing else)."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    return (folder / "evaluation.json").is_file() and all(
+        e.is_file() and not e.is_symlink() and e.suffix.lower() in _REPORT_SUFFIXES for e in entries
+    )
+
+
+def check_report_folder(out_dir: str | os.PathLike) -> Path:
+    """Refuse, before evaluating, an ``--out`` that a report must not replace."""
+    return check_output_folder(out_dir, is_report_folder, "the evaluation report")
+
+
 def write_report(ev: Evaluation, out_dir: str | os.PathLike, figure_format: str = "png") -> list[Path]:
-    """Write every table (CSV + JSON), every figure and ``evaluation.json``; return the paths."""
+    """Write every table (CSV + JSON), every figure and ``evaluation.json``; return the paths.
+
+    Everything goes into a temporary folder that replaces ``out_dir`` (new, empty, or an
+    earlier report) in one rename at the end: a failure, a full disk or Ctrl-C leave
+    ``out_dir`` as it was.
+    """
     from core.figures import save_figure
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    tables = evaluation_tables(ev)
-    for name, rows in tables.items():
-        written += write_table(rows, out_dir, name)
-    for name, fig in evaluation_figures(ev).items():
-        written.append(save_figure(fig, out_dir / f"{name}.{figure_format}"))
-    meta = {
-        "dataset": ev.dataset, "ood_dataset": ev.ood_dataset, "rotation": ev.rotation_label,
-        "class_names": list(ev.class_names), "settings": ev.settings,
-        "posteriors": {
-            n: {"method": r.posterior.method, "arch": r.posterior.arch.to_dict(),
-                "config": r.posterior.config, "seed": r.posterior.seed,
-                "trained_on": r.posterior.dataset}
-            for n, r in ev.results.items()
-        },
-        "summary": tables["summary"],
-        "ood_detection": tables.get("ood_detection", []),
-    }
-    written.append(atomic_write(out_dir / "evaluation.json",
-                                lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode())))
-    return written
+    final = check_report_folder(out_dir)
+    written: list[str] = []
+    with replacing_folder(final, is_report_folder, "the evaluation report") as tmp:
+        tables = evaluation_tables(ev)
+        for name, rows in tables.items():
+            written += [p.name for p in write_table(rows, tmp, name)]
+        for name, fig in evaluation_figures(ev).items():
+            written.append(save_figure(fig, tmp / f"{name}.{figure_format}").name)
+        meta = {
+            "format": REPORT_FORMAT,
+            "dataset": ev.dataset, "ood_dataset": ev.ood_dataset, "rotation": ev.rotation_label,
+            "data": ev.data_source, "ood_data": ev.ood_source,
+            "class_names": list(ev.class_names), "settings": ev.settings,
+            "posteriors": {
+                n: {"method": r.posterior.method, "arch": r.posterior.arch.to_dict(),
+                    "config": r.posterior.config, "seed": r.posterior.seed,
+                    "trained_on": r.posterior.dataset,
+                    "training_data": r.posterior.info.get("training_data"),
+                    **ev.settings.get("posterior_files", {}).get(n, {})}
+                for n, r in ev.results.items()
+            },
+            "summary": tables["summary"],
+            "ood_detection": tables.get("ood_detection", []),
+        }
+        atomic_write(tmp / "evaluation.json",
+                     lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode()))
+        written.append("evaluation.json")
+    return [final / name for name in written]
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -507,20 +559,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder")
 
 
+def _file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse out-of-range numbers before anything is loaded (one ``ValueError`` sentence)."""
+    if args.samples is not None and args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
+    if not (0.0 < args.angle_step <= 180.0) or not math.isfinite(args.angle_step):
+        raise ValueError(f"--angle-step must lie in (0, 180] degrees, got {args.angle_step}")
+    if not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
+
+
+def check_memory(
+    posteriors: dict[str, Posterior],
+    num_samples: int | None,
+    num_angles: int,
+    rotate: bool,
+) -> None:
+    """Estimate, per posterior, the largest allocation of the evaluation; refuse what cannot fit.
+
+    Data-set batches hold about ``SAMPLE_BUDGET`` sample-inputs; the rotation sweep sends
+    all A angles through the posterior at once and keeps S·A·K probabilities (float64, with
+    their quantile copies).
+    """
+    for name, posterior in posteriors.items():
+        s = posterior.check_prediction(num_samples, batch_size=1)
+        posterior.check_prediction(s, batch_size=max(1, SAMPLE_BUDGET // s))
+        if rotate:
+            k = posterior.num_classes
+            side = posterior.arch.image_size
+            nbytes = posterior.prediction_bytes(s, num_angles) + 8.0 * 4 * s * num_angles * k
+            nbytes += 4.0 * 2 * num_angles * side * side
+            check_fits(nbytes, f"a rotation sweep of {num_angles} angles with {s} samples of {name}",
+                       "use a larger --angle-step or fewer --samples")
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli evaluate``; print the summary; return the exit code."""
     from tqdm import tqdm
 
     from core.runner import drain
 
-    if args.samples is not None and args.samples < 1:
-        raise ValueError("--samples must be at least 1")
+    check_arguments(args)
+    check_report_folder(args.out)
+    num_angles = int(math.floor(180.0 / args.angle_step + 1e-9)) + 1  # before allocating them
     posteriors = load_posteriors(args.posterior)
+    check_memory(posteriors, args.samples, num_angles, bool(args.rotate))
+    angles = rotation_angles(180.0, args.angle_step) if args.rotate else None
+    files = {
+        name: {"file": str(Path(path).absolute()), "file_sha256": _file_sha256(path)}
+        for name, path in zip(posteriors, args.posterior, strict=True)
+    }
     data = resolve_dataset(args.dataset, args.data_dir, download=args.download)
     ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
-    if args.limit:
-        data = data.subset(slice(0, args.limit))
-        ood = ood.subset(slice(0, args.limit)) if ood is not None else None
+    data = data.first(args.limit)
+    ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
     bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)
 
@@ -532,11 +636,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         ev = drain(
             evaluate(posteriors, data, ood, image, rotate_label=label, num_samples=args.samples,
-                     seed=args.seed, angles=rotation_angles(180.0, args.angle_step), level=args.level),
+                     seed=args.seed, angles=angles, level=args.level),
             on_progress,
         )
     finally:
         bar.close()
+    ev.settings["posterior_files"] = files
     written = write_report(ev, args.out, args.format)
     tables = evaluation_tables(ev)
     print(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
