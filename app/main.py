@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
 
         self._build_menus()
         self._restore_settings(posteriors)
-        self.statusBar().showMessage("Draw a digit with the mouse or a pen.")
+        self._on_modes_current_changed(self.modes.currentIndex())
         if image:
             self.load_image_file(Path(image))
 
@@ -251,6 +251,8 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         self._action(view_menu, "This input", lambda: self.views.setCurrentIndex(0), "Alt+1")
         self._action(view_menu, "Rotation sweep", lambda: self.views.setCurrentIndex(1), "Alt+2")
+        self._action(view_menu, "Run the rotation sweep", self.run_sweep, "Ctrl+R",
+                     "Rotate the Rotate tab's image from 0° to 180° and plot every column against the angle")
         run_menu = self.menuBar().addMenu("&Posterior")
         run_menu.addMenu(self.add_menu).setText("Add posterior")
         self._action(run_menu, "Train a posterior…", self.show_training_dialog, "Ctrl+T")
@@ -401,7 +403,14 @@ class MainWindow(QMainWindow):
         self.add_posterior(Path(path))
 
     # ------------------------------------------------------------------ input
+    MODE_HINTS = {
+        "Draw": "Draw a digit with the mouse or a pen. Ctrl+Z undoes a stroke, Delete clears.",
+        "Rotate": "Pick an image and turn it with the slider; Ctrl+R sweeps 0–180°.",
+        "Image": "Open a picture of a digit (Ctrl+I) or drop one on the window.",
+    }
+
     def _on_modes_current_changed(self, index: int) -> None:
+        self.statusBar().showMessage(self.MODE_HINTS.get(self.modes.tabText(index), ""))
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self.undo_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self._on_panel_input_changed()
@@ -410,9 +419,8 @@ class MainWindow(QMainWindow):
         return self.modes.currentWidget()
 
     def _on_panel_input_changed(self, *_args) -> None:
-        if self.sender() is self.draw_panel:
-            drawing, _ = self.draw_panel.current_input()
-            self.rotate_panel.set_drawing(drawing)
+        if self.sender() in (self.draw_panel, self.image_panel):
+            self.rotate_panel.set_drawing(*self.sender().current_input())
         if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel) and self.sender() is not self.current_panel():
             return
         if not self._throttle.isActive():
@@ -543,6 +551,11 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Sweeping {label} from 0° to 180°…")
         worker.start()
 
+    def run_sweep(self) -> None:
+        """Show the Rotate tab and sweep its image (as its button does)."""
+        self.modes.setCurrentWidget(self.rotate_panel)
+        self.rotate_panel.sweep.click()
+
     def _on_sweep_worker_yielded(self, record) -> None:
         self.rotate_panel.progress.setMaximum(record.total)
         self.rotate_panel.progress.setValue(record.step)
@@ -597,7 +610,7 @@ class MainWindow(QMainWindow):
         title = column.title(self.workspace.num_samples)
         try:
             written = export_input_view(view, title, column.prediction.summary, self.workspace.class_names, path,
-                                        samples=column.prediction.samples)
+                                        samples=column.prediction.samples, level=self.workspace.level)
         except Exception as exc:  # noqa: BLE001 — a failed write gets a sentence
             QMessageBox.warning(self, "Could not export the plot", str(exc))
             return []

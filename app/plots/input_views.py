@@ -16,6 +16,7 @@ from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
 from PySide6.QtWidgets import QMenu
 
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, diverging_lut, sequential_lut
+from core.input_figures import FADE_SD
 from core.naming import plural
 from core.predictive import Prediction
 
@@ -205,9 +206,10 @@ class EntropyPlot(InputPlot):
         self.bars = pg.BarGraphItem(x0=np.zeros(3), y=np.arange(3), height=0.6, width=np.zeros(3),
                                     brushes=[pg.mkBrush(UNCERTAINTY[n]) for n in self.NAMES], pen=None)
         item.addItem(self.bars)
-        line = pg.InfiniteLine(pos=math.log(k), angle=90, pen=pg.mkPen(GRID, style=Qt.PenStyle.DashLine),
-                               label="ln K", labelOpts={"position": 0.08, "color": GRID})
-        item.addItem(line)
+        item.addItem(pg.InfiniteLine(pos=math.log(k), angle=90, pen=pg.mkPen(GRID, style=Qt.PenStyle.DashLine)))
+        most = pg.TextItem("ln K", color=GRID, anchor=(0.5, 1.0))
+        most.setPos(math.log(k), -0.35)
+        item.addItem(most)
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -272,7 +274,8 @@ class CorrelationPlot(InputPlot):
         "How the classes' probabilities move together from draw to draw. Red (−1): when one "
         "model gives more to this class it gives less to the other: the two classes trade "
         "belief. Blue (+1): they rise and fall together. White: unrelated, or a probability "
-        "that does not change between draws (always the case with a single draw)."
+        "that does not change between draws (always the case with a single draw). Classes whose "
+        "probability hardly changes between draws are veiled in white."
     )
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
@@ -288,7 +291,13 @@ class CorrelationPlot(InputPlot):
         self.image = pg.ImageItem(np.zeros((k, k)))
         self.image.setColorMap(diverging_lut())
         self.image.setRect(QRectF(-0.5, -0.5, k, k))
+        # A white veil over classes whose probability hardly changes between draws: their
+        # correlations are real but concern probabilities of ~0 and would drown the trades
+        # that matter (the same rule as the exported figure, core.input_figures.FADE_SD).
+        self.veil = pg.ImageItem(np.zeros((k, k, 4), dtype=np.uint8))
+        self.veil.setRect(QRectF(-0.5, -0.5, k, k))
         item.addItem(self.image)
+        item.addItem(self.veil)
         self.setMinimumHeight(110)
         self.clear_view()
 
@@ -297,11 +306,18 @@ class CorrelationPlot(InputPlot):
         corr = summary.correlation.numpy()
         self.image.setImage(corr.T, levels=(-1, 1))
         self.image.setVisible(True)
+        faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
+        veil = np.zeros((*corr.shape, 4), dtype=np.uint8)
+        veil[..., :3] = 255
+        veil[..., 3] = np.where(faded[:, None] | faded[None, :], 200, 0)
+        self.veil.setImage(veil.transpose(1, 0, 2), levels=None)
+        self.veil.setVisible(True)
         note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
         self.set_title(f"Class correlation{note}")
 
     def clear_view(self) -> None:
         self.image.setVisible(False)
+        self.veil.setVisible(False)
         self.set_title("Class correlation")
 
 

@@ -112,17 +112,18 @@ class RotatePanel(ModePanel):
     sweep_requested = Signal(object, str)
     sweep_cancelled = Signal()
     data_folder_requested = Signal()
-    SOURCES = (("drawing", "The drawing"), ("mnist-test", "An MNIST test digit"), ("notmnist", "A notMNIST letter"))
+    SOURCES = (("drawing", "Your drawing or image"), ("mnist-test", "An MNIST test digit"), ("notmnist", "A notMNIST letter"))
 
     def __init__(self, load_dataset, parent: QWidget | None = None) -> None:
         """``load_dataset(name)`` returns a core Dataset or raises with a message in words."""
         super().__init__(parent)
         self._load_dataset = load_dataset
         self._drawing: np.ndarray | None = None
+        self._drawing_label = ""
         self.source = QComboBox()
         for key, text in self.SOURCES:
             self.source.addItem(text, key)
-        self.source.setToolTip("What to rotate: your drawing from the Draw tab, a digit from MNIST's test set, or a letter A–J from notMNIST (characters the digit models never saw)")
+        self.source.setToolTip("What to rotate: your drawing (Draw tab) or image (Image tab), a digit from MNIST's test set, or a letter A–J from notMNIST (characters the digit models never saw)")
         self.index = QSpinBox(minimum=0, maximum=9999)
         self.index.setToolTip("Which image of the test set")
         self.random = QToolButton(text="Random")
@@ -179,8 +180,9 @@ class RotatePanel(ModePanel):
         self._on_source_changed()
 
     # ------------------------------------------------------------------ state
-    def set_drawing(self, image: np.ndarray | None) -> None:
-        self._drawing = image
+    def set_drawing(self, image: np.ndarray | None, label: str = "your drawing") -> None:
+        """The latest drawing or loaded image (28×28), offered as the first source."""
+        self._drawing, self._drawing_label = image, label
         if self.source.currentData() == "drawing":
             self._on_changed()
 
@@ -189,8 +191,8 @@ class RotatePanel(ModePanel):
         key = self.source.currentData()
         if key == "drawing":
             if self._drawing is None:
-                return None, "Draw a digit in the Draw tab first, or pick an MNIST digit or a notMNIST letter."
-            return self._drawing, "your drawing"
+                return None, "Draw a digit or open an image first, or pick an MNIST digit or a notMNIST letter."
+            return self._drawing, self._drawing_label
         try:
             data = self._load_dataset(key)
         except Exception as exc:  # noqa: BLE001 — any failure is shown in words beside the button

@@ -61,7 +61,7 @@ def test_first_launch_shows_one_posterior_of_each_family_titled_in_words(window)
     assert len(titles) == 4
     assert "MC dropout, LeNet, 100 draws" in titles[0]
     assert "SGHMC, LeNet, 8 draws" in titles[1]  # the stored draws, not the 100 asked for
-    assert all(".pt" not in t and "/" not in t for t in titles)
+    assert all(".pt" not in t and "models" not in t for t in titles)
 
 
 def test_drawing_updates_every_view_of_every_column(qtbot, window):
@@ -308,3 +308,21 @@ def test_screenshot_of_four_columns_on_an_ambiguous_four(qtbot, window, tmp_path
     assert all(float(m[4] + m[9]) > 0.5 for m in means)  # the belief sits on 4 and 9
     target = DOCS if os.environ.get("BAYESCOPE_SCREENSHOTS") else tmp_path
     assert window.grab().save(str(target / "screenshot-window.png"))
+
+
+def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
+    from PIL import Image
+
+    from app.__main__ import build_parser
+
+    arr = np.zeros((60, 60), np.uint8)
+    arr[10:50, 27:33] = 255  # a light "1" on black
+    Image.fromarray(arr).save(tmp_path / "one.png")
+    args = build_parser().parse_args([str(tmp_path / "one.png"), "--posterior",
+                                      str(MODELS / "mnist_softmax_map.pt"), str(MODELS / "mnist_lenet_sghmc.pt")])
+    win = MainWindow(posteriors=args.posterior, image=args.image)
+    qtbot.addWidget(win)
+    assert [Path(k).name for k in win.workspace.keys()] == ["mnist_softmax_map.pt", "mnist_lenet_sghmc.pt"]
+    assert win.modes.currentWidget() is win.image_panel
+    settle(qtbot, win)
+    assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)

@@ -1,0 +1,202 @@
+"""``bayescope --self-test``: check that this copy of bayescope works, in plain words.
+
+Runs the same way from the source tree and from the packaged app (the resources are found
+through :func:`core.resources.resources_dir`, which follows the ``resources`` package):
+
+1. every bundled posterior loads;
+2. each of them reads every bundled example digit (``resources/examples/digit-<class>.png``)
+   as that class, with finite probabilities that sum to one;
+3. the main window opens, shows, handles its first events and closes (offscreen when there
+   is no display), with no error raised inside Qt's event loop.
+
+One line per check, ``ok   ...`` or ``FAIL ...`` followed by the reason; exit status 1 if any
+check failed. No network and no user files are needed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+#: How long the window gets to handle its first events (first prediction, layout, paint).
+WINDOW_SETTLE_SECONDS = 1.0
+
+
+class CheckFailed(Exception):
+    """A check found something wrong; the message is for a person."""
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _check(results: list[bool], label: str, check: Callable[[], str | None]) -> object:
+    """Run one check, print its line, remember whether it passed."""
+    start = time.perf_counter()
+    try:
+        detail = check()
+    except CheckFailed as exc:
+        _say(f"FAIL {label}: {exc}")
+        results.append(False)
+        return None
+    except Exception as exc:  # a self-test reports every failure instead of stopping
+        reason = f"{exc.__class__.__name__}: {exc}".strip().splitlines()[0]
+        _say(f"FAIL {label}: {reason}")
+        if os.environ.get("BAYESCOPE_SELFTEST_TRACEBACK"):
+            traceback.print_exc()
+        results.append(False)
+        return None
+    seconds = time.perf_counter() - start
+    extra = f" ({detail}; {seconds:.2f} s)" if detail else f" ({seconds:.2f} s)"
+    _say(f"ok   {label}{extra}")
+    results.append(True)
+    return detail
+
+
+def example_digits() -> list[tuple[Path, int]]:
+    """The bundled example inputs and the class each shows (from the file name)."""
+    from core.resources import resources_dir
+
+    found = []
+    for path in sorted((resources_dir() / "examples").glob("digit-*.png")):
+        label = path.stem.rsplit("-", 1)[-1]
+        if label.isdigit():
+            found.append((path, int(label)))
+    return found
+
+
+def _environment_line() -> str:
+    import numpy
+    import torch
+
+    from core.resources import resources_dir
+
+    frozen = "packaged app" if getattr(sys, "frozen", False) else "source tree"
+    try:
+        from PySide6 import __version__ as pyside_version
+    except ImportError:  # reported by the window check
+        pyside_version = "missing"
+    return (f"bayescope self-test: {frozen}, Python {sys.version.split()[0]}, torch {torch.__version__}, "
+            f"NumPy {numpy.__version__}, PySide6 {pyside_version}; resources in {resources_dir()}")
+
+
+def check_posteriors(results: list[bool]) -> None:
+    import torch
+
+    from core.data.preprocess import load_image
+    from core.io import load_posterior
+    from core.naming import ARCH_LABELS, method_label, plural
+    from core.predictive import predict_image
+    from core.resources import bundled_posteriors
+
+    paths = bundled_posteriors()
+    if not paths:
+        _check(results, "find bundled posteriors", lambda: _fail("no posterior files in the resources folder"))
+        return
+    examples = example_digits()
+    if not examples:
+        _check(results, "find example digits", lambda: _fail("no digit-<class>.png files in resources/examples"))
+    images = [(path, label, load_image(path)) for path, label in examples]
+
+    for path in paths:
+        start = time.perf_counter()
+        try:
+            posterior = load_posterior(path)
+        except Exception as exc:
+            _say(f"FAIL load posterior: {path.name}: {exc}")
+            results.append(False)
+            continue
+        name = f"{method_label(posterior.method)}, {ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)}"
+        _say(f"ok   load posterior: {name} ({path.name}; {time.perf_counter() - start:.2f} s)")
+        results.append(True)
+
+        def predict(posterior=posterior) -> str:
+            read = []
+            for image_path, label, image in images:
+                prediction = predict_image(posterior, image, num_samples=None, seed=0)
+                samples = prediction.samples
+                if samples.ndim != 2 or samples.shape[1] != posterior.num_classes:
+                    raise CheckFailed(f"{image_path.name}: samples of shape {tuple(samples.shape)}")
+                if not torch.isfinite(samples).all():
+                    raise CheckFailed(f"{image_path.name}: probabilities that are not finite numbers")
+                if not torch.allclose(samples.sum(dim=1), torch.ones(samples.shape[0]), atol=1e-4):
+                    raise CheckFailed(f"{image_path.name}: probabilities that do not sum to one")
+                guess = prediction.summary.predicted_class
+                confidence = float(prediction.summary.mean[guess])
+                if guess != label:
+                    raise CheckFailed(f"{image_path.name} read as {guess} (mean probability {confidence:.2f}), expected {label}")
+                read.append(f"{label} as {guess} ({confidence:.2f})")
+            return f"{plural(len(samples), 'sample')}; " + ", ".join(read)
+
+        _check(results, f"predict example digits: {name}", predict)
+
+
+def _fail(message: str) -> None:
+    raise CheckFailed(message)
+
+
+def check_window(results: list[bool]) -> None:
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    def open_and_close() -> str:
+        from PySide6.QtCore import QCoreApplication, QEventLoop
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance() or QApplication(["bayescope"])
+        errors: list[str] = []
+        previous_hook = sys.excepthook
+
+        # Qt calls Python slots from its event loop; an exception there only reaches excepthook.
+        def record(kind, value, tb) -> None:
+            errors.append(f"{kind.__name__}: {value}".splitlines()[0])
+
+        sys.excepthook = record
+        try:
+            from app.main import MainWindow
+
+            window = MainWindow()
+            window.show()
+            deadline = time.perf_counter() + WINDOW_SETTLE_SECONDS
+            while time.perf_counter() < deadline:
+                app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+                time.sleep(0.01)
+            if not window.isVisible():
+                raise CheckFailed("the window did not stay open")
+            size = f"{window.width()}×{window.height()}"
+            if not window.close():
+                raise CheckFailed("the window refused to close")
+            for _ in range(20):
+                app.processEvents()
+            window.deleteLater()
+            QCoreApplication.sendPostedEvents(None, 0)
+            app.processEvents()
+        finally:
+            sys.excepthook = previous_hook
+        if errors:
+            raise CheckFailed("error inside the window: " + errors[0])
+        return f"{app.platformName()} platform, {size}"
+
+    _check(results, "open and close the main window", open_and_close)
+
+
+def run_self_test() -> int:
+    """Run every check; return 0 if all passed, else 1."""
+    results: list[bool] = []
+    try:
+        _say(_environment_line())
+    except Exception as exc:  # torch or NumPy missing: say so and stop
+        _say(f"FAIL import the engine: {exc.__class__.__name__}: {exc}")
+        return 1
+    check_posteriors(results)
+    check_window(results)
+    failed = results.count(False)
+    if failed:
+        _say(f"self-test FAILED: {failed} of {len(results)} checks failed")
+        return 1
+    _say(f"self-test passed: {len(results)} checks")
+    return 0
