@@ -495,6 +495,12 @@ class MainWindow(QMainWindow):
         self.modes.setCurrentWidget(self.image_panel)
         return True
 
+    def show_image_array(self, image: np.ndarray, label: str) -> None:
+        """Judge a ready 28×28 image in every column (shown in the Image tab)."""
+        self.image_panel.set_array(image, label)
+        self.modes.setCurrentWidget(self.image_panel)
+        self.views.setCurrentIndex(0)
+
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt override)
         if event.mimeData().hasUrls():
             event.acceptProposedAction()

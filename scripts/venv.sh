@@ -11,6 +11,10 @@ key=$(cat "$root/pyproject.toml" "$root/scripts/venv.sh" | sha256sum | cut -c1-1
 base=${BAYESCOPE_VENV_ROOT:-$HOME/.cache/bayescope-ci}
 venv=$base/venv-$key
 quiet() { "$@" 2> >(grep -v "^WARNING: Location" >&2) >/dev/null; }
+mkdir -p "$base"
+# One build at a time: a second caller waits for the first instead of building over it.
+exec 9>"$base/.lock"
+flock 9
 if [[ ! -f $venv/.complete ]]; then
   echo "setting up $venv (first run: a few minutes)" >&2
   rm -rf "$venv"
@@ -20,7 +24,7 @@ if [[ ! -f $venv/.complete ]]; then
   # The CPU build of torch: the packaged app ships it, and it needs no GPU.
   quiet "$venv/bin/pip" install "torch==2.13.0" \
     || quiet "$venv/bin/pip" install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
-  quiet "$venv/bin/pip" install -e "$root[dev]"
+  quiet "$venv/bin/pip" install -e "$root[dev,faces]"
   touch "$venv/.complete"
 fi
 quiet "$venv/bin/pip" install --no-deps --no-build-isolation -e "$root"

@@ -268,7 +268,7 @@ class ImagePanel(ModePanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._image: np.ndarray | None = None
-        self._name = ""
+        self._label = ""
         self.open = QPushButton("Open an image…")
         self.open.setToolTip("A photo or scan of one digit: PNG, JPEG, BMP, GIF, TIFF or WebP (Ctrl+I). You can also drop a file on the window.")
         self.open.clicked.connect(self.open_requested)
@@ -284,8 +284,12 @@ class ImagePanel(ModePanel):
     def load(self, path: Path) -> None:
         """Read an image file; raises ``ImageLoadError`` or ``EmptyDrawingError`` with a sentence."""
         grey = load_image(path)
-        model_input = to_mnist(grey)
-        self._image, self._name = model_input, Path(path).name
+        self.set_array(to_mnist(grey), f"the image {Path(path).name}", grey)
+
+    def set_array(self, model_input: np.ndarray, label: str, picture: np.ndarray | None = None) -> None:
+        """Show a ready 28×28 model input (e.g. a test image picked in the Dataset tab)."""
+        self._image, self._label = np.asarray(model_input, dtype=np.float32), label
+        grey = self._image if picture is None else picture
         data = np.ascontiguousarray((np.clip(grey, 0, 1) * 255).astype(np.uint8))
         h, w = data.shape
         qimage = QImage(data.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
@@ -293,4 +297,4 @@ class ImagePanel(ModePanel):
         self.input_changed.emit(*self.current_input())
 
     def current_input(self) -> tuple[np.ndarray | None, str]:
-        return (self._image, f"the image {self._name}") if self._image is not None else (None, "")
+        return (self._image, self._label) if self._image is not None else (None, "")
