@@ -14,7 +14,13 @@ averaging towards ``target_accept``:
     H̄ₜ = (1 − 1/(t + t₀)) H̄ₜ₋₁ + (δ − aₜ)/(t + t₀),   log εₜ = μ − √t/γ · H̄ₜ,
     log ε̄ₜ = t^(−κ) log εₜ + (1 − t^(−κ)) log ε̄ₜ₋₁,
 
-with μ = log(10 ε₀), γ = 0.05, t₀ = 10, κ = 0.75; sampling uses ε̄. The diagonal of M⁻¹ is
+with μ = log(10 ε₀), γ = 0.05, t₀ = 10, κ = 0.75; sampling uses ε̄. Every transition
+(warm-up and sampling) draws its step size per chain as ε·u, u ~ U(1 − j, 1 + j) with
+j = ``step_size_jitter`` (Neal 2011, §5.4): with ε and L fixed, a chain whose trajectory
+length εL is close to a period of the target's dynamics keeps returning near where it
+started and explores a fraction of the variance while accepting almost every proposal;
+the jitter breaks that resonance (a leapfrog step of size ε·u is still reversible and
+volume-preserving, so the Metropolis test stays exact). The diagonal of M⁻¹ is
 set to the regularised variance (n/(n+5)) σ̂² + 10⁻³ · 5/(n+5) of the draws in each of
 Stan's doubling windows (75-step initial buffer, 25-step first window, 50-step final
 buffer, shrunk to 15%/75%/10% for short warm-ups), and dual averaging restarts after each.
@@ -58,6 +64,8 @@ class HmcConfig:
         L, leapfrog steps per proposal.
     step_size
         ε₀, the starting step size (and the fixed one when ``adapt_step_size`` is off).
+    step_size_jitter
+        j: each transition uses ε·u with u ~ U(1 − j, 1 + j), per chain (0 turns it off).
     target_accept
         δ, the acceptance rate dual averaging aims at.
     adapt_step_size, adapt_mass
@@ -74,6 +82,7 @@ class HmcConfig:
     thin: int = 1
     num_leapfrog: int = 20
     step_size: float = 1e-3
+    step_size_jitter: float = 0.2
     target_accept: float = 0.8
     adapt_step_size: bool = True
     adapt_mass: bool = True
@@ -90,6 +99,8 @@ class HmcConfig:
             raise ValueError("thin, num_leapfrog and step_size must be positive")
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must lie in (0, 1)")
+        if not 0 <= self.step_size_jitter < 1:
+            raise ValueError("step_size_jitter must lie in [0, 1)")
         if self.prior_std <= 0 or self.max_energy_error <= 0:
             raise ValueError("prior_std and max_energy_error must be positive")
 
@@ -158,12 +169,16 @@ def step(
     config: HmcConfig,
     target: Target,
 ) -> tuple[HmcState, dict[str, torch.Tensor]]:
-    """One HMC transition (momentum draw, leapfrog, Metropolis test) of every chain."""
+    """One HMC transition (momentum draw, jittered leapfrog, Metropolis test) of every chain."""
     z = sampling.normal_like(state.params, generator)
     momentum = {k: z[k] / state.inv_mass[k].sqrt() for k in z}
     h0 = -state.log_posterior + _kinetic(momentum, state.inv_mass)
+    step_size = state.step_size
+    if config.step_size_jitter > 0:
+        u = torch.rand(step_size.shape, generator=generator, dtype=step_size.dtype)
+        step_size = step_size * (1.0 + config.step_size_jitter * (2.0 * u - 1.0))
     theta, r, logp, grad = leapfrog(
-        state.params, momentum, state.grad, state.step_size, state.inv_mass,
+        state.params, momentum, state.grad, step_size, state.inv_mass,
         config.num_leapfrog, target, batch,
     )
     h1 = -logp + _kinetic(r, state.inv_mass)
