@@ -131,7 +131,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     bar = _progress_bar(0, "test accuracy")
     generator = torch.Generator().manual_seed(args.seed)
     try:
-        acc = drain(accuracy_progress(posterior, test, args.eval_samples, generator), _bar_callback(bar))
+        try:
+            acc = drain(accuracy_progress(posterior, test, args.eval_samples, generator), _bar_callback(bar))
+        finally:
+            bar.close()  # before any message, so that it stays the last line
     except KeyboardInterrupt as exc:
         print(f"cancelled: the posterior is saved in {path}; its test accuracy was not measured", file=sys.stderr)
         return _cancel_code(exc)
@@ -139,8 +142,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: the posterior is saved in {path}, but its test accuracy could not be measured: "
               f"{_describe(exc)}", file=sys.stderr)
         return 2
-    finally:
-        bar.close()
     posterior.info.update(
         {"test_accuracy": acc, "eval_samples": args.eval_samples,
          "test_data": {"name": test.name, "images": len(test), **test.source}}

@@ -37,7 +37,13 @@ import torch
 from core.data.datasets import DatasetNotFoundError, load_split
 from core.data.preprocess import image_to_input, load_image
 from core.inference.base import Dataset, Posterior, ProgressRecord
-from core.io import atomic_write, check_output_folder, load_posterior, replacing_folder
+from core.io import (
+    NotSavedError,
+    atomic_write,
+    check_output_folder,
+    load_posterior,
+    replacing_folder,
+)
 from core.memory import check_fits
 from core.metrics import (
     ECE_BINS,
@@ -265,7 +271,10 @@ def evaluate(
         image = image.reshape(1, 1, *image.shape[-2:])
         batch = image.expand(len(angles), -1, -1, -1)
         images = rotate(batch, torch.as_tensor(angles, dtype=torch.float32))[:, 0].numpy()
-    class_names = data.class_names or tuple(str(k) for k in range(next(iter(posteriors.values())).num_classes))
+    # One name per class of the posteriors: a folder's names only reach its largest label.
+    k = next(iter(posteriors.values())).num_classes
+    given = tuple(data.class_names[:k])
+    class_names = given + tuple(str(j) for j in range(len(given), k))
     return Evaluation(
         dataset=data.name,
         class_names=tuple(class_names),
@@ -505,36 +514,51 @@ def write_report(ev: Evaluation, out_dir: str | os.PathLike, figure_format: str 
     earlier report) in one rename at the end: a failure, a full disk or Ctrl-C leave
     ``out_dir`` as it was.
     """
-    from core.figures import save_figure
-
     final = check_report_folder(out_dir)
     written: list[str] = []
-    with replacing_folder(final, is_report_folder, "the evaluation report") as tmp:
-        tables = evaluation_tables(ev)
-        for name, rows in tables.items():
-            written += [p.name for p in write_table(rows, tmp, name)]
-        for name, fig in evaluation_figures(ev).items():
-            written.append(save_figure(fig, tmp / f"{name}.{figure_format}").name)
-        meta = {
-            "format": REPORT_FORMAT,
-            "dataset": ev.dataset, "ood_dataset": ev.ood_dataset, "rotation": ev.rotation_label,
-            "data": ev.data_source, "ood_data": ev.ood_source,
-            "class_names": list(ev.class_names), "settings": ev.settings,
-            "posteriors": {
-                n: {"method": r.posterior.method, "arch": r.posterior.arch.to_dict(),
-                    "config": r.posterior.config, "seed": r.posterior.seed,
-                    "trained_on": r.posterior.dataset,
-                    "training_data": r.posterior.info.get("training_data"),
-                    **ev.settings.get("posterior_files", {}).get(n, {})}
-                for n, r in ev.results.items()
-            },
-            "summary": tables["summary"],
-            "ood_detection": tables.get("ood_detection", []),
-        }
-        atomic_write(tmp / "evaluation.json",
-                     lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode()))
-        written.append("evaluation.json")
+    try:
+        with replacing_folder(final, is_report_folder, "the evaluation report") as tmp:
+            _write_report_files(ev, tmp, figure_format, written)
+    except NotSavedError:
+        raise
+    except OSError as exc:
+        # the temporary folder is gone: name the folder the person chose, not the stand-in
+        reason = exc.strerror or "the system refused the write"
+        raise NotSavedError(
+            f"could not write the report into {final}: {reason[0].lower()}{reason[1:]}; "
+            "nothing was changed there"
+        ) from None
     return [final / name for name in written]
+
+
+def _write_report_files(ev: Evaluation, tmp: Path, figure_format: str, written: list[str]) -> None:
+    """Write the report's files into ``tmp``, appending each file name to ``written``."""
+    from core.figures import save_figure
+
+    tables = evaluation_tables(ev)
+    for name, rows in tables.items():
+        written += [p.name for p in write_table(rows, tmp, name)]
+    for name, fig in evaluation_figures(ev).items():
+        written.append(save_figure(fig, tmp / f"{name}.{figure_format}").name)
+    meta = {
+        "format": REPORT_FORMAT,
+        "dataset": ev.dataset, "ood_dataset": ev.ood_dataset, "rotation": ev.rotation_label,
+        "data": ev.data_source, "ood_data": ev.ood_source,
+        "class_names": list(ev.class_names), "settings": ev.settings,
+        "posteriors": {
+            n: {"method": r.posterior.method, "arch": r.posterior.arch.to_dict(),
+                "config": r.posterior.config, "seed": r.posterior.seed,
+                "trained_on": r.posterior.dataset,
+                "training_data": r.posterior.info.get("training_data"),
+                **ev.settings.get("posterior_files", {}).get(n, {})}
+            for n, r in ev.results.items()
+        },
+        "summary": tables["summary"],
+        "ood_detection": tables.get("ood_detection", []),
+    }
+    atomic_write(tmp / "evaluation.json",
+                 lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode()))
+    written.append("evaluation.json")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -140,7 +140,8 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
     ------
     ImageLoadError
         Missing file, a folder, an unreadable or damaged image, or one above Pillow's
-        decompression-bomb limit (checked from the header, before decoding).
+        decompression-bomb limit ``Image.MAX_IMAGE_PIXELS`` (checked from the header,
+        before decoding; Pillow only warns between 1× and 2× the limit, we refuse).
     """
     path = Path(path)
     if not path.exists():
@@ -152,21 +153,13 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
         with warnings.catch_warnings():
             # Pillow only warns between 1× and 2× its limit; refuse the whole range.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # Image.open checks the size in the header, before anything is decoded
             with Image.open(path) as img:
-                width, height = img.size
-                if limit is not None and width * height > limit:
-                    raise _TooLarge(width, height, limit)
                 img.load()
                 grey, alpha = _grey_and_alpha(img)
-    except _TooLarge as big:
-        raise ImageLoadError(
-            f"{path}: the image is too large ({big.width}×{big.height} pixels, the limit is "
-            f"{big.limit / 1e6:.0f} million); scale it down first"
-        ) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ImageLoadError(
-            f"{path}: the image is too large to open safely (above {(limit or 0) / 1e6:.0f} million "
-            "pixels once decoded); scale it down first"
+            f"{path}: the image is too large (more than {limit or 0:,} pixels); scale it down first"
         ) from None
     except FileNotFoundError:
         raise ImageLoadError(f"{path}: no such file") from None
@@ -189,12 +182,6 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
     if ground > 0.0:
         grey = np.clip((grey - ground) / (1.0 - ground), 0.0, 1.0) if ground < 1.0 else np.zeros_like(grey)
     return grey.astype(np.float32, copy=False)
-
-
-class _TooLarge(Exception):
-    def __init__(self, width: int, height: int, limit: int) -> None:
-        super().__init__(width, height, limit)
-        self.width, self.height, self.limit = width, height, limit
 
 
 def check_drawing(image: np.ndarray) -> np.ndarray:
