@@ -53,7 +53,8 @@ class SweepColumn(QFrame):
             plot.getPlotItem().showGrid(x=True, y=True, alpha=0.2)
         p = self.probability.getPlotItem()
         p.setTitle("Class probability", size="9pt")
-        p.setYRange(0, 1.02, padding=0)
+        p.setYRange(0, 1.1, padding=0)  # room for the class names above peaks at 1
+        p.getAxis("left").setTicks([[(0.0, "0"), (0.5, ".5"), (1.0, "1")]])
         invisible = pg.mkPen((0, 0, 0, 0))
         for k, name in enumerate(class_names):
             if sweep.upper[:, k].max() < MIN_PROBABILITY:
@@ -67,7 +68,8 @@ class SweepColumn(QFrame):
             p.plot(sweep.angles, sweep.median[:, k], pen=pg.mkPen(colour, width=2))
             # The class name at the curve's peak: a legend of ten entries would hide the curves.
             peak = int(np.argmax(sweep.median[:, k]))
-            label = pg.TextItem(str(name), color=colour, anchor=(0.5, 1.0))
+            edge = 0.0 if peak == 0 else 1.0 if peak == len(sweep.angles) - 1 else 0.5
+            label = pg.TextItem(str(name), color=colour, anchor=(edge, 1.0))
             label.setPos(float(sweep.angles[peak]), float(sweep.median[peak, k]))
             p.addItem(label)
         u = self.uncertainty.getPlotItem()
