@@ -22,7 +22,7 @@ more training data would not help. <i>Epistemic</i>: the models disagree with ea
 typically because the input is unlike anything seen in training; more data would help.</p>
 <p><b>Variance per class.</b> The same split for each class's probability: green is the
 ambiguity within models, purple the disagreement between them.</p>
-<p><b>Class correlation.</b> Red squares mark pairs of classes that trade belief between
+<p><b>Class correlation.</b> Blue squares mark pairs of classes that trade belief between
 draws: when one model favours the first class, it takes probability from the second.</p>
 <p><b>Overlap flag.</b> Under each header: how much the draws of the two most likely classes
 overlap (0 = apart, 1 = the same). Above 0.5 the input is flagged as uncertain.</p>

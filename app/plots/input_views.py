@@ -271,9 +271,9 @@ class CorrelationPlot(InputPlot):
 
     view_key = "correlation"
     tooltip = (
-        "How the classes' probabilities move together from draw to draw. Red (−1): when one "
+        "How the classes' probabilities move together from draw to draw. Blue (−1): when one "
         "model gives more to this class it gives less to the other: the two classes trade "
-        "belief. Blue (+1): they rise and fall together. White: unrelated, or a probability "
+        "belief. Red (+1): they rise and fall together. White: unrelated, or a probability "
         "that does not change between draws (always the case with a single draw). Classes whose "
         "probability hardly changes between draws are veiled in white."
     )

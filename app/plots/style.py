@@ -25,5 +25,5 @@ def sequential_lut() -> pg.ColorMap:
 
 
 def diverging_lut() -> pg.ColorMap:
-    """Red (−1) → white (0) → blue (+1), for correlations."""
-    return pg.ColorMap([0.0, 0.5, 1.0], [(178, 24, 43), (247, 247, 247), (33, 102, 172)])
+    """Blue (−1) → white (0) → red (+1), for correlations (as matplotlib's RdBu_r in exports)."""
+    return pg.ColorMap([0.0, 0.5, 1.0], [(5, 48, 97), (247, 247, 247), (103, 0, 31)])

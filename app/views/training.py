@@ -1,13 +1,25 @@
-"""Train a posterior in the background: settings, progress bar, live trace, cancel."""
+"""Train a posterior in the background: settings in words, a measured time estimate,
+progress bar, live trace, cancel.
+
+The settings form is built from the chosen method's config dataclass; words, tooltips,
+units, ranges and which setting matters when come from :mod:`core.settings_help`. The
+estimate comes from :func:`core.training_plan.estimate_duration`, run in a worker whenever
+the settings change (debounced), never while a run is going.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import html
+import math
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QHideEvent, QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -29,26 +41,281 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.plots import style
 from app.settings import default_data_dir, user_models_dir
-from app.workers import generator_worker
-from core.data.datasets import load_split
+from app.workers import ComputationError, generator_worker
+from core.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
+from core.data.idx import IdxFormatError
 from core.inference import METHODS, get_method
 from core.inference.base import ProgressRecord
-from core.io import save_posterior
+from core.inference.sampling import SampleBudgetError
+from core.io import NotSavedError, save_posterior
 from core.models import ARCHITECTURES, ArchSpec
+from core.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
+from core.runner import fit_posterior
+from core.settings_help import SettingHelp, in_words, method_settings, setting_choices
+from core.training_plan import (
+    MNIST_TRAIN_IMAGES,
+    TrainingEstimate,
+    count_training_images,
+    duration_in_words,
+    estimate_duration,
+)
+
+#: Methods whose training runs the network with its own dropout layers switched on.
+USES_MODEL_DROPOUT = ("map", "mc_dropout", "ensemble")
+
+ARCH_TOOLTIPS: dict[str, str] = {
+    "softmax": "One linear layer from pixels to classes: the model of the D-SGHMC paper's MNIST "
+    "experiment. The fastest to train.",
+    "mlp": "A fully connected network with two hidden layers.",
+    "lenet": "A small convolutional network (LeNet-5 style: two convolution layers and one "
+    "hidden layer). The most accurate and the slowest to train.",
+}
+
+#: What the trace and the status line call the numbers a run reports.
+VALUE_WORDS: dict[str, str] = {
+    "elbo": "ELBO per image",
+    "log_posterior": "log posterior",
+    "loss": "training loss",
+    "train_accuracy": "training accuracy",
+    "acceptance": "acceptance rate",
+    "step_size": "step size",
+    "epoch": "pass",
+    "lr": "learning rate",
+    "kl": "KL per image",
+    "expected_log_likelihood": "expected log-likelihood",
+    "grad_norm": "gradient size",
+    "param_norm": "weight size",
+    "member": "network",
+}
+
+PHASE_WORDS: dict[str, str] = {
+    "loading data": "Loading the training images",
+    "train": "Training",
+    "warmup": "Warming up",
+    "sampling": "Sampling",
+    "saving": "Saving",
+}
 
 
-def training_run(method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path):
+def method_item_text(name: str) -> str:
+    """``"SGHMC — stochastic gradient Hamiltonian Monte Carlo"``: the label and the first
+    clause of the description."""
+    label = METHOD_LABELS.get(name, name)
+    description = METHOD_DESCRIPTIONS.get(name, "")
+    short = description.split(":")[0].strip()
+    return f"{label} — {short}" if short else label
+
+
+def _number_text(value: float) -> str:
+    """``1e-06`` → ``1e-6``; ``0.001`` stays ``0.001``."""
+    text = f"{value:.4g}"
+    return re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m.group(1) == '-' else ''}{m.group(2)}", text)
+
+
+class ScientificSpinBox(QDoubleSpinBox):
+    """A spin box for numbers spanning decades (step sizes, learning rates).
+
+    Shows four significant digits (``5e-7``), accepts typed scientific notation, and the
+    arrows move along 1, 2, 5, 10, 20, ... so that each click is a sensible change.
+    """
+
+    _PARTIAL = re.compile(r"^[+-]?(\d*\.?\d*)?([eE][+-]?\d*)?$")
+
+    def __init__(self, minimum: float, maximum: float, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # Enough decimals that values down to 1e-12 keep their significant digits.
+        self.setDecimals(20)
+        self.setRange(minimum, maximum)
+
+    def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
+        return _number_text(value)
+
+    def valueFromText(self, text: str) -> float:  # noqa: N802 (Qt override)
+        try:
+            return float(text)
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int) -> object:
+        stripped = text.strip()
+        try:
+            value = float(stripped)
+        except ValueError:
+            state = (
+                QValidator.State.Intermediate
+                if self._PARTIAL.match(stripped)
+                else QValidator.State.Invalid
+            )
+            return state, text, pos
+        if self.minimum() <= value <= self.maximum():
+            return QValidator.State.Acceptable, text, pos
+        return QValidator.State.Intermediate, text, pos
+
+    def fixup(self, text: str) -> str:
+        return _number_text(self.value())
+
+    def stepBy(self, steps: int) -> None:  # noqa: N802 (Qt override)
+        value = self.value()
+        for _ in range(abs(steps)):
+            value = self._next_on_grid(value, up=steps > 0)
+        self.setValue(min(max(value, self.minimum()), self.maximum()))
+
+    def _next_on_grid(self, value: float, up: bool) -> float:
+        if value <= 0:
+            return max(self.minimum(), 1e-6) if up else 0.0
+        exponent = math.floor(math.log10(value))
+        grid = [m * 10.0**e for e in (exponent - 1, exponent, exponent + 1) for m in (1, 2, 5)]
+        if up:
+            return min(g for g in grid if g > value * (1 + 1e-9))
+        below = [g for g in grid if g < value * (1 - 1e-9)]
+        return max(below) if below else value / 2
+
+
+def _tooltip(help_: SettingHelp, default: Any, choices: dict[str, str] | None) -> str:
+    """Rich text (so Qt wraps it): what the setting does, its unit and its default."""
+    if isinstance(default, bool):
+        default_words = "on" if default else "off"
+    elif choices is not None:
+        default_words = choices.get(default, str(default))
+    elif isinstance(default, float):
+        default_words = _number_text(default)
+    else:
+        default_words = str(default)
+    if help_.special and default == help_.minimum:
+        default_words = help_.special
+    facts = []
+    if help_.unit:
+        facts.append(f"<i>Unit:</i> {html.escape(help_.unit)}")
+    facts.append(f"<i>Default:</i> {html.escape(default_words)}")
+    return f"<p>{html.escape(help_.tooltip)}</p><p>{' · '.join(facts)}</p>"
+
+
+def make_setting_widget(method: str, name: str, default: Any, help_: SettingHelp) -> QWidget:
+    """A check box, combo box or spin box for one setting, with its tooltip."""
+    choices = setting_choices(method, name)
+    widget: QWidget
+    if isinstance(default, bool):
+        widget = QCheckBox()
+    elif choices is not None:
+        widget = QComboBox()
+        for value, words in choices.items():
+            widget.addItem(words, value)
+    elif isinstance(default, int):
+        widget = QSpinBox()
+        widget.setRange(int(help_.minimum), int(min(help_.maximum, 2**31 - 1)))
+        if help_.unit:
+            widget.setSuffix(f" {help_.unit}")
+        if help_.special:
+            widget.setSpecialValueText(help_.special)
+    elif isinstance(default, float) and help_.log_scale:
+        widget = ScientificSpinBox(help_.minimum, help_.maximum)
+    elif isinstance(default, float):
+        widget = QDoubleSpinBox()
+        widget.setDecimals(help_.decimals)
+        widget.setRange(help_.minimum, help_.maximum)
+        widget.setSingleStep(10.0 ** -help_.decimals * (5 if help_.decimals >= 2 else 1))
+        if help_.unit:
+            widget.setSuffix(f" {help_.unit}")
+    else:
+        widget = QLineEdit()
+    widget.setToolTip(_tooltip(help_, default, choices))
+    set_widget_value(widget, default)
+    return widget
+
+
+def widget_value(widget: QWidget) -> Any:
+    """The typed value a setting widget holds."""
+    if isinstance(widget, QCheckBox):
+        return widget.isChecked()
+    if isinstance(widget, QComboBox):
+        return widget.currentData()
+    if isinstance(widget, QSpinBox):
+        return int(widget.value())
+    if isinstance(widget, QDoubleSpinBox):
+        return float(widget.value())
+    return widget.text()  # type: ignore[attr-defined]
+
+
+def set_widget_value(widget: QWidget, value: Any) -> None:
+    """Show ``value`` (typed, or text as stored by QSettings) in a setting widget."""
+    if isinstance(widget, QCheckBox):
+        widget.setChecked(value is True or str(value).lower() in ("true", "1", "yes", "on"))
+    elif isinstance(widget, QComboBox):
+        index = widget.findData(value)
+        if index < 0:
+            raise ValueError(f"{value!r} is not one of the choices")
+        widget.setCurrentIndex(index)
+    elif isinstance(widget, QSpinBox):
+        widget.setValue(int(float(value)))
+    elif isinstance(widget, QDoubleSpinBox):
+        widget.setValue(float(value))
+    else:
+        widget.setText(str(value))  # type: ignore[attr-defined]
+
+
+def _changed_signal(widget: QWidget) -> Any:
+    if isinstance(widget, QCheckBox):
+        return widget.toggled
+    if isinstance(widget, QComboBox):
+        return widget.currentIndexChanged
+    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
+        return widget.valueChanged
+    return widget.textChanged  # type: ignore[attr-defined]
+
+
+def error_in_words(exc: BaseException, method: str) -> str:
+    """A message for a failed run that a person can act on (never an exception class name)."""
+    text = str(exc).strip()
+    if isinstance(exc, DatasetNotFoundError):
+        return (
+            "The MNIST training images were not found, and could not be downloaded. Choose the "
+            "folder that holds train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz, or tick "
+            f"the download box while online.\n\nDetails: {text}"
+        )
+    if isinstance(exc, (IdxFormatError, DatasetContentError)):
+        return f"The training images could not be read: {text}"
+    if isinstance(exc, SampleBudgetError):
+        return f"The kept draws would not fit in memory: {in_words(method, text)}"
+    if isinstance(exc, FloatingPointError):
+        return (
+            f"Training went out of bounds: {in_words(method, text)}\n\nA smaller step size or "
+            "learning rate usually helps."
+        )
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return (
+            "The computer ran out of memory. Try fewer chains or networks, fewer images per "
+            "step, or a smaller model."
+        )
+    if isinstance(exc, NotSavedError):
+        return f"Training finished but the posterior could not be saved: {text}"
+    if isinstance(exc, (ValueError, ComputationError)):
+        return in_words(method, text) or "The settings could not be used."
+    if isinstance(exc, OSError):
+        return f"A file could not be read or written: {exc.strerror or text}"
+    return text or "Training stopped for an unknown reason."
+
+
+def training_run(
+    method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path
+):
     """Generator run in the worker: load data, fit, save; yields ProgressRecords."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     train = load_split("mnist", "train", root=data_dir or None, download_if_missing=download)
-    posterior = yield from get_method(method_name).fit(config, arch, train, seed)
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed)
     yield ProgressRecord(1, 1, {}, phase="saving")
     return save_posterior(posterior, out)
 
 
+def _stem(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name.strip()) or "posterior"
+
+
 class TrainingDialog(QDialog):
-    """Signals
+    """Choose a method, a model and their settings; train in the background.
+
+    Signals
     -------
     posterior_saved(Path)
         A run finished and its posterior file was written.
@@ -56,58 +323,124 @@ class TrainingDialog(QDialog):
 
     posterior_saved = Signal(object)
     TRACE_KEYS = ("elbo", "log_posterior", "loss", "acceptance", "step_size")  # first present is plotted
+    SETTINGS_GROUP = "training"
+    ESTIMATE_DELAY_MS = 600
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Train a posterior")
-        self.resize(1100, 640)
+        self.resize(1120, 700)
         self._worker = None
+        self._estimate_worker = None
+        self._estimate_pending = False
         self._trace_x: list[float] = []
         self._trace_y: list[float] = []
         self._last_draw = 0.0
+        self._run_started = 0.0
+        self._run_first_step: tuple[float, int] | None = None
+        self.last_estimate: TrainingEstimate | None = None
+        self._estimate_assumed = False
+        self._failed_method = ""
+        self.setting_widgets: dict[str, QWidget] = {}
+        self._setting_help: dict[str, SettingHelp] = {}
+        self._current_method = ""
+        # Values typed per method, so switching methods and back keeps them.
+        self._method_values: dict[str, dict[str, Any]] = {}
 
         self.method = QComboBox()
-        self.method.addItems(sorted(METHODS))
-        self.method.setCurrentText("mc_dropout")
-        self.method.currentTextChanged.connect(self._on_method_changed)
+        ordered = [m for m in METHOD_LABELS if m in METHODS] + sorted(set(METHODS) - set(METHOD_LABELS))
+        for name in ordered:
+            self.method.addItem(method_item_text(name), name)
+            self.method.setItemData(
+                self.method.count() - 1, METHOD_DESCRIPTIONS.get(name, ""), Qt.ItemDataRole.ToolTipRole
+            )
+        self.method.setToolTip("The inference method: how the spread of belief over the weights is found.")
+        self.method_about = QLabel()
+        self.method_about.setWordWrap(True)
+        self.method_about.setStyleSheet("color: #555555;")  # a quieter grey than the labels
         self.model = QComboBox()
-        self.model.addItems(ARCHITECTURES)
-        self.model.setCurrentText("mlp")
+        for name in ARCHITECTURES:
+            words = ARCH_LABELS.get(name, name)
+            self.model.addItem(words[:1].upper() + words[1:], name)
+            self.model.setItemData(self.model.count() - 1, ARCH_TOOLTIPS.get(name, ""), Qt.ItemDataRole.ToolTipRole)
+        self.model.setToolTip("The network whose weights are learned.")
+        self.hidden = QSpinBox(minimum=8, maximum=4096, value=100, suffix=" units")
+        self.hidden.setToolTip(
+            "<p>How many units each of the MLP's two hidden layers has. Wider layers can learn "
+            "more and take longer.</p><p><i>Unit:</i> units · <i>Default:</i> 100</p>"
+        )
         self.drop_rate = QDoubleSpinBox(decimals=2, minimum=0.0, maximum=0.95, singleStep=0.05, value=0.5)
-        self.drop_rate.setToolTip("Drop rate of the model's dropout layers (MC dropout needs > 0)")
-        self.settings_form = QFormLayout()
-        self.setting_edits: dict[str, QLineEdit] = {}
+        self.drop_rate.setToolTip(
+            "<p>The share of units the network's dropout layers switch off at random during "
+            "training. MC dropout keeps them switching at prediction too, so it needs a rate "
+            "above 0 (0.5 is the usual choice); for MAP and ensembles it is a regulariser.</p>"
+            "<p><i>Unit:</i> share of units, 0 to 0.95</p>"
+        )
         self.seed = QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
+        self.seed.setToolTip(
+            "The starting number of the random generator: the same seed and settings give the "
+            "same posterior again."
+        )
         self.data_dir = QLineEdit(str(default_data_dir()))
+        self.data_dir.setToolTip(
+            "The folder with MNIST's training files (train-images-idx3-ubyte.gz and "
+            "train-labels-idx1-ubyte.gz), or a folder holding an “mnist” folder."
+        )
         browse = QPushButton("Browse…")
+        browse.setToolTip("Choose the folder with MNIST's files.")
         browse.clicked.connect(self._on_browse_clicked)
         data_row = QHBoxLayout()
         data_row.addWidget(self.data_dir, 1)
         data_row.addWidget(browse)
         self.download = QCheckBox("download MNIST into this folder if it is missing")
         self.download.setChecked(True)
+        self.download.setToolTip("Fetch the 60,000 training images (about 10 MB) when they are not there yet.")
         self.name = QLineEdit("my-posterior")
+        self.name.setToolTip(
+            "The name of the new posterior. It is saved in bayescope's own posteriors folder "
+            "and appears in the Posterior list; you are asked before an existing one is replaced."
+        )
 
-        form = QFormLayout()
-        form.addRow("Method", self.method)
-        form.addRow("Model", self.model)
-        form.addRow("Dropout layers", self.drop_rate)
-        form.addRow("Seed", self.seed)
-        form.addRow("MNIST folder", data_row)
-        form.addRow("", self.download)
-        form.addRow("Save as", self.name)
+        self.form = QFormLayout()
+        self.form.addRow(self._label("Method", self.method.toolTip()), self.method)
+        self.form.addRow("", self.method_about)
+        self.form.addRow(self._label("Model", self.model.toolTip()), self.model)
+        self.form.addRow(self._label("Hidden layer width", self.hidden.toolTip()), self.hidden)
+        self.form.addRow(self._label("Dropout in the network", self.drop_rate.toolTip()), self.drop_rate)
+        self.form.addRow(self._label("Seed", self.seed.toolTip()), self.seed)
+        self.form.addRow(self._label("MNIST folder", self.data_dir.toolTip()), data_row)
+        self.form.addRow("", self.download)
+        self.form.addRow(self._label("Save as", self.name.toolTip()), self.name)
 
+        self.settings_form = QFormLayout()
+        self.estimate = QLabel()
+        self.estimate.setWordWrap(True)
+        self.estimate.setMinimumHeight(2 * self.estimate.fontMetrics().lineSpacing() + 4)
+        self.estimate.setToolTip(
+            "Measured here and now: a few training steps of the chosen method and model are "
+            "timed, and the time of one step is multiplied by the steps the run will take. Other "
+            "programs running at the same time make it slower."
+        )
         self.progress = QProgressBar()
         self.status = QLabel("Ready.")
         self.status.setWordWrap(True)
         self.trace = pg.PlotWidget(title="Training trace")
         self.trace.setLabel("bottom", "step")
-        self.curve = self.trace.plot(pen=pg.mkPen((91, 133, 196), width=2))
+        self.trace.setToolTip(
+            "How training is going: the ELBO for variational methods (higher is better), the log "
+            "posterior for samplers (it rises, then levels off when the chains reach the posterior), "
+            "the training loss otherwise (lower is better)."
+        )
+        self.curve = self.trace.plot(pen=pg.mkPen(style.BAR, width=2))
 
         self.buttons = QDialogButtonBox()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
         self.cancel_button = self.buttons.addButton("Cancel run", QDialogButtonBox.ButtonRole.RejectRole)
         self.close_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Close)
+        for button in (self.start_button, self.cancel_button, self.close_button):
+            button.setAutoDefault(False)  # Enter in a field must not start an hour-long run
+        self.start_button.setToolTip("Train with these settings in the background.")
+        self.cancel_button.setToolTip("Stop the run; nothing is saved.")
         self.cancel_button.setEnabled(False)
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)
@@ -118,7 +451,7 @@ class TrainingDialog(QDialog):
         scroll = QScrollArea(widgetResizable=True)
         scroll.setWidget(settings_box)
         left = QVBoxLayout()
-        left.addLayout(form)
+        left.addLayout(self.form)
         left.addWidget(scroll, 1)
         right = QVBoxLayout()
         right.addWidget(self.trace, 1)
@@ -129,48 +462,306 @@ class TrainingDialog(QDialog):
         columns.addLayout(right, 3)
         layout = QVBoxLayout(self)
         layout.addLayout(columns, 1)
-        layout.addWidget(self.buttons)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.estimate, 1)
+        bottom.addWidget(self.buttons, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addLayout(bottom)
 
-        self._on_method_changed(self.method.currentText())
+        self._estimate_timer = QTimer(self)
+        self._estimate_timer.setSingleShot(True)
+        self._estimate_timer.setInterval(self.ESTIMATE_DELAY_MS)
+        self._estimate_timer.timeout.connect(self._on_estimate_timer_timeout)
 
-    def _on_method_changed(self, name: str) -> None:
-        """Rebuild the settings form from the method's config dataclass and its defaults."""
+        self._load_settings()
+        self._on_method_changed()
+        self.method.currentIndexChanged.connect(self._on_method_changed)
+        self.model.currentIndexChanged.connect(self._on_model_changed)
+        for signal in (
+            self.hidden.valueChanged,
+            self.drop_rate.valueChanged,
+            self.data_dir.textChanged,
+        ):
+            signal.connect(self._request_estimate)
+
+    # ------------------------------------------------------------------ building the form
+
+    @staticmethod
+    def _label(text: str, tooltip: str) -> QLabel:
+        label = QLabel(text)
+        label.setToolTip(tooltip)
+        return label
+
+    @property
+    def method_name(self) -> str:
+        """The internal name of the chosen method (``"sghmc"``)."""
+        return self.method.currentData()
+
+    @property
+    def model_name(self) -> str:
+        return self.model.currentData()
+
+    def select_method(self, name: str) -> None:
+        """Choose a method by its internal name."""
+        index = self.method.findData(name)
+        if index < 0:
+            raise ValueError(f"unknown method {name!r}")
+        self.method.setCurrentIndex(index)
+
+    def select_model(self, name: str) -> None:
+        """Choose an architecture by its internal name."""
+        index = self.model.findData(name)
+        if index < 0:
+            raise ValueError(f"unknown architecture {name!r}")
+        self.model.setCurrentIndex(index)
+
+    def _stash_method_values(self) -> None:
+        if self._current_method:
+            self._method_values[self._current_method] = self.setting_values()
+
+    def _on_method_changed(self, *_: object) -> None:
+        """Rebuild the settings form from the method's config, with values typed before."""
+        self._stash_method_values()
+        name = self.method_name
+        self._current_method = name
         while self.settings_form.rowCount():
             self.settings_form.removeRow(0)
-        self.setting_edits.clear()
-        for key, default in get_method(name).defaults().items():
-            edit = QLineEdit(str(default))
-            self.setting_edits[key] = edit
-            self.settings_form.addRow(key.replace("_", " "), edit)
+        self.setting_widgets.clear()
+        self._setting_help.clear()
+        stored = self._method_values.get(name, {})
+        shown_advanced_title = False
+        for key, default, help_ in method_settings(name):
+            widget = make_setting_widget(name, key, default, help_)
+            if key in stored:
+                # A stored value an older version wrote may not fit: the default stays.
+                with contextlib.suppress(ValueError, TypeError):
+                    set_widget_value(widget, stored[key])
+            if help_.advanced and not shown_advanced_title:
+                title = QLabel("<b>Fine-tuning</b> (most runs leave these alone)")
+                self.settings_form.addRow(title)
+                shown_advanced_title = True
+            self.setting_widgets[key] = widget
+            self._setting_help[key] = help_
+            self.settings_form.addRow(self._label(help_.label, widget.toolTip()), widget)
+            _changed_signal(widget).connect(self._on_setting_changed)
+        about, summary = METHOD_DESCRIPTIONS.get(name, ""), METHODS[name].summary
+        self.method_about.setText(f"{about[:1].upper()}{about[1:]}. {summary[:1].upper()}{summary[1:]}.")
+        self._update_rows()
+        self._request_estimate()
+
+    def _on_model_changed(self, *_: object) -> None:
+        self._update_rows()
+        self._request_estimate()
+
+    def _on_setting_changed(self, *_: object) -> None:
+        self._update_rows()
+        self._request_estimate()
+
+    def _update_rows(self) -> None:
+        """Show only what applies: width for the MLP, network dropout where training uses it,
+        and settings that depend on another only when it has the value they need."""
+        method = self.method_name
+        self.form.setRowVisible(self.hidden, self.model_name == "mlp")
+        self.form.setRowVisible(self.drop_rate, method in USES_MODEL_DROPOUT)
+        # MC dropout predicts with the network's dropout, so a rate of 0 would be no posterior.
+        self.drop_rate.setMinimum(0.05 if method == "mc_dropout" else 0.0)
+        for key, widget in self.setting_widgets.items():
+            condition = self._setting_help[key].shown_when
+            if condition is not None:
+                other, wanted = condition
+                visible = other in self.setting_widgets and widget_value(self.setting_widgets[other]) == wanted
+                self.settings_form.setRowVisible(widget, visible)
+
+    def is_setting_shown(self, name: str) -> bool:
+        """Whether setting ``name`` has a visible row for the chosen method and model."""
+        widget = self.setting_widgets.get(name)
+        return widget is not None and self.settings_form.isRowVisible(widget)
 
     def set_setting(self, name: str, value: object) -> None:
-        self.setting_edits[name].setText(str(value))
+        set_widget_value(self.setting_widgets[name], value)
+
+    def setting_values(self) -> dict[str, Any]:
+        return {key: widget_value(widget) for key, widget in self.setting_widgets.items()}
+
+    def architecture(self) -> ArchSpec:
+        """The chosen network; its dropout only where the method trains with it."""
+        drop = self.drop_rate.value() if self.method_name in USES_MODEL_DROPOUT else 0.0
+        return ArchSpec(self.model_name, drop_rate=drop, hidden=self.hidden.value())
+
+    def config(self) -> Any:
+        """The method's config from the form (``ValueError`` when settings do not fit together)."""
+        return get_method(self.method_name).make_config(**self.setting_values())
+
+    def output_path(self) -> Path:
+        return user_models_dir() / f"{_stem(self.name.text())}.pt"
+
+    # ------------------------------------------------------------------ settings that persist
+
+    def _load_settings(self) -> None:
+        settings = QSettings()
+        settings.beginGroup(self.SETTINGS_GROUP)
+        try:
+            method = settings.value("method")
+            if method in METHODS:
+                self.select_method(str(method))
+            else:
+                self.select_method("mc_dropout")
+            model = settings.value("model")
+            self.select_model(str(model) if model in ARCHITECTURES else "mlp")
+            for widget, key in (
+                (self.hidden, "hidden"),
+                (self.drop_rate, "drop_rate"),
+                (self.seed, "seed"),
+                (self.data_dir, "data_dir"),
+                (self.download, "download"),
+                (self.name, "name"),
+            ):
+                value = settings.value(key)
+                if value is not None:
+                    with contextlib.suppress(ValueError, TypeError):  # unreadable: default stays
+                        set_widget_value(widget, value)
+            settings.beginGroup("methods")
+            for method_name in settings.childGroups():
+                if method_name not in METHODS:
+                    continue
+                settings.beginGroup(method_name)
+                self._method_values[method_name] = {k: settings.value(k) for k in settings.childKeys()}
+                settings.endGroup()
+            settings.endGroup()
+        finally:
+            settings.endGroup()
+
+    def save_settings(self) -> None:
+        """Remember every field for the next dialog (QSettings)."""
+        self._stash_method_values()
+        settings = QSettings()
+        settings.beginGroup(self.SETTINGS_GROUP)
+        settings.setValue("method", self.method_name)
+        settings.setValue("model", self.model_name)
+        settings.setValue("hidden", self.hidden.value())
+        settings.setValue("drop_rate", self.drop_rate.value())
+        settings.setValue("seed", self.seed.value())
+        settings.setValue("data_dir", self.data_dir.text())
+        settings.setValue("download", self.download.isChecked())
+        settings.setValue("name", self.name.text())
+        for method_name, values in self._method_values.items():
+            for key, value in values.items():
+                settings.setValue(f"methods/{method_name}/{key}", value)
+        settings.endGroup()
+        settings.sync()
+
+    # ------------------------------------------------------------------ the estimate
+
+    def _request_estimate(self, *_: object) -> None:
+        """Measure again shortly (typing several digits triggers one measurement)."""
+        if self.running:
+            return
+        self.last_estimate = None
+        self.estimate.setText("Estimated time: measuring…")
+        self._estimate_timer.start()
+
+    def _on_estimate_timer_timeout(self) -> None:
+        if self.running:
+            return
+        if self._estimate_worker is not None:
+            # Measure again once the stale measurement has stopped.
+            self._estimate_pending = True
+            self._estimate_worker.quit()
+            return
+        method = self.method_name
+        try:
+            arch = self.architecture()
+            config = self.config()
+        except ValueError as exc:
+            self.estimate.setText(
+                f"Estimated time: none until the settings fit together ({in_words(method, str(exc))})."
+            )
+            return
+        found = count_training_images(self.data_dir.text().strip())
+        num_train = found or MNIST_TRAIN_IMAGES
+        self._estimate_assumed = found is None
+        worker = generator_worker(estimate_duration(method, config, arch, num_train))
+        worker.returned.connect(self._on_estimate_worker_returned)
+        worker.errored.connect(self._on_estimate_worker_errored)
+        worker.finished.connect(self._on_estimate_worker_finished)
+        self._estimate_worker = worker
+        worker.start()
+
+    def _on_estimate_worker_returned(self, estimate: TrainingEstimate) -> None:
+        if self._estimate_pending:
+            return  # the settings changed while measuring
+        self.last_estimate = estimate
+        images = f"{estimate.num_train:,} images"
+        if self._estimate_assumed:
+            images = f"MNIST's {images}, once downloaded"
+        per_step = estimate.seconds_per_step
+        step_words = f"{per_step * 1000:.0f} ms" if per_step < 1 else f"{per_step:.1f} s"
+        self.estimate.setText(
+            f"<b>Estimated time: {duration_in_words(estimate.seconds)} on this computer</b><br>"
+            f"{estimate.steps:,} steps over {images}, {step_words} each, measured just now"
+        )
+
+    def _on_estimate_worker_errored(self, exc: Exception) -> None:
+        if not self._estimate_pending:
+            self.estimate.setText(
+                f"Estimated time: could not be measured: {error_in_words(exc, self.method_name)}"
+            )
+
+    def _on_estimate_worker_finished(self) -> None:
+        self._estimate_worker = None
+        if self._estimate_pending:
+            self._estimate_pending = False
+            self._request_estimate()
+
+    def _stop_estimate(self) -> None:
+        self._estimate_timer.stop()
+        self._estimate_pending = False
+        if self._estimate_worker is not None:
+            self._estimate_worker.quit()
+
+    # ------------------------------------------------------------------ running
 
     @property
     def running(self) -> bool:
         return self._worker is not None
 
     def _on_browse_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Folder with MNIST's IDX files", self.data_dir.text())
+        folder = QFileDialog.getExistingDirectory(self, "Folder with MNIST's files", self.data_dir.text())
         if folder:
             self.data_dir.setText(folder)
 
     def start(self) -> None:
         if self.running:
             return
-        name = self.method.currentText()
+        method = self.method_name
         try:
-            arch = ArchSpec(self.model.currentText(), drop_rate=self.drop_rate.value())
-            config = get_method(name).parse_settings({k: e.text() for k, e in self.setting_edits.items()})
+            arch = self.architecture()
+            config = self.config()
         except ValueError as exc:
-            QMessageBox.warning(self, "Invalid settings", str(exc))
+            QMessageBox.warning(self, "These settings do not work together", in_words(method, str(exc)))
             return
-        stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name.text()) or "posterior"
-        out = user_models_dir() / f"{stem}.pt"
-        gen = training_run(name, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out)
+        out = self.output_path()
+        if out.exists():
+            answer = QMessageBox.question(
+                self,
+                "Replace the posterior?",
+                f"A posterior named “{out.stem}” already exists. Replace it with the one this run "
+                "trains? (It is replaced only when the run finishes.)",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                QMessageBox.StandardButton.No,
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                self.status.setText("Not started: choose another name under “Save as”.")
+                return
+        self.save_settings()
+        self._stop_estimate()
+        gen = training_run(
+            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out
+        )
         self._trace_x.clear()
         self._trace_y.clear()
         self.curve.setData([], [])
+        self._run_started = time.monotonic()
+        self._run_first_step = None
         worker = generator_worker(gen)
         worker.yielded.connect(self._on_worker_yielded)
         worker.returned.connect(self._on_worker_returned)
@@ -178,6 +769,7 @@ class TrainingDialog(QDialog):
         worker.aborted.connect(self._on_worker_aborted)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
+        self._failed_method = method
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("Starting…")
@@ -187,6 +779,20 @@ class TrainingDialog(QDialog):
         if self._worker is not None:
             self.status.setText("Cancelling…")
             self._worker.quit()
+
+    def _time_left(self, record: ProgressRecord) -> str:
+        """Remaining time from this run's own pace (after its first reported step)."""
+        if not record.total or record.step <= 0 or record.phase in ("loading data", "saving"):
+            return ""
+        now = time.monotonic()
+        if self._run_first_step is None:
+            self._run_first_step = (now, record.step)
+            return ""
+        t0, s0 = self._run_first_step
+        if record.step <= s0 or now - t0 < 1.0:
+            return ""
+        left = (record.total - record.step) * (now - t0) / (record.step - s0)
+        return f" · {duration_in_words(left)} left"
 
     def _on_worker_yielded(self, record: ProgressRecord) -> None:
         if record.total:
@@ -198,22 +804,27 @@ class TrainingDialog(QDialog):
         if key is not None:
             self._trace_x.append(record.step)
             self._trace_y.append(record.values[key])
-            self.trace.setLabel("left", key)
+            self.trace.setLabel("left", VALUE_WORDS.get(key, key.replace("_", " ")))
         now = time.monotonic()
         if now - self._last_draw > 1 / 30:  # throttle redraws to ~30 Hz
             self._last_draw = now
             self.curve.setData(self._trace_x, self._trace_y)
-        values = "  ".join(f"{k} {v:.4g}" for k, v in record.values.items())
-        self.status.setText(f"{record.phase}: step {record.step}/{record.total}  {values}")
+        phase = PHASE_WORDS.get(record.phase, record.phase[:1].upper() + record.phase[1:])
+        parts = [f"{phase}…" if not record.total else f"{phase}: step {record.step:,} of {record.total:,}"]
+        values = "  ".join(
+            f"{VALUE_WORDS.get(k, k.replace('_', ' '))} {v:.4g}" for k, v in record.values.items()
+        )
+        self.status.setText(parts[0] + self._time_left(record) + (f"\n{values}" if values else ""))
 
     def _on_worker_returned(self, path: Path) -> None:
         self.curve.setData(self._trace_x, self._trace_y)
-        self.status.setText(f"Saved {path}")
-        self.posterior_saved.emit(path)
+        took = duration_in_words(time.monotonic() - self._run_started).removeprefix("about ")
+        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now in the Posterior list.")
+        self.posterior_saved.emit(Path(path))
 
     def _on_worker_errored(self, exc: Exception) -> None:
-        self.status.setText("Failed.")
-        QMessageBox.critical(self, "Training failed", f"{exc.__class__.__name__}: {exc}")
+        self.status.setText("Training failed; nothing was saved.")
+        QMessageBox.critical(self, "Training failed", error_in_words(exc, self._failed_method))
 
     def _on_worker_aborted(self) -> None:
         self.status.setText("Cancelled; nothing was saved.")
@@ -223,12 +834,26 @@ class TrainingDialog(QDialog):
         self.start_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.progress.setRange(0, 1)
+        self._request_estimate()
 
-    def closeEvent(self, event) -> None:  # noqa: N802
+    # ------------------------------------------------------------------ closing
+
+    def hideEvent(self, event: QHideEvent) -> None:  # noqa: N802 (Qt override)
+        self.save_settings()
+        self._stop_estimate()
+        super().hideEvent(event)
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if not self.running and self.last_estimate is None:
+            self._request_estimate()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         if self.running:
             answer = QMessageBox.question(self, "Training is running", "Cancel the run and close?")
             if answer != QMessageBox.StandardButton.Yes:
                 event.ignore()
                 return
             self.cancel()
+        self._stop_estimate()
         super().closeEvent(event)
