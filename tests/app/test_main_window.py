@@ -326,3 +326,14 @@ def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
     assert win.modes.currentWidget() is win.image_panel
     settle(qtbot, win)
     assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)
+
+
+def test_closing_during_a_prediction_and_a_sweep_is_clean(qtbot, window, recwarn):
+    window.modes.setCurrentWidget(window.rotate_panel)
+    window.rotate_panel.source.setCurrentIndex(1)
+    window.rotate_panel.sweep.click()
+    window.rotate_panel.angle.setValue(30)
+    qtbot.wait(20)
+    window.close()  # the sweep is cancelled, the running prediction finishes, nothing is left
+    qtbot.waitUntil(lambda: window._sweep_worker is None and window.inference._worker is None, timeout=60_000)
+    assert not [w for w in recwarn if "deleted" in str(w.message)]
