@@ -29,9 +29,12 @@ def predict_image(
 ) -> Prediction:
     """Class-probability samples and their summary for one 28×28 image (or a raw drawing).
 
-    ``seed=None`` lets the posterior use its own randomness: fresh dropout masks, or a
-    variational posterior's fixed bank of weight draws, so that a drawing updated stroke by
-    stroke is judged by the same S models (and no S·P normals are drawn per stroke).
+    Randomness follows the one rule of :mod:`core.inference.base`. ``seed=None`` (the
+    interactive path) uses the posterior's own fixed bank: the same S dropout masks, input
+    masks or variational weight draws on every call, so a drawing shown twice gets the same
+    verdict, a drawing updated stroke by stroke is judged by the same S models, and no S·P
+    normals are drawn per stroke. A ``seed`` gives fresh masks/draws from a generator seeded
+    with it (reproducible for that seed).
     """
     x = image if isinstance(image, torch.Tensor) else image_to_input(image)
     x = x.reshape(1, 1, *x.shape[-2:]).float()

@@ -20,7 +20,10 @@ j = ``step_size_jitter`` (Neal 2011, §5.4): with ε and L fixed, a chain whose 
 length εL is close to a period of the target's dynamics keeps returning near where it
 started and explores a fraction of the variance while accepting almost every proposal;
 the jitter breaks that resonance (a leapfrog step of size ε·u is still reversible and
-volume-preserving, so the Metropolis test stays exact). The diagonal of M⁻¹ is
+volume-preserving, so the Metropolis test stays exact). j = 0.5 by default: on a Gaussian
+with a 64:1 spread of variances, every one of 8 adapted chains then stays within 0.8-1.2×
+the true variance along every principal direction, against 0.3-2.7× without jitter and
+0.7-1.3× with j = 0.2 (``tests/core/test_reliability_hmc.py``). The diagonal of M⁻¹ is
 set to the regularised variance (n/(n+5)) σ̂² + 10⁻³ · 5/(n+5) of the draws in each of
 Stan's doubling windows (75-step initial buffer, 25-step first window, 50-step final
 buffer, shrunk to 15%/75%/10% for short warm-ups), and dual averaging restarts after each.
@@ -82,7 +85,7 @@ class HmcConfig:
     thin: int = 1
     num_leapfrog: int = 20
     step_size: float = 1e-3
-    step_size_jitter: float = 0.2
+    step_size_jitter: float = 0.5
     target_accept: float = 0.8
     adapt_step_size: bool = True
     adapt_mass: bool = True
