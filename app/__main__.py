@@ -15,6 +15,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_to_file() -> None:
+    """Keep a log in the user's log folder: the dialogs say what happened, the log says how."""
+    import logging
+    from pathlib import Path
+
+    import platformdirs
+
+    folder = Path(platformdirs.user_log_dir("bayescope"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(filename=folder / "bayescope.log", level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    except OSError:
+        logging.basicConfig(level=logging.WARNING)
+
+
+def install_excepthook() -> None:
+    """An error nobody caught becomes a dialog with one sentence (and a log entry), not a crash."""
+    import logging
+    import traceback
+
+    def hook(kind, value, tb) -> None:
+        logging.getLogger("bayescope").error("unexpected error:\n%s", "".join(traceback.format_exception(kind, value, tb)))
+        from PySide6.QtWidgets import QApplication, QMessageBox
+
+        if QApplication.instance() is not None:
+            reason = str(value) or "no reason was given"
+            QMessageBox.critical(None, "Something went wrong",
+                                 f"bayescope hit an unexpected problem: {reason}\n\nYour work is kept; "
+                                 "the details are in the log file (Help → About says where).")
+
+    sys.excepthook = hook
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.self_test:
@@ -26,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from app.main import MainWindow
 
+    _log_to_file()
+    install_excepthook()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("bayescope")
     app.setOrganizationName("bayescope")

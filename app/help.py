@@ -47,6 +47,9 @@ def about_text() -> str:
 
     rows = [("bayescope", v("bayescope")), ("torch", torch.__version__), ("PySide6", PySide6.__version__),
             ("pyqtgraph", v("pyqtgraph")), ("numpy", v("numpy")), ("Pillow", v("pillow"))]
+    import platformdirs
+
+    rows.append(("log file", str(platformdirs.user_log_dir("bayescope")) + "/bayescope.log"))
     table = "".join(f"<tr><td>{name}</td><td>{ver}</td></tr>" for name, ver in rows)
     return (
         "<p><b>bayescope</b> shows how much an image classifier knows and how much it only "

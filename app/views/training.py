@@ -543,8 +543,11 @@ class TrainingDialog(QDialog):
             self._setting_help[key] = help_
             self.settings_form.addRow(self._label(help_.label, widget.toolTip()), widget)
             _changed_signal(widget).connect(self._on_setting_changed)
-        about, summary = METHOD_DESCRIPTIONS.get(name, ""), METHODS[name].summary
-        self.method_about.setText(f"{about[:1].upper()}{about[1:]}. {summary[:1].upper()}{summary[1:]}.")
+        # The combo shows the description up to its colon; the rest and the source go here.
+        description, summary = METHOD_DESCRIPTIONS.get(name, ""), METHODS[name].summary
+        rest = description.partition(":")[2].strip()
+        about = f"{rest[:1].upper()}{rest[1:]}. " if rest else ""
+        self.method_about.setText(f"{about}{summary[:1].upper()}{summary[1:]}.")
         self._update_rows()
         self._request_estimate()
 
