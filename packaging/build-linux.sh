@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Build bayescope's Linux packages from this checkout, then test them.
+#
+#   bash packaging/build-linux.sh [--no-install-test]
+#
+# 1. a build environment outside the checkout (${BAYESCOPE_BUILD_ROOT:-~/.cache/bayescope-build}/env-<key>):
+#    the CPU-only torch 2.13.0 wheel, the app's dependencies from pyproject.toml (never
+#    torchvision) and PyInstaller (packaging/build-requirements.txt); reused while those files
+#    are unchanged;
+# 2. the one-folder app with PyInstaller (packaging/bayescope.spec; trims in packaging/bundle.py);
+# 3. `bayescope --self-test` on the built folder;
+# 4. dist/linux/bayescope-<version>-linux-x86_64.tar.gz (the portable folder) and
+#    dist/linux/bayescope_<version>_amd64.deb (app in /opt/bayescope, /usr/bin launchers,
+#    desktop entry, hicolor icons; xz-compressed);
+# 5. unless --no-install-test (or not root): `dpkg -i` the .deb, run `bayescope --self-test`
+#    from /usr/bin with no network and an empty HOME, then `dpkg -r` and check nothing is left;
+# 6. dist/linux/build-report.md: wall time, sizes, what takes the space, what each trim saved.
+set -euo pipefail
+start_s=$(date +%s)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+install_test=1
+[[ ${1:-} == --no-install-test ]] && install_test=0
+
+for tool in dpkg-deb strip readelf objdump tar; do
+  command -v "$tool" >/dev/null || { echo "build-linux.sh needs $tool (apt-get install binutils dpkg tar)" >&2; exit 1; }
+done
+log() { printf '== %s (%ds)\n' "$*" $(($(date +%s) - start_s)) >&2; }
+quiet() { "$@" 2> >(grep -v "^WARNING: Location" >&2) >/dev/null; }
+
+build_root=${BAYESCOPE_BUILD_ROOT:-$HOME/.cache/bayescope-build}
+work=$root/build/linux
+out=$root/dist/linux
+python=${PYTHON:-python3}
+version=$("$python" packaging/bundle.py version)
+
+# ---------------------------------------------------------------- 1. build environment
+key=$(cat pyproject.toml packaging/build-requirements.txt | cat - <("$python" -VV) | sha256sum | cut -c1-16)
+env=$build_root/env-$key
+if [[ ! -f $env/.complete ]]; then
+  log "setting up the build environment $env (first time: a few minutes)"
+  rm -rf "$env"
+  mkdir -p "$build_root"
+  "$python" -m venv "$env"
+  quiet "$env/bin/pip" install --upgrade pip "setuptools>=68" wheel
+  # The CPU build of torch: small enough to ship, and no GPU is needed for a few images.
+  # PyPI's Linux torch is the CUDA build, so ask for +cpu (a local wheel store or the
+  # PyTorch CPU index has it).
+  quiet "$env/bin/pip" install "torch==2.13.0+cpu" \
+    || quiet "$env/bin/pip" install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+  "$python" packaging/bundle.py requirements >"$env/app-requirements.txt"
+  quiet "$env/bin/pip" install -r "$env/app-requirements.txt" -r packaging/build-requirements.txt
+  touch "$env/.complete"
+fi
+"$env/bin/python" - <<'EOF'
+import importlib.util, sys
+import torch
+problems = []
+if torch.version.cuda is not None or torch.version.hip is not None:
+    problems.append(f"torch {torch.__version__} is a GPU build; the package ships the CPU build")
+if importlib.util.find_spec("torchvision") is not None:
+    problems.append("torchvision is installed in the build environment; it must not be bundled")
+if problems:
+    sys.exit("build environment: " + "; ".join(problems))
+print(f"build environment: Python {sys.version.split()[0]}, torch {torch.__version__} (CPU), no torchvision", file=sys.stderr)
+EOF
+
+# ---------------------------------------------------------------- 2. freeze
+log "freezing the app with PyInstaller"
+rm -rf "$work" "$out"
+mkdir -p "$work" "$out"
+freeze_start=$(date +%s)
+BAYESCOPE_TRIM_REPORT=$work/trims.json nice "$env/bin/pyinstaller" --noconfirm --clean --log-level WARN \
+  --distpath "$work/dist" --workpath "$work/pyinstaller" packaging/bayescope.spec 2>"$work/pyinstaller.log" \
+  || { tail -40 "$work/pyinstaller.log" >&2; exit 1; }
+freeze_s=$(($(date +%s) - freeze_start))
+app=$work/dist/bayescope
+[[ -x $app/bayescope && -x $app/bayescope-cli ]] || { echo "PyInstaller made no app folder" >&2; exit 1; }
+if find "$app" -path '*torchvision*' | grep -q .; then echo "torchvision ended up in the app folder" >&2; exit 1; fi
+
+# Native libraries keep their symbol tables in the wheels (torch's alone: ~90 MB). The
+# dynamic symbols that loading needs stay; only the static tables go, as Debian's dh_strip does.
+log "stripping symbol tables from native libraries"
+before=$(du -sb "$app" | cut -f1)
+stripped=0
+while IFS= read -r -d '' lib; do
+  if readelf -S "$lib" 2>/dev/null | grep -q ' \.symtab '; then
+    strip --strip-unneeded "$lib" && stripped=$((stripped + 1))
+  fi
+done < <(find "$app" -type f \( -name '*.so' -o -name '*.so.*' \) -print0)
+after=$(du -sb "$app" | cut -f1)
+"$env/bin/python" -c '
+import json, sys
+path, files, saved = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+report = json.load(open(path))
+report["symbol tables of native libraries (strip)"] = [files, saved]
+json.dump(report, open(path, "w"), indent=1)
+' "$work/trims.json" "$stripped" $((before - after))
+
+# ---------------------------------------------------------------- 3. self-test of the folder
+log "self-test of the built folder"
+scratch_home=$(mktemp -d)
+HOME=$scratch_home QT_QPA_PLATFORM=offscreen "$app/bayescope" --self-test | tee "$out/selftest-folder.txt"
+rm -rf "$scratch_home"
+
+# ---------------------------------------------------------------- 4. packages
+log "portable archive"
+tarball=$out/bayescope-$version-linux-x86_64.tar.gz
+tar_start=$(date +%s)
+tar -C "$work/dist" --transform "s,^bayescope,bayescope-$version," --owner=0 --group=0 -czf "$tarball" bayescope
+tar_s=$(($(date +%s) - tar_start))
+
+log "Debian package"
+stage=$work/deb
+mkdir -p "$stage/DEBIAN" "$stage/opt" "$stage/usr/bin" "$stage/usr/share/applications" \
+  "$stage/usr/share/doc/bayescope" "$stage/usr/share/icons/hicolor/scalable/apps"
+cp -a "$app" "$stage/opt/bayescope"
+for program in bayescope bayescope-cli; do
+  printf '#!/bin/sh\nexec /opt/bayescope/%s "$@"\n' "$program" >"$stage/usr/bin/$program"
+  chmod 755 "$stage/usr/bin/$program"
+done
+install -m 644 packaging/linux/bayescope.desktop "$stage/usr/share/applications/bayescope.desktop"
+for size in 16 24 32 48 64 128 256 512; do
+  install -D -m 644 "resources/icons/bayescope-$size.png" "$stage/usr/share/icons/hicolor/${size}x${size}/apps/bayescope.png"
+done
+install -m 644 resources/icons/bayescope.svg "$stage/usr/share/icons/hicolor/scalable/apps/bayescope.svg"
+install -m 644 packaging/linux/copyright "$stage/usr/share/doc/bayescope/copyright"
+find "$stage" -type d -exec chmod 755 {} +
+installed_kb=$(du -sk --apparent-size "$stage" --exclude=DEBIAN | cut -f1)
+glibc=$(find "$app" -name '*.so*' -type f -print0 | xargs -0 objdump -T 2>/dev/null \
+  | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | cut -d_ -f2)
+sed -e "s/@VERSION@/$version/" -e "s/@INSTALLED_SIZE@/$installed_kb/" -e "s/@GLIBC@/$glibc/" \
+  packaging/linux/control.in >"$stage/DEBIAN/control"
+deb=$out/bayescope_${version}_amd64.deb
+deb_start=$(date +%s)
+nice dpkg-deb --root-owner-group -Zxz -z9 --threads-max="$(nproc)" --build "$stage" "$deb" >/dev/null 2>&1 \
+  || nice dpkg-deb --root-owner-group -Zxz -z9 --build "$stage" "$deb" >/dev/null
+deb_s=$(($(date +%s) - deb_start))
+deb_mb=$(du -m --apparent-size "$deb" | cut -f1)
+(( deb_mb <= 200 )) || { echo "the .deb is $deb_mb MB, over the 200 MB target" >&2; exit 1; }
+
+# ---------------------------------------------------------------- 5. install, self-test, remove
+installed_result="not run"
+if (( install_test )) && [[ $(id -u) == 0 ]] && command -v dpkg >/dev/null; then
+  log "installing the .deb, self-test from /usr/bin/bayescope, removing it"
+  if dpkg -s bayescope >/dev/null 2>&1; then dpkg -r bayescope >/dev/null; fi
+  dpkg -i "$deb" >/dev/null 2>"$work/dpkg.log" \
+    || { apt-get install -f -y -qq >/dev/null 2>>"$work/dpkg.log" && dpkg -s bayescope | grep -q 'ok installed'; } \
+    || { cat "$work/dpkg.log" >&2; exit 1; }
+  scratch_home=$(mktemp -d)
+  no_network=()
+  if unshare -n true 2>/dev/null; then no_network=(unshare -n); fi
+  set +e
+  env -i PATH=/usr/bin:/bin HOME="$scratch_home" QT_QPA_PLATFORM=offscreen LANG=C.UTF-8 \
+    "${no_network[@]}" /usr/bin/bayescope --self-test | tee "$out/selftest-installed.txt"
+  status=${PIPESTATUS[0]}
+  set -e
+  rm -rf "$scratch_home"
+  dpkg -r bayescope >/dev/null
+  left=$(ls -d /opt/bayescope /usr/bin/bayescope /usr/bin/bayescope-cli /usr/share/applications/bayescope.desktop 2>/dev/null || true)
+  [[ -z $left ]] || { echo "dpkg -r left behind: $left" >&2; exit 1; }
+  (( status == 0 )) || { echo "the installed app failed its self-test" >&2; exit 1; }
+  installed_result="passed (${no_network[*]:-with network}, empty HOME), removed cleanly"
+fi
+
+# ---------------------------------------------------------------- 6. report
+log "report"
+wall_s=$(($(date +%s) - start_s))
+"$env/bin/python" packaging/size_report.py "$app" "$work/trims.json" >"$work/sizes.md"
+tar_mb=$(du -m --apparent-size "$tarball" | cut -f1)
+{
+  echo "# bayescope $version, Linux build"
+  echo
+  echo "| | |"
+  echo "| --- | --- |"
+  echo "| built on | $(date -u +%Y-%m-%d), $(nproc) CPU cores, $(. /etc/os-release && echo "$PRETTY_NAME"), Python $("$env/bin/python" -c 'import platform; print(platform.python_version())') |"
+  echo "| wall time | ${wall_s} s in all: PyInstaller ${freeze_s} s, tar.gz ${tar_s} s, .deb (xz -9) ${deb_s} s |"
+  echo "| .deb | ${deb_mb} MB ($(basename "$deb")) |"
+  echo "| installed size | $((installed_kb / 1024)) MB |"
+  echo "| portable .tar.gz | ${tar_mb} MB |"
+  echo "| needs | glibc ≥ $glibc |"
+  echo "| installed self-test | $installed_result |"
+  echo
+  cat "$work/sizes.md"
+} >"$out/build-report.md"
+cat "$out/build-report.md"
+log "done: $deb and $tarball"

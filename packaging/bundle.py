@@ -1,0 +1,255 @@
+"""What goes into the frozen app, shared by the PyInstaller spec and the packaging tests.
+
+Kept apart from ``bayescope.spec`` so it can be imported without PyInstaller: the tests
+check from here that every bundled posterior is collected, and the spec uses the same
+lists on Linux, Windows and macOS.
+
+The trims remove files that PyInstaller's hooks collect but bayescope never loads. Each
+rule is matched against the destination path inside the app folder (forward slashes);
+the spec records how many bytes each rule removed, so the saving of every trim is measured
+on every build, not guessed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+APP_NAME = "bayescope"
+APP_ID = "org.bayescope.Bayescope"
+VERSION_FILE = "pyproject.toml"
+
+#: Resource files shipped with the app, as (glob relative to the checkout, folder inside the app).
+RESOURCE_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("resources/models/*.pt", "resources/models"),
+    ("resources/examples/*.png", "resources/examples"),
+    ("resources/icons/*.png", "resources/icons"),
+    ("resources/icons/*.svg", "resources/icons"),
+)
+
+#: Python packages never imported by the app or the CLI. Most are reached only through
+#: optional imports of libraries we ship (matplotlib's GUI back ends, torch's optional
+#: integrations); torchvision must not be in the bundle at all (no release works with the
+#: CPU torch we ship).
+EXCLUDED_MODULES: tuple[str, ...] = (
+    "torchvision",
+    "torchaudio",
+    "tkinter",
+    "_tkinter",
+    "IPython",
+    "jupyter_client",
+    "ipykernel",
+    "notebook",
+    "pytest",
+    "hypothesis",
+    "scipy",
+    "pandas",
+    "tensorboard",
+    "torch.utils.tensorboard",
+    "onnx",
+    "onnxruntime",
+    "pip",
+    "setuptools",
+    "PyInstaller",
+    "matplotlib.backends.backend_qtagg",
+    "matplotlib.backends.backend_qt5agg",
+    "matplotlib.backends.backend_tkagg",
+    "matplotlib.backends.backend_webagg",
+    "matplotlib.backends.backend_gtk3agg",
+    "matplotlib.backends.backend_gtk4agg",
+    "matplotlib.backends.backend_wxagg",
+    "matplotlib.backends.backend_macosx",
+    "PySide6.QtNetwork",
+    "PySide6.QtQml",
+    "PySide6.QtQuick",
+    "PySide6.QtQuickWidgets",
+    "PySide6.QtPdf",
+    "PySide6.QtDBus",
+    "PySide6.QtSql",
+    "PySide6.QtTest",
+    "PySide6.QtDesigner",
+    "PySide6.QtUiTools",
+    "PySide6.QtXml",
+    "PySide6.QtConcurrent",
+    "PySide6.QtHelp",
+    "PySide6.QtPrintSupport",
+    "PyQt5",
+    "PyQt6",
+    "PySide2",
+)
+
+#: Qt plugins the app uses: drawing on X11 or Wayland (or offscreen for the self-test),
+#: reading the image formats a person may open, the desktop's file dialogs (through the XDG
+#: portal). Not the GTK 3 theme: it pulls in the build machine's GTK, cairo and pango, which
+#: would then be loaded beside the user's own GTK.
+QT_PLUGINS_KEPT: tuple[str, ...] = (
+    "platforms/*xcb*",
+    "platforms/*offscreen*",
+    "platforms/*wayland*",
+    "platforms/*minimal*",
+    "platforms/*windows*",
+    "platforms/*cocoa*",
+    "platforms/*direct2d*",
+    "xcbglintegrations/*",
+    "wayland-*/*",
+    "platformthemes/*xdgdesktopportal*",
+    "platforminputcontexts/*",
+    "styles/*",
+    "iconengines/*svg*",
+    "imageformats/*jpeg*",
+    "imageformats/*gif*",
+    "imageformats/*svg*",
+    "imageformats/*ico*",
+    "imageformats/*tiff*",
+    "imageformats/*bmp*",
+    "imageformats/*webp*",
+)
+
+
+@dataclass(frozen=True)
+class Trim:
+    """One class of files to leave out of the app folder."""
+
+    name: str
+    reason: str
+    matches: Callable[[str], bool]
+
+
+def _globs(*patterns: str) -> Callable[[str], bool]:
+    return lambda dest: any(fnmatch.fnmatchcase(dest, p) for p in patterns)
+
+
+def _unused_qt_plugin(dest: str) -> bool:
+    for prefix in ("PySide6/Qt/plugins/", "PySide6/plugins/"):
+        if dest.startswith(prefix):
+            rest = dest[len(prefix):]
+            return not any(fnmatch.fnmatchcase(rest, p) for p in QT_PLUGINS_KEPT)
+    return False
+
+
+TRIMS: tuple[Trim, ...] = (
+    Trim("torch C++ headers and build files", "only needed to compile torch extensions",
+         _globs("torch/include/*", "torch/share/*", "*.h", "*.hpp", "*.cuh", "*.cmake", "torch/lib/*.a")),
+    # torch/bin/torch_shm_manager stays: `import torch` checks that it exists.
+    Trim("torch test libraries and tools", "torch's own C++ test programs, protoc and test libraries",
+         lambda dest: not dest.startswith("torch/bin/torch_shm_manager") and _globs(
+             "torch/test/*", "torch/bin/*", "torch/lib/*_test.so", "torch/lib/libbackend_with_compiler.so",
+             "torch/lib/libaoti_custom_ops.so", "torch/lib/*test*.dll", "torch/lib/*test*.dylib",
+             "torch/testing/_internal/data/*", "torchgen/packaged/*")(dest)),
+    Trim("Python test folders", "test suites of bundled libraries",
+         _globs("*/tests/*", "*/test/*", "numpy/_core/tests/*", "numpy/*/tests/*")),
+    Trim("Qt translations", "the app is in English; Qt falls back to its built-in strings",
+         _globs("PySide6/Qt/translations/*", "PySide6/translations/*")),
+    Trim("unused Qt plugins", "printing, networking, multimedia, SQL, sensors and similar",
+         _unused_qt_plugin),
+    Trim("Qt Quick, QML and PDF libraries", "bayescope's window is built from Qt Widgets only",
+         _globs("PySide6/Qt/lib/libQt6Quick*", "PySide6/Qt/lib/libQt6Qml*", "PySide6/Qt/lib/libQt6Pdf*",
+                "PySide6/Qt/lib/libQt6VirtualKeyboard*", "PySide6/Qt/qml/*",
+                "PySide6/Qt6Quick*.dll", "PySide6/Qt6Qml*.dll", "PySide6/Qt6Pdf*.dll", "PySide6/qml/*")),
+    Trim("matplotlib sample data", "example data sets for matplotlib's gallery",
+         _globs("matplotlib/mpl-data/sample_data/*")),
+    Trim("type stubs and Cython sources", "read by editors and compilers, never at run time",
+         _globs("*.pyi", "*.pxd", "*.pyx")),
+)
+
+
+def apply_trims(
+    entries: Iterable[tuple], trims: Iterable[Trim] = TRIMS
+) -> tuple[list[tuple], list[tuple], dict[str, list[int]]]:
+    """Split PyInstaller TOC entries ``(dest, src, kind)`` into kept and removed ones.
+
+    Returns the kept entries, the removed ones and, per trim name,
+    ``[files removed, bytes removed]``.
+    """
+    trims = list(trims)
+    report: dict[str, list[int]] = {t.name: [0, 0] for t in trims}
+    kept, removed = [], []
+    for entry in entries:
+        dest = str(entry[0]).replace(os.sep, "/").replace("\\", "/")
+        trim = next((t for t in trims if t.matches(dest)), None)
+        if trim is None:
+            kept.append(entry)
+            continue
+        removed.append(entry)
+        report[trim.name][0] += 1
+        report[trim.name][1] += _size(entry[1])
+    return kept, removed, report
+
+
+ORPHANS = "libraries only the trimmed files needed"
+
+
+def orphaned_libraries(
+    kept: Iterable[tuple], removed: Iterable[tuple], imports_of: Callable[[str], Iterable[str]]
+) -> set[str]:
+    """Top-level shared libraries that PyInstaller collected for removed files only.
+
+    ``imports_of(path)`` gives the names of every library a binary loads (on Linux, ``ldd``
+    gives the whole closure). The roots are the kept binaries inside package folders, the
+    extension modules and libpython; the top-level libraries are only their dependencies,
+    so a top-level library stays if any root loads it.
+    """
+    def names(entries: Iterable[tuple]) -> set[str]:
+        out: set[str] = set()
+        for _dest, src, kind in entries:
+            if kind in ("BINARY", "EXTENSION") and src:
+                out.update(os.path.basename(name) for name in imports_of(src))
+        return out
+
+    def top_level(dest: str) -> bool:
+        return "/" not in dest.replace("\\", "/")
+
+    kept = list(kept)
+    roots = [e for e in kept if not top_level(str(e[0])) or e[2] == "EXTENSION"
+             or os.path.basename(str(e[0])).startswith(("libpython", "python"))]
+    wanted_by_removed = names(removed) - names(roots)
+    return {str(dest) for dest, _src, kind in kept if top_level(str(dest)) and kind == "BINARY"
+            and os.path.basename(str(dest)) in wanted_by_removed}
+
+
+def _size(path: str | None) -> int:
+    return os.path.getsize(path) if path and os.path.isfile(path) else 0
+
+
+def resource_datas(root: str | os.PathLike) -> list[tuple[str, str]]:
+    """The resource files as PyInstaller ``datas``: (source path, folder inside the app)."""
+    root = Path(root)
+    datas = []
+    for pattern, dest in RESOURCE_PATTERNS:
+        for path in sorted(root.glob(pattern)):
+            datas.append((str(path), dest))
+    return datas
+
+
+def app_requirements(root: str | os.PathLike) -> list[str]:
+    """The ``[project] dependencies`` of pyproject.toml, for the build environment."""
+    text = (Path(root) / VERSION_FILE).read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
+    if block is None:
+        raise ValueError("no dependencies in pyproject.toml")
+    return re.findall(r'"([^"]+)"', block.group(1))
+
+
+def project_version(root: str | os.PathLike) -> str:
+    """The version in pyproject.toml (no TOML parser needed on Python 3.10)."""
+    for line in (Path(root) / VERSION_FILE).read_text().splitlines():
+        if line.strip().startswith("version"):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise ValueError("no version in pyproject.toml")
+
+
+if __name__ == "__main__":
+    # ``python packaging/bundle.py requirements|version``: used by the build scripts.
+    here = Path(__file__).resolve().parent.parent
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command == "requirements":
+        print("\n".join(app_requirements(here)))
+    elif command == "version":
+        print(project_version(here))
+    else:
+        sys.exit("usage: bundle.py requirements|version")

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Time how long bayescope takes from launch to a visible window, on a virtual X screen.
+#
+#   bash packaging/measure-startup.sh RUNS [--shot OUT.png] -- COMMAND [ARGS...]
+#
+# Each run starts COMMAND with an empty HOME on a fresh Xvfb screen and stops the clock when
+# a window titled "bayescope…" is mapped and visible (xdotool), i.e. when a person could use
+# it. The first run follows a page-cache drop where the kernel allows it (a true cold start);
+# otherwise it is the first launch since the files were last read. Prints one line per run
+# and the median of the others. --shot saves a screenshot of the last run's screen after
+# 4 more seconds (the window's first prediction done).
+set -euo pipefail
+runs=${1:?usage: measure-startup.sh RUNS [--shot OUT.png] -- COMMAND...}
+shift
+shot=
+while [[ $# -gt 0 && $1 != -- ]]; do
+  case $1 in
+    --shot) shot=$2; shift 2 ;;
+    *) echo "measure-startup: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ ${1:-} == -- ]] && shift
+[[ $# -gt 0 ]] || { echo "measure-startup: no command given" >&2; exit 2; }
+
+pkgs="xvfb xdotool imagemagick libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 fonts-dejavu-core"
+if ! dpkg -s $pkgs >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq $pkgs) >/dev/null 2>&1 \
+    || { echo "measure-startup: could not install: $pkgs" >&2; exit 1; }
+fi
+
+disp=
+for n in $(seq 150 199); do [[ -e /tmp/.X$n-lock || -e /tmp/.X11-unix/X$n ]] || { disp=:$n; break; }; done
+[[ -n $disp ]] || { echo "measure-startup: no free display" >&2; exit 1; }
+Xvfb "$disp" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
+xpid=$!
+apid=
+home=$(mktemp -d)
+cleanup() {
+  [[ -n $apid ]] && kill "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+  kill "$xpid" 2>/dev/null
+  rm -rf "$home"
+  true
+}
+trap cleanup EXIT
+sleep 1
+
+times=()
+for i in $(seq 1 "$runs"); do
+  rm -rf "${home:?}"/* "$home"/.[!.]* 2>/dev/null || true
+  note=
+  if (( i == 1 )); then
+    if sync && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then note=" (page cache dropped: cold)"; else note=" (first launch; page cache could not be dropped here)"; fi
+  fi
+  t0=$(date +%s.%N)
+  HOME=$home DISPLAY=$disp QT_QPA_PLATFORM=xcb "$@" >/tmp/measure-startup-app.log 2>&1 &
+  apid=$!
+  if ! DISPLAY=$disp timeout 60 xdotool search --sync --onlyvisible --name '^bayescope' >/dev/null 2>&1; then
+    echo "measure-startup: no bayescope window within 60 s; the program said:" >&2
+    tail -20 /tmp/measure-startup-app.log >&2
+    exit 1
+  fi
+  t1=$(date +%s.%N)
+  seconds=$(awk "BEGIN {print $t1 - $t0}")
+  printf 'run %d: window visible after %.2f s%s\n' "$i" "$seconds" "$note"
+  (( i > 1 )) && times+=("$seconds")
+  if (( i == runs )) && [[ -n $shot ]]; then
+    sleep 4
+    DISPLAY=$disp import -window root "$shot"
+    echo "screenshot: $shot"
+  fi
+  kill "$apid" 2>/dev/null; wait "$apid" 2>/dev/null || true
+  apid=
+  sleep 1
+done
+if (( ${#times[@]} )); then
+  median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+  printf 'median of runs 2-%d (warm): %.2f s\n' "$runs" "$median"
+fi

@@ -1,0 +1,351 @@
+"""The installer recipes, checked without building: the spec collects the bundled resources,
+the trims leave what the app needs, the release workflow parses and uses the same spec, and
+``bayescope --self-test`` passes from the source tree.
+
+The full build (``bash packaging/build-linux.sh``, about a quarter of an hour) is not run here.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGING = ROOT / "packaging"
+WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return _load("bayescope_packaging_bundle", PACKAGING / "bundle.py")
+
+
+# ------------------------------------------------------------------ the spec and its data
+
+
+def test_spec_collects_every_bundled_posterior_example_and_icon(bundle):
+    datas = {(Path(src).resolve(), dest) for src, dest in bundle.resource_datas(ROOT)}
+    posteriors = sorted((ROOT / "resources" / "models").glob("*.pt"))
+    assert posteriors, "no bundled posteriors to check"
+    for path in posteriors:
+        assert (path.resolve(), "resources/models") in datas, f"{path.name} is not bundled"
+    examples = sorted((ROOT / "resources" / "examples").glob("digit-*.png"))
+    assert examples
+    for path in examples:
+        assert (path.resolve(), "resources/examples") in datas
+    assert (ROOT / "resources" / "icons" / "bayescope-256.png").resolve() in {src for src, _ in datas}
+
+
+def test_spec_takes_its_data_and_trims_from_bundle_module():
+    text = (PACKAGING / "bayescope.spec").read_text()
+    tree = ast.parse(text)  # the spec is Python: it must at least parse
+    calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert "bundle.resource_datas" in calls
+    assert "bundle.apply_trims" in calls
+    assert "excludes=list(bundle.EXCLUDED_MODULES)" in text
+    assert "launch.py" in text
+
+
+def test_torchvision_is_kept_out(bundle):
+    assert "torchvision" in bundle.EXCLUDED_MODULES
+
+
+def test_trims_drop_unused_files_and_keep_what_the_app_loads(bundle, tmp_path):
+    def entry(dest: str, size: int = 10) -> tuple[str, str, str]:
+        src = tmp_path / dest.replace("/", "_")
+        src.write_bytes(b"x" * size)
+        return (dest, str(src), "DATA")
+
+    needed = [
+        "resources/models/mnist_lenet_mc_dropout.pt",
+        "torch/lib/libtorch_cpu.so",
+        "torch/lib/libc10.so",
+        "torch/lib/libgomp.so.1",
+        "torch/bin/torch_shm_manager",
+        "PySide6/Qt/plugins/platformthemes/libqxdgdesktopportal.so",
+        "PySide6/Qt/lib/libQt6Widgets.so.6",
+        "PySide6/Qt/plugins/platforms/libqxcb.so",
+        "PySide6/Qt/plugins/platforms/libqwayland.so",
+        "PySide6/Qt/plugins/platforms/libqoffscreen.so",
+        "PySide6/Qt/plugins/imageformats/libqjpeg.so",
+        "PySide6/Qt/plugins/xcbglintegrations/libqxcb-glx-integration.so",
+        "PySide6/plugins/platforms/qwindows.dll",
+        "matplotlib/mpl-data/fonts/ttf/DejaVuSans.ttf",
+    ]
+    unused = {
+        "torch/include/ATen/ATen.h": "torch C++ headers and build files",
+        "torch/bin/protoc": "torch test libraries and tools",
+        "torch/lib/libtorchbind_test.so": "torch test libraries and tools",
+        "PySide6/Qt/translations/qt_de.qm": "Qt translations",
+        "PySide6/Qt/plugins/sqldrivers/libqsqlite.so": "unused Qt plugins",
+        "PySide6/Qt/plugins/printsupport/libcupsprintersupport.so": "unused Qt plugins",
+        "PySide6/Qt/lib/libQt6Quick.so.6": "Qt Quick, QML and PDF libraries",
+        "PySide6/Qt/plugins/platformthemes/libqgtk3.so": "unused Qt plugins",
+        "matplotlib/mpl-data/sample_data/goog.npz": "matplotlib sample data",
+        "numpy/_core/tests/test_api.py": "Python test folders",
+    }
+    entries = [entry(d) for d in needed] + [entry(d, size=100) for d in unused]
+    kept, removed, report = bundle.apply_trims(entries)
+    assert sorted(e[0] for e in kept) == sorted(needed)
+    assert sorted(e[0] for e in removed) == sorted(unused)
+    for dest, trim in unused.items():
+        assert report[trim][0] >= 1, f"{dest} should be removed by {trim!r}"
+    assert sum(count for count, _ in report.values()) == len(unused)
+    assert sum(size for _, size in report.values()) == 100 * len(unused)
+
+
+def test_libraries_only_trimmed_plugins_needed_are_dropped_too(bundle):
+    # ldd-style closures: each binary lists everything it loads, directly or not.
+    imports = {
+        "/w/libqgtk3.so": ["libgtk-3.so.0", "libcairo.so.2", "libpixman-1.so.0", "libglib-2.0.so.0"],
+        "/w/libqxcb.so": ["libxcb.so.1", "libglib-2.0.so.0"],
+        "/w/libcairo.so.2": ["libpixman-1.so.0", "libglib-2.0.so.0"],
+        "/w/_imaging.so": ["libjpeg.so.62"],
+    }
+    kept = [("PySide6/Qt/plugins/platforms/libqxcb.so", "/w/libqxcb.so", "BINARY"),
+            ("PIL/_imaging.so", "/w/_imaging.so", "EXTENSION"),
+            ("libcairo.so.2", "/w/libcairo.so.2", "BINARY"),
+            ("libpixman-1.so.0", "/w/libpixman-1.so.0", "BINARY"),
+            ("libglib-2.0.so.0", "/w/libglib-2.0.so.0", "BINARY"),
+            ("libjpeg.so.62", "/w/libjpeg.so.62", "BINARY"),
+            ("libxcb.so.1", "/w/libxcb.so.1", "BINARY")]
+    removed = [("PySide6/Qt/plugins/platformthemes/libqgtk3.so", "/w/libqgtk3.so", "BINARY")]
+    orphans = bundle.orphaned_libraries(kept, removed, lambda path: imports.get(path, []))
+    # cairo and pixman load each other but only the GTK theme needed them; glib is Qt's too.
+    assert orphans == {"libcairo.so.2", "libpixman-1.so.0"}
+
+
+def test_launcher_picks_the_program_by_its_name(monkeypatch, capsys):
+    launch = _load("bayescope_packaging_launch", PACKAGING / "launch.py")
+    monkeypatch.setattr(sys, "argv", ["/opt/bayescope/bayescope-cli", "methods"])
+    assert launch.main() == 0
+    assert "sghmc" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ Linux desktop integration
+
+
+def test_desktop_entry_and_icons():
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str
+    entry.read(PACKAGING / "linux" / "bayescope.desktop")
+    desktop = entry["Desktop Entry"]
+    assert desktop["Type"] == "Application"
+    assert desktop["Exec"].split()[0] == "bayescope"
+    assert desktop["Icon"] == "bayescope"
+    assert desktop["Terminal"] == "false"
+    for size in (16, 24, 32, 48, 64, 128, 256, 512):
+        with Image.open(ROOT / "resources" / "icons" / f"bayescope-{size}.png") as icon:
+            assert icon.size == (size, size)
+            assert icon.mode == "RGBA"
+    with Image.open(ROOT / "resources" / "icons" / "bayescope.ico") as ico:
+        assert (256, 256) in ico.info["sizes"] and (16, 16) in ico.info["sizes"]
+
+
+def test_deb_control_template_has_the_fields_dpkg_needs():
+    text = (PACKAGING / "linux" / "control.in").read_text()
+    fields = dict(re.findall(r"^([A-Za-z-]+): (.*)$", text, re.M))
+    for name in ("Package", "Version", "Architecture", "Maintainer", "Installed-Size", "Depends", "Description"):
+        assert name in fields, name
+    assert fields["Package"] == "bayescope"
+
+
+# ------------------------------------------------------------------ the release workflow
+
+
+def parse_yaml(text: str):
+    """Parse YAML with PyYAML when it is installed, else with :func:`parse_yaml_subset`."""
+    try:
+        import yaml
+    except ImportError:
+        return parse_yaml_subset(text)
+    return yaml.safe_load(text)
+
+
+class YamlSubsetError(ValueError):
+    pass
+
+
+def parse_yaml_subset(text: str):
+    """A strict parser for the block YAML a workflow uses: mappings, sequences, ``|`` blocks,
+    quoted and plain scalars, one-line ``[a, b]`` lists. Anything else raises."""
+    lines: list[list] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
+            raise YamlSubsetError(f"line {number}: tab in indentation")
+        lines.append([len(raw) - len(raw.lstrip(" ")), raw.strip(), number, raw])
+
+    def strip_comment(s: str) -> str:
+        quote = None
+        for i, ch in enumerate(s):
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#" and (i == 0 or s[i - 1] == " "):
+                return s[:i].rstrip()
+        return s  # an unclosed quote is caught by scalar() where it matters
+
+    items = [[ind, strip_comment(s), n, raw] for ind, s, n, raw in lines if s and not s.startswith("#")]
+    pos = 0
+
+    def scalar(s: str):
+        if s.startswith('"'):
+            if not s.endswith('"') or len(s) < 2:
+                raise YamlSubsetError(f"bad quoted string {s!r}")
+            return s[1:-1].replace('\\"', '"')
+        if s.startswith("'"):
+            if not s.endswith("'") or len(s) < 2:
+                raise YamlSubsetError(f"bad quoted string {s!r}")
+            return s[1:-1].replace("''", "'")
+        if s.startswith("["):
+            if not s.endswith("]") or "[" in s[1:-1]:
+                raise YamlSubsetError(f"bad flow list {s!r}")
+            return [scalar(part.strip()) for part in s[1:-1].split(",") if part.strip()]
+        if s.startswith(("{", "&", "*", "!", "%", "@", "`")):
+            raise YamlSubsetError(f"unsupported YAML in {s!r}")
+        return {"true": True, "false": False}.get(s, s)
+
+    def split_key(s: str, number: int):
+        match = re.match(r"^([A-Za-z0-9_.${}\- ]+?|\"[^\"]+\"):(?: (.*)|)$", s)
+        if not match:
+            raise YamlSubsetError(f"line {number}: expected 'key: value', got {s!r}")
+        return match.group(1).strip('"'), (match.group(2) or "").strip()
+
+    def block(indent: int):
+        nonlocal pos
+        if pos < len(items) and (items[pos][1] == "-" or items[pos][1].startswith("- ")):
+            return sequence(indent)
+        return mapping(indent)
+
+    def value_after_key(rest: str, indent: int):
+        if rest:
+            return scalar(rest)
+        if pos < len(items) and items[pos][0] > indent:
+            return block(items[pos][0])
+        if pos < len(items) and items[pos][0] == indent and items[pos][1].startswith("- "):
+            return sequence(indent)
+        return None
+
+    def mapping(indent: int) -> dict:
+        nonlocal pos
+        out: dict = {}
+        while pos < len(items) and items[pos][0] == indent and not items[pos][1].startswith("- "):
+            _, s, number, _ = items[pos]
+            key, rest = split_key(s, number)
+            if key in out:
+                raise YamlSubsetError(f"line {number}: duplicate key {key!r}")
+            pos += 1
+            if rest in ("|", "|-", ">", ">-"):
+                # A block scalar: every deeper line, as written (comment lines are left out).
+                body_lines = []
+                body_indent = items[pos][0] if pos < len(items) else 0
+                while pos < len(items) and items[pos][0] > indent:
+                    if items[pos][0] < body_indent:
+                        raise YamlSubsetError(f"line {items[pos][2]}: block text less indented than its first line")
+                    body_lines.append(items[pos][3][body_indent:])
+                    pos += 1
+                out[key] = "\n".join(body_lines)
+            else:
+                out[key] = value_after_key(rest, indent)
+        if pos < len(items) and items[pos][0] > indent:
+            raise YamlSubsetError(f"line {items[pos][2]}: unexpected indentation")
+        return out
+
+    def sequence(indent: int) -> list:
+        nonlocal pos
+        out = []
+        while pos < len(items) and items[pos][0] == indent and (items[pos][1] == "-" or items[pos][1].startswith("- ")):
+            _, s, number, raw = items[pos]
+            rest = s[1:].strip()
+            if not rest:
+                pos += 1
+                out.append(block(items[pos][0]) if pos < len(items) and items[pos][0] > indent else None)
+            elif re.match(r"^[A-Za-z0-9_.\-]+:( |$)", rest):
+                # "- key: value" opens a mapping whose keys line up with "key".
+                items[pos] = [indent + 2, rest, number, raw]
+                out.append(mapping(indent + 2))
+            else:
+                pos += 1
+                out.append(scalar(rest))
+        return out
+
+    if not items:
+        return None
+    result = block(items[0][0])
+    if pos != len(items):
+        raise YamlSubsetError(f"line {items[pos][2]}: could not parse {items[pos][1]!r}")
+    return result
+
+
+def test_yaml_subset_parser_reads_a_workflow_and_rejects_broken_ones():
+    text = 'on:\n  push:\n    tags: ["v*"]\njobs:\n  a:\n    steps:\n      - uses: x@v1\n        with:\n          k: "1"\n      - run: |\n          echo hi  # not a comment\n          echo there\n'
+    assert parse_yaml_subset(text) == {
+        "on": {"push": {"tags": ["v*"]}},
+        "jobs": {"a": {"steps": [{"uses": "x@v1", "with": {"k": "1"}}, {"run": "echo hi  # not a comment\necho there"}]}},
+    }
+    for broken in ("a:\n  b: 1\n   c: 2\n", "a: 1\na: 2\n", "a:\n\t- b\n", 'a: "open\n', "a:\n  - b\n  c: 1\n"):
+        with pytest.raises(YamlSubsetError):
+            parse_yaml_subset(broken)
+
+
+def test_release_workflow_builds_three_platforms_with_the_same_spec():
+    workflow = parse_yaml(WORKFLOW.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # PyYAML reads the key `on` as True
+    assert triggers["push"]["tags"] == ["v*"]
+    jobs = workflow["jobs"]
+    assert set(jobs) >= {"linux", "windows", "macos", "release"}
+    assert set(jobs["release"]["needs"]) == {"linux", "windows", "macos"}
+
+    def commands(job: str) -> str:
+        return "\n".join(step.get("run", "") for step in jobs[job]["steps"])
+
+    assert "packaging/build-linux.sh" in commands("linux")
+    assert "packaging/bayescope.spec" in (PACKAGING / "build-linux.sh").read_text()
+    for job in ("windows", "macos"):
+        assert "pyinstaller" in commands(job) and "packaging/bayescope.spec" in commands(job)
+        assert "--self-test" in commands(job)
+    assert "bayescope.iss" in commands("windows")
+    assert "make-dmg.sh" in commands("macos")
+    # The Inno Setup script packs the folder the workflow's PyInstaller step writes.
+    iss = (PACKAGING / "windows" / "bayescope.iss").read_text()
+    assert "--distpath build/windows/dist" in commands("windows")
+    assert r"build\windows\dist\bayescope\*" in iss
+
+
+# ------------------------------------------------------------------ the self-test
+
+
+def test_self_test_passes_from_the_source_tree(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=str(tmp_path), QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--self-test"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=600,
+    )
+    lines = result.stdout.splitlines()
+    checks = [line for line in lines if line.startswith(("ok   ", "FAIL "))]
+    failures = [line for line in checks if line.startswith("FAIL")]
+    assert result.returncode == 0, "\n".join(failures) or result.stderr[-2000:]
+    posteriors = list((ROOT / "resources" / "models").glob("*.pt"))
+    # One load and one prediction line per posterior, and the window.
+    assert len(checks) == 2 * len(posteriors) + 1, lines
+    assert any("main window" in line for line in checks)
+    assert lines[-1].startswith("self-test passed")
