@@ -1,0 +1,128 @@
+"""Training-time forecasts: planned steps agree with the fits' own counts, the per-step cost
+is separated from start-up costs, the training-set size is read from the IDX header."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+import core.training_plan as plan
+from core.data.idx import write_idx
+from core.inference import METHODS, Method, get_method
+from core.inference.base import Dataset, ProgressRecord
+from core.models import ArchSpec
+from core.training_plan import (
+    count_training_images,
+    duration_in_words,
+    estimate_duration,
+    planned_steps,
+)
+
+
+def drain(gen):
+    records = []
+    try:
+        while True:
+            records.append(next(gen))
+    except StopIteration as stop:
+        return stop.value, records
+
+
+def tiny_data(n: int = 50) -> Dataset:
+    g = torch.Generator().manual_seed(0)
+    return Dataset(torch.rand((n, 1, 28, 28), generator=g), torch.randint(0, 10, (n,), generator=g), "tiny")
+
+
+@pytest.mark.parametrize(
+    ("method", "settings"),
+    [
+        ("map", {"epochs": 2, "batch_size": 16}),
+        ("ensemble", {"num_members": 2, "epochs": 1, "batch_size": 20}),
+        ("sghmc", {"num_chains": 2, "epochs": 2, "burn_in_epochs": 1, "thin": 1, "batch_size": 16}),
+        ("mfvi", {"epochs": 2, "batch_size": 16}),
+        ("hmc", {"num_chains": 1, "num_warmup": 3, "num_samples": 2, "num_leapfrog": 2}),
+    ],
+)
+def test_planned_steps_match_the_fits_own_count(method, settings):
+    config = get_method(method).make_config(**settings)
+    data = tiny_data(50)
+    _, records = drain(get_method(method).fit(config, ArchSpec("softmax"), data, 0))
+    totals = {r.total for r in records if r.total}
+    assert totals == {planned_steps(method, config, len(data))}
+
+
+def test_step_cost_is_separated_from_start_up_costs(monkeypatch):
+    """A fake method on a fake clock: 2 s to start (5 s more the first time), 0.25 s a step."""
+    clock = [0.0]
+    calls = []
+
+    @dataclass(frozen=True)
+    class FakeConfig:
+        epochs: int = 10
+        batch_size: int = 100
+
+    def fit(config, arch, data, seed):
+        assert len(data) == config.batch_size  # one probe batch per pass
+        clock[0] += 2.0 + (5.0 if not calls else 0.0)
+        calls.append(config.epochs)
+        for step in range(config.epochs):
+            clock[0] += 0.25
+            yield ProgressRecord(step + 1, config.epochs)
+        return None
+
+    monkeypatch.setitem(METHODS, "fake", Method("fake", FakeConfig, fit, "a fake method"))
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: clock[0])
+    estimate, records = drain(estimate_duration("fake", FakeConfig(), ArchSpec("softmax"), 1000))
+    assert estimate.seconds_per_step == pytest.approx(0.25)
+    assert estimate.steps == 10 * math.ceil(1000 / 100)
+    assert estimate.seconds == pytest.approx(100 * 0.25)
+    # Warm-up, reference, then 2 steps: 0.25 s more than the reference is below 0.3 s, so 4.
+    assert calls == [1, 1, 2, 4] and len(records) == 3
+
+
+def test_an_estimate_can_be_cancelled_between_probes(monkeypatch):
+    runs = []
+    real = plan._timed_fit
+    monkeypatch.setattr(plan, "_timed_fit", lambda *a: runs.append(1) or real(*a))
+    config = get_method("map").make_config(batch_size=8)
+    gen = estimate_duration("map", config, ArchSpec("softmax"), 60_000)
+    next(gen)
+    gen.close()
+    assert len(runs) == 2  # warm-up and reference, nothing after the cancel
+
+
+def test_full_batch_hmc_scales_with_the_training_set(monkeypatch):
+    seen = []
+    monkeypatch.setattr(plan, "_timed_fit", lambda m, c, a, data, s: seen.append(len(data)) or 1.0 * c.num_samples)
+    config = get_method("hmc").make_config(num_warmup=10, num_samples=20)
+    estimate, _ = drain(estimate_duration("hmc", config, ArchSpec("softmax"), 60_000))
+    assert set(seen) == {plan.HMC_PROBE_IMAGES}
+    assert estimate.steps == 30 and estimate.step_name == "iterations"
+    assert estimate.seconds_per_step == pytest.approx(1.0 * 60_000 / plan.HMC_PROBE_IMAGES)
+
+
+def test_training_images_are_counted_from_the_header(tmp_path):
+    images = np.zeros((37, 28, 28), np.uint8)
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", images)
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", np.zeros(37, np.uint8))
+    assert count_training_images(tmp_path) == 37
+    nested = tmp_path / "root" / "mnist"
+    nested.mkdir(parents=True)
+    write_idx(nested / "train-images-idx3-ubyte", images[:5], compress=False)
+    write_idx(nested / "train-labels-idx1-ubyte", np.zeros(5, np.uint8), compress=False)
+    assert count_training_images(tmp_path / "root") == 5
+    assert count_training_images(tmp_path / "nothing here") is None
+    assert count_training_images("") is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(3, "a few seconds"), (22, "about 20 seconds"), (70, "about a minute"), (185, "about 3 minutes"),
+     (3 * 3600, "about 3 hours"), (5 * 86400, "about 5 days")],
+)
+def test_durations_in_words(seconds, words):
+    assert duration_in_words(seconds) == words
