@@ -53,7 +53,13 @@ from core.io import NotSavedError, save_posterior
 from core.models import ARCHITECTURES, ArchSpec
 from core.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
 from core.runner import fit_posterior
-from core.settings_help import SettingHelp, in_words, method_settings, setting_choices
+from core.settings_help import (
+    SettingHelp,
+    in_words,
+    method_settings,
+    setting_choices,
+    unit_for,
+)
 from core.training_plan import (
     MNIST_TRAIN_IMAGES,
     TrainingEstimate,
@@ -192,6 +198,16 @@ def _tooltip(help_: SettingHelp, default: Any, choices: dict[str, str] | None) -
     return f"<p>{html.escape(help_.tooltip)}</p><p>{' · '.join(facts)}</p>"
 
 
+def _follow_count(widget: QSpinBox | QDoubleSpinBox, unit: str) -> None:
+    """Show the unit after the number, singular for 1 (“1 chain”, “4 chains”)."""
+
+    def update(value: float) -> None:
+        widget.setSuffix(f" {unit_for(value, unit)}")
+
+    widget.valueChanged.connect(update)
+    update(widget.value())
+
+
 def make_setting_widget(method: str, name: str, default: Any, help_: SettingHelp) -> QWidget:
     """A check box, combo box or spin box for one setting, with its tooltip."""
     choices = setting_choices(method, name)
@@ -206,7 +222,7 @@ def make_setting_widget(method: str, name: str, default: Any, help_: SettingHelp
         widget = QSpinBox()
         widget.setRange(int(help_.minimum), int(min(help_.maximum, 2**31 - 1)))
         if help_.unit:
-            widget.setSuffix(f" {help_.unit}")
+            _follow_count(widget, help_.unit)
         if help_.special:
             widget.setSpecialValueText(help_.special)
     elif isinstance(default, float) and help_.log_scale:
@@ -217,7 +233,7 @@ def make_setting_widget(method: str, name: str, default: Any, help_: SettingHelp
         widget.setRange(help_.minimum, help_.maximum)
         widget.setSingleStep(10.0 ** -help_.decimals * (5 if help_.decimals >= 2 else 1))
         if help_.unit:
-            widget.setSuffix(f" {help_.unit}")
+            _follow_count(widget, help_.unit)
     else:
         widget = QLineEdit()
     widget.setToolTip(_tooltip(help_, default, choices))
@@ -364,7 +380,8 @@ class TrainingDialog(QDialog):
             self.model.addItem(words[:1].upper() + words[1:], name)
             self.model.setItemData(self.model.count() - 1, ARCH_TOOLTIPS.get(name, ""), Qt.ItemDataRole.ToolTipRole)
         self.model.setToolTip("The network whose weights are learned.")
-        self.hidden = QSpinBox(minimum=8, maximum=4096, value=100, suffix=" units")
+        self.hidden = QSpinBox(minimum=8, maximum=4096, value=100)
+        _follow_count(self.hidden, "units")
         self.hidden.setToolTip(
             "<p>How many units each of the MLP's two hidden layers has. Wider layers can learn "
             "more and take longer.</p><p><i>Unit:</i> units · <i>Default:</i> 100</p>"
@@ -660,10 +677,11 @@ class TrainingDialog(QDialog):
             return
         self.last_estimate = None
         self.estimate.setText("Estimated time: measuring…")
-        self._estimate_timer.start()
+        if self.isVisible():  # a hidden dialog measures when it is shown (showEvent)
+            self._estimate_timer.start()
 
     def _on_estimate_timer_timeout(self) -> None:
-        if self.running:
+        if self.running or not self.isVisible():
             return
         if self._estimate_worker is not None:
             # Measure again once the stale measurement has stopped.
@@ -700,7 +718,8 @@ class TrainingDialog(QDialog):
         step_words = f"{per_step * 1000:.0f} ms" if per_step < 1 else f"{per_step:.1f} s"
         self.estimate.setText(
             f"<b>Estimated time: {duration_in_words(estimate.seconds)} on this computer</b><br>"
-            f"{estimate.steps:,} steps over {images}, {step_words} each, measured just now"
+            f"{estimate.steps:,} {estimate.step_name} over {images}, {step_words} each, "
+            "measured just now"
         )
 
     def _on_estimate_worker_errored(self, exc: Exception) -> None:
@@ -848,7 +867,7 @@ class TrainingDialog(QDialog):
 
     def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
-        if not self.running and self.last_estimate is None:
+        if not self.running and self.last_estimate is None and self._estimate_worker is None:
             self._request_estimate()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
@@ -858,5 +877,6 @@ class TrainingDialog(QDialog):
                 event.ignore()
                 return
             self.cancel()
+        self.save_settings()
         self._stop_estimate()
         super().closeEvent(event)

@@ -1,0 +1,372 @@
+"""The training dialog: methods and settings in words, only the settings that apply, a
+measured time estimate before Start, no silent overwrite, runs, cancel, errors, memory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtWidgets import QCheckBox, QComboBox, QMessageBox, QSpinBox
+
+from app.settings import user_models_dir
+from app.views.training import ScientificSpinBox, TrainingDialog
+from core.data.idx import read_idx, write_idx
+from core.inference import METHODS
+from core.io import load_posterior
+from core.naming import METHOD_LABELS
+from core.settings_help import has_own_words
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(qapp, tmp_path):
+    """QSettings() in an INI file under tmp_path, as the app names it."""
+    before = (QCoreApplication.organizationName(), QCoreApplication.applicationName())
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
+    QCoreApplication.setOrganizationName("bayescope")
+    QCoreApplication.setApplicationName("bayescope")
+    yield
+    QCoreApplication.setOrganizationName(before[0])
+    QCoreApplication.setApplicationName(before[1])
+
+
+@pytest.fixture
+def tiny_mnist(tmp_path):
+    """A 200-image MNIST-layout folder: class 0 bright on the left, class 1 on the right."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200).astype(np.uint8)
+    x = rng.integers(0, 60, (200, 28, 28)).astype(np.uint8)
+    x[y == 0, :, :14] += 150
+    x[y == 1, :, 14:] += 150
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    write_idx(folder / "train-images-idx3-ubyte.gz", x)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", y)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def mnist_slice(tmp_path_factory):
+    """The first 256 training images of the real MNIST (../shared/data/mnist)."""
+    from tests.conftest import SHARED_DATA
+
+    source = SHARED_DATA / "mnist"
+    if not (source / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip(f"MNIST not found at {source}")
+    folder = tmp_path_factory.mktemp("mnist-slice")
+    write_idx(folder / "train-images-idx3-ubyte.gz", read_idx(source / "train-images-idx3-ubyte.gz")[:256])
+    write_idx(folder / "train-labels-idx1-ubyte.gz", read_idx(source / "train-labels-idx1-ubyte.gz")[:256])
+    return folder
+
+
+def make_dialog(qtbot, data_dir=None) -> TrainingDialog:
+    dialog = TrainingDialog()
+    qtbot.addWidget(dialog)
+    if data_dir is not None:
+        dialog.data_dir.setText(str(data_dir))
+    return dialog
+
+
+# ----------------------------------------------------------------------------- words and form
+
+
+def test_methods_are_listed_in_words_with_their_names_as_data(qtbot):
+    dialog = make_dialog(qtbot)
+    items = {dialog.method.itemData(i): dialog.method.itemText(i) for i in range(dialog.method.count())}
+    assert set(items) == set(METHODS)
+    assert items["sghmc"] == "SGHMC — stochastic gradient Hamiltonian Monte Carlo"
+    assert items["map"] == "MAP — maximum a posteriori"
+    for name, text in items.items():
+        # The label in words and a description, never the bare internal name.
+        assert text.startswith(METHOD_LABELS[name] + " — ") and "_" not in text
+    dialog.select_method("dsghmc")
+    assert dialog.method_name == "dsghmc" and "Hernández" in dialog.method_about.text()
+
+
+def test_switching_method_shows_only_its_settings(qtbot):
+    dialog = make_dialog(qtbot)
+    dialog.select_model("softmax")
+    dialog.select_method("sghmc")
+    assert {"step_size", "friction", "burn_in_epochs", "num_chains"} <= set(dialog.setting_widgets)
+    assert dialog.is_setting_shown("friction")
+    # The network's dropout is not used by samplers; the MLP width not by other models.
+    assert not dialog.form.isRowVisible(dialog.drop_rate)
+    assert not dialog.form.isRowVisible(dialog.hidden)
+    dialog.select_model("mlp")
+    assert dialog.form.isRowVisible(dialog.hidden)
+
+    dialog.select_method("map")
+    assert "friction" not in dialog.setting_widgets and "prior_std" in dialog.setting_widgets
+    assert dialog.form.isRowVisible(dialog.drop_rate)
+    dialog.select_method("mc_dropout")
+    assert dialog.drop_rate.minimum() > 0  # MC dropout without dropout is no posterior
+
+    # Settings that only matter given another one appear with it.
+    dialog.select_method("sgld")
+    assert not dialog.is_setting_shown("decay_power") and not dialog.is_setting_shown("rms_decay")
+    dialog.set_setting("schedule", "polynomial")
+    dialog.set_setting("precondition", True)
+    assert dialog.is_setting_shown("decay_power") and dialog.is_setting_shown("rms_decay")
+    dialog.select_method("mfvi")
+    assert not dialog.is_setting_shown("sampling")  # draws of weights are unused with local reparam.
+    dialog.set_setting("local_reparam", False)
+    assert dialog.is_setting_shown("sampling")
+    combo = dialog.setting_widgets["sampling"]
+    assert [combo.itemData(i) for i in range(combo.count())] == ["naive", "paired"]
+
+
+def test_every_setting_has_a_fitting_widget_and_a_tooltip(qtbot):
+    dialog = make_dialog(qtbot)
+    for name, method in METHODS.items():
+        dialog.select_method(name)
+        defaults = method.defaults()
+        for key, widget in dialog.setting_widgets.items():
+            assert has_own_words(name, key), f"{name}.{key} has no words in core/settings_help.py"
+            assert widget.toolTip().strip(), f"{name}.{key} has no tooltip"
+            if isinstance(defaults[key], bool):
+                assert isinstance(widget, QCheckBox), f"{name}.{key}"
+            elif isinstance(defaults[key], str):
+                assert isinstance(widget, QComboBox), f"{name}.{key}"
+    dialog.select_method("sghmc")
+    widgets = dialog.setting_widgets
+    assert isinstance(widgets["precondition"], QCheckBox)
+    assert isinstance(widgets["num_chains"], QSpinBox) and widgets["num_chains"].text() == "4 chains"
+    dialog.set_setting("num_chains", 1)
+    assert widgets["num_chains"].text() == "1 chain"
+    assert isinstance(widgets["step_size"], ScientificSpinBox)
+    assert "Unit:</i> images" in widgets["batch_size"].toolTip()
+    init = widgets["init"]
+    assert [init.itemData(i) for i in range(init.count())] == ["default", "prior"]
+    assert init.currentText() == "usual initialisation"
+    # The form builds the config with typed values.
+    dialog.set_setting("precondition", True)
+    dialog.set_setting("init", "prior")
+    config = dialog.config()
+    assert config.precondition is True and config.init == "prior" and config.step_size == 1e-6
+
+
+def test_scientific_spin_box_types_and_steps_through_decades(qtbot):
+    box = ScientificSpinBox(1e-12, 1.0)
+    qtbot.addWidget(box)
+    box.setValue(1e-6)
+    assert box.text() == "1e-6"
+    box.stepBy(1)
+    assert box.value() == pytest.approx(2e-6)
+    box.stepBy(2)
+    assert box.value() == pytest.approx(1e-5)
+    box.stepBy(-1)
+    assert box.value() == pytest.approx(5e-6)
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box, "3.5e-7")
+    box.interpretText()
+    assert box.value() == pytest.approx(3.5e-7)
+
+
+# ----------------------------------------------------------------------------- estimate
+
+
+def test_estimate_is_measured_before_start(qtbot, tiny_mnist):
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("map")
+    dialog.select_model("softmax")
+    dialog.set_setting("epochs", 3)
+    dialog.set_setting("batch_size", 32)
+    assert dialog.last_estimate is None  # a hidden dialog does not measure
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.last_estimate is not None, timeout=60_000)
+    estimate = dialog.last_estimate
+    # 200 images in batches of 32 → 7 steps per pass, 3 passes.
+    assert estimate.num_train == 200 and estimate.steps == 3 * math.ceil(200 / 32)
+    assert estimate.seconds_per_step > 0
+    assert estimate.seconds == pytest.approx(estimate.steps * estimate.seconds_per_step)
+    assert "on this computer" in dialog.estimate.text() and "200 images" in dialog.estimate.text()
+    assert not dialog.running and dialog.start_button.isEnabled()
+    # A changed setting invalidates the estimate and measures again.
+    dialog.set_setting("epochs", 6)
+    assert dialog.last_estimate is None and "measuring" in dialog.estimate.text()
+    qtbot.waitUntil(lambda: dialog.last_estimate is not None, timeout=60_000)
+    assert dialog.last_estimate.steps == 6 * math.ceil(200 / 32)
+
+
+def test_estimate_waits_for_settings_that_fit_together(qtbot, tiny_mnist):
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("sghmc")
+    dialog.set_setting("epochs", 2)
+    dialog.set_setting("burn_in_epochs", 2)  # must be fewer than the passes
+    dialog.show()
+    qtbot.waitUntil(lambda: "fit together" in dialog.estimate.text(), timeout=10_000)
+    assert "“passes discarded first”" in dialog.estimate.text()
+    assert "burn_in_epochs" not in dialog.estimate.text()
+
+
+# ----------------------------------------------------------------------------- save as
+
+
+def test_overwriting_asks_and_no_keeps_the_old_file(qtbot, tiny_mnist, monkeypatch):
+    asked = []
+    answer = [QMessageBox.StandardButton.No]
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer[0]
+
+    monkeypatch.setattr("app.views.training.QMessageBox.question", question)
+    old = user_models_dir() / "taken.pt"
+    old.write_bytes(b"an earlier posterior")
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("map")
+    dialog.select_model("softmax")
+    dialog.set_setting("epochs", 1)
+    dialog.name.setText("taken")
+    dialog.start()
+    assert len(asked) == 1 and "“taken”" in asked[0]
+    assert not dialog.running and old.read_bytes() == b"an earlier posterior"
+    assert "another name" in dialog.status.text()
+
+    answer[0] = QMessageBox.StandardButton.Yes
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running)
+    assert len(asked) == 2 and saved.args[0] == old
+    assert load_posterior(old).method == "map"
+
+
+def test_a_new_name_is_not_asked_about(qtbot, tiny_mnist, monkeypatch):
+    monkeypatch.setattr(
+        "app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked without a reason")
+    )
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("map")
+    dialog.select_model("softmax")
+    dialog.set_setting("epochs", 1)
+    dialog.name.setText("tiny map")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
+        dialog.start()
+    assert saved.args[0].name == "tiny_map.pt" and saved.args[0].is_file()
+    assert len(dialog._trace_y) >= 1 and dialog.progress.maximum() == 1
+    assert "“tiny_map”" in dialog.status.text() and str(user_models_dir()) not in dialog.status.text()
+    qtbot.waitUntil(lambda: not dialog.running)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def test_short_sghmc_run_on_real_mnist_completes(qtbot, mnist_slice):
+    dialog = make_dialog(qtbot, mnist_slice)
+    dialog.select_method("sghmc")
+    dialog.select_model("softmax")
+    for key, value in {"num_chains": 2, "epochs": 3, "burn_in_epochs": 1, "thin": 2, "batch_size": 64}.items():
+        dialog.set_setting(key, value)
+    dialog.set_setting("step_size", 1e-4)
+    dialog.name.setText("slice sghmc")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running)
+    posterior = load_posterior(saved.args[0])
+    assert posterior.method == "sghmc" and posterior.arch.name == "softmax"
+    assert posterior.arch.drop_rate == 0.0  # samplers never use the network's dropout
+    assert posterior.info["training_data"]["images"] == 256
+    # 256 images / 64 = 4 steps per pass, 2 passes kept, every 2nd step: 4 draws per chain.
+    assert posterior.num_chains == 2 and posterior.num_draws == 4
+    assert dialog.trace.getPlotItem().getAxis("left").labelText == "log posterior"
+
+
+@pytest.mark.parametrize(
+    ("method", "settings", "trace"),
+    [
+        ("mfvi", {"epochs": 2}, "ELBO per image"),
+        ("mc_dropout", {"epochs": 2}, "training loss"),
+    ],
+)
+def test_variational_and_dropout_runs_plot_their_trace(qtbot, tiny_mnist, method, settings, trace):
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method(method)
+    dialog.select_model("softmax")
+    for key, value in settings.items():
+        dialog.set_setting(key, value)
+    dialog.name.setText(f"tiny {method}")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running)
+    assert dialog.trace.getPlotItem().getAxis("left").labelText == trace
+    assert len(dialog._trace_y) >= 1
+    assert load_posterior(saved.args[0]).method == method
+
+
+def test_cancel_saves_nothing(qtbot, tiny_mnist):
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("map")
+    dialog.select_model("softmax")
+    dialog.set_setting("epochs", 1000)
+    dialog.name.setText("cancelled")
+    saved = []
+    dialog.posterior_saved.connect(saved.append)
+
+    def cancel_when_running(record):
+        if record.step > 0:
+            dialog.cancel()
+
+    dialog.start()
+    dialog._worker.yielded.connect(cancel_when_running)
+    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+    assert saved == [] and "Cancelled" in dialog.status.text()
+    assert not (user_models_dir() / "cancelled.pt").exists()
+
+
+def test_a_missing_data_set_is_explained_in_words(qtbot, tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("app.views.training.QMessageBox.critical", lambda *a: shown.append(a[1:3]))
+    dialog = make_dialog(qtbot, tmp_path / "empty")
+    dialog.download.setChecked(False)
+    dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=10_000)
+    (title, message), = shown
+    assert title == "Training failed"
+    assert "train-images-idx3-ubyte" in message and "download" in message
+    assert "Error" not in message and "Traceback" not in message
+
+
+def test_settings_that_do_not_fit_together_are_refused_in_words(qtbot, monkeypatch):
+    shown = []
+    monkeypatch.setattr("app.views.training.QMessageBox.warning", lambda *a: shown.append(a[2]))
+    dialog = make_dialog(qtbot)
+    dialog.select_method("sghmc")
+    dialog.set_setting("friction", 0.05)
+    dialog.set_setting("noise_estimate", 0.1)  # must stay below the friction
+    dialog.start()
+    assert not dialog.running
+    assert shown and "“gradient-noise estimate”" in shown[0] and "noise_estimate" not in shown[0]
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def test_fields_survive_a_new_dialog(qtbot, tiny_mnist):
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("sgld")
+    dialog.select_model("mlp")
+    dialog.hidden.setValue(64)
+    dialog.seed.setValue(7)
+    dialog.download.setChecked(False)
+    dialog.name.setText("remembered")
+    dialog.set_setting("step_size", 3e-5)
+    dialog.set_setting("schedule", "polynomial")
+    dialog.set_setting("precondition", True)
+    dialog.select_method("map")
+    dialog.set_setting("epochs", 4)  # a second method's values are kept too
+    dialog.select_method("sgld")
+    dialog.close()
+
+    again = make_dialog(qtbot)
+    assert again.method_name == "sgld" and again.model_name == "mlp"
+    assert again.hidden.value() == 64 and again.seed.value() == 7
+    assert again.data_dir.text() == str(tiny_mnist) and not again.download.isChecked()
+    assert again.name.text() == "remembered"
+    values = again.setting_values()
+    assert values["step_size"] == pytest.approx(3e-5)
+    assert values["schedule"] == "polynomial" and values["precondition"] is True
+    assert again.is_setting_shown("decay_power")
+    again.select_method("map")
+    assert again.setting_values()["epochs"] == 4
