@@ -313,13 +313,19 @@ def per_class_error(chain_predictions: np.ndarray, labels: np.ndarray, num_class
 
 
 def box_statistics(values: np.ndarray) -> dict[str, np.ndarray]:
-    """Box-plot numbers over the first axis of ``values`` (C, K): min, q1, median, q3, max, mean."""
+    """Box-plot numbers over the first axis of ``values`` (C, K): min, q1, median, q3, max, mean.
+
+    A class with no value at all (NaN in every chain: no test image of that class) gets NaN
+    statistics, quietly: it is a fact about the data set, not a numerical accident.
+    """
     values = np.asarray(values, dtype=np.float64)
-    q = np.nanquantile(values, [0.0, 0.25, 0.5, 0.75, 1.0], axis=0)
-    return {
-        "min": q[0], "q1": q[1], "median": q[2], "q3": q[3], "max": q[4],
-        "mean": np.nanmean(values, axis=0),
-    }
+    empty = np.isnan(values).all(axis=0)
+    filled = np.where(empty, 0.0, values)
+    q = np.nanquantile(filled, [0.0, 0.25, 0.5, 0.75, 1.0], axis=0)
+    q[:, empty] = np.nan
+    mean = np.nanmean(filled, axis=0)
+    mean[empty] = np.nan
+    return {"min": q[0], "q1": q[1], "median": q[2], "q3": q[3], "max": q[4], "mean": mean}
 
 
 # ----------------------------------------------------------------------------- rejection

@@ -269,3 +269,14 @@ def test_chainless_posterior_with_its_own_sample_count_is_one_chain():
     # two one-hot groups: MI = H(4/7, 3/7)
     h = -(4 / 7) * math.log(4 / 7) - (3 / 7) * math.log(3 / 7)
     assert np.allclose(result.scores["epistemic"], h)
+
+
+def test_box_statistics_of_a_class_without_values_is_nan_without_a_warning():
+    import warnings
+
+    values = np.array([[0.1, np.nan], [0.3, np.nan], [0.2, np.nan]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        box = box_statistics(values)
+    assert box["median"][0] == pytest.approx(0.2) and box["mean"][0] == pytest.approx(0.2)
+    assert np.isnan(box["median"][1]) and np.isnan(box["mean"][1]) and np.isnan(box["q1"][1])
