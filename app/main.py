@@ -128,7 +128,7 @@ class MainWindow(QMainWindow):
         left.setMinimumWidth(260)
 
         # ---------------------------------------------------------- right: columns
-        self.samples = QSpinBox(minimum=1, maximum=2000, value=100, singleStep=10)
+        self.samples = QSpinBox(minimum=1, maximum=1000, value=100, singleStep=10)
         self.samples.setToolTip(
             "How many posterior draws (plausible models) judge the input. MC dropout and the "
             "variational posteriors draw as many as asked; sampled posteriors (SGHMC, HMC ...) "
@@ -173,6 +173,13 @@ class MainWindow(QMainWindow):
         self.views.setTabToolTip(0, "Every posterior's belief about the current input, side by side")
         self.views.addTab(self.sweep_view, "Rotation sweep")
         self.views.setTabToolTip(1, "How belief changes as the image is rotated (Rotate tab → Sweep)")
+        from app.views.dataset import DatasetView
+
+        self.dataset_view = DatasetView(self.workspace)
+        self.views.addTab(self.dataset_view, "Dataset")
+        self.views.setTabToolTip(2, "Every posterior on a whole test set: accuracy, calibration, confusion, "
+                                    "uncertainty in and out of distribution")
+        self.dataset_view.image_chosen.connect(self.show_image_array)
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -251,6 +258,9 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         self._action(view_menu, "This input", lambda: self.views.setCurrentIndex(0), "Alt+1")
         self._action(view_menu, "Rotation sweep", lambda: self.views.setCurrentIndex(1), "Alt+2")
+        self._action(view_menu, "Dataset", lambda: self.views.setCurrentIndex(2), "Alt+3")
+        self._action(view_menu, "Clear cached evaluations", self.dataset_view.clear_cache,
+                     tip="Forget the Dataset tab's stored results; the next evaluation recomputes them")
         self._action(view_menu, "Run the rotation sweep", self.run_sweep, "Ctrl+R",
                      "Rotate the Rotate tab's image from 0° to 180° and plot every column against the angle")
         run_menu = self.menuBar().addMenu("&Posterior")
@@ -470,6 +480,15 @@ class MainWindow(QMainWindow):
         QMessageBox.critical(self, "Prediction failed", message)
 
     def _on_sampling_changed(self) -> None:
+        try:  # a count whose draws cannot fit in memory is refused, with the estimate
+            for column in self.workspace.columns:
+                column.posterior.check_prediction(column.samples(self.samples.value()))
+        except Exception as exc:  # noqa: BLE001
+            QMessageBox.warning(self, "Too many samples", str(exc))
+            self.samples.blockSignals(True)
+            self.samples.setValue(self.workspace.num_samples)
+            self.samples.blockSignals(False)
+            return
         self.workspace.set_sampling(self.samples.value(), self.level.value() / 100)
         for column in self.workspace.columns:
             view = self.column_views.get(column.key)
