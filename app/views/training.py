@@ -467,7 +467,10 @@ class TrainingDialog(QDialog):
         settings_box.setLayout(self.settings_form)
         scroll = QScrollArea(widgetResizable=True)
         scroll.setWidget(settings_box)
-        left = QVBoxLayout()
+        # One panel, so that a run can lock what it was started with.
+        self.settings_panel = QWidget()
+        left = QVBoxLayout(self.settings_panel)
+        left.setContentsMargins(0, 0, 0, 0)
         left.addLayout(self.form)
         left.addWidget(scroll, 1)
         right = QVBoxLayout()
@@ -475,7 +478,7 @@ class TrainingDialog(QDialog):
         right.addWidget(self.progress)
         right.addWidget(self.status)
         columns = QHBoxLayout()
-        columns.addLayout(left, 2)
+        columns.addWidget(self.settings_panel, 2)
         columns.addLayout(right, 3)
         layout = QVBoxLayout(self)
         layout.addLayout(columns, 1)
@@ -776,6 +779,8 @@ class TrainingDialog(QDialog):
                 return
         self.save_settings()
         self._stop_estimate()
+        if self.last_estimate is None:
+            self.estimate.setText("Estimated time: not measured, as the run started first.")
         gen = training_run(
             method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out
         )
@@ -792,6 +797,7 @@ class TrainingDialog(QDialog):
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         self._failed_method = method
+        self.settings_panel.setEnabled(False)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("Starting…")
@@ -853,10 +859,12 @@ class TrainingDialog(QDialog):
 
     def _on_worker_finished(self) -> None:
         self._worker = None
+        self.settings_panel.setEnabled(True)
         self.start_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.progress.setRange(0, 1)
-        self._request_estimate()
+        if self.last_estimate is None:  # the run interrupted a measurement
+            self._request_estimate()
 
     # ------------------------------------------------------------------ closing
 
@@ -867,8 +875,11 @@ class TrainingDialog(QDialog):
 
     def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
-        if not self.running and self.last_estimate is None and self._estimate_worker is None:
-            self._request_estimate()
+        if not self.running and self.last_estimate is None:
+            if self._estimate_worker is None:
+                self._request_estimate()
+            else:
+                self._estimate_pending = True  # the one stopped on hiding: measure again after it
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         if self.running:

@@ -309,9 +309,11 @@ def test_cancel_saves_nothing(qtbot, tiny_mnist):
             dialog.cancel()
 
     dialog.start()
+    assert not dialog.settings_panel.isEnabled()  # a run keeps the settings it started with
     dialog._worker.yielded.connect(cancel_when_running)
     qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
     assert saved == [] and "Cancelled" in dialog.status.text()
+    assert dialog.settings_panel.isEnabled() and dialog.start_button.isEnabled()
     assert not (user_models_dir() / "cancelled.pt").exists()
 
 
