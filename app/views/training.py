@@ -70,6 +70,9 @@ from core.training_plan import (
 
 #: Methods whose training runs the network with its own dropout layers switched on.
 USES_MODEL_DROPOUT = ("map", "mc_dropout", "ensemble")
+#: The network's drop rate each starts with: MC dropout needs one (Gal & Ghahramani use 0.5);
+#: for MAP and ensembles dropout is an optional regulariser, off unless asked for.
+DEFAULT_DROP_RATES = {"mc_dropout": 0.5}
 
 ARCH_TOOLTIPS: dict[str, str] = {
     "softmax": "One linear layer from pixels to classes: the model of the D-SGHMC paper's MNIST "
@@ -362,6 +365,7 @@ class TrainingDialog(QDialog):
         self._current_method = ""
         # Values typed per method, so switching methods and back keeps them.
         self._method_values: dict[str, dict[str, Any]] = {}
+        self._drop_rates: dict[str, float] = {}
 
         self.method = QComboBox()
         ordered = [m for m in METHOD_LABELS if m in METHODS] + sorted(set(METHODS) - set(METHOD_LABELS))
@@ -537,6 +541,8 @@ class TrainingDialog(QDialog):
     def _stash_method_values(self) -> None:
         if self._current_method:
             self._method_values[self._current_method] = self.setting_values()
+            if self._current_method in USES_MODEL_DROPOUT:
+                self._drop_rates[self._current_method] = self.drop_rate.value()
 
     def _on_method_changed(self, *_: object) -> None:
         """Rebuild the settings form from the method's config, with values typed before."""
@@ -569,6 +575,8 @@ class TrainingDialog(QDialog):
         about = f"{rest[:1].upper()}{rest[1:]}. " if rest else ""
         self.method_about.setText(f"{about}{summary[:1].upper()}{summary[1:]}.")
         self._update_rows()
+        if name in USES_MODEL_DROPOUT:
+            self.drop_rate.setValue(self._drop_rates.get(name, DEFAULT_DROP_RATES.get(name, 0.0)))
         self._request_estimate()
 
     def _on_model_changed(self, *_: object) -> None:
@@ -632,7 +640,6 @@ class TrainingDialog(QDialog):
             self.select_model(str(model) if model in ARCHITECTURES else "mlp")
             for widget, key in (
                 (self.hidden, "hidden"),
-                (self.drop_rate, "drop_rate"),
                 (self.seed, "seed"),
                 (self.data_dir, "data_dir"),
                 (self.download, "download"),
@@ -642,6 +649,11 @@ class TrainingDialog(QDialog):
                 if value is not None:
                     with contextlib.suppress(ValueError, TypeError):  # unreadable: default stays
                         set_widget_value(widget, value)
+            settings.beginGroup("drop_rates")
+            for method_name in settings.childKeys():
+                with contextlib.suppress(ValueError, TypeError):
+                    self._drop_rates[method_name] = float(settings.value(method_name))
+            settings.endGroup()
             settings.beginGroup("methods")
             for method_name in settings.childGroups():
                 if method_name not in METHODS:
@@ -661,7 +673,8 @@ class TrainingDialog(QDialog):
         settings.setValue("method", self.method_name)
         settings.setValue("model", self.model_name)
         settings.setValue("hidden", self.hidden.value())
-        settings.setValue("drop_rate", self.drop_rate.value())
+        for method_name, rate in self._drop_rates.items():
+            settings.setValue(f"drop_rates/{method_name}", rate)
         settings.setValue("seed", self.seed.value())
         settings.setValue("data_dir", self.data_dir.text())
         settings.setValue("download", self.download.isChecked())

@@ -99,9 +99,13 @@ def test_switching_method_shows_only_its_settings(qtbot):
 
     dialog.select_method("map")
     assert "friction" not in dialog.setting_widgets and "prior_std" in dialog.setting_widgets
-    assert dialog.form.isRowVisible(dialog.drop_rate)
+    assert dialog.form.isRowVisible(dialog.drop_rate) and dialog.drop_rate.value() == 0.0
+    dialog.drop_rate.setValue(0.2)
     dialog.select_method("mc_dropout")
     assert dialog.drop_rate.minimum() > 0  # MC dropout without dropout is no posterior
+    assert dialog.drop_rate.value() == 0.5 and dialog.architecture().drop_rate == 0.5
+    dialog.select_method("map")
+    assert dialog.drop_rate.value() == 0.2  # each method keeps its own
 
     # Settings that only matter given another one appear with it.
     dialog.select_method("sgld")
@@ -358,6 +362,7 @@ def test_fields_survive_a_new_dialog(qtbot, tiny_mnist):
     dialog.set_setting("precondition", True)
     dialog.select_method("map")
     dialog.set_setting("epochs", 4)  # a second method's values are kept too
+    dialog.drop_rate.setValue(0.3)
     dialog.select_method("sgld")
     dialog.close()
 
@@ -371,4 +376,4 @@ def test_fields_survive_a_new_dialog(qtbot, tiny_mnist):
     assert values["schedule"] == "polynomial" and values["precondition"] is True
     assert again.is_setting_shown("decay_power")
     again.select_method("map")
-    assert again.setting_values()["epochs"] == 4
+    assert again.setting_values()["epochs"] == 4 and again.drop_rate.value() == 0.3
