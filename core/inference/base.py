@@ -41,7 +41,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from core.memory import check_fits
-from core.models import ArchSpec, build_model, dropout_generator, mc_dropout
+from core.models import ArchSpec, build_model, dropout_generator, mc_dropout, split_before_dropout
 
 #: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
 #: (the same offset :class:`~core.inference.variational.VariationalPosterior` uses).
@@ -357,10 +357,11 @@ class DropoutPosterior(Posterior):
         if s < 1:
             raise ValueError(f"the number of samples must be at least 1, got {s}")
         n = x.shape[0]
-        batch = x.unsqueeze(0).expand(s, *x.shape).reshape(s * n, *x.shape[1:])
         g = generator if generator is not None else interactive_generator(self.seed)
+        shared, rest = split_before_dropout(self.model)
         with torch.no_grad(), mc_dropout(self.model, generator=g):
-            logits = self.model(batch)
+            h = shared(x)  # the same for every draw: computed once per input
+            logits = rest(h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:]))
         return _logits_to_proba(logits.reshape(s, n, -1))
 
     def state_tensors(self):

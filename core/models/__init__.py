@@ -271,5 +271,20 @@ def mc_dropout(
             m.train(mode)
 
 
+def split_before_dropout(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """``(shared, rest)`` with ``rest(shared(x)) == model(x)``; ``shared`` holds no dropout.
+
+    Under MC dropout the layers before the first dropout give the same output for every
+    draw, so a prediction runs them once per input instead of once per draw (LeNet's first
+    convolution block is most of its memory traffic). Other models: ``shared`` is identity.
+    """
+    layers = [*model.features, *model.classifier] if isinstance(model, LeNet) else (
+        list(model.net) if isinstance(model, MLP) else [])
+    first = next((i for i, m in enumerate(layers) if isinstance(m, nn.Dropout)), 0)
+    if first == 0:
+        return nn.Identity(), model
+    return nn.Sequential(*layers[:first]), nn.Sequential(*layers[first:])
+
+
 def num_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
