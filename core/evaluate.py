@@ -580,7 +580,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=float, default=0.9, help="credible band level of the sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", default="png", choices=("png", "svg", "pdf"), help="figure format")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out", help="output folder (tables as CSV + JSON, figures, evaluation.json)")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
+                             "Export report)")
 
 
 def _file_sha256(path: str | os.PathLike) -> str:
@@ -601,6 +604,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
     if not (0.0 < args.angle_step <= 180.0) or not math.isfinite(args.angle_step):
         raise ValueError(f"--angle-step must lie in (0, 180] degrees, got {args.angle_step}")
+    if not getattr(args, "out", None) and not getattr(args, "report", None):
+        raise ValueError("give --out FOLDER, --report FILE.html, or both")
     if not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
 
@@ -636,7 +641,12 @@ def run(args: argparse.Namespace) -> int:
     from core.runner import drain
 
     check_arguments(args)
-    check_report_folder(args.out)
+    if args.out:
+        check_report_folder(args.out)
+    if args.report:
+        from core.io import check_output_file
+
+        check_output_file(args.report, "the report")
     num_angles = int(math.floor(180.0 / args.angle_step + 1e-9)) + 1  # before allocating them
     posteriors = load_posteriors(args.posterior)
     check_memory(posteriors, args.samples, num_angles, bool(args.rotate))
@@ -666,8 +676,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     ev.settings["posterior_files"] = files
-    written = write_report(ev, args.out, args.format)
+    written = write_report(ev, args.out, args.format) if args.out else []
     tables = evaluation_tables(ev)
+    if args.report:
+        from core.dataset_views import write_html_report
+
+        write_html_report(ev, args.report, tables)
     print(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
     print(f"{'posterior':20s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
     for row in tables["summary"]:
@@ -679,5 +693,8 @@ def run(args: argparse.Namespace) -> int:
         for name in ev.results:
             values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
             print(f"{name[:20]:20s} " + "  ".join(f"{values[s]:.4f}" for s in SCORES))
-    print(f"wrote {len(written)} files to {args.out}")
+    if args.out:
+        print(f"wrote {len(written)} files to {args.out}")
+    if args.report:
+        print(f"wrote the report {args.report}")
     return 0
