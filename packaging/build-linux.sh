@@ -7,7 +7,8 @@
 #    the CPU-only torch 2.13.0 wheel, the app's dependencies from pyproject.toml (never
 #    torchvision) and PyInstaller (packaging/build-requirements.txt); reused while those files
 #    are unchanged;
-# 2. the one-folder app with PyInstaller (packaging/bayescope.spec; trims in packaging/bundle.py);
+# 2. the one-folder app with PyInstaller (packaging/bayescope.spec; trims in packaging/bundle.py),
+#    then torch's libraries stripped of their static symbol tables;
 # 3. `bayescope --self-test` on the built folder;
 # 4. dist/linux/bayescope-<version>-linux-x86_64.tar.gz (the portable folder) and
 #    dist/linux/bayescope_<version>_amd64.deb (app in /opt/bayescope, /usr/bin launchers,
@@ -78,22 +79,23 @@ app=$work/dist/bayescope
 [[ -x $app/bayescope && -x $app/bayescope-cli ]] || { echo "PyInstaller made no app folder" >&2; exit 1; }
 if find "$app" -path '*torchvision*' | grep -q .; then echo "torchvision ended up in the app folder" >&2; exit 1; fi
 
-# Native libraries keep their symbol tables in the wheels (torch's alone: ~90 MB). The
-# dynamic symbols that loading needs stay; only the static tables go, as Debian's dh_strip does.
-log "stripping symbol tables from native libraries"
+# torch's libraries keep their static symbol tables (libtorch_cpu alone: ~90 MB); the dynamic
+# symbols that loading needs stay, as with Debian's dh_strip. Only torch's: libraries that
+# auditwheel vendored (the *.libs folders) break when stripped after patchelf.
+log "stripping symbol tables from torch's libraries"
 before=$(du -sb "$app" | cut -f1)
 stripped=0
 while IFS= read -r -d '' lib; do
   if readelf -S "$lib" 2>/dev/null | grep -q ' \.symtab '; then
     strip --strip-unneeded "$lib" && stripped=$((stripped + 1))
   fi
-done < <(find "$app" -type f \( -name '*.so' -o -name '*.so.*' \) -print0)
+done < <(find "$app/_internal/torch/lib" -type f -name '*.so*' -print0)
 after=$(du -sb "$app" | cut -f1)
 "$env/bin/python" -c '
 import json, sys
 path, files, saved = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 report = json.load(open(path))
-report["symbol tables of native libraries (strip)"] = [files, saved]
+report["symbol tables of torch libraries (strip)"] = [files, saved]
 json.dump(report, open(path, "w"), indent=1)
 ' "$work/trims.json" "$stripped" $((before - after))
 
