@@ -33,6 +33,7 @@ from app.controllers.inference import ColumnRequest, InferenceController
 from app.help import ABOUT_TITLE, HOW_TO_READ, about_text
 from app.plots import style
 from app.views.column import VIEW_NAMES, ColumnView
+from app.views.face import FacePanel
 from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
 from app.views.sweep import SweepView
@@ -101,11 +102,13 @@ class MainWindow(QMainWindow):
         self.canvas = self.draw_panel.canvas
         self.rotate_panel = RotatePanel(self._load_dataset)
         self.image_panel = ImagePanel()
+        self.face_panel = FacePanel()
         self.modes = QTabWidget()
         self.modes.setToolTip("")
         for panel, tip in ((self.draw_panel, "Draw a digit with the mouse or a pen"),
                            (self.rotate_panel, "Rotate a digit, a letter or your drawing"),
-                           (self.image_panel, "Open or drop a picture of a digit")):
+                           (self.image_panel, "Open or drop a picture of a digit"),
+                           (self.face_panel, "Open or drop a photo with a face: the posteriors judge its age group")):
             index = self.modes.addTab(panel, panel.mode_name)
             self.modes.setTabToolTip(index, tip)
         self.preview = PreviewView()
@@ -196,8 +199,9 @@ class MainWindow(QMainWindow):
         # ----------------------------------------------------------------- wiring
         self._throttle = QTimer(self, singleShot=True, interval=16)
         self._throttle.timeout.connect(self._on_throttle_timeout)
-        for panel in (self.draw_panel, self.rotate_panel, self.image_panel):
+        for panel in (self.draw_panel, self.rotate_panel, self.image_panel, self.face_panel):
             panel.input_changed.connect(self._on_panel_input_changed)
+        self.face_panel.open_requested.connect(self.open_image_dialog)
         self.modes.currentChanged.connect(self._on_modes_current_changed)
         self.rotate_panel.sweep_requested.connect(self._on_rotate_sweep_requested)
         self.rotate_panel.sweep_cancelled.connect(self.cancel_sweep)
@@ -300,8 +304,13 @@ class MainWindow(QMainWindow):
             paths = [Path(p) for p in saved] if isinstance(saved, list) and saved else app_settings.default_columns()
             if isinstance(saved, str) and saved:
                 paths = [Path(saved)]
+        saved_faces = s.value("workspace/face_columns")
+        if isinstance(saved_faces, str):
+            saved_faces = [saved_faces] if saved_faces else []
+        face_paths = [Path(p) for p in saved_faces] if isinstance(saved_faces, list) and saved_faces \
+            else app_settings.default_face_columns()
         failed = []
-        for path in paths:
+        for path in [*paths, *face_paths]:
             if not self.add_posterior(path, quiet=not posteriors):
                 failed.append(path.name)
         if failed and not posteriors:
@@ -314,7 +323,8 @@ class MainWindow(QMainWindow):
         s.setValue("draw/brush", self.draw_panel.brush.value())
         s.setValue("sampling/samples", self.samples.value())
         s.setValue("sampling/level", self.level.value())
-        s.setValue("workspace/columns", self.workspace.keys())
+        s.setValue("workspace/columns", [c.key for c in self.workspace.columns_of("digits")])
+        s.setValue("workspace/face_columns", [c.key for c in self.workspace.columns_of("faces")])
         s.setValue("workspace/mode", self.modes.currentIndex())
         s.sync()
 
@@ -417,10 +427,12 @@ class MainWindow(QMainWindow):
         "Draw": "Draw a digit with the mouse or a pen. Ctrl+Z undoes a stroke, Delete clears.",
         "Rotate": "Pick an image and turn it with the slider; Ctrl+R sweeps 0–180°.",
         "Image": "Open a picture of a digit (Ctrl+I) or drop one on the window.",
+        "Face": "Open a photo with a face (Ctrl+I) or drop one on the window; the columns judge its age group.",
     }
 
     def _on_modes_current_changed(self, index: int) -> None:
         self.statusBar().showMessage(self.MODE_HINTS.get(self.modes.tabText(index), ""))
+        self.workspace.set_task("faces" if self.modes.widget(index) is self.face_panel else "digits")
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self.undo_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self._on_panel_input_changed()
@@ -431,7 +443,7 @@ class MainWindow(QMainWindow):
     def _on_panel_input_changed(self, *_args) -> None:
         if self.sender() in (self.draw_panel, self.image_panel):
             self.rotate_panel.set_drawing(*self.sender().current_input())
-        if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel) and self.sender() is not self.current_panel():
+        if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel, self.face_panel) and self.sender() is not self.current_panel():
             return
         if not self._throttle.isActive():
             self._throttle.start()
@@ -440,8 +452,11 @@ class MainWindow(QMainWindow):
         panel = self.current_panel()
         image, label = panel.current_input()
         self.warning.setText(panel.note())
-        self.preview.show_image(image)
-        self.workspace.set_input(image, label)
+        preview = panel.preview() if panel is self.face_panel else image
+        self.preview.show_image(preview)
+        self.preview_note.setText("The posteriors see this aligned face." if panel is self.face_panel
+                                  else "The model sees this 28×28 image.")
+        self.workspace.set_input(image, label, preview)
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
             for column in self.workspace.columns:
@@ -457,6 +472,8 @@ class MainWindow(QMainWindow):
             return "Draw a digit to see this posterior's belief."
         if panel is self.image_panel:
             return "Open an image to see this posterior's belief."
+        if panel is self.face_panel:
+            return "Open a photo with a face to see this posterior's belief about its age."
         return "Pick an image to rotate."
 
     def _request_predictions(self) -> None:
@@ -497,6 +514,14 @@ class MainWindow(QMainWindow):
         self._request_predictions()
 
     def open_image_dialog(self) -> None:
+        if self.current_panel() is self.face_panel:
+            path, _ = QFileDialog.getOpenFileName(
+                self, "Open a photo with a face", app_settings.last_folder("image"),
+                "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)")
+            if path:
+                app_settings.remember_folder("image", path)
+                self.load_image_file(Path(path))
+            return
         path, _ = QFileDialog.getOpenFileName(
             self, "Open an image of a digit", app_settings.last_folder("image"),
             "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)")
@@ -505,13 +530,15 @@ class MainWindow(QMainWindow):
             self.load_image_file(Path(path))
 
     def load_image_file(self, path: Path) -> bool:
+        """Open an image: a photo in the Face tab, else a digit in the Image tab."""
+        panel = self.face_panel if self.current_panel() is self.face_panel else self.image_panel
         try:
-            self.image_panel.load(path)
+            panel.load(path)
         except Exception as exc:  # noqa: BLE001 — bad files get a sentence, never a crash
             log.warning("could not load image %s: %s", path, exc)
             QMessageBox.warning(self, "Cannot use this image", readable(exc, Path(path)))
             return False
-        self.modes.setCurrentWidget(self.image_panel)
+        self.modes.setCurrentWidget(panel)
         return True
 
     def show_image_array(self, image: np.ndarray, label: str) -> None:
@@ -669,7 +696,7 @@ class MainWindow(QMainWindow):
         )
         if self.workspace.image is None or not columns:
             return None
-        return Comparison(self.workspace.image, columns, self.workspace.level, self.workspace.class_names)
+        return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names)
 
     def export_comparison_dialog(self) -> None:
         comparison = self.comparison()

@@ -47,6 +47,11 @@ def default_columns() -> list[Path]:
     return [folder / name for name in DEFAULT_COLUMNS if (folder / name).is_file()]
 
 
+def default_face_columns() -> list[Path]:
+    """The bundled face posteriors (age groups from a face descriptor)."""
+    return sorted(p for p in bundled_models() if p.name.startswith("face_"))
+
+
 def default_data_dir() -> Path:
     """The MNIST folder the training dialog proposes: the user cache (downloads land there)."""
     from core.data.datasets import cache_dir

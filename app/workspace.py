@@ -21,6 +21,25 @@ from core.predictive import Prediction
 
 DIGITS = tuple("0123456789")
 
+#: What the columns judge: handwritten digits (28×28 images) or faces (descriptor vectors).
+TASKS = ("digits", "faces")
+
+
+def task_of(posterior: Posterior) -> str:
+    """"faces" for a posterior of face descriptors, else "digits"."""
+    from core.faces.heads import is_face_posterior
+
+    return "faces" if is_face_posterior(posterior) else "digits"
+
+
+def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str, ...]:
+    if task == "faces":
+        from core.faces import AGE_GROUP_NAMES
+
+        return tuple(AGE_GROUP_NAMES)
+    k = posterior.num_classes if posterior is not None else 10
+    return DIGITS if k == 10 else tuple(str(i) for i in range(k))
+
 
 @dataclass
 class Column:
@@ -65,12 +84,39 @@ class Workspace(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.columns: list[Column] = []
+        self.task = "digits"
+        self._columns: dict[str, list[Column]] = {task: [] for task in TASKS}
         self.image: np.ndarray | None = None
+        self.preview: np.ndarray | None = None
         self.input_label = ""
         self.class_names: tuple[str, ...] = DIGITS
         self.num_samples = 100
         self.level = 0.9
+
+    @property
+    def columns(self) -> list[Column]:
+        """The columns of the current task, in order."""
+        return self._columns[self.task]
+
+    @columns.setter
+    def columns(self, value: list[Column]) -> None:
+        self._columns[self.task] = value
+
+    def columns_of(self, task: str) -> list[Column]:
+        return self._columns[task]
+
+    def set_task(self, task: str) -> None:
+        """Switch between digit and face columns (each task keeps its own); clears the input."""
+        if task == self.task:
+            return
+        self.task = task
+        first = self.columns[0].posterior if self.columns else None
+        self.class_names = class_names_for(task, first)
+        self.image, self.preview, self.input_label = None, None, ""
+        for column in self.columns:
+            column.prediction = None
+        self.columns_changed.emit()
+        self.input_changed.emit()
 
     # ------------------------------------------------------------------ columns
     def column(self, key: str) -> Column | None:
@@ -82,26 +128,32 @@ class Workspace(QObject):
     def add_posterior(self, path: str | Path) -> Column:
         """Load a posterior file and append it as a column (once: a second add returns the first).
 
-        Raises ``PosteriorFileError`` for a file that cannot be used and ``ValueError`` when
-        the workspace is full or the posterior has other classes than the columns shown.
+        A face posterior joins the face columns and a digit posterior the digit columns,
+        whichever task is shown. Raises ``PosteriorFileError`` for a file that cannot be used
+        and ``ValueError`` when that task's columns are full or the posterior has other
+        classes than the columns beside it.
         """
         key = str(Path(path).expanduser().resolve())
-        existing = self.column(key)
-        if existing is not None:
-            return existing
-        if len(self.columns) >= self.MAX_COLUMNS:
-            raise ValueError(f"At most {self.MAX_COLUMNS} posteriors fit side by side: remove one first.")
+        for task in TASKS:
+            existing = next((c for c in self._columns[task] if c.key == key), None)
+            if existing is not None:
+                return existing
         posterior = load_posterior(key)
-        if self.columns and posterior.num_classes != len(self.class_names):
+        task = task_of(posterior)
+        columns = self._columns[task]
+        if len(columns) >= self.MAX_COLUMNS:
+            raise ValueError(f"At most {self.MAX_COLUMNS} posteriors fit side by side: remove one first.")
+        if columns and posterior.num_classes != columns[0].posterior.num_classes:
             raise ValueError(
                 f"This posterior tells {posterior.num_classes} classes apart, the columns shown tell "
-                f"{len(self.class_names)}: remove them first to compare it with others."
+                f"{columns[0].posterior.num_classes}: remove them first to compare it with others."
             )
-        if not self.columns:
-            self.class_names = DIGITS if posterior.num_classes == 10 else tuple(str(k) for k in range(posterior.num_classes))
+        if not columns and task == self.task:
+            self.class_names = class_names_for(task, posterior)
         column = Column(key, posterior)
-        self.columns.append(column)
-        self.columns_changed.emit()
+        columns.append(column)
+        if task == self.task:
+            self.columns_changed.emit()
         return column
 
     def remove(self, key: str) -> None:
@@ -117,9 +169,14 @@ class Workspace(QObject):
             self.columns_changed.emit()
 
     # -------------------------------------------------------------------- input
-    def set_input(self, image: np.ndarray | None, label: str = "") -> None:
-        """Set the 28×28 model input every column judges (None: nothing to judge)."""
+    def set_input(self, image: np.ndarray | None, label: str = "", preview: np.ndarray | None = None) -> None:
+        """Set the model input every column judges (None: nothing to judge).
+
+        For digits a 28×28 image (its own preview); for faces a descriptor vector (D,) and
+        the aligned face crop as the preview.
+        """
         self.image = None if image is None else np.asarray(image, dtype=np.float32)
+        self.preview = self.image if preview is None else preview
         self.input_label = label
         if image is None:
             for column in self.columns:

@@ -266,11 +266,15 @@ def _unique_slugs(titles: Sequence[str]) -> list[str]:
 
 
 def _input_png(image: np.ndarray) -> bytes:
+    """The input as a PNG: a grey [0, 1] image enlarged, or a uint8 RGB face crop as it is."""
     from PIL import Image
 
-    pixels = (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
-    side = pixels.shape[0] * INPUT_SCALE
-    big = Image.fromarray(pixels).resize((side, side), Image.Resampling.NEAREST)
+    if image.dtype == np.uint8:
+        pixels = image
+    else:
+        pixels = (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
+    scale = INPUT_SCALE if pixels.shape[0] < 64 else 1
+    big = Image.fromarray(pixels).resize((pixels.shape[1] * scale, pixels.shape[0] * scale), Image.Resampling.NEAREST)
     buffer = io.BytesIO()
     big.save(buffer, format="PNG")
     return buffer.getvalue()

@@ -37,7 +37,29 @@ def predict_image(
     with it (reproducible for that seed).
     """
     x = image if isinstance(image, torch.Tensor) else image_to_input(image)
-    x = x.reshape(1, 1, *x.shape[-2:]).float()
+    return predict_input(posterior, x.reshape(1, 1, *x.shape[-2:]).float(), num_samples, seed, level)
+
+
+def predict_features(
+    posterior: Posterior,
+    features: np.ndarray | torch.Tensor,
+    num_samples: int | None = None,
+    seed: int | None = 0,
+    level: float = 0.9,
+) -> Prediction:
+    """:func:`predict_image` for one feature vector (D,), e.g. a face descriptor."""
+    x = torch.as_tensor(np.asarray(features, dtype=np.float32)).reshape(1, -1)
+    return predict_input(posterior, x, num_samples, seed, level)
+
+
+def predict_input(
+    posterior: Posterior,
+    x: torch.Tensor,
+    num_samples: int | None = None,
+    seed: int | None = 0,
+    level: float = 0.9,
+) -> Prediction:
+    """Samples and summary for a batch of one input already shaped for the posterior."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     samples = posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0]
     return Prediction(samples, summarise(samples, level=level))

@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.workers import generator_worker
 from core.inference.base import Posterior
-from core.predictive import Prediction, predict_image
+from core.predictive import Prediction, predict_features, predict_image
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,15 @@ def predict_columns(
 ) -> Generator[tuple[str, Prediction], None, None]:
     """Yield ``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
     randomness (a variational posterior's fixed bank of draws, dropout's masks)."""
+    if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
+        from core.faces import descriptor_info
+        from core.faces.heads import check_descriptor
+
+        info = descriptor_info()
+        for column in columns:
+            check_descriptor(column.posterior, info)
+            yield column.key, predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
+        return
     for column in columns:
         yield column.key, predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
 
