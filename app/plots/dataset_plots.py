@@ -1,0 +1,470 @@
+"""The data-set plots of one posterior's column, each fed a :class:`core.dataset_views.ColumnViews`.
+
+Every plot has a ``view_key`` (the :data:`core.dataset_views.DATASET_VIEWS` entry it exports),
+a tooltip in plain words and a context menu whose "Export…" emits ``export_requested(view_key)``.
+The confusion matrices emit ``cell_clicked(true, predicted)`` and the histogram
+``bin_clicked(bin, ood)`` when a person clicks them, so the view can list the images behind.
+Nothing here computes a statistic: the numbers arrive ready from core and are only drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QMenu,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolTip,
+)
+
+from app.plots.input_views import CompactPlot
+from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
+from core.dataset_views import SCORE_WORDS, ColumnViews
+from core.metrics import REJECTION_SCORES
+from core.naming import plural
+
+OOD_COLOUR = (230, 126, 34)
+#: Histogram fractions below this are drawn at the floor of the log scale.
+LOG_FLOOR = 1e-4
+PERCENT_TICKS = [[(-4, ".01%"), (-3, ".1%"), (-2, "1%"), (-1, "10%"), (0, "100%")]]
+
+
+class DatasetPlot(CompactPlot):
+    """Base of the data-set plots: a title, a tooltip, and a context menu that exports the view."""
+
+    export_requested = Signal(str)
+    view_key: ClassVar[str]
+    tooltip: ClassVar[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setToolTip(self.tooltip)
+        self.setMinimumHeight(170)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _on_context_menu_requested(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export this view for every column (PNG, SVG, CSV, JSON)…",
+                       lambda: self.export_requested.emit(self.view_key))
+        menu.exec(self.mapToGlobal(pos))
+
+    def set_title(self, text: str) -> None:
+        self.getPlotItem().setTitle(text, size="9pt")
+
+    def view_point(self, scene_pos: QPointF) -> QPointF:
+        return self.getPlotItem().getViewBox().mapSceneToView(scene_pos)
+
+    def scene_point(self, x: float, y: float) -> QPoint:
+        """Widget coordinates of the data point (x, y) (tests click there)."""
+        scene = self.getPlotItem().getViewBox().mapViewToScene(QPointF(x, y))
+        return self.mapFromScene(scene)
+
+
+class ReliabilityPlot(DatasetPlot):
+    """Accuracy per confidence bin against the diagonal; the gap to it hatched in red."""
+
+    view_key = "reliability"
+    tooltip = (
+        "Reliability: the test images are grouped by how confident the posterior is (its highest "
+        "mean probability). Blue bars: how often it is right in each group. On the dashed "
+        "diagonal, confidence can be taken at its word; red outlines show the gap (the ECE is "
+        "its average). The grey line shows the share of images in each group."
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        item = self.getPlotItem()
+        item.setXRange(0, 1, padding=0.02)
+        item.setYRange(0, 1, padding=0.02)
+        item.setLabel("bottom", "confidence")
+        item.setLabel("left", "accuracy")
+        item.addItem(pg.PlotDataItem([0, 1], [0, 1], pen=pg.mkPen(GRID, style=Qt.PenStyle.DashLine)))
+        self.bars = pg.BarGraphItem(x0=[], width=[], height=[], brush=pg.mkBrush(BAR), pen=pg.mkPen("w"))
+        self.gaps = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=None, pen=pg.mkPen(BAR_TOP, width=1.2))
+        self.share = pg.PlotDataItem([], [], pen=pg.mkPen((110, 110, 110), width=1), stepMode="center")
+        for it in (self.bars, self.gaps, self.share):
+            item.addItem(it)
+
+    def show_column(self, column: ColumnViews) -> None:
+        d = column.reliability
+        lo, hi = d.edges[:-1], d.edges[1:]
+        filled = d.counts > 0
+        self.bars.setOpts(x0=lo[filled], width=(hi - lo)[filled], height=d.accuracy[filled])
+        low = np.minimum(d.accuracy, d.confidence)[filled]
+        self.gaps.setOpts(x0=lo[filled], y0=low, width=(hi - lo)[filled],
+                          height=np.abs(d.accuracy - d.confidence)[filled])
+        self.share.setData(d.edges, d.counts / max(d.counts.sum(), 1))
+        self.set_title(f"Reliability · ECE {d.ece:.4f}")
+
+
+class ConfusionPlot(DatasetPlot):
+    """A K×K heat map, rows = true class, columns = predicted; a click picks a cell."""
+
+    cell_clicked = Signal(int, int)
+
+    soft: ClassVar[bool]
+
+    def __init__(self, class_names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.class_names = class_names
+        self.values = np.zeros((len(class_names), len(class_names)))
+        self.counts: np.ndarray | None = None
+        k = len(class_names)
+        item = self.getPlotItem()
+        item.invertY(True)
+        ticks = [list(enumerate(class_names))]
+        item.getAxis("left").setTicks(ticks)
+        item.getAxis("bottom").setTicks(ticks)
+        item.setLabel("left", "true class")
+        item.setLabel("bottom", "predicted class")
+        item.setXRange(-0.5, k - 0.5, padding=0)
+        item.setYRange(-0.5, k - 0.5, padding=0)
+        self.image = pg.ImageItem(np.zeros((k, k)))
+        self.image.setColorMap(sequential_lut())
+        self.image.setRect(QRectF(-0.5, -0.5, k, k))
+        self.marker = pg.PlotDataItem([], [], pen=pg.mkPen(BAR_TOP, width=2))
+        item.addItem(self.image)
+        item.addItem(self.marker)
+        self.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+        self.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
+
+    def show_column(self, column: ColumnViews) -> None:
+        self.counts = column.hard_confusion
+        self.values = column.soft_confusion if self.soft else column.hard_confusion_rows
+        # √: shares of a few % stay visible beside a diagonal near 1 (the tooltip gives the values)
+        self.image.setImage(np.sqrt(np.nan_to_num(self.values)).T, levels=(0, 1))
+        self.marker.setData([], [])
+        diagonal = float(np.nanmean(np.diag(self.values)))
+        self.set_title(f"Soft confusion · diagonal {diagonal:.3f}" if self.soft
+                       else f"Confusion · {plural(int(self.counts.sum() - np.trace(self.counts)), 'mistake')}")
+
+    def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        p = self.view_point(scene_pos)
+        i, j = round(p.y()), round(p.x())
+        k = len(self.class_names)
+        return (i, j) if 0 <= i < k and 0 <= j < k else None
+
+    def mark(self, i: int, j: int) -> None:
+        x0, x1, y0, y1 = j - 0.5, j + 0.5, i - 0.5, i + 0.5
+        self.marker.setData([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0])
+
+    def _on_scene_mouse_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        cell = self.cell_at(event.scenePos())
+        if cell is not None:
+            self.mark(*cell)
+            self.cell_clicked.emit(*cell)
+
+    def _on_scene_mouse_moved(self, scene_pos: QPointF) -> None:
+        cell = self.cell_at(scene_pos)
+        if cell is None or self.counts is None:
+            return
+        i, j = cell
+        t, p = self.class_names[i], self.class_names[j]
+        if self.soft:
+            text = f"true {t} → {p}: mean probability {self.values[i, j]:.3f}"
+        else:
+            text = f"true {t}, predicted {p}: {plural(int(self.counts[i, j]), 'image')} ({self.values[i, j]:.1%} of the {t}s)"
+        QToolTip.showText(QCursor.pos(), text, self)
+
+
+class SoftConfusionPlot(ConfusionPlot):
+    """Mean probability per true class (rows) given to each class (columns)."""
+
+    soft = True
+    view_key = "confusion_soft"
+    tooltip = (
+        "Soft confusion: each row is a true class; the colour of a cell is the mean probability the "
+        "posterior gives the column's class to the images of that row (as in the D-SGHMC paper's "
+        "matrices; the colour grows with the square root, so that a few % show). Colour off the "
+        "diagonal shows which classes it hesitates between. Hover a cell for its value; click it to "
+        "see the images that give the column's class at least 5%."
+    )
+
+
+class HardConfusionPlot(ConfusionPlot):
+    """Share of each true class (rows) predicted as each class (columns)."""
+
+    soft = False
+    view_key = "confusion_hard"
+    tooltip = (
+        "Confusion: each row is a true class; the colour of a cell is the share of that row's images "
+        "predicted as the column's class (square-root colour scale, so that single mistakes show). "
+        "Hover a cell for its count; click it to see exactly those images."
+    )
+
+
+class ClassErrorPlot(DatasetPlot):
+    """Error rate per true class: a box over the chains with a dot per chain, or bars for one chain."""
+
+    view_key = "per_class_error"
+    tooltip = (
+        "How often the posterior is wrong on each true class, in %. For posteriors sampled in "
+        "several independent chains (SGHMC and the like), a box spans the middle half of the "
+        "chains, the line inside is their median, the whiskers their range and each dot one "
+        "chain (the D-SGHMC paper's box plots). With one chain, one bar per class."
+    )
+
+    def __init__(self, class_names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.class_names = class_names
+        k = len(class_names)
+        item = self.getPlotItem()
+        item.getAxis("bottom").setTicks([list(enumerate(class_names))])
+        item.setXRange(-0.6, k - 0.4, padding=0)
+        item.setLabel("left", "error %")
+        item.setLabel("bottom", "true class")
+        self.bars = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.6, brush=pg.mkBrush(BAR), pen=None)
+        self.boxes = pg.BarGraphItem(x=np.arange(k), y0=np.zeros(k), height=np.zeros(k), width=0.6,
+                                     brush=pg.mkBrush(*BAR, 110), pen=pg.mkPen(MEAN, width=1))
+        self.whiskers = pg.PlotDataItem([], [], pen=pg.mkPen(MEAN, width=1), connect="pairs")
+        self.medians = pg.PlotDataItem([], [], pen=pg.mkPen(MEAN, width=2), connect="pairs")
+        self.dots = pg.ScatterPlotItem(size=4, pen=None, brush=pg.mkBrush(BAR_TOP))
+        for it in (self.bars, self.whiskers, self.boxes, self.medians, self.dots):
+            item.addItem(it)
+
+    def show_column(self, column: ColumnViews) -> None:
+        errors = column.per_class_error * 100  # (C, K)
+        c, k = errors.shape
+        x = np.arange(k, dtype=np.float64)
+        several = c > 1
+        for it in (self.boxes, self.whiskers, self.medians, self.dots):
+            it.setVisible(several)
+        self.bars.setVisible(not several)
+        top = float(np.nanmax(errors)) if np.isfinite(errors).any() else 1.0
+        self.getPlotItem().setYRange(0, max(top * 1.1, 1.0), padding=0)
+        if not several:
+            self.bars.setOpts(height=np.nan_to_num(errors[0]))
+            self.set_title("Error per class · 1 chain")
+            return
+        box = {key: np.nan_to_num(value * 100) for key, value in column.error_box.items()}
+        self.boxes.setOpts(y0=box["q1"], height=box["q3"] - box["q1"])
+        self.whiskers.setData(np.repeat(x, 2), np.column_stack([box["min"], box["max"]]).ravel())
+        self.medians.setData(np.column_stack([x - 0.3, x + 0.3]).ravel(), np.repeat(box["median"], 2))
+        # the chains' dots spread a little sideways so that equal values stay visible
+        offsets = np.linspace(-0.2, 0.2, c)
+        self.dots.setData(x=(x[None, :] + offsets[:, None]).ravel(), y=np.nan_to_num(errors).ravel())
+        self.set_title(f"Error per class · {plural(c, 'chain')}")
+
+
+class RejectionPlot(DatasetPlot):
+    """Accuracy on the kept images against the share referred, one line per uncertainty score."""
+
+    view_key = "rejection"
+    tooltip = (
+        "If the posterior may hand its most uncertain images to a person, how accurate is it on "
+        "the rest? x: share of images handed over (most uncertain first, by each score); y: "
+        "accuracy on those kept. A curve that rises fast means the uncertainty points at the "
+        "mistakes. Dotted: the best possible, every mistake handed over first."
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        item = self.getPlotItem()
+        item.setLabel("bottom", "images referred %")
+        item.setLabel("left", "accuracy %")
+        item.setXRange(0, 95, padding=0.01)
+        item.showGrid(x=True, y=True, alpha=0.2)
+        item.addLegend(offset=(-5, -5), labelTextSize="7pt", verSpacing=-8)
+        self.curves = {score: item.plot([], [], pen=pg.mkPen(UNCERTAINTY[score], width=2), name=score)
+                       for score in REJECTION_SCORES}
+        self.oracle = item.plot([], [], pen=pg.mkPen(MEAN, width=1, style=Qt.PenStyle.DotLine), name="best")
+
+    def show_column(self, column: ColumnViews) -> None:
+        lowest = 100.0
+        for score, curve in self.curves.items():
+            rates, acc = column.rejection[score]
+            curve.setData(rates * 100, acc * 100)
+            if np.isfinite(acc).any():
+                lowest = min(lowest, float(np.nanmin(acc)) * 100)
+        rates, best = column.oracle
+        self.oracle.setData(rates * 100, best * 100)
+        self.getPlotItem().setYRange(max(0.0, math.floor(lowest) - 0.5), 100.2, padding=0)
+        self.set_title("Accuracy when uncertain images are referred")
+
+
+class OodHistogramPlot(DatasetPlot):
+    """One score's histogram on the test set (left half of each bin) and the OOD set (right half)."""
+
+    view_key = "ood_histograms"
+    tooltip = (
+        "How uncertain the posterior is, image by image: blue on the test set, orange on the "
+        "out-of-distribution set (images of something it was never trained on), as shares of "
+        "each set on a log scale. The further apart, the better this score flags unfamiliar "
+        "images; AUROC says how well (0.5 = chance, 1 = perfect). Click a bar to see its images."
+    )
+    bin_clicked = Signal(int, bool)
+
+    def __init__(self) -> None:
+        super().__init__()
+        item = self.getPlotItem()
+        item.getAxis("left").setTicks(PERCENT_TICKS)
+        item.setYRange(math.log10(LOG_FLOOR), 0.05, padding=0)
+        item.setLabel("left", "share of images")
+        self.edges = np.linspace(0, 1, 2)
+        self.has_ood = False
+        self.test_bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=pg.mkBrush(BAR), pen=None)
+        self.ood_bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=pg.mkBrush(*OOD_COLOUR), pen=None)
+        self.marker = pg.PlotDataItem([], [], pen=pg.mkPen(MEAN, width=2))
+        for it in (self.test_bars, self.ood_bars, self.marker):
+            item.addItem(it)
+        self.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+
+    @staticmethod
+    def _heights(fraction: np.ndarray) -> np.ndarray:
+        floor = math.log10(LOG_FLOOR)
+        with np.errstate(divide="ignore"):
+            return np.where(fraction > 0, np.log10(np.maximum(fraction, LOG_FLOOR)) - floor, 0.0)
+
+    def show_column(self, column: ColumnViews, score: str) -> None:
+        pair = column.histograms[score]
+        self.edges = pair.edges
+        lo, width = pair.edges[:-1], np.diff(pair.edges)
+        self.has_ood = pair.ood_fraction is not None
+        floor = math.log10(LOG_FLOOR)
+        half = width / 2 if self.has_ood else width
+        self.test_bars.setOpts(x0=lo, y0=np.full(len(lo), floor), width=half, height=self._heights(pair.in_fraction))
+        if self.has_ood:
+            self.ood_bars.setOpts(x0=lo + half, y0=np.full(len(lo), floor), width=half,
+                                  height=self._heights(pair.ood_fraction))
+        self.ood_bars.setVisible(self.has_ood)
+        self.marker.setData([], [])
+        self.getPlotItem().setXRange(float(pair.edges[0]), float(pair.edges[-1]), padding=0.01)
+        self.getPlotItem().setLabel("bottom", SCORE_WORDS.get(score, score))
+        result = column.ood.get(score)
+        if result is not None:
+            self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}")
+        else:
+            self.set_title("Uncertainty on the test set (no out-of-distribution set)")
+
+    def bin_at(self, scene_pos: QPointF) -> tuple[int, bool] | None:
+        x = self.view_point(scene_pos).x()
+        if not self.edges[0] <= x <= self.edges[-1]:
+            return None
+        b = int(np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, len(self.edges) - 2))
+        middle = (self.edges[b] + self.edges[b + 1]) / 2
+        return b, bool(self.has_ood and x >= middle)
+
+    def mark(self, b: int, ood: bool) -> None:
+        lo, hi = self.edges[b], self.edges[b + 1]
+        if self.has_ood:
+            lo, hi = ((lo + hi) / 2, hi) if ood else (lo, (lo + hi) / 2)
+        floor = math.log10(LOG_FLOOR)
+        self.marker.setData([lo, hi], [floor, floor])
+
+    def _on_scene_mouse_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        found = self.bin_at(event.scenePos())
+        if found is not None:
+            self.mark(*found)
+            self.bin_clicked.emit(*found)
+
+
+class MetricsTable(QTableWidget):
+    """The summary numbers of one posterior, a plain-words tooltip on every row."""
+
+    export_requested = Signal(str)
+    view_key = "summary"
+
+    ROWS: tuple[tuple[str, str], ...] = (
+        ("Accuracy", "Share of the test images whose most probable class is the true one."),
+        ("Log loss", "Negative log-likelihood (NLL): the average of −log(probability given to the true class). "
+                           "Lower is better; confident mistakes cost the most."),
+        ("Brier", "Brier score: the average squared distance between the probabilities and the true class "
+                        "(0 = perfect, 2 = worst)."),
+        ("ECE", "Expected calibration error (ECE): the average gap between how confident the "
+                                    "posterior is and how often it is right (15 confidence groups). 0 = its "
+                                    "confidence can be taken at its word."),
+        ("Classwise ECE", "The calibration error of each class's probability, averaged over the classes."),
+        ("Uncertain", "Share of the test images whose two most likely classes overlap in the draws "
+                             "(Bhattacharyya coefficient above 0.5): the posterior cannot tell them apart."),
+        ("Draws", "How many posterior draws (plausible models) judged each image."),
+        ("Chains", "Independent sampling chains the draws come from (SGHMC and the like); the per-class "
+                   "box plots spread over them."),
+        ("AUROC", "How well the chosen uncertainty score tells the out-of-distribution images from the "
+                  "test images: 0.5 = chance, 1 = perfectly."),
+        ("AUPR", "Area under the precision–recall curve, out-of-distribution images counted as the ones to "
+                 "find: near 1 when the most uncertain images are nearly all out-of-distribution."),
+    )
+
+    ROW_HEIGHT = 19
+
+    def __init__(self) -> None:
+        super().__init__((len(self.ROWS) + 1) // 2, 4)
+        self.setToolTip("The posterior's scores on the whole test set; hover a row for what it means.")
+        self.horizontalHeader().hide()
+        self.verticalHeader().hide()
+        for c in (0, 2):
+            self.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)
+            self.horizontalHeader().setSectionResizeMode(c + 1, QHeaderView.ResizeMode.ResizeToContents)
+        self.verticalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setShowGrid(False)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        for i, (label, tip) in enumerate(self.ROWS):
+            name = QTableWidgetItem(label)
+            name.setToolTip(tip)
+            value = QTableWidgetItem("")
+            value.setToolTip(tip)
+            value.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.setItem(i // 2, 2 * (i % 2), name)
+            self.setItem(i // 2, 2 * (i % 2) + 1, value)
+        self.setFixedHeight(self.ROW_HEIGHT * self.rowCount() + 4)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _on_context_menu_requested(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export every column's metrics (CSV, JSON)…", lambda: self.export_requested.emit(self.view_key))
+        menu.exec(self.mapToGlobal(pos))
+
+    def _value_item(self, label: str) -> QTableWidgetItem:
+        i = next(i for i, (name, _) in enumerate(self.ROWS) if name == label)
+        return self.item(i // 2, 2 * (i % 2) + 1)
+
+    def value(self, label: str) -> str:
+        """The text shown for the measure ``label`` (one of :attr:`ROWS`)."""
+        return self._value_item(label).text()
+
+    def show_column(self, column: ColumnViews, score: str) -> None:
+        s = column.summary
+        result = column.ood.get(score)
+        values = {
+            "Accuracy": _percent(s["accuracy"], 2),
+            "Log loss": _number(s["nll"]),
+            "Brier": _number(s["brier"]),
+            "ECE": _number(s["ece"]),
+            "Classwise ECE": _number(s["classwise_ece"]),
+            "Uncertain": _percent(s["uncertain_fraction"], 1),
+            "Draws": f"{s['samples']:,}",
+            "Chains": f"{s['chains']:,}",
+            "AUROC": _number(result["auroc"]) if result else "–",
+            "AUPR": _number(result["aupr_out"]) if result else "–",
+        }
+        for label, _ in self.ROWS:
+            self._value_item(label).setText(values[label])
+        self.setRowHidden(self.rowCount() - 1, result is None)  # AUROC and AUPR
+        shown = sum(not self.isRowHidden(r) for r in range(self.rowCount()))
+        self.setFixedHeight(self.ROW_HEIGHT * shown + 4)
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def _percent(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value * 100:.{digits}f} %"

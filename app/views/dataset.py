@@ -1,0 +1,684 @@
+"""The Dataset tab: every column's posterior judged on a whole test set, one column each.
+
+The person picks a test set, an optional out-of-distribution set, how many images and how
+many draws, and presses Evaluate. :func:`core.dataset_views.run_evaluation` runs in a worker
+(progress per posterior in images, cancel between batches, results cached by core); the
+columns then draw the :class:`core.dataset_views.ColumnViews` core computed: metrics,
+reliability, soft and hard confusion, per-class error over chains, accuracy against
+rejection, and test vs out-of-distribution histograms. Clicking a confusion cell or a
+histogram bar lists the images behind it; clicking one of those sends it to the per-input
+workspace (``image_chosen``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPainter, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSpinBox,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import settings as app_settings
+from app.plots.dataset_plots import (
+    ClassErrorPlot,
+    HardConfusionPlot,
+    MetricsTable,
+    OodHistogramPlot,
+    RejectionPlot,
+    ReliabilityPlot,
+    SoftConfusionPlot,
+)
+from app.workers import function_worker, generator_worker
+from app.workspace import Workspace
+from core.dataset_views import (
+    DATASET_VIEWS,
+    SCORE_WORDS,
+    ColumnViews,
+    DatasetViews,
+    EvaluationItem,
+    ImageSelection,
+    confusion_cell_images,
+    dataset_words,
+    histogram_bin_images,
+)
+from core.naming import plural
+
+FOLDER = "folder…"
+#: (shown, spec) of the sets offered; a chosen folder is added with its path as spec.
+TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"))
+OOD_SETS = (("None", ""), ("notMNIST letters", "notmnist"), ("MNIST test digits", "mnist-test"))
+#: At most this many thumbnails are shown for one selection (most telling first).
+MAX_THUMBNAILS = 240
+THUMBNAIL_SIDE = 56
+
+
+def plain_sentence(exc: BaseException) -> str:
+    """An engine error as a sentence for a dialog: folders left out, files named by their name."""
+    text = str(exc) or "something went wrong"
+    text = re.sub(r"(?:[A-Za-z]:)?[\\/][^\s:;,'\"()]*[\\/]([^\s\\/:;,'\"()]+)", r"“\1”", text)
+    return text[0].upper() + text[1:]
+
+
+class ThumbnailPanel(QFrame):
+    """The test images behind a clicked cell or bar, as a grid; a click sends one to the workspace.
+
+    Signals: image_chosen(np.ndarray 28×28, str label).
+    """
+
+    image_chosen = Signal(object, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        close = QToolButton(text="✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Hide the images")
+        close.clicked.connect(self.hide)
+        self.grid = QListWidget()
+        self.grid.setViewMode(QListView.ViewMode.IconMode)
+        self.grid.setIconSize(QSize(THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+        self.grid.setGridSize(QSize(THUMBNAIL_SIDE + 12, THUMBNAIL_SIDE + 22))
+        self.grid.setResizeMode(QListView.ResizeMode.Adjust)
+        self.grid.setMovement(QListView.Movement.Static)
+        self.grid.setUniformItemSizes(True)
+        self.grid.setToolTip("Click an image to judge it in the “This input” tab, with every column.")
+        self.grid.itemClicked.connect(self._on_grid_item_clicked)
+        top = QHBoxLayout()
+        top.addWidget(self.caption, 1)
+        top.addWidget(close)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.grid, 1)
+        self.images: list[np.ndarray] = []
+        self.labels: list[str] = []
+
+    def show_images(self, caption: str, images: np.ndarray, labels: list[str], tips: list[str]) -> None:
+        """``images`` (N, 28, 28) in [0, 1], each with the label the workspace shows and a tooltip."""
+        self.grid.clear()
+        self.caption.setText(caption)
+        self.images = [np.asarray(im, dtype=np.float32) for im in images]
+        self.labels = list(labels)
+        for i, (image, tip) in enumerate(zip(self.images, tips, strict=True)):
+            pixels = np.ascontiguousarray((np.clip(image, 0, 1) * 255).astype(np.uint8))
+            h, w = pixels.shape
+            qimage = QImage(pixels.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+            pixmap = QPixmap.fromImage(qimage).scaled(THUMBNAIL_SIDE, THUMBNAIL_SIDE,
+                                                      Qt.AspectRatioMode.KeepAspectRatio,
+                                                      Qt.TransformationMode.FastTransformation)
+            painter = QPainter(pixmap)  # a frame, so that a white image stays visible on white
+            painter.setPen(QColor(150, 150, 150))
+            painter.drawRect(0, 0, pixmap.width() - 1, pixmap.height() - 1)
+            painter.end()
+            item = QListWidgetItem(QIcon(pixmap), tip.split(":")[0])
+            item.setToolTip(tip)
+            item.setData(Qt.ItemDataRole.UserRole, i)
+            self.grid.addItem(item)
+        self.show()
+
+    def choose(self, row: int) -> None:
+        """Send the image in ``row`` to the workspace (what a click does)."""
+        self.image_chosen.emit(self.images[row], self.labels[row])
+
+    def _on_grid_item_clicked(self, item: QListWidgetItem) -> None:
+        self.choose(int(item.data(Qt.ItemDataRole.UserRole)))
+
+
+class DatasetColumn(QFrame):
+    """One posterior's data-set views, fed a :class:`core.dataset_views.ColumnViews`.
+
+    Signals: export_requested(str view), cell_clicked(str name, bool soft, int true, int
+    predicted), bin_clicked(str name, int bin, bool ood).
+    """
+
+    export_requested = Signal(str)
+    cell_clicked = Signal(str, bool, int, int)
+    bin_clicked = Signal(str, int, bool)
+
+    MIN_WIDTH = 280
+
+    def __init__(self, column: ColumnViews, title: str, class_names: tuple[str, ...], score: str,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.column = column
+        self.name = column.name
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setMinimumWidth(self.MIN_WIDTH)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.title = QLabel(f"<b>{title}</b>")
+        self.title.setWordWrap(True)
+        self.note = QLabel("from the cache" if column.cached else "")
+        self.note.setStyleSheet("color: #777;")
+        self.note.setToolTip("These results were computed before with the same posterior file, images, "
+                             "draws and seed, and kept; nothing was recomputed.")
+        self.metrics = MetricsTable()
+        self.reliability = ReliabilityPlot()
+        self.soft = SoftConfusionPlot(class_names)
+        self.hard = HardConfusionPlot(class_names)
+        self.errors = ClassErrorPlot(class_names)
+        self.rejection = RejectionPlot()
+        self.histogram = OodHistogramPlot()
+        self.plots = {"reliability": self.reliability, "ood_histograms": self.histogram, "rejection": self.rejection,
+                      "confusion_soft": self.soft, "confusion_hard": self.hard, "per_class_error": self.errors}
+        for widget in (self.metrics, *self.plots.values()):
+            widget.export_requested.connect(self.export_requested)
+        self.soft.cell_clicked.connect(lambda i, j: self.cell_clicked.emit(self.name, True, i, j))
+        self.hard.cell_clicked.connect(lambda i, j: self.cell_clicked.emit(self.name, False, i, j))
+        self.histogram.bin_clicked.connect(lambda b, ood: self.bin_clicked.emit(self.name, b, ood))
+        header = QHBoxLayout()
+        header.addWidget(self.title, 1)
+        header.addWidget(self.note)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)
+        layout.addLayout(header)
+        layout.addWidget(self.metrics)
+        for plot in self.plots.values():
+            layout.addWidget(plot)
+        layout.addStretch(1)
+        for plot in (self.reliability, self.soft, self.hard, self.errors, self.rejection):
+            plot.show_column(column)
+        self.set_score(score)
+
+    def set_score(self, score: str) -> None:
+        """Show the histogram (and AUROC) of another uncertainty score."""
+        self.metrics.show_column(self.column, score)
+        self.histogram.show_column(self.column, score)
+
+
+class DatasetView(QWidget):
+    """The Dataset tab.
+
+    Signals
+    -------
+    image_chosen(np.ndarray, str)
+        A test image (28×28 in [0, 1]) and its label, to judge in the per-input workspace.
+    progress_reported(int, int, str)
+        Images done and total of the posterior being evaluated, and its name.
+    results_shown
+        New results were drawn.
+    run_ended
+        An evaluation ended (finished, cancelled or failed).
+    """
+
+    image_chosen = Signal(object, str)
+    progress_reported = Signal(int, int, str)
+    results_shown = Signal()
+    run_ended = Signal()
+
+    def __init__(self, workspace: Workspace, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.workspace = workspace
+        self.results: DatasetViews | None = None
+        self.result_keys: list[str] = []
+        self.column_widgets: dict[str, DatasetColumn] = {}
+        self._worker = None
+        self._export_worker = None
+        self._run = 0
+        self._started = 0.0
+        self._restored = False
+        self._watching_window = False
+        self._current_request: tuple | None = None
+
+        self.test_set = QComboBox()
+        self.test_set.setToolTip("The images every posterior is judged on. Their true classes give accuracy and "
+                                 "calibration; “A folder of IDX files…” takes any data set stored as MNIST is.")
+        self.ood_set = QComboBox()
+        self.ood_set.setToolTip("Images of something the posteriors never saw in training (letters for a digit "
+                                "model). A good posterior is more uncertain on them; the histograms and AUROC "
+                                "show how much.")
+        for box, entries in ((self.test_set, TEST_SETS), (self.ood_set, OOD_SETS)):
+            for shown, spec in entries:
+                box.addItem(shown, spec)
+            box.addItem("A folder of IDX files…", FOLDER)
+            box.activated.connect(lambda index, b=box: self._on_set_box_activated(b, index))
+        self._previous = {self.test_set: 0, self.ood_set: 1}
+        self.ood_set.setCurrentIndex(1)
+        self.images = QSpinBox(minimum=0, maximum=100_000, value=0, singleStep=500)
+        self.images.setSpecialValueText("all")
+        self.images.setToolTip("How many images of each set to use, from the first; “all” takes the whole set.")
+        self.samples = QSpinBox(minimum=1, maximum=1000, value=30, singleStep=10)
+        self.samples.setToolTip("Posterior draws per image. Sampled posteriors (SGHMC, …) use at most the draws "
+                                "they hold. More draws: smoother uncertainty, longer evaluation.")
+        self.evaluate_button = QPushButton("Evaluate")
+        self.evaluate_button.setToolTip("Judge the chosen images with every column's posterior (in the background; "
+                                        "results computed before come back from the cache at once)")
+        self.evaluate_button.clicked.connect(lambda: self.evaluate())
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the evaluation (nothing half-done is kept)")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.score = QComboBox()
+        for key, words in SCORE_WORDS.items():
+            self.score.addItem(words, key)
+        self.score.setToolTip(
+            "Which uncertainty the histograms show and AUROC measures. Total: how spread the average "
+            "prediction is. Aleatoric: how ambiguous each draw finds the image. Epistemic: how much the "
+            "draws disagree, the sign of an unfamiliar image.")
+        self.score.currentIndexChanged.connect(self._on_score_current_index_changed)
+        self.report_button = QPushButton("Export report…")
+        self.report_button.setToolTip("Write one web page with every figure, the tables and where each posterior "
+                                      "and data set comes from; it opens in any browser, offline.")
+        self.report_button.setEnabled(False)
+        self.report_button.clicked.connect(self.export_report_dialog)
+        self.progress = QProgressBar()
+        self.progress.setFormat("%v / %m images")
+        self.progress.setToolTip("Images judged by the posterior being evaluated now, out of its total "
+                                 "(test and out-of-distribution sets together)")
+        self.progress.setVisible(False)
+        self.status = QLabel("Choose the images and press Evaluate to judge every column's posterior on them.")
+        self.status.setWordWrap(True)
+
+        row = QHBoxLayout()
+        for label, widget, tip in (("Test set", self.test_set, self.test_set.toolTip()),
+                                   ("Out of distribution", self.ood_set, self.ood_set.toolTip()),
+                                   ("Images", self.images, self.images.toolTip()),
+                                   ("Samples", self.samples, self.samples.toolTip())):
+            text = QLabel(label)
+            text.setToolTip(tip)
+            row.addWidget(text)
+            row.addWidget(widget)
+            row.addSpacing(6)
+        row.addWidget(self.evaluate_button)
+        row.addWidget(self.cancel_button)
+        row.addStretch(1)
+        second = QHBoxLayout()
+        second.addWidget(self.progress, 1)
+        second.addWidget(self.status, 3)
+        histogram_label = QLabel("Histograms of")
+        histogram_label.setToolTip(self.score.toolTip())
+        second.addWidget(histogram_label)
+        second.addWidget(self.score)
+        second.addWidget(self.report_button)
+
+        self.columns_row = QHBoxLayout()
+        self.columns_row.setContentsMargins(0, 0, 0, 0)
+        self.columns_row.setSpacing(4)
+        inner = QWidget()
+        inner.setLayout(self.columns_row)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setWidget(inner)
+        self.thumbnails = ThumbnailPanel()
+        self.thumbnails.hide()
+        self.thumbnails.image_chosen.connect(self.image_chosen)
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.scroll)
+        self.splitter.addWidget(self.thumbnails)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(row)
+        layout.addLayout(second)
+        layout.addWidget(self.splitter, 1)
+        workspace.columns_changed.connect(self._on_workspace_columns_changed)
+        self._restore_settings()
+
+    # --------------------------------------------------------------- choices
+    def _on_set_box_activated(self, box: QComboBox, index: int) -> None:
+        if box.itemData(index) != FOLDER:
+            self._previous[box] = index
+            return
+        path = QFileDialog.getExistingDirectory(self, "Choose a folder of IDX files (MNIST layout)",
+                                                app_settings.last_folder("data"))
+        if not path:
+            box.setCurrentIndex(self._previous[box])
+            return
+        app_settings.remember_folder("data", path)
+        self.set_folder(box, Path(path))
+
+    def set_folder(self, box: QComboBox, folder: Path) -> None:
+        """Offer ``folder`` in ``box`` (named by its last part) and select it."""
+        found = box.findData(str(folder))
+        if found < 0:
+            found = box.count() - 1
+            box.insertItem(found, f"{folder.name} (folder)", str(folder))
+            box.setItemData(found, str(folder), Qt.ItemDataRole.ToolTipRole)
+        box.setCurrentIndex(found)
+        self._previous[box] = found
+
+    def set_choice(self, dataset: str, ood: str | None, images: int = 0, samples: int = 30) -> None:
+        """Choose the sets (known names or folders), the number of images (0 = all) and draws."""
+        for box, spec in ((self.test_set, dataset), (self.ood_set, ood or "")):
+            index = box.findData(spec)
+            if index < 0 and spec and Path(spec).is_dir():
+                self.set_folder(box, Path(spec))
+            elif index >= 0:
+                box.setCurrentIndex(index)
+                self._previous[box] = index
+        self.images.setValue(images)
+        self.samples.setValue(samples)
+
+    def request(self) -> tuple[str, str | None, int | None, int]:
+        """(test set, OOD set or None, image limit or None, draws) as chosen now."""
+        ood = self.ood_set.currentData() or None
+        limit = self.images.value() or None
+        return self.test_set.currentData(), ood, limit, self.samples.value()
+
+    def items(self) -> list[EvaluationItem]:
+        """Every column's posterior, in the workspace's order, titled as in its header."""
+        samples = self.samples.value()
+        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.workspace.columns]
+
+    def _restore_settings(self) -> None:
+        s = app_settings.settings()
+        self.set_choice(str(s.value("dataset/test", "mnist-test")), str(s.value("dataset/ood", "notmnist")),
+                        int(s.value("dataset/images", 0)), int(s.value("dataset/samples", 30)))
+        index = self.score.findData(str(s.value("dataset/score", "total")))
+        self.score.setCurrentIndex(max(index, 0))
+
+    def save_settings(self, evaluated: bool | None = None) -> None:
+        dataset, ood, limit, samples = self.request()
+        s = app_settings.settings()
+        s.setValue("dataset/test", dataset)
+        s.setValue("dataset/ood", ood or "")
+        s.setValue("dataset/images", limit or 0)
+        s.setValue("dataset/samples", samples)
+        s.setValue("dataset/score", self.score.currentData())
+        if evaluated is not None:
+            s.setValue("dataset/evaluated", evaluated)
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if not self._watching_window and self.window() is not self:
+            self.window().installEventFilter(self)  # cancel when the window closes
+            self._watching_window = True
+        if not self._restored:
+            self._restored = True
+            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.workspace.columns:
+                self.evaluate(cache_only=True)  # last session's results, only if all are cached
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Close and obj is self.window():
+            self.cancel(quiet=True)
+        return super().eventFilter(obj, event)
+
+    # ------------------------------------------------------------ evaluation
+    @property
+    def running(self) -> bool:
+        return self._worker is not None
+
+    def evaluate(self, cache_only: bool = False) -> bool:
+        """Start evaluating every column (False when nothing to do or already running)."""
+        from core.dataset_views import run_evaluation
+
+        if self.running:
+            return False
+        items = self.items()
+        if not items:
+            if not cache_only:
+                self.status.setText("Add a posterior first (“Add posterior” above the columns).")
+            return False
+        dataset, ood, limit, samples = self.request()
+        self._run += 1
+        run = self._run
+        self._current_request = (dataset, ood, limit, samples, cache_only)
+        gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
+                             cache_only=cache_only)
+        worker = generator_worker(gen)
+        worker.yielded.connect(lambda record: self._on_worker_yielded(run, record))
+        worker.returned.connect(lambda views: self._on_worker_returned(run, views))
+        worker.errored.connect(lambda exc: self._on_worker_errored(run, exc))
+        worker.finished.connect(lambda: self._on_worker_finished(run))
+        self._worker = worker
+        self._started = time.perf_counter()
+        self._set_running(True)
+        self.status.setText("Looking for earlier results…" if cache_only else "Reading the images…")
+        self.save_settings()
+        worker.start()
+        return True
+
+    def cancel(self, quiet: bool = False) -> None:
+        """Stop the evaluation: the screen is free at once; the worker ends after its current batch."""
+        if self._worker is None:
+            return
+        self._worker.quit()
+        self._worker = None
+        self._run += 1  # late signals of the stopped run are ignored
+        self._set_running(False)
+        if not quiet:
+            self.status.setText("Evaluation cancelled; nothing of it was kept.")
+        self.run_ended.emit()
+
+    def _set_running(self, running: bool) -> None:
+        self.evaluate_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        for widget in (self.test_set, self.ood_set, self.images, self.samples):
+            widget.setEnabled(not running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)
+
+    def _on_worker_yielded(self, run: int, record) -> None:
+        if run != self._run or record.phase == "loading":
+            return
+        index = int(record.values.get("index", 0))
+        total = int(record.values.get("images_total", 0))
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(int(record.values.get("images_done", 0)))
+        n = len(self.workspace.columns)
+        self.status.setText(f"Evaluating {record.phase} ({index + 1} of {n})…")
+        self.progress_reported.emit(self.progress.value(), total, record.phase)
+
+    def _on_worker_returned(self, run: int, views: DatasetViews | None) -> None:
+        if run != self._run:
+            return
+        if views is None:
+            self.status.setText("Choose the images and press Evaluate to judge every column's posterior on them.")
+            return
+        elapsed = time.perf_counter() - self._started
+        self.show_results(views)
+        cached = sum(c.cached for c in views.columns)
+        ev = views.evaluation
+        text = f"{plural(len(views.columns), 'posterior')} on {len(views.data):,} {dataset_words(ev.dataset)}"
+        if views.ood is not None:
+            text += f" and {len(views.ood):,} {dataset_words(ev.ood_dataset or '')}"
+        text += f", in {elapsed:.1f} s"
+        if cached:
+            text += f" ({cached} from the cache)"
+        self.status.setText(text + ". Click a confusion cell or a histogram bar to see its images.")
+        self.save_settings(evaluated=True)
+
+    def _on_worker_errored(self, run: int, exc: BaseException) -> None:
+        if run != self._run:
+            return
+        if self._current_request and self._current_request[-1]:  # the silent look into the cache
+            self.status.setText("Choose the images and press Evaluate to judge every column's posterior on them.")
+            return
+        self.status.setText("The evaluation stopped.")
+        QMessageBox.critical(self, "The evaluation stopped", self._explain(exc))
+
+    def _explain(self, exc: BaseException) -> str:
+        from core.data.datasets import DatasetNotFoundError
+
+        if isinstance(exc, DatasetNotFoundError):
+            dataset, ood, _, _, _ = self._current_request or ("", None, None, 0, False)
+            missing = [spec for spec in (dataset, ood) if spec]
+            words = [dataset_words(spec) if not Path(spec).is_dir() else f"the folder “{Path(spec).name}”"
+                     for spec in missing]
+            return (f"The images could not be found ({' or '.join(words)}). For MNIST and notMNIST, choose the "
+                    "folder that holds them with File → Choose data folder…; a folder of your own must hold "
+                    "the test files in MNIST layout (t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, "
+                    "optionally gzipped).")
+        return plain_sentence(exc)
+
+    def _on_worker_finished(self, run: int) -> None:
+        if run != self._run:
+            return
+        self._worker = None
+        self._set_running(False)
+        self.run_ended.emit()
+
+    # --------------------------------------------------------------- results
+    def show_results(self, views: DatasetViews) -> None:
+        """Draw one column per evaluated posterior, in the order evaluated."""
+        self.clear_results()
+        self.results = views
+        self.result_keys = [c.key for c in self.workspace.columns]
+        titles = {item.name: item for item in self.items()}
+        score = self.score.currentData()
+        for column in views.columns:
+            title = titles[column.name].name if column.name in titles else column.name
+            widget = DatasetColumn(column, title, views.evaluation.class_names, score)
+            widget.export_requested.connect(self.export_view_dialog)
+            widget.cell_clicked.connect(self.show_cell_images)
+            widget.bin_clicked.connect(self.show_bin_images)
+            self.column_widgets[column.name] = widget
+            self.columns_row.addWidget(widget, 1)
+        self.report_button.setEnabled(True)
+        self.results_shown.emit()
+
+    def clear_results(self) -> None:
+        for widget in self.column_widgets.values():
+            self.columns_row.removeWidget(widget)
+            widget.deleteLater()
+        self.column_widgets.clear()
+        self.results = None
+        self.thumbnails.hide()
+        self.report_button.setEnabled(False)
+
+    def _on_score_current_index_changed(self, _index: int) -> None:
+        for widget in self.column_widgets.values():
+            widget.set_score(self.score.currentData())
+
+    def _on_workspace_columns_changed(self) -> None:
+        if self.results is not None and [c.key for c in self.workspace.columns] != self.result_keys:
+            self.status.setText("The columns changed since this evaluation: press Evaluate to update it "
+                                "(posteriors evaluated before come back from the cache at once).")
+
+    # ---------------------------------------------------------------- images
+    def show_cell_images(self, name: str, soft: bool, true_class: int, predicted_class: int) -> ImageSelection:
+        """List the images behind one confusion cell of one column."""
+        selection = confusion_cell_images(self.results, name, true_class, predicted_class, soft=soft)
+        self._show_selection(name, selection, ood=False)
+        return selection
+
+    def show_bin_images(self, name: str, bin_index: int, ood: bool) -> ImageSelection:
+        """List the images in one histogram bar (test or out-of-distribution set) of one column."""
+        score = self.score.currentData()
+        selection = histogram_bin_images(self.results, name, score, bin_index, ood=ood)
+        self._show_selection(name, selection, ood=ood)
+        return selection
+
+    def _show_selection(self, name: str, selection: ImageSelection, ood: bool) -> None:
+        views = self.results
+        data = views.ood if ood else views.data
+        preds = views.evaluation.results[name].ood if ood else views.evaluation.results[name].data
+        shown = selection.indices[:MAX_THUMBNAILS]
+        names = views.evaluation.class_names
+        own = data.class_names or names
+        words = dataset_words(selection.set_name)
+        labels, tips = [], []
+        for index in shown:
+            truth = own[int(data.y[index])]
+            guess = int(preds.predictions[index])
+            labels.append(f"{words} #{index} (true class {truth})")
+            tips.append(f"#{index}: true {truth}, read as {names[guess]} "
+                        f"(mean probability {preds.mean_proba[index, guess]:.2f})")
+        total = len(selection.indices)
+        more = f", the first {len(shown)} shown" if total > len(shown) else ""
+        caption = (f"<b>{name}</b>: {plural(total, 'image')} of the {words}, {selection.description}{more}. "
+                   "Click one to judge it in “This input”.")
+        if total == 0:
+            caption = f"<b>{name}</b>: no image of the {words} here ({selection.description})."
+        images = data.x[shown, 0].numpy() if len(shown) else np.zeros((0, 28, 28), np.float32)
+        if self.thumbnails.isHidden():
+            total_height = sum(self.splitter.sizes())
+            self.splitter.setSizes([max(total_height - 200, 100), 200])
+        self.thumbnails.show_images(caption, images, labels, tips)
+
+    # ---------------------------------------------------------------- export
+    def export_view_dialog(self, view: str) -> None:
+        from app.main import PLOT_FILTERS, slug, with_suffix_from_filter
+
+        if self.results is None:
+            return
+        filters = PLOT_FILTERS if view != "summary" else {k: v for k, v in PLOT_FILTERS.items() if v in (".csv", ".json")}
+        suggested = f"{slug(DATASET_VIEWS[view])}{'.csv' if view == 'summary' else '.png'}"
+        path, chosen = QFileDialog.getSaveFileName(self, f"Export: {DATASET_VIEWS[view].lower()}",
+                                                   str(Path(app_settings.last_folder("export")) / suggested),
+                                                   ";;".join(filters))
+        if not path:
+            return
+        app_settings.remember_folder("export", path)
+        target = with_suffix_from_filter(path, chosen)
+        self.export_view(view, target)
+
+    def export_view(self, view: str, path: Path) -> bool:
+        """Write one view of every column (figure + numbers) in the background."""
+        from core.dataset_views import export_dataset_view
+
+        return self._export(export_dataset_view, (self.results, view, path),
+                            f"Exporting {DATASET_VIEWS[view].lower()}…",
+                            lambda written: f"Exported {DATASET_VIEWS[view].lower()} to "
+                                            f"{', '.join(p.name for p in written)}.")
+
+    def export_report_dialog(self) -> None:
+        if self.results is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export the evaluation report",
+                                              str(Path(app_settings.last_folder("export")) / "bayescope-evaluation.html"),
+                                              "Web page (*.html)")
+        if not path:
+            return
+        app_settings.remember_folder("export", path)
+        target = Path(path) if Path(path).suffix.lower() in (".html", ".htm") else Path(path + ".html")
+        self.export_report(target)
+
+    def export_report(self, path: Path) -> bool:
+        """Write the HTML report of the results shown in the background."""
+        from core.dataset_views import write_html_report
+
+        return self._export(write_html_report, (self.results.evaluation, path, self.results.tables),
+                            "Writing the report…", lambda written: f"Wrote the report “{Path(written).name}”.")
+
+    def _export(self, func, args: tuple, busy: str, done) -> bool:
+        if self.results is None or self._export_worker is not None:
+            return False
+        worker = function_worker(func, *args)
+        worker.returned.connect(lambda written: self.status.setText(done(written)))
+        worker.errored.connect(lambda exc: QMessageBox.warning(self, "Could not export", plain_sentence(exc)))
+        worker.finished.connect(self._on_export_worker_finished)
+        self._export_worker = worker
+        self.status.setText(busy)
+        worker.start()
+        return True
+
+    def _on_export_worker_finished(self) -> None:
+        self._export_worker = None
+
+    # ----------------------------------------------------------------- cache
+    def clear_cache(self) -> int:
+        """Delete every cached evaluation; the results shown stay."""
+        from core.dataset_views import clear_cache
+
+        removed = clear_cache()
+        self.status.setText(f"Removed {plural(removed, 'cached evaluation')}." if removed
+                            else "There were no cached evaluations.")
+        return removed

@@ -1,0 +1,233 @@
+"""The Dataset tab, driven as a person would (offscreen): evaluate, watch the progress, cancel,
+read the tables, hit the cache, click a confusion cell and a thumbnail, export the report."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt, QThreadPool
+from PySide6.QtWidgets import QMessageBox
+
+from app.main import MainWindow
+from core.dataset_views import cache_folder
+from core.evaluate import evaluate, evaluation_tables, resolve_dataset
+from core.io import load_posterior
+from core.resources import resources_dir
+from core.runner import drain
+
+MODELS = resources_dir() / "models"
+FILES = [MODELS / "mnist_lenet_mc_dropout.pt", MODELS / "mnist_lenet_sghmc.pt"]
+IMAGES, SAMPLES = 200, 5
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch, shared_data):
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow([str(p) for p in FILES])
+    qtbot.addWidget(win)
+    win.resize(1400, 860)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    win.dataset_view.set_choice("mnist-test", "notmnist", IMAGES, SAMPLES)
+    yield win
+    win.dataset_view.cancel(quiet=True)
+
+
+def run_to_end(qtbot, view, timeout=120_000):
+    with qtbot.waitSignal(view.run_ended, timeout=timeout):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+
+
+@pytest.fixture(scope="module")
+def reference(shared_data):
+    """core.evaluate's own evaluation of the same columns, images, draws and seed."""
+    data = resolve_dataset("mnist-test", shared_data).first(IMAGES)
+    ood = resolve_dataset("notmnist", shared_data).first(IMAGES)
+    from core.naming import posterior_title, samples_used
+
+    posteriors = {}
+    for path in FILES:
+        p = load_posterior(path)
+        posteriors[posterior_title(p, samples_used(p, SAMPLES))] = p
+    ev = drain(evaluate(posteriors, data, ood, num_samples=SAMPLES, seed=0))
+    return ev, evaluation_tables(ev), data
+
+
+def test_evaluation_runs_with_progress_and_equals_the_engine(qtbot, window, reference):
+    view = window.dataset_view
+    progress = []
+    view.progress_reported.connect(lambda done, total, name: progress.append((done, total, name)))
+    run_to_end(qtbot, view)
+    ev, tables, _ = reference
+    names = list(ev.results)
+    # progress: images of each posterior, in column order, rising to test + OOD images
+    order = [name for _, _, name in progress]
+    assert sorted(set(order), key=order.index) == names
+    for name in names:
+        done = [d for d, _, n in progress if n == name]
+        assert done == sorted(done) and done[-1] == 2 * IMAGES
+        assert {t for _, t, n in progress if n == name} == {2 * IMAGES}
+    assert "in " in view.status.text() and "from the cache" not in view.status.text()
+    # one column per posterior, the workspace's order, each table the engine's numbers
+    assert list(view.column_widgets) == names
+    for row in tables["summary"]:
+        widget = view.column_widgets[row["posterior"]]
+        assert widget.column.summary == row
+        shown = widget.metrics
+        assert shown.value("Accuracy") == f"{row['accuracy'] * 100:.2f} %"
+        assert shown.value("Log loss") == f"{row['nll']:.4f}"
+        assert shown.value("Brier") == f"{row['brier']:.4f}"
+        assert shown.value("ECE") == f"{row['ece']:.4f}"
+        assert shown.value("Classwise ECE") == f"{row['classwise_ece']:.4f}"
+        assert shown.value("Draws") == str(row["samples"])
+        auroc = next(r["auroc"] for r in tables["ood_detection"]
+                     if r["posterior"] == row["posterior"] and r["score"] == "total")
+        assert shown.value("AUROC") == f"{auroc:.4f}"
+    # SGHMC keeps several chains: its error plot shows boxes; MC dropout has one chain: bars
+    sghmc = view.column_widgets[names[1]].errors
+    assert sghmc.boxes.isVisible() and not sghmc.bars.isVisible()
+    assert view.column_widgets[names[0]].errors.bars.isVisible()
+    # the histogram score can change: AUROC follows
+    view.score.setCurrentIndex(view.score.findData("epistemic"))
+    epistemic = next(r["auroc"] for r in tables["ood_detection"]
+                     if r["posterior"] == names[0] and r["score"] == "epistemic")
+    assert view.column_widgets[names[0]].metrics.value("AUROC") == f"{epistemic:.4f}"
+
+
+def test_second_run_comes_from_the_cache(qtbot, window):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    assert not any(w.column.cached for w in view.column_widgets.values())
+    assert len(list(cache_folder().glob("*.npz"))) == 2
+    first = {name: w.column.summary for name, w in view.column_widgets.items()}
+    run_to_end(qtbot, view, timeout=20_000)
+    assert all(w.column.cached for w in view.column_widgets.values())
+    assert all(w.note.text() == "from the cache" for w in view.column_widgets.values())
+    assert "(2 from the cache)" in view.status.text()
+    assert {name: w.column.summary for name, w in view.column_widgets.items()} == first
+    # clearing (the View menu's action) empties the cache; the next run computes again
+    assert view.clear_cache() == 2
+    assert not list(cache_folder().glob("*.npz"))
+
+
+def test_cancel_stops_within_a_second_and_keeps_nothing(qtbot, window):
+    view = window.dataset_view
+    view.set_choice("mnist-test", "notmnist", 3000, 30)
+    started = []
+    view.progress_reported.connect(lambda done, total, name: started.append(done))
+    assert view.evaluate()
+    qtbot.waitUntil(lambda: len(started) >= 1 and started[-1] > 0, timeout=60_000)
+    with qtbot.waitSignal(view.run_ended, timeout=1000):
+        view.cancel_button.click()
+    assert not view.running and view.evaluate_button.isEnabled() and view.results is None
+    assert "cancelled" in view.status.text()
+    # the worker itself ends after its current batch (a fraction of a second on a quiet machine)
+    assert QThreadPool.globalInstance().waitForDone(30_000)
+    assert not list(cache_folder().glob("*.npz"))
+
+
+def test_clicking_a_confusion_cell_lists_its_images_and_a_thumbnail_opens_in_the_workspace(qtbot, window, reference):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    ev, _, data = reference
+    name = list(ev.results)[1]
+    preds = ev.results[name].data
+    predicted = preds.mean_proba.argmax(1)
+    # the true class with the most mistakes, and the class they went to
+    hard = view.column_widgets[name].hard
+    off = hard.counts - np.diag(np.diag(hard.counts))
+    i, j = np.unravel_index(np.argmax(off), off.shape)
+    if off[i, j] == 0:
+        i, j = 3, 3  # no mistake at all: a diagonal cell
+    expected = sorted(n for n in range(IMAGES) if preds.labels[n] == i and predicted[n] == j)
+    assert expected
+    view.scroll.ensureWidgetVisible(hard)
+    qtbot.wait(50)
+    qtbot.mouseClick(hard.viewport(), Qt.MouseButton.LeftButton, pos=hard.scene_point(float(j), float(i)))
+    qtbot.waitUntil(view.thumbnails.isVisible, timeout=5000)
+    grid = view.thumbnails.grid
+    shown = sorted(int(grid.item(r).text().lstrip("#")) for r in range(grid.count()))
+    assert shown == expected
+    assert f"predicted as {j}" in view.thumbnails.caption.text()
+    # clicking the first thumbnail judges that very image in the per-input workspace
+    first = grid.item(0)
+    index = int(first.text().lstrip("#"))
+    qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.visualItemRect(first).center())
+    qtbot.waitUntil(lambda: window.workspace.image is not None and window.views.currentIndex() == 0, timeout=5000)
+    assert np.allclose(window.workspace.image, data.x[index, 0].numpy(), atol=1e-6)
+    assert f"#{index}" in window.workspace.input_label and f"true class {i}" in window.workspace.input_label
+
+
+def test_histogram_bar_lists_the_out_of_distribution_images_of_its_bin(qtbot, window):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    name = next(iter(view.column_widgets))
+    column = view.column_widgets[name]
+    pair = column.column.histograms["total"]
+    b = int(np.argmax(pair.ood_fraction))  # the fullest OOD bar
+    selection = view.show_bin_images(name, b, True)
+    assert len(selection.indices) == round(pair.ood_fraction[b] * IMAGES)
+    assert view.thumbnails.grid.count() == len(selection.indices)
+    assert "notMNIST" in view.thumbnails.caption.text()
+
+
+def test_report_is_written_and_parses(qtbot, window, tmp_path):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    path = tmp_path / "report.html"
+    assert view.export_report(path)
+    qtbot.waitUntil(lambda: view._export_worker is None, timeout=120_000)
+    assert path.is_file(), view.status.text()
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags: list[str] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    assert page.tags.count("svg") == 6 and page.tags.count("table") >= 4
+    body = " ".join(page.text)
+    for name in view.column_widgets:
+        assert name in body
+    assert "MNIST test digits" in body and "notMNIST letters" in body
+    assert "Wrote the report" in view.status.text()
+
+
+def test_export_one_view_writes_figure_and_numbers(qtbot, window, tmp_path):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    out = tmp_path / "exports"
+    assert view.export_view("rejection", out / "rejection.png")
+    qtbot.waitUntil(lambda: view._export_worker is None, timeout=120_000)
+    assert {p.name for p in out.iterdir()} == {"rejection.png", "rejection.csv", "rejection.json"}
+    assert (out / "rejection.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Exported" in view.status.text()
+
+
+def test_missing_images_get_a_dialog_without_paths(qtbot, window, tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append((title, text)))
+    empty = tmp_path / "my-images"
+    empty.mkdir()
+    view = window.dataset_view
+    view.set_choice(str(empty), None, 0, SAMPLES)
+    with qtbot.waitSignal(view.run_ended, timeout=30_000):
+        assert view.evaluate()
+    assert len(shown) == 1
+    title, text = shown[0]
+    assert title == "The evaluation stopped"
+    assert "my-images" in text and str(tmp_path) not in text and "Error" not in text
+    assert view.evaluate_button.isEnabled() and view.results is None
