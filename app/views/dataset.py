@@ -243,6 +243,7 @@ class DatasetView(QWidget):
         self._restored = False
         self._watching_window = False
         self._current_request: tuple | None = None
+        self.result_keys_pending: list[str] = []
 
         self.test_set = QComboBox()
         self.test_set.setToolTip("The images every posterior is judged on. Their true classes give accuracy and "
@@ -381,10 +382,14 @@ class DatasetView(QWidget):
         limit = self.images.value() or None
         return self.test_set.currentData(), ood, limit, self.samples.value()
 
+    def digit_columns(self) -> list:
+        """The workspace's digit columns (face columns judge descriptors, not these test sets)."""
+        return self.workspace.columns_of("digits")
+
     def items(self) -> list[EvaluationItem]:
-        """Every column's posterior, in the workspace's order, titled as in its header."""
+        """Every digit column's posterior, in the workspace's order, titled as in its header."""
         samples = self.samples.value()
-        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.workspace.columns]
+        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.digit_columns()]
 
     def _restore_settings(self) -> None:
         s = app_settings.settings()
@@ -411,7 +416,7 @@ class DatasetView(QWidget):
             self._watching_window = True
         if not self._restored:
             self._restored = True
-            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.workspace.columns:
+            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.digit_columns():
                 self.evaluate(cache_only=True)  # last session's results, only if all are cached
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
@@ -433,9 +438,10 @@ class DatasetView(QWidget):
         items = self.items()
         if not items:
             if not cache_only:
-                self.status.setText("Add a posterior first (“Add posterior” above the columns).")
+                self.status.setText("Add a digit posterior first (“Add posterior” above the columns).")
             return False
         dataset, ood, limit, samples = self.request()
+        self.result_keys_pending = [c.key for c in self.digit_columns()]
         self._run += 1
         run = self._run
         self._current_request = (dataset, ood, limit, samples, cache_only)
@@ -482,7 +488,7 @@ class DatasetView(QWidget):
         total = int(record.values.get("images_total", 0))
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(int(record.values.get("images_done", 0)))
-        n = len(self.workspace.columns)
+        n = len(self.result_keys_pending)
         self.status.setText(f"Evaluating {record.phase} ({index + 1} of {n})…")
         self.progress_reported.emit(self.progress.value(), total, record.phase)
 
@@ -540,12 +546,10 @@ class DatasetView(QWidget):
         """Draw one column per evaluated posterior, in the order evaluated."""
         self.clear_results()
         self.results = views
-        self.result_keys = [c.key for c in self.workspace.columns]
-        titles = {item.name: item for item in self.items()}
+        self.result_keys = list(self.result_keys_pending)
         score = self.score.currentData()
         for column in views.columns:
-            title = titles[column.name].name if column.name in titles else column.name
-            widget = DatasetColumn(column, title, views.evaluation.class_names, score)
+            widget = DatasetColumn(column, column.name, views.evaluation.class_names, score)
             widget.export_requested.connect(self.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)
             widget.bin_clicked.connect(self.show_bin_images)
@@ -568,7 +572,7 @@ class DatasetView(QWidget):
             widget.set_score(self.score.currentData())
 
     def _on_workspace_columns_changed(self) -> None:
-        if self.results is not None and [c.key for c in self.workspace.columns] != self.result_keys:
+        if self.results is not None and [c.key for c in self.digit_columns()] != self.result_keys:
             self.status.setText("The columns changed since this evaluation: press Evaluate to update it "
                                 "(posteriors evaluated before come back from the cache at once).")
 
