@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 from PySide6.QtCore import QSettings
 
-from core.resources import bundled_posteriors
+from core.resources import bundled_face_posteriors, bundled_posteriors
 
 APP_NAME = "bayescope"
 
@@ -49,7 +49,7 @@ def default_columns() -> list[Path]:
 
 def default_face_columns() -> list[Path]:
     """The bundled face posteriors (age groups from a face descriptor)."""
-    return sorted(p for p in bundled_models() if p.name.startswith("face_"))
+    return bundled_face_posteriors()
 
 
 def default_data_dir() -> Path:

@@ -21,6 +21,7 @@ import torch
 from core.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.data.idx import IdxFormatError
 from core.data.preprocess import EmptyDrawingError, ImageLoadError, image_to_input, load_image
+from core.faces.descriptor import DescriptorUnavailableError
 from core.inference import METHODS, get_method
 from core.inference.base import ProgressRecord, accuracy_progress
 from core.io import (
@@ -50,6 +51,7 @@ USER_ERRORS = (
     FileNotFoundError,
     PermissionError,
     OSError,
+    DescriptorUnavailableError,
 )
 #: Seeds index torch generators, which take 64-bit values.
 MAX_SEED = 2**63 - 1
@@ -90,7 +92,13 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec]:
         raise ValueError(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
     _check_seed(args.seed)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
-    arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
+    if args.dataset == "utkface":  # a head over face descriptors, eight age groups
+        from core.faces import descriptor_info
+        from core.faces.heads import face_arch
+
+        arch = face_arch(descriptor_info(), args.model, drop, args.hidden)
+    else:
+        arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
     # weights, gradients and Adam's two moments, for every chain or member trained at once
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
@@ -110,9 +118,19 @@ def _bar_callback(bar):
 
 def cmd_train(args: argparse.Namespace) -> int:
     method, config, arch = _train_plan(args)
-    train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
-    test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
-    train, test = train.first(args.limit), test.first(args.limit)
+    if args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
+        from core.data.utkface import load_utkface
+
+        bar = _progress_bar(0, "face descriptors")
+        try:
+            split = drain(load_utkface(args.data_dir, limit=args.limit), _bar_callback(bar))
+        finally:
+            bar.close()
+        train, test = split.train, split.test
+    else:
+        train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
+        test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
+        train, test = train.first(args.limit), test.first(args.limit)
     if not train.source.get("official", True) and args.dataset in ("mnist",):
         print(f"note: the files in {train.source['folder']} are not the official MNIST files; "
               f"the data set is recorded as {train.name}", file=sys.stderr)
@@ -164,8 +182,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not 0.0 < args.level < 1.0:
         raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
     _check_seed(args.seed)
+    if args.task == "age":
+        from core.faces.cli import run_predict
+
+        return run_predict(args)
     path = Path(args.posterior) if args.posterior else default_posterior_path()
     posterior = load_posterior(path)
+    if posterior.arch.input_dim:
+        raise ValueError(f"{path} predicts age groups from face descriptors, not digits; use --task age")
     posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
     image = load_image(args.image)
     try:
@@ -232,8 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="fit a posterior on a data set and save it")
-    train.add_argument("--dataset", default="mnist", help="known name or folder of IDX files")
-    train.add_argument("--data-dir", help="folder holding the data set's IDX files")
+    train.add_argument("--dataset", default="mnist",
+                       help="known name or folder of IDX files; utkface: an age-group head on face descriptors")
+    train.add_argument("--data-dir", help="folder holding the data set's IDX files (utkface: its archive or folder)")
     train.add_argument("--download", action="store_true", help="download MNIST if not found")
     train.add_argument("--model", choices=ARCHITECTURES, default="lenet")
     train.add_argument("--method", choices=sorted(METHODS), default="mc_dropout")
@@ -252,12 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     predict = sub.add_parser("predict", help="classify an image with uncertainty")
-    predict.add_argument("image", help="PNG/JPEG of a digit (any size; dark-on-light is inverted)")
-    predict.add_argument("--posterior", help="posterior file (default: the bundled MC-dropout LeNet)")
+    predict.add_argument("image", help="PNG/JPEG of a digit (any size; dark-on-light is inverted), or a photo with --task age")
+    predict.add_argument("--posterior", help="posterior file (default: the bundled MC-dropout LeNet; "
+                         "with --task age the bundled SGHMC face head)")
     predict.add_argument("--samples", type=int, default=100, help="posterior samples S (at least 1)")
     predict.add_argument("--level", type=float, default=0.9, help="credible interval level")
     predict.add_argument("--seed", type=int, default=0)
     predict.add_argument("--json", action="store_true", help="print one JSON object")
+    predict.add_argument("--task", choices=("digit", "age"), default="digit",
+                         help="digit: classify a digit; age: find the face in a photo, predict its age group")
+    predict.add_argument("--face", type=int, default=1, help="with --task age: which face, 1 = the largest")
     predict.set_defaults(func=cmd_predict)
 
     methods = sub.add_parser("methods", help="list inference methods and their settings")

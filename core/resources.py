@@ -17,7 +17,19 @@ def default_posterior_path() -> Path:
     return resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"
 
 
+#: Bundled posteriors whose name starts so are face heads (age groups from face
+#: descriptors, :mod:`core.faces.heads`), not digit classifiers.
+FACE_PREFIX = "face_"
+
+
 def bundled_posteriors() -> list[Path]:
-    """The bundled posterior files, the default first, then by name."""
+    """The bundled digit posterior files, the default first, then by name."""
     default = default_posterior_path()
-    return sorted((resources_dir() / "models").glob("*.pt"), key=lambda p: (p != default, p.name))
+    files = [p for p in (resources_dir() / "models").glob("*.pt") if not p.name.startswith(FACE_PREFIX)]
+    return sorted(files, key=lambda p: (p != default, p.name))
+
+
+def bundled_face_posteriors() -> list[Path]:
+    """The bundled face heads (``face_*.pt``), the default (SGHMC) first, then by name."""
+    files = (resources_dir() / "models").glob(f"{FACE_PREFIX}*.pt")
+    return sorted(files, key=lambda p: (p.name != "face_sghmc.pt", p.name))

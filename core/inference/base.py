@@ -80,7 +80,8 @@ class ProgressRecord:
 
 @dataclass
 class Dataset:
-    """Images ``x`` (N, 1, H, W) float32 in [0, 1] and integer labels ``y`` (N,).
+    """Images ``x`` (N, 1, H, W) float32 in [0, 1], or feature vectors ``x`` (N, D) (face
+    descriptors), and integer labels ``y`` (N,).
 
     ``source`` records what was actually read (name, split, folder, files with their
     SHA-256, counts, and any limit applied); it goes into evaluation reports and into the
@@ -94,8 +95,11 @@ class Dataset:
     source: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.x.ndim != 4:
-            raise ValueError(f"images must have shape (N, C, H, W), got {tuple(self.x.shape)}")
+        if self.x.ndim not in (2, 4):
+            raise ValueError(
+                f"inputs must be images of shape (N, C, H, W) or feature vectors of shape (N, D), "
+                f"got {tuple(self.x.shape)}"
+            )
         if len(self.x) != len(self.y):
             raise ValueError(f"{len(self.x)} images but {len(self.y)} labels")
 

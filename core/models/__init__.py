@@ -1,6 +1,8 @@
 """Classifier architectures: the D-SGHMC paper's softmax regression, an MLP and a LeNet.
 
-Every model maps a batch ``(N, 1, 28, 28)`` of images in [0, 1] to ``(N, K)`` logits.
+Every model maps a batch ``(N, 1, 28, 28)`` of images in [0, 1] to ``(N, K)`` logits; with
+``ArchSpec.input_dim`` set, the softmax regression and the MLP read ``(N, D)`` feature vectors
+instead (face descriptors: the D-SGHMC paper's softmax layer on a pretrained descriptor).
 Dropout layers are :class:`Dropout` modules (``torch.nn.Dropout`` that can draw its masks
 from an explicit ``torch.Generator``); :func:`mc_dropout` switches them on at prediction time
 without touching anything else (Gal & Ghahramani 2016), and :func:`dropout_generator` makes
@@ -28,6 +30,10 @@ ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet")
 MAX_CLASSES = 100_000
 MAX_HIDDEN = 1_000_000
 MAX_IMAGE_SIZE = 4096
+#: Longest feature vector a model may read (as many values as the largest image).
+MAX_INPUT_DIM = MAX_IMAGE_SIZE**2
+#: Architectures that can read a feature vector instead of an image.
+VECTOR_ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp")
 #: LeNet's two 5×5 convolutions and 2×2 poolings need at least this input side.
 LENET_MIN_SIZE = 16
 
@@ -49,6 +55,11 @@ class ArchSpec:
         Width of the MLP's hidden layers (ignored by the other architectures).
     image_size
         Side of the square grey-scale input.
+    input_dim
+        Length D of a feature-vector input, e.g. a face descriptor (the models then read
+        ``(N, D)``); 0, the default, means an image of ``image_size²`` pixels. Only
+        ``"softmax"`` and ``"mlp"`` read vectors. Left out of :meth:`to_dict` when 0, so
+        image posteriors are written exactly as before the field existed.
     """
 
     name: ArchName = "lenet"
@@ -56,9 +67,23 @@ class ArchSpec:
     drop_rate: float = 0.0
     hidden: int = 100
     image_size: int = 28
+    input_dim: int = 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if not self.input_dim:
+            del out["input_dim"]
+        return out
+
+    @property
+    def input_size(self) -> int:
+        """Number of input values per example: D for vectors, image_size² for images."""
+        return self.input_dim or self.image_size**2
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one input: ``(D,)`` or ``(1, image_size, image_size)``."""
+        return (self.input_dim,) if self.input_dim else (1, self.image_size, self.image_size)
 
     @classmethod
     def from_dict(cls, data: dict) -> ArchSpec:
@@ -92,6 +117,13 @@ class ArchSpec:
             )
         if not 1 <= self.hidden <= MAX_HIDDEN:
             raise ValueError(f"the hidden width must lie between 1 and {MAX_HIDDEN}, got {self.hidden}")
+        if self.input_dim:
+            if self.name not in VECTOR_ARCHITECTURES:
+                raise ValueError(f"the {self.name} architecture reads images, not feature vectors")
+            if not 1 <= self.input_dim <= MAX_INPUT_DIM:
+                raise ValueError(
+                    f"the input length must lie between 1 and {MAX_INPUT_DIM} features, got {self.input_dim}"
+                )
         low = LENET_MIN_SIZE if self.name == "lenet" else 1
         if not low <= self.image_size <= MAX_IMAGE_SIZE:
             raise ValueError(
@@ -101,7 +133,7 @@ class ArchSpec:
 
     def parameter_count(self) -> int:
         """Number of weights of the model, computed without building it."""
-        d, k, h = self.image_size**2, self.num_classes, self.hidden
+        d, k, h = self.input_size, self.num_classes, self.hidden
         if self.name == "softmax":
             return d * k + k
         if self.name == "mlp":
@@ -111,7 +143,7 @@ class ArchSpec:
 
     def activations_per_image(self) -> int:
         """Floats one image's forward pass holds (every layer's output), for memory estimates."""
-        d, k, h = self.image_size**2, self.num_classes, self.hidden
+        d, k, h = self.input_size, self.num_classes, self.hidden
         if self.name == "softmax":
             return 2 * d + k
         if self.name == "mlp":
@@ -164,21 +196,21 @@ class SoftmaxRegression(nn.Module):
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
         self.dropout = Dropout(spec.drop_rate)
-        self.linear = nn.Linear(spec.image_size**2, spec.num_classes)
+        self.linear = nn.Linear(spec.input_size, spec.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(self.dropout(x.flatten(1)))
 
 
 class MLP(nn.Module):
-    """784-H-H-K ReLU network with dropout before each hidden and the output layer."""
+    """784-H-H-K (or D-H-H-K) ReLU network with dropout before each hidden and the output layer."""
 
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
         h = spec.hidden
         self.net = nn.Sequential(
             nn.Flatten(),
-            nn.Linear(spec.image_size**2, h),
+            nn.Linear(spec.input_size, h),
             nn.ReLU(),
             Dropout(spec.drop_rate),
             nn.Linear(h, h),
