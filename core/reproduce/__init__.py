@@ -24,7 +24,7 @@ class Reproduction:
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 # Modules that define reproductions; each calls register() at import.
-MODULES: tuple[str, ...] = ("core.reproduce.lefolgoc", "core.reproduce.dhmc")
+MODULES: tuple[str, ...] = ("core.reproduce.lefolgoc", "core.reproduce.dhmc", "core.reproduce.dhmc_faces")
 
 
 def register(reproduction: Reproduction) -> Reproduction:

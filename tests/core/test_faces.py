@@ -499,3 +499,48 @@ def test_utkface_split_of_real_faces_trains_heads_through_the_cli(real_faces, tm
     assert main(["train", "--dataset", "utkface", "--data-dir", str(real_faces), "--model", "lenet",
                  "--out", str(tmp_path / "x.pt")]) == 2
     assert "reads images" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- reproduction
+
+
+def test_scores_of_runs_follow_their_definitions():
+    from core.reproduce.dhmc_faces import score_runs
+
+    labels = np.array([0, 1, 2, 7])
+    mean = np.full((4, 8), 0.02)
+    mean[0, 0] = mean[1, 2] = mean[2, 2] = mean[3, 5] = 0.86  # right, neighbour, right, two off
+    scores = score_runs([mean, mean], labels)
+    assert np.allclose(scores.accuracy, 50.0) and np.allclose(scores.within_one, 75.0)
+    assert np.allclose(scores.nll, -np.log([0.86, 0.02, 0.86, 0.02]).mean())
+    assert np.allclose(scores.class_accuracy[0, [0, 1, 2, 7]], [100, 0, 100, 0])
+    assert np.isnan(scores.class_accuracy[0, 3])  # no test face of that group
+    # within one group: the first three rows put 0.86 + 0.02 (+ 0.02) next to the diagonal
+    near = [0.86 + 0.02, 0.86 + 0.02 + 0.02, 0.86 + 0.02 + 0.02, 0.02 + 0.02]
+    assert scores.diagonal_mass == pytest.approx(np.mean(near))
+
+
+def test_reproduction_runs_both_protocols_and_writes_every_output(tmp_path):
+    from core.reproduce.dhmc_faces import run_protocol, write_outputs
+
+    x, y = _separable(60, INFO.dim, 0)
+    xt, yt = _separable(20, INFO.dim, 1)
+    train, test = Dataset(x, y, "train", AGE_GROUP_NAMES), Dataset(xt, yt, "test", AGE_GROUP_NAMES)
+    paper = drain(run_protocol("paper", train, test, INFO, runs=2, epochs=2, methods={"SGHMC", "D-SGHMC"}))
+    assert list(paper.scores) == ["SGHMC", "D-SGHMC drop 0.9", "D-SGHMC drop 0.5", "D-SGHMC drop 0.1"]
+    tuned = drain(run_protocol("tuned", train, test, INFO, runs=2, epochs=4, methods={"SGHMC", "MC dropout"}))
+    assert list(tuned.scores) == ["SGHMC", "MC dropout"]
+    for result in (paper, tuned):
+        for s in result.scores.values():
+            assert s.accuracy.shape == (2,) and np.all(s.within_one >= s.accuracy)
+            assert np.allclose(s.soft_confusion.sum(1), 1.0)
+    # eight far-apart clusters: the tuned heads separate them (chance is 12.5%)
+    assert tuned.scores["MC dropout"].accuracy.min() > 90
+    summary = write_outputs(tmp_path, {"paper": paper, "tuned": tuned}, train, test,
+                            {"descriptor": INFO.describe(), "runs": 2, "wall_seconds": 1.0})
+    for name in ("class_counts.csv", "table_paper.csv", "table_tuned.csv", "per_class_accuracy_tuned.png",
+                 "soft_confusion_paper.png", "drop_rate_paper.csv", "drop_rate.png"):
+        assert (tmp_path / name).is_file(), name
+    counts = (tmp_path / "class_counts.csv").read_text().splitlines()
+    assert counts[1].split(",") == ["0-2", "0-2", "60", "20"]
+    assert "| MC dropout |" in summary and "within one group" in summary
