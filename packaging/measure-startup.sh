@@ -7,8 +7,9 @@
 # a window titled "bayescope…" is mapped and visible (xdotool), i.e. when a person could use
 # it. The first run follows a page-cache drop where the kernel allows it (a true cold start);
 # otherwise it is the first launch since the files were last read. Prints one line per run
-# and the median of the others. --shot saves a screenshot of the last run's screen after
-# 4 more seconds (the window's first prediction done).
+# and the median of the others, with the CPU time each run had used when its window
+# appeared (on a busy machine the wall time stretches with the load; the CPU time hardly
+# does). --shot saves a screenshot of the last run's screen 4 s later.
 set -euo pipefail
 runs=${1:?usage: measure-startup.sh RUNS [--shot OUT.png] -- COMMAND...}
 shift
@@ -45,6 +46,7 @@ trap cleanup EXIT
 sleep 1
 
 times=()
+cpus=()
 for i in $(seq 1 "$runs"); do
   rm -rf "${home:?}"/* "$home"/.[!.]* 2>/dev/null || true
   note=
@@ -60,8 +62,12 @@ for i in $(seq 1 "$runs"); do
     exit 1
   fi
   t1=$(date +%s.%N)
+  # CPU time the program had used by then (user + system): on a busy machine the wall time
+  # stretches with the load, the CPU time hardly does.
+  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$apid/stat" 2>/dev/null || echo 0)
   seconds=$(awk "BEGIN {print $t1 - $t0}")
-  printf 'run %d: window visible after %.2f s%s\n' "$i" "$seconds" "$note"
+  printf 'run %d: window visible after %.2f s (%.2f s of CPU; load %s)%s\n' "$i" "$seconds" "$cpu" "$(cut -d' ' -f1 /proc/loadavg)" "$note"
+  cpus+=("$cpu")
   (( i > 1 )) && times+=("$seconds")
   if (( i == runs )) && [[ -n $shot ]]; then
     sleep 4
@@ -74,5 +80,6 @@ for i in $(seq 1 "$runs"); do
 done
 if (( ${#times[@]} )); then
   median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-  printf 'median of runs 2-%d (warm): %.2f s\n' "$runs" "$median"
+  cpu_median=$(printf '%s\n' "${cpus[@]:1}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+  printf 'median of runs 2-%d (warm): %.2f s, %.2f s of CPU\n' "$runs" "$median" "$cpu_median"
 fi
