@@ -460,6 +460,20 @@ def test_descriptor_cache_round_trip_and_resume(real_faces, tmp_path):
     fresh = drain(extract_descriptors(source, root=tmp_path / "pool", workers=2, chunk_size=3,
                                       assumed_box=ASSUMED_BOX))
     assert np.array_equal(fresh.descriptors, table.descriptors)
+    # cancelling a run of worker processes stops them at once and keeps what they finished
+    import multiprocessing
+
+    run = extract_descriptors(source, root=tmp_path / "cancel", workers=2, chunk_size=1, assumed_box=ASSUMED_BOX)
+    for record in run:
+        if record.step >= 1:
+            break
+    run.close()
+    assert not multiprocessing.active_children()
+    done = len(list((tmp_path / "cancel").glob("*/*/shard-*.npz")))
+    assert 1 <= done < n
+    resumed = drain(extract_descriptors(source, root=tmp_path / "cancel", workers=1, chunk_size=1,
+                                        assumed_box=ASSUMED_BOX))
+    assert resumed.computed == n - done and np.array_equal(resumed.descriptors, table.descriptors)
     # a damaged cache file is recomputed, not trusted
     (folder / "descriptors.npz").write_bytes(b"damaged")
     repaired = drain(extract_descriptors(source, root=tmp_path, workers=1, chunk_size=4, assumed_box=ASSUMED_BOX))
