@@ -435,8 +435,13 @@ def per_class_accuracy_figure(result: ProtocolResult):
 
 def soft_confusion_figure(result: ProtocolResult, names: list[str]):
     """Fig. 10: mean predicted probability of each group (columns) per true group (rows)."""
-    fig = _figure(3.9 * len(names) + 0.8, 4.2)
-    axes = np.atleast_1d(fig.subplots(1, len(names)))
+    cols = min(3, len(names))
+    rows = math.ceil(len(names) / cols)
+    fig = _figure(3.9 * cols + 0.8, 4.0 * rows)
+    axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    axes = axes[: len(names)]
     image = None
     for ax, name in zip(axes, names, strict=True):
         m = result.scores[name].soft_confusion

@@ -435,6 +435,28 @@ def test_photos_in_any_mode_work_and_bad_ones_get_one_line(real_faces, tmp_path,
 
 
 @needs_dlib
+def test_several_faces_in_a_photo_come_largest_first(real_faces, tmp_path):
+    from core.faces import detect_faces
+    from core.faces.cli import describe_photo
+
+    faces = [p for p in sorted(real_faces.iterdir()) if p.name.split("_")[0] in ("30", "40")][:2]
+    canvas = Image.new("RGB", (900, 500), (90, 120, 150))
+    canvas.paste(Image.open(faces[0]).convert("RGB").resize((160, 160)), (60, 200))
+    canvas.paste(Image.open(faces[1]).convert("RGB").resize((300, 300)), (500, 80))
+    path = tmp_path / "two.png"
+    canvas.save(path)
+    boxes = detect_faces(np.asarray(canvas))
+    assert len(boxes) == 2
+    big, small = boxes
+    assert big.area > small.area
+    assert 500 <= big.left and big.right <= 800 and 60 <= small.left and small.right <= 220
+    second = describe_photo(path, face=2)
+    assert second["faces"] == boxes and second["face"] == 2
+    with pytest.raises(ValueError, match="has 2 face"):
+        describe_photo(path, face=3)
+
+
+@needs_dlib
 def test_descriptor_cache_round_trip_and_resume(real_faces, tmp_path):
     source = open_utkface(real_faces)
     n = len(source.names)
