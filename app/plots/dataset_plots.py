@@ -312,6 +312,7 @@ class OodHistogramPlot(DatasetPlot):
         item.setYRange(math.log10(LOG_FLOOR), 0.05, padding=0)
         item.setLabel("left", "share of images")
         self.edges = np.linspace(0, 1, 2)
+        self.heights: dict[bool, np.ndarray] = {False: np.zeros(1)}
         self.has_ood = False
         self.test_bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=pg.mkBrush(BAR), pen=None)
         self.ood_bars = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=pg.mkBrush(*OOD_COLOUR), pen=None)
@@ -333,10 +334,11 @@ class OodHistogramPlot(DatasetPlot):
         self.has_ood = pair.ood_fraction is not None
         floor = math.log10(LOG_FLOOR)
         half = width / 2 if self.has_ood else width
-        self.test_bars.setOpts(x0=lo, y0=np.full(len(lo), floor), width=half, height=self._heights(pair.in_fraction))
+        self.heights = {False: self._heights(pair.in_fraction)}
+        self.test_bars.setOpts(x0=lo, y0=np.full(len(lo), floor), width=half, height=self.heights[False])
         if self.has_ood:
-            self.ood_bars.setOpts(x0=lo + half, y0=np.full(len(lo), floor), width=half,
-                                  height=self._heights(pair.ood_fraction))
+            self.heights[True] = self._heights(pair.ood_fraction)
+            self.ood_bars.setOpts(x0=lo + half, y0=np.full(len(lo), floor), width=half, height=self.heights[True])
         self.ood_bars.setVisible(self.has_ood)
         self.marker.setData([], [])
         self.getPlotItem().setXRange(float(pair.edges[0]), float(pair.edges[-1]), padding=0.01)
@@ -356,11 +358,13 @@ class OodHistogramPlot(DatasetPlot):
         return b, bool(self.has_ood and x >= middle)
 
     def mark(self, b: int, ood: bool) -> None:
+        """Outline the bar of bin ``b`` (of the OOD set when ``ood``)."""
         lo, hi = self.edges[b], self.edges[b + 1]
         if self.has_ood:
             lo, hi = ((lo + hi) / 2, hi) if ood else (lo, (lo + hi) / 2)
         floor = math.log10(LOG_FLOOR)
-        self.marker.setData([lo, hi], [floor, floor])
+        top = floor + max(float(self.heights[ood][b]), 0.15)
+        self.marker.setData([lo, hi, hi, lo, lo], [floor, floor, top, top, floor])
 
     def _on_scene_mouse_clicked(self, event) -> None:
         if event.button() != Qt.MouseButton.LeftButton:

@@ -434,7 +434,11 @@ class DatasetView(QWidget):
         from core.dataset_views import run_evaluation
 
         if self.running:
-            return False
+            if cache_only or not (self._current_request and self._current_request[-1]):
+                return False
+            self._worker.quit()  # a silent look into the cache gives way to the real run
+            self._worker = None
+            self._set_running(False)
         items = self.items()
         if not items:
             if not cache_only:
@@ -580,6 +584,8 @@ class DatasetView(QWidget):
     def show_cell_images(self, name: str, soft: bool, true_class: int, predicted_class: int) -> ImageSelection:
         """List the images behind one confusion cell of one column."""
         selection = confusion_cell_images(self.results, name, true_class, predicted_class, soft=soft)
+        widget = self.column_widgets[name]
+        (widget.soft if soft else widget.hard).mark(true_class, predicted_class)
         self._show_selection(name, selection, ood=False)
         return selection
 
@@ -587,6 +593,7 @@ class DatasetView(QWidget):
         """List the images in one histogram bar (test or out-of-distribution set) of one column."""
         score = self.score.currentData()
         selection = histogram_bin_images(self.results, name, score, bin_index, ood=ood)
+        self.column_widgets[name].histogram.mark(bin_index, ood)
         self._show_selection(name, selection, ood=ood)
         return selection
 
@@ -607,7 +614,7 @@ class DatasetView(QWidget):
                         f"(mean probability {preds.mean_proba[index, guess]:.2f})")
         total = len(selection.indices)
         more = f", the first {len(shown)} shown" if total > len(shown) else ""
-        caption = (f"<b>{name}</b>: {plural(total, 'image')} of the {words}, {selection.description}{more}. "
+        caption = (f"<b>{name}</b> · {plural(total, 'image')} of the {words}: {selection.description}{more}. "
                    "Click one to judge it in “This input”.")
         if total == 0:
             caption = f"<b>{name}</b>: no image of the {words} here ({selection.description})."
