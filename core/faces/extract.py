@@ -121,8 +121,15 @@ def cache_root() -> Path:
 
 
 def cache_folder(root: Path, info: DescriptorInfo, source_key: str) -> Path:
+    """``root/<name>-<version>/<key>``: the key's first 32 characters when it is a plain hex
+    digest (an archive's SHA-256), else a digest of the whole key, so that two sources
+    never share a folder (a subset's key extends its archive's)."""
     safe_version = "".join(c if c.isalnum() or c in "-_." else "_" for c in info.version)
-    return root / f"{info.name}-{safe_version}" / source_key[:32]
+    if len(source_key) >= 32 and all(c in "0123456789abcdef" for c in source_key):
+        leaf = source_key[:32]
+    else:
+        leaf = "k" + hashlib.sha256(source_key.encode("utf-8", "surrogateescape")).hexdigest()[:31]
+    return root / f"{info.name}-{safe_version}" / leaf
 
 
 def _names_digest(names: Sequence[str]) -> str:

@@ -449,7 +449,7 @@ def test_several_faces_in_a_photo_come_largest_first(real_faces, tmp_path):
     assert len(boxes) == 2
     big, small = boxes
     assert big.area > small.area
-    assert 500 <= big.left and big.right <= 800 and 60 <= small.left and small.right <= 220
+    assert big.left >= 500 and big.right <= 800 and small.left >= 60 and small.right <= 220
     second = describe_photo(path, face=2)
     assert second["faces"] == boxes and second["face"] == 2
     with pytest.raises(ValueError, match="has 2 face"):
@@ -580,3 +580,13 @@ def test_reproduction_runs_both_protocols_and_writes_every_output(tmp_path):
     counts = (tmp_path / "class_counts.csv").read_text().splitlines()
     assert counts[1].split(",") == ["0-2", "0-2", "60", "20"]
     assert "| MC dropout |" in summary and "within one group" in summary
+
+
+def test_a_subset_of_an_archive_never_shares_its_cache_folder(tmp_path):
+    from core.faces.extract import cache_folder
+
+    key = hashlib.sha256(b"archive").hexdigest()
+    full = cache_folder(tmp_path, INFO, key)
+    subset = cache_folder(tmp_path, INFO, f"{key}-every23-first1000")
+    assert full.name == key[:32] and subset != full and subset.parent == full.parent
+    assert cache_folder(tmp_path, INFO, f"{key}-every23-first999") != subset
