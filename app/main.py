@@ -44,6 +44,9 @@ from core.naming import posterior_title, samples_used
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+#: Draws per column while a stroke or the angle slider is moving (see MainWindow._refine).
+PREVIEW_SAMPLES = 16
+
 PLOT_FILTERS = {
     "PNG image (*.png)": ".png",
     "SVG drawing (*.svg)": ".svg",
@@ -199,6 +202,11 @@ class MainWindow(QMainWindow):
         # ----------------------------------------------------------------- wiring
         self._throttle = QTimer(self, singleShot=True, interval=16)
         self._throttle.timeout.connect(self._on_throttle_timeout)
+        # While a stroke or the angle slider moves, columns are judged from PREVIEW_SAMPLES
+        # draws (the first rows of a variational posterior's bank or of a sampler's draws; 16
+        # dropout masks); the full count follows as soon as the motion pauses.
+        self._refine = QTimer(self, singleShot=True, interval=40)
+        self._refine.timeout.connect(self._on_refine_timeout)
         for panel in (self.draw_panel, self.rotate_panel, self.image_panel, self.face_panel):
             panel.input_changed.connect(self._on_panel_input_changed)
         self.face_panel.open_requested.connect(self.open_image_dialog)
@@ -342,7 +350,7 @@ class MainWindow(QMainWindow):
 
     def _fill_add_menu(self) -> None:
         self.add_menu.clear()
-        shown = set(self.workspace.keys())
+        shown = set(self.workspace.column_keys())
         bundled = set(app_settings.bundled_models())
         for path in app_settings.available_models():
             key = str(path.resolve())
@@ -375,7 +383,7 @@ class MainWindow(QMainWindow):
         return self._titles[key]
 
     def _on_workspace_columns_changed(self) -> None:
-        keys = self.workspace.keys()
+        keys = self.workspace.column_keys()
         for key in list(self.column_views):
             if key not in keys:
                 view = self.column_views.pop(key)
@@ -401,7 +409,8 @@ class MainWindow(QMainWindow):
         view = self.column_views.get(key)
         if column is not None and view is not None:
             view.set_header(column, self.workspace.num_samples)
-            view.show_column(column, self.workspace.class_names, self.workspace.level)
+            view.show_column(column, self.workspace.class_names, self.workspace.level,
+                             full=column.samples(self.workspace.num_samples))
 
     def open_posterior_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open posterior", app_settings.last_folder("posterior"),
@@ -464,7 +473,20 @@ class MainWindow(QMainWindow):
                 if view is not None:
                     view.clear_column(self._empty_message())
             return
-        self._request_predictions()
+        self._request_predictions(preview=self._in_motion())
+
+    def _in_motion(self) -> bool:
+        """A stroke is being drawn or the angle slider dragged: more input follows at once."""
+        panel = self.current_panel()
+        if panel is self.draw_panel:
+            return self.canvas.stroking
+        return panel is self.rotate_panel and self.rotate_panel.angle.isSliderDown()
+
+    def _on_refine_timeout(self) -> None:
+        if self._in_motion():
+            self._refine.start()
+        elif self.workspace.image is not None:
+            self._request_predictions()
 
     def _empty_message(self) -> str:
         panel = self.current_panel()
@@ -476,12 +498,18 @@ class MainWindow(QMainWindow):
             return "Open a photo with a face to see this posterior's belief about its age."
         return "Pick an image to rotate."
 
-    def _request_predictions(self) -> None:
+    def _request_predictions(self, preview: bool = False) -> None:
         if self.workspace.image is None:
             for view in self.column_views.values():
                 view.clear_column(self._empty_message())
             return
-        requests = [ColumnRequest(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
+        full = self.workspace.num_samples
+        requests = [ColumnRequest(c.key, c.posterior, min(c.samples(full), PREVIEW_SAMPLES) if preview else c.samples(full))
+                    for c in self.workspace.columns]
+        if preview:
+            self._refine.start()
+        else:
+            self._refine.stop()
         self._request_started = time.perf_counter()
         self.inference.request(self.workspace.image, requests, self.workspace.level)
 

@@ -122,7 +122,7 @@ class Workspace(QObject):
     def column(self, key: str) -> Column | None:
         return next((c for c in self.columns if c.key == key), None)
 
-    def keys(self) -> list[str]:
+    def column_keys(self) -> list[str]:
         return [c.key for c in self.columns]
 
     def add_posterior(self, path: str | Path) -> Column:
@@ -162,7 +162,7 @@ class Workspace(QObject):
 
     def move(self, key: str, offset: int) -> None:
         """Move a column ``offset`` places to the right (negative: left), clamped to the ends."""
-        index = self.keys().index(key)
+        index = self.column_keys().index(key)
         target = min(max(index + offset, 0), len(self.columns) - 1)
         if target != index:
             self.columns.insert(target, self.columns.pop(index))

@@ -105,7 +105,8 @@ def main() -> None:
     side = canvas.width()
 
     def wait_all(request_before: int) -> None:
-        while window.inference.last_request <= request_before or window.inference.busy or window._throttle.isActive():
+        while (window.inference.last_request <= request_before or window.inference.busy
+               or window._throttle.isActive()):
             app.processEvents()
         while not all(c.prediction is not None for c in columns):
             app.processEvents()

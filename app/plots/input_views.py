@@ -7,12 +7,14 @@ in plain words, and a context menu whose "Export…" emits ``export_requested(vi
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import ClassVar
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QMenu
 
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, diverging_lut, sequential_lut
@@ -23,6 +25,12 @@ from core.predictive import Prediction
 #: Up to this many draws, each draw is shown as a tick; above, as a histogram.
 FEW_DRAWS = 30
 PROBABILITY_TICKS = [[(0.0, "0"), (0.5, ".5"), (1.0, "1")]]
+
+
+@functools.cache
+def brush(colour: tuple[int, ...]) -> QBrush:
+    """One brush per colour, made once: the same objects let pyqtgraph reuse its symbol cache."""
+    return pg.mkBrush(colour)
 
 
 class CompactPlot(pg.PlotWidget):
@@ -65,7 +73,10 @@ class InputPlot(CompactPlot):
         menu.exec(self.mapToGlobal(pos))
 
     def set_title(self, text: str) -> None:
-        self.getPlotItem().setTitle(text, size="9pt")
+        # Re-laying out a title costs more than redrawing the data: only when it changes.
+        if text != getattr(self, "_title", None):
+            self._title = text
+            self.getPlotItem().setTitle(text, size="9pt")
 
     def class_ticks(self) -> list:
         return [list(enumerate(self.class_names))]
@@ -129,7 +140,7 @@ class DrawsPlot(InputPlot):
             self.heat.setRect(QRectF(0, -0.5, 1, k))
         mean = summary.mean.numpy()
         top = summary.predicted_class
-        self.mean.setData(x=mean, y=np.arange(k), brush=[pg.mkBrush(BAR_TOP if c == top else MEAN) for c in range(k)])
+        self.mean.setData(x=mean, y=np.arange(k), brush=[brush(BAR_TOP if c == top else MEAN) for c in range(k)])
         self.interval.setData(x=mean, y=np.arange(k), left=mean - summary.lower.numpy(), right=summary.upper.numpy() - mean)
         self.interval.setVisible(True)
         self.set_title(f"Draws per class · {plural(s, 'draw')}")
@@ -171,7 +182,7 @@ class IntervalPlot(InputPlot):
         k = len(self.class_names)
         mean = summary.mean.numpy()
         top = summary.predicted_class
-        self.bars.setOpts(height=mean, brushes=[pg.mkBrush(BAR_TOP if c == top else BAR) for c in range(k)])
+        self.bars.setOpts(height=mean, brushes=[brush(BAR_TOP if c == top else BAR) for c in range(k)])
         self.errors.setData(x=np.arange(k), y=mean, top=summary.upper.numpy() - mean, bottom=mean - summary.lower.numpy())
         self.errors.setVisible(True)
         self.set_title(f"Mean and {round(100 * level)}% interval")

@@ -46,6 +46,11 @@ class DrawingCanvas(QWidget):
     def is_empty(self) -> bool:
         return not self.to_array().any()
 
+    @property
+    def stroking(self) -> bool:
+        """A stroke is in progress (the button or pen is down)."""
+        return self._last is not None
+
     def can_undo(self) -> bool:
         return bool(self._undo)
 

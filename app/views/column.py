@@ -85,7 +85,8 @@ class ColumnView(QFrame):
         self.verdict.setWordWrap(True)
         self.verdict.setTextFormat(Qt.TextFormat.RichText)
         self.verdict.setToolTip(OVERLAP_TIP)
-        self.verdict.setMinimumHeight(44)
+        # Room for three lines, so the plots below do not jump when a note line comes and goes.
+        self.verdict.setMinimumHeight(3 * self.verdict.fontMetrics().lineSpacing() + 4)
         self.verdict.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
 
         self.plots: dict[str, InputPlot] = {}
@@ -122,8 +123,12 @@ class ColumnView(QFrame):
         tip.append(f"Trained on {column.posterior.dataset}.")
         self.title.setToolTip(" ".join(tip))
 
-    def show_column(self, column: Column, class_names: tuple[str, ...], level: float) -> None:
-        """Draw the column's latest prediction (or say that there is none yet)."""
+    def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None) -> None:
+        """Draw the column's latest prediction (or say that there is none yet).
+
+        ``full`` is the number of draws the column uses at rest; a prediction from fewer (while
+        the input is moving) says so.
+        """
         prediction = column.prediction
         if prediction is None:
             self.clear_column()
@@ -144,6 +149,8 @@ class ColumnView(QFrame):
             verdict += f"<br>{first} vs {second}: overlap {s.overlap:.2f}"
         else:
             verdict += "<br>one draw: no spread to compare"
+        if full is not None and s.num_samples < full:
+            verdict += f"<br><i>first {s.num_samples} of {full} draws while you draw…</i>"
         self.verdict.setText(verdict)
 
     def clear_column(self, message: str = "") -> None:

@@ -77,6 +77,7 @@ class DrawPanel(ModePanel):
         layout.addLayout(tools)
         layout.addWidget(SquareContainer(self.canvas), 1)
         self.canvas.drawing_changed.connect(self._on_canvas_drawing_changed)
+        self.canvas.stroke_finished.connect(self._on_canvas_drawing_changed)
 
     def _on_brush_changed(self, value: int) -> None:
         self.canvas.brush_size = value
@@ -174,6 +175,7 @@ class RotatePanel(ModePanel):
         self.index.valueChanged.connect(self._on_changed)
         self.random.clicked.connect(self._on_random_clicked)
         self.angle.valueChanged.connect(self._on_changed)
+        self.angle.sliderReleased.connect(self._on_changed)
         self.sweep.clicked.connect(self._on_sweep_clicked)
         self.cancel.clicked.connect(self.sweep_cancelled)
         self.choose_folder.clicked.connect(self.data_folder_requested)

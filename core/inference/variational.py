@@ -705,7 +705,9 @@ class VariationalPosterior(Posterior):
         if cached is None or cached[0] != key or cached[2].shape[0] < num_samples:
             g = generator or torch.Generator().manual_seed(self.seed + 104729)
             # the generator is kept referenced so that its id cannot be reused by another
-            self._bank = (key, generator, self.sample_flat(num_samples, g))
+            # At least the default count, so a smaller request (the window's preview while a
+            # stroke moves) is the first rows of the bank the full request uses.
+            self._bank = (key, generator, self.sample_flat(max(num_samples, self.default_num_samples), g))
         return self._bank[2][:num_samples]
 
     def predict_logits(

@@ -42,6 +42,7 @@ def seven(widget):
 def settle(qtbot, window, timeout=30_000):
     """Wait until every column has judged the current input."""
     qtbot.waitUntil(lambda: not window.inference.busy and not window._throttle.isActive()
+                    and not window._refine.isActive()
                     and all(c.prediction is not None for c in window.workspace.columns), timeout=timeout)
     qtbot.wait(30)
 
@@ -86,22 +87,40 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
 
 
 def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
-    keys = window.workspace.keys()
+    keys = window.workspace.column_keys()
     map_path = MODELS / "mnist_softmax_map.pt"
     assert window.add_posterior(map_path)
     assert window.add_posterior(map_path)  # a second add of the same file changes nothing
     assert len(window.workspace.columns) == 5
     window.column_views[keys[0]].move_requested.emit(keys[0], 1)
-    assert window.workspace.keys()[:2] == [keys[1], keys[0]]
+    assert window.workspace.column_keys()[:2] == [keys[1], keys[0]]
     layout_order = [window.columns_row.itemAt(i).widget() for i in range(len(keys) + 1)]
-    assert [w.key for w in layout_order] == window.workspace.keys()
+    assert [w.key for w in layout_order] == window.workspace.column_keys()
     window.column_views[keys[2]].remove_requested.emit(keys[2])
-    assert keys[2] not in window.workspace.keys() and keys[2] not in window.column_views
+    assert keys[2] not in window.workspace.column_keys() and keys[2] not in window.column_views
     window._fill_add_menu()
     texts = [a.text() for a in window.add_menu.actions() if a.isCheckable()]
     assert texts and all(".pt" not in t for t in texts)
     shown = [a for a in window.add_menu.actions() if a.isCheckable() and a.isChecked()]
     assert len(shown) == len(window.workspace.columns) and not any(a.isEnabled() for a in shown)
+
+
+def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window):
+    from app.main import PREVIEW_SAMPLES
+
+    canvas = window.canvas
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.2)))
+    qtbot.mouseMove(canvas, QPoint(*at(canvas, 0.5, 0.5)))
+    assert canvas.stroking
+    qtbot.waitUntil(lambda: all(c.prediction is not None for c in window.workspace.columns), timeout=30_000)
+    mc = window.workspace.columns[0]  # MC dropout: 100 draws at rest
+    assert mc.prediction.summary.num_samples == PREVIEW_SAMPLES
+    assert f"first {PREVIEW_SAMPLES} of 100 draws" in window.column_views[mc.key].verdict.text()
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.8)))
+    settle(qtbot, window)
+    assert mc.prediction.summary.num_samples == 100
+    assert "first" not in window.column_views[mc.key].verdict.text()
+    assert all(c.prediction.samples.shape[0] == c.samples(100) for c in window.workspace.columns)
 
 
 def test_one_draw_posterior_is_drawn_honestly(qtbot, window):
@@ -176,7 +195,7 @@ def test_rotate_slider_and_sweep_with_cancel(qtbot, window, shared_data):
     with qtbot.waitSignal(panel.sweep_requested, timeout=5_000):
         panel.sweep.click()
     qtbot.waitUntil(lambda: window._sweep_worker is None, timeout=120_000)
-    assert list(window.sweep_view.columns) == window.workspace.keys()
+    assert list(window.sweep_view.columns) == window.workspace.column_keys()
     sweep = window.workspace.columns[0].sweep
     assert sweep.angles[0] == 0 and sweep.angles[-1] == 180 and len(sweep.angles) == 19
     assert np.allclose(sweep.total, sweep.aleatoric + sweep.epistemic, atol=1e-6)
@@ -222,7 +241,7 @@ def test_export_one_plot_as_png_svg_and_csv(qtbot, window, tmp_path):
 def test_export_dialog_adds_the_extension_and_reports_failures(qtbot, window, tmp_path, monkeypatch):
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
-    key = window.workspace.keys()[0]
+    key = window.workspace.column_keys()[0]
     monkeypatch.setattr("app.main.QFileDialog.getSaveFileName",
                         lambda *a, **k: (str(tmp_path / "chosen"), "SVG drawing (*.svg)"))
     window._on_column_export_requested(key, "entropy")
@@ -250,16 +269,16 @@ def test_export_comparison_writes_one_folder_with_everything(qtbot, window, tmp_
 
 
 def test_settings_survive_a_new_window(qtbot, window, monkeypatch, shared_data):
-    keys = window.workspace.keys()
+    keys = window.workspace.column_keys()
     window.workspace.move(keys[0], 2)
     window.samples.setValue(40)
     window.level.setValue(80)
     window.draw_panel.brush.setValue(30)
-    order = window.workspace.keys()
+    order = window.workspace.column_keys()
     window.close()
     again = MainWindow()
     qtbot.addWidget(again)
-    assert again.workspace.keys() == order
+    assert again.workspace.column_keys() == order
     assert again.samples.value() == 40 and again.level.value() == 80
     assert again.draw_panel.brush.value() == 30
     assert again.workspace.level == pytest.approx(0.8)
@@ -270,10 +289,10 @@ def test_bad_posterior_file_gets_a_message_and_keeps_the_columns(qtbot, window, 
     monkeypatch.setattr("app.main.QMessageBox.warning", lambda *a: shown.append(a[2]))
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"junk")
-    before = window.workspace.keys()
+    before = window.workspace.column_keys()
     assert window.add_posterior(bad) is False
     assert shown and str(tmp_path) not in shown[0] and "Traceback" not in shown[0]
-    assert window.workspace.keys() == before
+    assert window.workspace.column_keys() == before
 
 
 def test_bad_image_gets_a_message(qtbot, window, tmp_path, monkeypatch):
@@ -322,7 +341,7 @@ def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
                                       str(MODELS / "mnist_softmax_map.pt"), str(MODELS / "mnist_lenet_sghmc.pt")])
     win = MainWindow(posteriors=args.posterior, image=args.image)
     qtbot.addWidget(win)
-    assert [Path(k).name for k in win.workspace.keys()] == ["mnist_softmax_map.pt", "mnist_lenet_sghmc.pt"]
+    assert [Path(k).name for k in win.workspace.column_keys()] == ["mnist_softmax_map.pt", "mnist_lenet_sghmc.pt"]
     assert win.modes.currentWidget() is win.image_panel
     settle(qtbot, win)
     assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)
