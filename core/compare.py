@@ -19,8 +19,6 @@ import io
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +37,8 @@ from core.input_figures import (
     save_figure_atomic,
     writing_into,
 )
-from core.io import atomic_write
+from core.io import atomic_write, replacing_folder
+from core.io import check_output_folder as io_check_output_folder
 from core.naming import METHOD_DESCRIPTIONS, method_label, plural, posterior_title, samples_used
 from core.predictive import Prediction, predict_image
 from core.uncertainty import UNCERTAIN_THRESHOLD
@@ -286,39 +285,17 @@ def _png_bytes(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-def check_output_folder(out: str | os.PathLike) -> None:
-    """Refuse a file, or a non-empty folder that is not a previous comparison export."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} is a file, not a folder: choose a folder for the comparison")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise ValueError(
-            f"the folder {out} already holds other files: choose an empty or new folder "
-            "(only a previous comparison export is replaced)"
-        )
-
-
 def _write_bytes(path: Path, data: bytes) -> Path:
     return atomic_write(path, lambda fh: fh.write(data))
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished folder ``tmp`` to ``out``, replacing a previous export there."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp creates 0700; give the folder the usual mode
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".replaced", dir=out.parent))
-    old.rmdir()
-    os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+def _is_comparison_export(folder: Path) -> bool:
+    return (folder / MARKER).is_file()
+
+
+def check_output_folder(out: str | os.PathLike) -> Path:
+    """Refuse, before any work, a file or a non-empty folder that is not a comparison export."""
+    return io_check_output_folder(out, _is_comparison_export, "the comparison")
 
 
 def write_comparison(
@@ -338,10 +315,10 @@ def write_comparison(
     Raises
     ------
     ValueError
-        When ``out_dir`` is a file, or a non-empty folder that is not a previous comparison
-        export (which is replaced), or a figure format is not PNG or SVG.
+        When a figure format is not PNG or SVG.
     OSError
-        When a write fails; the message names the folder and the reason.
+        When ``out_dir`` is a file, or a non-empty folder that is not a previous comparison
+        export (which is replaced), or a write fails; the message names the folder and why.
     """
     from core.evaluate import write_table
 
@@ -350,45 +327,35 @@ def write_comparison(
     if unknown or not formats:
         raise ValueError(f"figure formats must be among {', '.join(FIGURE_FORMATS)}; got {', '.join(unknown)}")
     out = Path(out_dir).expanduser().absolute()
-    check_output_folder(out)
-    with writing_into(out.parent):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        # not "*.tmp": core.io sweeps stale temporary *files* by that pattern
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     names = list(comparison.class_names)
     written: list[Path] = []
-    try:
-        with writing_into(out, stand_in=tmp):
-            _write_bytes(tmp / MARKER, json.dumps({"format": "bayescope-comparison", "version": 1}).encode())
-            input_png = _input_png(comparison.image)
-            written.append(_write_bytes(tmp / "input.png", input_png))
-            embedded: list[list[tuple[str, bytes]]] = []
-            for column, slug in zip(comparison.columns, _unique_slugs([c.title for c in comparison.columns]),
-                                    strict=True):
-                summary, samples = column.prediction.summary, column.prediction.samples
-                pictures = []
-                for view in INPUT_VIEWS:
-                    stem = f"{slug}-{view}"
-                    fig = input_view_figure(view, column.title, summary, names, samples=samples,
-                                            level=comparison.level)
-                    for fmt in formats:
-                        written.append(save_figure_atomic(fig, tmp / f"{stem}.{fmt}"))
-                    png = (tmp / f"{stem}.png").read_bytes() if "png" in formats else _png_bytes(fig)
-                    pictures.append((view, png))
-                    rows = input_view_table(view, summary, names, samples=samples, level=comparison.level)
-                    written += write_table(rows, tmp, stem)
-                embedded.append(pictures)
-            table = comparison_table(comparison)
-            written += write_table(table, tmp, "numbers")
-            origins = provenance_record(comparison)
-            written.append(_write_bytes(tmp / "provenance.json",
-                                        json.dumps(origins, indent=2, default=str).encode()))
-            page = _report_html(comparison, input_png, embedded, table, origins)
-            written.append(_write_bytes(tmp / "index.html", page.encode("utf-8")))
-            _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with replacing_folder(out, _is_comparison_export, "the comparison") as tmp, writing_into(out, stand_in=tmp):
+        _write_bytes(tmp / MARKER, json.dumps({"format": "bayescope-comparison", "version": 1}).encode())
+        input_png = _input_png(comparison.image)
+        written.append(_write_bytes(tmp / "input.png", input_png))
+        embedded: list[list[tuple[str, bytes]]] = []
+        for column, slug in zip(comparison.columns, _unique_slugs([c.title for c in comparison.columns]),
+                                strict=True):
+            summary, samples = column.prediction.summary, column.prediction.samples
+            pictures = []
+            for view in INPUT_VIEWS:
+                stem = f"{slug}-{view}"
+                fig = input_view_figure(view, column.title, summary, names, samples=samples,
+                                        level=comparison.level)
+                for fmt in formats:
+                    written.append(save_figure_atomic(fig, tmp / f"{stem}.{fmt}"))
+                png = (tmp / f"{stem}.png").read_bytes() if "png" in formats else _png_bytes(fig)
+                pictures.append((view, png))
+                rows = input_view_table(view, summary, names, samples=samples, level=comparison.level)
+                written += write_table(rows, tmp, stem)
+            embedded.append(pictures)
+        table = comparison_table(comparison)
+        written += write_table(table, tmp, "numbers")
+        origins = provenance_record(comparison)
+        written.append(_write_bytes(tmp / "provenance.json",
+                                    json.dumps(origins, indent=2, default=str).encode()))
+        page = _report_html(comparison, input_png, embedded, table, origins)
+        written.append(_write_bytes(tmp / "index.html", page.encode("utf-8")))
     return [out / p.relative_to(tmp) for p in written]
 
 

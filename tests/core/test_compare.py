@@ -170,7 +170,7 @@ def test_foreign_folder_is_refused(map_posterior, tmp_path, digit_png, capsys):
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
     comparison = compare([(map_posterior, MAP)], stroke_canvas())
-    with pytest.raises(ValueError, match="already holds other files"):
+    with pytest.raises(OSError, match="already holds other files"):
         write_comparison(comparison, folder)
     assert main(["compare", str(digit_png), "--posterior", MAP, "--out", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
