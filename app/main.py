@@ -542,17 +542,12 @@ class MainWindow(QMainWindow):
         self._request_predictions()
 
     def open_image_dialog(self) -> None:
+        """A photo with a face in the Face tab, else an image of a digit."""
         if self.current_panel() is self.face_panel:
-            path, _ = QFileDialog.getOpenFileName(
-                self, "Open a photo with a face", app_settings.last_folder("image"),
-                "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)")
-            if path:
-                app_settings.remember_folder("image", path)
-                self.load_image_file(Path(path))
-            return
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open an image of a digit", app_settings.last_folder("image"),
-            "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)")
+            title, formats = "Open a photo with a face", "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)"
+        else:
+            title, formats = "Open an image of a digit", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+        path, _ = QFileDialog.getOpenFileName(self, title, app_settings.last_folder("image"), formats)
         if path:
             app_settings.remember_folder("image", path)
             self.load_image_file(Path(path))
