@@ -166,8 +166,8 @@ def dataset_sha256(data: Dataset) -> str:
     """SHA-256 of a data set's images and labels as the models see them (so of its count too)."""
     h = hashlib.sha256()
     h.update(repr((tuple(data.x.shape), str(data.x.dtype))).encode())
-    h.update(np.ascontiguousarray(data.x.numpy()).tobytes())
-    h.update(np.ascontiguousarray(data.y.numpy().astype(np.int64)).tobytes())
+    h.update(np.ascontiguousarray(data.x.numpy()))  # hashed in place, never copied
+    h.update(np.ascontiguousarray(data.y.numpy().astype(np.int64)))
     return h.hexdigest()
 
 
