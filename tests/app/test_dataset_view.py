@@ -231,3 +231,10 @@ def test_missing_images_get_a_dialog_without_paths(qtbot, window, tmp_path, monk
     assert title == "The evaluation stopped"
     assert "my-images" in text and str(tmp_path) not in text and "Error" not in text
     assert view.evaluate_button.isEnabled() and view.results is None
+
+
+def test_engine_errors_become_sentences_without_folders():
+    from app.views.dataset import plain_sentence
+
+    text = plain_sentence(OSError("could not write /tmp/run/out/report.html: no space left; the report was not saved"))
+    assert text == "Could not write “report.html”: no space left; the report was not saved"
