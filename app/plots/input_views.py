@@ -41,7 +41,7 @@ class CompactPlot(pg.PlotWidget):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(enableMenu=False)  # no ViewBox menu is built (a cost at start-up)
         item = self.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
