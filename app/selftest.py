@@ -135,6 +135,44 @@ def check_posteriors(results: list[bool]) -> None:
         _check(results, f"predict example digits: {name}", predict)
 
 
+def check_faces(results: list[bool]) -> None:
+    """The face descriptor's models load and describe a face-sized patch; every bundled face
+    head reads that descriptor and gives eight finite age-group probabilities summing to one."""
+    import numpy as np
+
+    from core.resources import bundled_face_posteriors
+
+    described: dict[str, object] = {}
+
+    def describe() -> str:
+        from core.faces import FaceBox, align_and_describe, descriptor_info
+
+        rng = np.random.default_rng(0)
+        image = rng.integers(0, 256, (200, 200, 3), dtype=np.uint8)  # no face needed to run the network
+        chip, descriptor = align_and_describe(image, FaceBox(40, 40, 160, 160))
+        if descriptor.ndim != 1 or not np.isfinite(descriptor).all():
+            _fail(f"the descriptor has shape {descriptor.shape} or non-finite values")
+        described.update(info=descriptor_info(), descriptor=descriptor)
+        return f"{described['info'].name}, {descriptor.shape[0]} numbers"
+
+    _check(results, "describe a face with the bundled face models", describe)
+    if not described:
+        return
+    for path in bundled_face_posteriors():
+        def predict(path=path) -> str:
+            from core.faces.heads import predict_age
+            from core.io import load_posterior
+            from core.naming import method_label
+
+            posterior = load_posterior(path)
+            p = predict_age(posterior, described["descriptor"], described["info"], num_samples=8)
+            if p.shape[-1] != 8 or not bool(np.isfinite(p.numpy()).all()) or not np.allclose(p.sum(-1).numpy(), 1, atol=1e-4):
+                _fail(f"age-group probabilities of shape {tuple(p.shape)} are not valid")
+            return method_label(posterior.method)
+
+        _check(results, f"face head {path.stem}", predict)
+
+
 def _fail(message: str) -> None:
     raise CheckFailed(message)
 
@@ -193,6 +231,7 @@ def run_self_test() -> int:
         _say(f"FAIL import the engine: {exc.__class__.__name__}: {exc}")
         return 1
     check_posteriors(results)
+    check_faces(results)
     check_window(results)
     failed = results.count(False)
     if failed:

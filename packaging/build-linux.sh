@@ -135,8 +135,8 @@ sed -e "s/@VERSION@/$version/" -e "s/@INSTALLED_SIZE@/$installed_kb/" -e "s/@GLI
   packaging/linux/control.in >"$stage/DEBIAN/control"
 deb=$out/bayescope_${version}_amd64.deb
 deb_start=$(date +%s)
-nice dpkg-deb --root-owner-group -Zxz -z9 --threads-max="$(nproc)" --build "$stage" "$deb" >/dev/null 2>&1 \
-  || nice dpkg-deb --root-owner-group -Zxz -z9 --build "$stage" "$deb" >/dev/null
+nice dpkg-deb --root-owner-group -Zxz -z6 --threads-max="$(nproc)" --build "$stage" "$deb" >/dev/null 2>&1 \
+  || nice dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb" >/dev/null
 deb_s=$(($(date +%s) - deb_start))
 deb_mb=$(du -m --apparent-size "$deb" | cut -f1)
 (( deb_mb <= 200 )) || { echo "the .deb is $deb_mb MB, over the 200 MB target" >&2; exit 1; }
@@ -176,7 +176,7 @@ tar_mb=$(du -m --apparent-size "$tarball" | cut -f1)
   echo "| | |"
   echo "| --- | --- |"
   echo "| built on | $(date -u +%Y-%m-%d), $(nproc) CPU cores, $(. /etc/os-release && echo "$PRETTY_NAME"), Python $("$env/bin/python" -c 'import platform; print(platform.python_version())') |"
-  echo "| wall time | ${wall_s} s in all: PyInstaller ${freeze_s} s, tar.gz ${tar_s} s, .deb (xz -9) ${deb_s} s |"
+  echo "| wall time | ${wall_s} s in all: PyInstaller ${freeze_s} s, tar.gz ${tar_s} s, .deb (xz -6) ${deb_s} s |"
   echo "| .deb | ${deb_mb} MB ($(basename "$deb")) |"
   echo "| installed size | $((installed_kb / 1024)) MB |"
   echo "| portable .tar.gz | ${tar_mb} MB |"

