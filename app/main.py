@@ -388,6 +388,7 @@ class MainWindow(QMainWindow):
             if key not in keys:
                 view = self.column_views.pop(key)
                 self.columns_row.removeWidget(view)
+                view.hide()  # at once: deleteLater waits for the event loop
                 view.deleteLater()
         for i, column in enumerate(self.workspace.columns):
             view = self.column_views.get(column.key)

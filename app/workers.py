@@ -7,9 +7,11 @@ deleted Qt object), so errors are re-raised as :class:`ComputationError` to reac
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
+from PySide6.QtCore import QObject, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker, create_worker
 
 
@@ -42,3 +44,36 @@ def generator_worker(gen: Generator) -> GeneratorWorker:
 def function_worker(func: Callable[..., Any], *args: Any, **kwargs: Any) -> FunctionWorker:
     """A not-yet-started worker calling ``func(*args, **kwargs)`` once."""
     return create_worker(_guarded_call, func, *args, _start_thread=False, _ignore_errors=True, **kwargs)
+
+
+class PythonThreadCall(QObject):
+    """``func(*args)`` in a plain Python thread, reported through Qt signals (queued to the
+    main thread), for code that must not run in a Qt pool thread.
+
+    dlib's face descriptor network never returns when called from a ``QThreadPool`` thread
+    (reproduced with a bare pool and no torch); from a ``threading.Thread`` it takes 0.1 s.
+
+    Signals: ``returned(object)``, ``errored(object)``, ``finished()``.
+    """
+
+    returned = Signal(object)
+    errored = Signal(object)
+    finished = Signal()
+
+    def __init__(self, func: Callable[..., Any], *args: Any) -> None:
+        super().__init__()
+        self._thread = threading.Thread(target=self._run, args=(func, args), daemon=True)
+
+    def _run(self, func: Callable[..., Any], args: tuple) -> None:
+        try:
+            self.returned.emit(_guarded_call(func, *args))
+        except Exception as exc:  # noqa: BLE001 — every failure reaches the errored signal
+            self.errored.emit(exc)
+        finally:
+            self.finished.emit()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)

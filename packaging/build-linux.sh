@@ -36,7 +36,7 @@ python=${PYTHON:-python3}
 version=$("$python" packaging/bundle.py version)
 
 # ---------------------------------------------------------------- 1. build environment
-key=$(cat pyproject.toml packaging/build-requirements.txt | cat - <("$python" -VV) | sha256sum | cut -c1-16)
+key=$(cat pyproject.toml packaging/build-requirements.txt <("$python" packaging/bundle.py requirements) <("$python" -VV) | sha256sum | cut -c1-16)
 env=$build_root/env-$key
 if [[ ! -f $env/.complete ]]; then
   log "setting up the build environment $env (first time: a few minutes)"

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from app.plots.style import BAR_TOP
 from app.views.modes import ModePanel
-from app.workers import function_worker
+from app.workers import PythonThreadCall
 
 
 def _find_faces(image: np.ndarray) -> list:
@@ -124,7 +124,7 @@ class FacePanel(ModePanel):
         self._run(_find_faces, self._on_faces_found, image)
 
     def _run(self, func, on_done, *args) -> None:
-        worker = function_worker(func, *args)
+        worker = PythonThreadCall(func, *args)
         worker.returned.connect(on_done)
         worker.errored.connect(lambda exc: self._on_worker_failed(exc))
         worker.finished.connect(self._on_worker_finished)
