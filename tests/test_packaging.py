@@ -344,10 +344,13 @@ def test_self_test_passes_from_the_source_tree(tmp_path):
     checks = [line for line in lines if line.startswith(("ok   ", "FAIL "))]
     failures = [line for line in checks if line.startswith("FAIL")]
     assert result.returncode == 0, "\n".join(failures) or result.stderr[-2000:]
-    from core.resources import bundled_posteriors
+    from core.resources import bundled_face_posteriors, bundled_posteriors
 
-    posteriors = bundled_posteriors()  # the digit posteriors (face heads need descriptors)
-    # One load and one prediction line per posterior, and the window.
-    assert len(checks) == 2 * len(posteriors) + 1, lines
+    posteriors = bundled_posteriors()  # the digit posteriors
+    faces = bundled_face_posteriors()
+    # One load and one prediction line per digit posterior, one face description, one line
+    # per face head, and the window.
+    assert len(checks) == 2 * len(posteriors) + 1 + len(faces) + 1, lines
     assert any("main window" in line for line in checks)
+    assert any("describe a face" in line for line in checks)
     assert lines[-1].startswith("self-test passed")
