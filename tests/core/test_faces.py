@@ -432,6 +432,14 @@ def test_photos_in_any_mode_work_and_bad_ones_get_one_line(real_faces, tmp_path,
         align_and_describe(load_photo(face), FaceBox(0, 0, 30, 30))
     assert main(["predict", str(blank), "--task", "age", "--posterior", str(tmp_path / "none.pt")]) == 2
     assert "no such posterior file" in capsys.readouterr().err
+    if bundled_face_posteriors():  # the default head: one line for a photo without a face
+        assert main(["predict", str(blank), "--task", "age"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "no face found" in err and "\n" not in err
+        assert main(["predict", str(tiny), "--task", "age"]) == 2
+        assert "at least 40 pixels" in capsys.readouterr().err
+        assert main(["predict", str(cmyk), "--task", "age", "--samples", "5"]) == 0
+        assert "predicted age group" in capsys.readouterr().out
 
 
 @needs_dlib
