@@ -38,7 +38,7 @@ from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
 from app.views.sweep import SweepView
 from app.workers import function_worker, generator_worker
-from app.workspace import Workspace
+from app.workspace import Workspace, task_of
 from core.naming import posterior_title, samples_used
 
 log = logging.getLogger(__name__)
@@ -351,12 +351,13 @@ class MainWindow(QMainWindow):
     def _fill_add_menu(self) -> None:
         self.add_menu.clear()
         shown = set(self.workspace.column_keys())
-        bundled = set(app_settings.bundled_models())
+        bundled = set(app_settings.bundled_models()) | set(app_settings.default_face_columns())
         for path in app_settings.available_models():
             key = str(path.resolve())
-            title = self._menu_title(path)
-            if title is None:
+            entry = self._menu_entry(path)
+            if entry is None or entry[1] != self.workspace.task:  # only what this tab can judge
                 continue
+            title = entry[0]
             origin = "bundled" if path in bundled else "yours"
             action = self.add_menu.addAction(f"{title} ({origin})")
             action.setCheckable(True)
@@ -367,17 +368,18 @@ class MainWindow(QMainWindow):
         self.add_menu.addAction("Open a posterior file…", self.open_posterior_dialog)
         self.add_menu.addAction("Train a new posterior…", self.show_training_dialog)
 
-    _titles: dict[tuple[str, float], str | None] = {}
+    _titles: dict[tuple[str, float], tuple[str, str] | None] = {}
 
-    def _menu_title(self, path: Path) -> str | None:
-        """The posterior's title in words (loaded once per file version); None if unusable."""
+    def _menu_entry(self, path: Path) -> tuple[str, str] | None:
+        """The posterior's title in words and its task (loaded once per file version); None if unusable."""
         key = (str(path), path.stat().st_mtime)
         if key not in self._titles:
             from core.io import load_posterior
 
             try:
                 posterior = load_posterior(path)
-                self._titles[key] = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
+                title = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
+                self._titles[key] = (title, task_of(posterior))
             except Exception:  # noqa: BLE001 — an unusable file is simply not offered
                 self._titles[key] = None
         return self._titles[key]

@@ -38,8 +38,10 @@ def bundled_models() -> list[Path]:
 
 
 def available_models() -> list[Path]:
-    """Bundled posteriors first, then the user's own."""
-    return bundled_models() + sorted(user_models_dir().glob("*.pt"))
+    """Bundled digit posteriors, then the bundled face heads, then the user's own."""
+    from core.resources import bundled_face_posteriors
+
+    return bundled_models() + bundled_face_posteriors() + sorted(user_models_dir().glob("*.pt"))
 
 
 def default_columns() -> list[Path]:
