@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         self.rotate_panel = RotatePanel(self._load_dataset)
         self.image_panel = ImagePanel()
         self.face_panel = FacePanel()
+        self._rotate_source: ModePanel = self.draw_panel  # the last of Draw and Image to change
         self.modes = QTabWidget()
         self.modes.setToolTip("")
         for panel, tip in ((self.draw_panel, "Draw a digit with the mouse or a pen"),
@@ -445,6 +446,8 @@ class MainWindow(QMainWindow):
     def _on_modes_current_changed(self, index: int) -> None:
         self.statusBar().showMessage(self.MODE_HINTS.get(self.modes.tabText(index), ""))
         self.workspace.set_task("faces" if self.modes.widget(index) is self.face_panel else "digits")
+        if self.modes.widget(index) is self.rotate_panel:
+            self.rotate_panel.set_drawing(*self._rotate_source.current_input())
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self.undo_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self._on_panel_input_changed()
@@ -454,7 +457,9 @@ class MainWindow(QMainWindow):
 
     def _on_panel_input_changed(self, *_args) -> None:
         if self.sender() in (self.draw_panel, self.image_panel):
-            self.rotate_panel.set_drawing(*self.sender().current_input())
+            # Only remember where the Rotate tab's own image comes from: preprocessing and
+            # rotating it on every stroke event would be work nobody sees until that tab opens.
+            self._rotate_source = self.sender()
         if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel, self.face_panel) and self.sender() is not self.current_panel():
             return
         if not self._throttle.isActive():
