@@ -59,12 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.main import MainWindow
+    from app.workers import collect_garbage_in_gui_thread
 
     _log_to_file()
     install_excepthook()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("bayescope")
     app.setOrganizationName("bayescope")
+    garbage_collector = collect_garbage_in_gui_thread()  # noqa: F841 — kept alive until exit
     window = MainWindow(posteriors=args.posterior, image=args.image)
     window.show()
     return app.exec()

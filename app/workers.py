@@ -15,6 +15,21 @@ from PySide6.QtCore import QObject, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker, create_worker
 
 
+def collect_garbage_in_gui_thread() -> object:
+    """Turn Python's automatic cyclic garbage collection off and run it on a timer in the
+    GUI thread instead (pyqtgraph's ``GarbageCollector``); keep the returned object alive.
+
+    Automatic collection runs in whichever thread happens to allocate when a threshold trips.
+    When that is a worker thread and the garbage holds a widget (a closed dialog, an old
+    column), the widget is destroyed in the worker and PySide blocks forever waiting for
+    the interpreter lock: seen as a hung export, evaluation or training estimate. Call it
+    once, after the ``QApplication`` exists.
+    """
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    return GarbageCollector(interval=1.0)
+
+
 class ComputationError(Exception):
     """A RuntimeError (out of memory, shape mismatch ...) raised by engine code."""
 

@@ -1,14 +1,27 @@
 from __future__ import annotations
 
+import gc
+
 import pytest
 from PySide6.QtCore import QThreadPool
 
 
 @pytest.fixture(autouse=True)
 def no_worker_outlives_its_test():
+    """Workers finish within their test, and garbage is collected in the GUI thread only.
+
+    As in the app (``app.workers.collect_garbage_in_gui_thread``), automatic collection is
+    off while a test runs: a collection triggered in a worker thread that frees an earlier
+    test's widget deadlocks PySide (it hung CI in an export and a training estimate).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
     yield
     pool = QThreadPool.globalInstance()
     assert pool.waitForDone(30_000), "a worker thread outlived its test"
+    gc.collect()
+    if was_enabled:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from app.workers import ComputationError, function_worker, generator_worker
+import gc
+import threading
+
+from PySide6.QtWidgets import QWidget
+
+from app.workers import ComputationError, collect_garbage_in_gui_thread, function_worker, generator_worker
 from core.inference.base import ProgressRecord
 
 
@@ -61,3 +66,24 @@ def test_cancel_stops_between_steps_and_closes_the_generator(qtbot):
     qtbot.waitSignal(worker.finished, timeout=5000)
     gen.close()
     assert closed == [True]
+
+
+def test_garbage_holding_a_widget_is_collected_in_the_gui_thread(qtbot):
+    """A widget kept alive only by a reference cycle is destroyed by the GUI thread's timer,
+    never by an automatic collection in whichever worker thread allocates."""
+    collector = collect_garbage_in_gui_thread()
+    try:
+        assert not gc.isenabled()
+        destroyed_in: list[str] = []
+        widget = QWidget()
+        widget.cycle = widget
+        widget.destroyed.connect(lambda: destroyed_in.append(threading.current_thread().name))
+        del widget
+        worker = function_worker(lambda: [[] for _ in range(50_000)] and None)  # trips any threshold
+        with qtbot.waitSignal(worker.finished, timeout=10_000):
+            worker.start()
+        assert destroyed_in == []  # the worker's allocations collected nothing
+        qtbot.waitUntil(lambda: destroyed_in != [], timeout=5_000)
+        assert destroyed_in == [threading.main_thread().name]
+    finally:
+        collector.timer.stop()
