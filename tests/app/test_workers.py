@@ -7,7 +7,12 @@ import threading
 
 from PySide6.QtWidgets import QWidget
 
-from app.workers import ComputationError, collect_garbage_in_gui_thread, function_worker, generator_worker
+from app.workers import (
+    ComputationError,
+    collect_garbage_in_gui_thread,
+    function_worker,
+    generator_worker,
+)
 from core.inference.base import ProgressRecord
 
 
