@@ -84,7 +84,10 @@ def test_garbage_holding_a_widget_is_collected_in_the_gui_thread(qtbot):
         widget.cycle = widget
         widget.destroyed.connect(lambda: destroyed_in.append(threading.current_thread().name))
         del widget
-        worker = function_worker(lambda: [[] for _ in range(50_000)] and None)  # trips any threshold
+        # Allocations that stay alive (freed ones lower the count again) trip every threshold.
+        kept: list = []
+        worker = function_worker(lambda: [[] for _ in range(50_000)])
+        worker.returned.connect(kept.append)
         with qtbot.waitSignal(worker.finished, timeout=10_000):
             worker.start()
         assert destroyed_in == []  # the worker's allocations collected nothing
