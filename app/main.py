@@ -99,6 +99,7 @@ class MainWindow(QMainWindow):
         self._datasets: dict[str, object] = {}
         self.last_update_ms: float | None = None
         self._request_started = 0.0
+        self._input_waiting = False  # an input change arrived while the frame's timer ran
 
         # ----------------------------------------------------------- left: input
         self.draw_panel = DrawPanel()
@@ -462,10 +463,21 @@ class MainWindow(QMainWindow):
             self._rotate_source = self.sender()
         if self.sender() in (self.draw_panel, self.rotate_panel, self.image_panel, self.face_panel) and self.sender() is not self.current_panel():
             return
-        if not self._throttle.isActive():
-            self._throttle.start()
+        # At most one update per frame: the first change is judged at once, changes within
+        # the next 16 ms are folded into one update when the frame ends.
+        if self._throttle.isActive():
+            self._input_waiting = True
+            return
+        self._throttle.start()
+        self._apply_input()
 
     def _on_throttle_timeout(self) -> None:
+        if self._input_waiting:
+            self._input_waiting = False
+            self._throttle.start()
+            self._apply_input()
+
+    def _apply_input(self) -> None:
         panel = self.current_panel()
         image, label = panel.current_input()
         self.warning.setText(panel.note())

@@ -1,19 +1,22 @@
 """Per-input prediction for every column, off the main thread; stale requests are dropped.
 
-One request judges one input with every column's posterior and reports each column as soon
-as it is done, so the first columns redraw while the others still compute. While a request
-runs, only the newest further request waits; older ones are dropped, never queued.
+One request judges one input with every column's posterior and reports the columns together
+when all are done. Reporting each column as soon as it was ready looked faster but was
+slower: the main thread drawing column 1 while the worker computed column 2 fought over the
+interpreter lock and both cores, and 4 columns took 3× their compute time (60 ms against
+20 ms, measured with benchmarks/bench_gui.py). While a request runs, only the newest further
+request waits; older ones are dropped, never queued.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
-from app.workers import generator_worker
+from app.workers import function_worker
 from core.inference.base import Posterior
 from core.predictive import Prediction, predict_features, predict_image
 
@@ -27,8 +30,8 @@ class ColumnRequest:
 
 def predict_columns(
     image: np.ndarray, columns: Sequence[ColumnRequest], level: float
-) -> Generator[tuple[str, Prediction], None, None]:
-    """Yield ``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
+) -> list[tuple[str, Prediction]]:
+    """``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
     randomness (a variational posterior's fixed bank of draws, dropout's masks)."""
     if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
         from core.faces import descriptor_info
@@ -37,10 +40,10 @@ def predict_columns(
         info = descriptor_info()
         for column in columns:
             check_descriptor(column.posterior, info)
-            yield column.key, predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
-        return
-    for column in columns:
-        yield column.key, predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
+        return [(column.key, predict_features(column.posterior, image, column.num_samples, seed=None, level=level))
+                for column in columns]
+    return [(column.key, predict_image(column.posterior, image, column.num_samples, seed=None, level=level))
+            for column in columns]
 
 
 class InferenceController(QObject):
@@ -82,16 +85,16 @@ class InferenceController(QObject):
 
     def _start(self, image: np.ndarray, columns: list[ColumnRequest], level: float) -> None:
         self._running_id = self.last_request
-        worker = generator_worker(predict_columns(image, columns, level))
-        worker.yielded.connect(self._on_worker_yielded)
+        worker = function_worker(predict_columns, image, columns, level)
+        worker.returned.connect(self._on_worker_returned)
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         worker.start()
 
-    def _on_worker_yielded(self, item: tuple[str, Prediction]) -> None:
-        key, prediction = item
-        self.prediction_computed.emit(self._running_id, key, prediction)
+    def _on_worker_returned(self, predictions: list[tuple[str, Prediction]]) -> None:
+        for key, prediction in predictions:
+            self.prediction_computed.emit(self._running_id, key, prediction)
 
     def _on_worker_errored(self, exc: Exception) -> None:
         self.prediction_failed.emit(str(exc) or "the prediction could not be computed")
