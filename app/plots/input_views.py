@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import ClassVar
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QFont, QFontMetricsF
 from PySide6.QtWidgets import QMenu
 
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, diverging_lut, sequential_lut
@@ -31,6 +32,80 @@ PROBABILITY_TICKS = [[(0.0, "0"), (0.5, ".5"), (1.0, "1")]]
 def brush(colour: tuple[int, ...]) -> QBrush:
     """One brush per colour, made once: the same objects let pyqtgraph reuse its symbol cache."""
     return pg.mkBrush(colour)
+
+
+def short_class_name(name: str) -> str:
+    """A range by its first value ("25-37" → "25", "60+" → "60"); other names unchanged."""
+    match = re.fullmatch(r"(\d+)\s*(?:[-–]\s*\d+|\+)", name)
+    return match.group(1) if match else name
+
+
+class ClassAxis(pg.AxisItem):
+    """An axis with one tick per class whose labels stay readable when the plot is small.
+
+    Labels longer than one character (the age groups) are fitted to the room between two
+    classes: along the x axis the full names, else each group's first age ("0 3 8 15 25 38
+    48 60", an age scale), else those in a smaller font, else every other one; down the y
+    axis the full names, else in a smaller font, else every other one. Single-character
+    names (the digits) are always drawn as they are.
+    """
+
+    SMALL_POINT_SIZE = 7.0
+
+    def __init__(self, orientation: str, class_names: tuple[str, ...]) -> None:
+        super().__init__(orientation)
+        self.class_names = tuple(class_names)
+        self.short_names = tuple(short_class_name(n) for n in self.class_names)
+        #: (short names, small font, label every n-th class), or None before the first fit
+        self.choice: tuple[bool, bool, int] | None = None
+        self.setTicks([list(enumerate(self.class_names))])
+
+    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(ev)
+        self.fit_labels()
+
+    def setRange(self, mn: float, mx: float) -> None:  # noqa: N802 (pyqtgraph override)
+        super().setRange(mn, mx)
+        self.fit_labels()
+
+    def fit_labels(self) -> None:
+        names = getattr(self, "class_names", ())  # setRange runs inside AxisItem.__init__
+        if max(map(len, names), default=1) <= 1:
+            return
+        across = self.orientation in ("top", "bottom")
+        length, span = (self.width() if across else self.height()), abs(self.range[1] - self.range[0])
+        if length <= 0 or span <= 0:
+            return
+        spacing = length / span  # pixels from one class to the next
+        small = QFont(self.font())
+        small.setPointSizeF(min(self.SMALL_POINT_SIZE, small.pointSizeF()))
+
+        ladder = ([(False, False, 1), (True, False, 1), (True, True, 1), (True, True, 2)] if across
+                  else [(False, False, 1), (False, True, 1), (False, True, 2)])
+        current = ladder.index(self.choice) if self.choice in ladder else len(ladder)
+
+        def fits(choice: tuple[bool, bool, int]) -> bool:
+            short, small_font, every = choice
+            metrics = QFontMetricsF(small if small_font else self.font())
+            if across:
+                need = max(metrics.horizontalAdvance(n) for n in (self.short_names if short else names)) + 3
+            else:
+                need = metrics.capHeight() + 1.5
+            # Going back to larger labels needs a margin: a font change resizes the axis, and
+            # so the plot, which must not flip the choice back and forth.
+            return need + (1.5 if ladder.index(choice) < current else 0) <= spacing * every
+
+        choice = next((c for c in ladder if fits(c)), ladder[-1])
+        if choice == self.choice:
+            return
+        self.choice = choice
+        short, small_font, every = choice
+        self.setTickFont(small if small_font else None)
+        self.setTicks([[(i, n if i % every == 0 else "") for i, n in
+                        enumerate(self.short_names if short else names)]])
+        shown = self.short_names if short else names
+        self.setToolTip("" if shown == names and every == 1 else
+                        "Labels shortened to fit: " + ", ".join(names))
 
 
 class CompactPlot(pg.PlotWidget):
@@ -78,8 +153,9 @@ class InputPlot(CompactPlot):
             self._title = text
             self.getPlotItem().setTitle(text, size="9pt")
 
-    def class_ticks(self) -> list:
-        return [list(enumerate(self.class_names))]
+    def use_class_axis(self, *sides: str) -> None:
+        """One class per tick on these sides, with labels fitted to the plot's size."""
+        self.getPlotItem().setAxisItems({side: ClassAxis(side, self.class_names) for side in sides})
 
     def show(self, prediction: Prediction, level: float) -> None:
         """Draw one column's prediction (S draws of K class probabilities and their summary)."""
@@ -108,7 +184,7 @@ class DrawsPlot(InputPlot):
         item.invertY(True)
         item.setXRange(0, 1, padding=0.02)
         item.setYRange(-0.5, k - 0.5, padding=0)
-        item.getAxis("left").setTicks(self.class_ticks())
+        self.use_class_axis("left")
         item.getAxis("bottom").setTicks(PROBABILITY_TICKS)
         item.setLabel("bottom", "probability")
         self.setMinimumHeight(130)
@@ -169,7 +245,7 @@ class IntervalPlot(InputPlot):
         item = self.getPlotItem()
         item.setYRange(0, 1.02, padding=0)
         item.setXRange(-0.6, k - 0.4, padding=0)
-        item.getAxis("bottom").setTicks(self.class_ticks())
+        self.use_class_axis("bottom")
         item.getAxis("left").setTicks(PROBABILITY_TICKS)
         self.bars = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(BAR), pen=None)
         self.errors = pg.ErrorBarItem(x=np.arange(k), y=np.zeros(k), top=0, bottom=0, beam=0.25, pen=pg.mkPen(MEAN, width=1.2))
@@ -254,7 +330,7 @@ class VariancePlot(InputPlot):
         item = self.getPlotItem()
         item.setXRange(-0.6, k - 0.4, padding=0)
         item.setYRange(0, 0.26, padding=0)
-        item.getAxis("bottom").setTicks(self.class_ticks())
+        self.use_class_axis("bottom")
         item.getAxis("left").setTicks([[(0.0, "0"), (0.125, ".125"), (0.25, ".25")]])
         self.aleatoric = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(UNCERTAINTY["aleatoric"]), pen=None)
         self.epistemic = pg.BarGraphItem(x=np.arange(k), y0=np.zeros(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(UNCERTAINTY["epistemic"]), pen=None)
@@ -295,8 +371,7 @@ class CorrelationPlot(InputPlot):
         item = self.getPlotItem()
         item.invertY(True)
         item.setAspectLocked(True)
-        item.getAxis("left").setTicks(self.class_ticks())
-        item.getAxis("bottom").setTicks(self.class_ticks())
+        self.use_class_axis("left", "bottom")
         item.setXRange(-0.5, k - 0.5, padding=0)
         item.setYRange(-0.5, k - 0.5, padding=0)
         self.image = pg.ImageItem(np.zeros((k, k)))

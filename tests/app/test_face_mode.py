@@ -8,9 +8,39 @@ import tarfile
 import numpy as np
 import pytest
 from PIL import Image
+from PySide6.QtGui import QFontMetricsF, QImage, QPainter
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app.main import MainWindow
+from app.plots.input_views import INPUT_PLOTS, ClassAxis, short_class_name
+from core.faces.age_groups import AGE_GROUP_NAMES
 from core.resources import bundled_face_posteriors
+
+DIGITS = tuple(str(d) for d in range(10))
+
+
+def drawn_labels(axis) -> list[tuple[object, str]]:
+    """The labels pyqtgraph would draw on ``axis`` now: (rectangle, text), empty ones left out."""
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _, text in texts if text]
+
+
+def assert_apart(axis) -> None:
+    """No two labels touch: side by side by their drawn boxes, stacked by their glyphs' ink."""
+    labels = sorted(drawn_labels(axis), key=lambda lt: (lt[0].center().x(), lt[0].center().y()))
+    assert labels, "no label drawn"
+    metrics = QFontMetricsF(axis.style["tickFont"] or axis.font())
+    for (a, ta), (b, tb) in zip(labels, labels[1:], strict=False):
+        if axis.orientation in ("top", "bottom"):
+            assert a.right() <= b.left(), f"{ta!r} and {tb!r} overlap"
+        else:
+            ink = (metrics.tightBoundingRect(ta).height() + metrics.tightBoundingRect(tb).height()) / 2
+            assert abs(b.center().y() - a.center().y()) >= ink, f"{ta!r} and {tb!r} overlap"
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +151,58 @@ def test_an_unreadable_photo_gets_a_sentence(qtbot, window, tmp_path, monkeypatc
     bad.write_bytes(b"not a photo")
     assert window.load_image_file(bad) is False
     assert shown and str(tmp_path) not in shown[0] and "Traceback" not in shown[0]
+
+
+# ------------------------------------------------------------------ age-group labels
+
+
+def class_axes(plot):
+    item = plot.getPlotItem()
+    return [item.getAxis(side) for side in ("left", "bottom") if isinstance(item.getAxis(side), ClassAxis)]
+
+
+def test_short_names_are_a_group_s_first_age():
+    assert [short_class_name(n) for n in AGE_GROUP_NAMES] == ["0", "3", "8", "15", "25", "38", "48", "60"]
+    assert short_class_name("7") == "7" and short_class_name("T-shirt") == "T-shirt"
+
+
+@pytest.mark.parametrize("width", [200, 260, 420])
+@pytest.mark.parametrize("plot_class", INPUT_PLOTS, ids=lambda c: c.__name__)
+def test_age_group_labels_never_collide_down_to_a_200_px_column(qtbot, plot_class, width):
+    plot = plot_class(AGE_GROUP_NAMES)
+    qtbot.addWidget(plot)
+    plot.resize(width - 12, plot.minimumHeight())  # a column's plot: its width less the frame
+    QWidget.show(plot)  # the plots' own show() draws a prediction
+    qtbot.waitExposed(plot)
+    qtbot.waitUntil(lambda: all(axis.choice is not None for axis in class_axes(plot)))
+    for axis in class_axes(plot):
+        assert_apart(axis)
+        texts = [t for _, t in drawn_labels(axis)]
+        assert set(texts) <= set(AGE_GROUP_NAMES) | {short_class_name(n) for n in AGE_GROUP_NAMES}
+        if plot_class.__name__ in ("IntervalPlot", "VariancePlot"):
+            assert len(texts) == len(AGE_GROUP_NAMES), "the bar plots name every group"
+        if texts != list(AGE_GROUP_NAMES):
+            assert all(n in axis.toolTip() for n in AGE_GROUP_NAMES), "the full names are a hover away"
+
+
+def test_wide_columns_keep_the_full_group_names(qtbot):
+    plot = INPUT_PLOTS[1](AGE_GROUP_NAMES)  # mean and interval
+    qtbot.addWidget(plot)
+    plot.resize(600, 200)
+    QWidget.show(plot)
+    qtbot.waitExposed(plot)
+    qtbot.waitUntil(lambda: class_axes(plot)[0].choice is not None)
+    assert [t for _, t in drawn_labels(class_axes(plot)[0])] == list(AGE_GROUP_NAMES)
+
+
+@pytest.mark.parametrize("plot_class", INPUT_PLOTS, ids=lambda c: c.__name__)
+def test_digit_labels_are_drawn_as_ever_in_narrow_columns(qtbot, plot_class):
+    plot = plot_class(DIGITS)
+    qtbot.addWidget(plot)
+    plot.resize(188, plot.minimumHeight())
+    QWidget.show(plot)
+    qtbot.waitExposed(plot)
+    for axis in class_axes(plot):
+        assert axis.choice is None and axis.style["tickFont"] is None
+        assert axis._tickLevels == [list(enumerate(DIGITS))]
+
