@@ -3,16 +3,22 @@
 #
 #   bash packaging/build-linux.sh [--no-install-test]
 #
+# The build takes its sources only from git: the commit BAYESCOPE_BUILD_REF (default HEAD)
+# is exported with `git archive` into build/linux/src and frozen from there, so nothing
+# untracked or uncommitted (a test posterior left in resources/models, an edited file) can
+# slip into the package. It refuses to start while resources/models holds untracked files.
+#
 # 1. a build environment outside the checkout (${BAYESCOPE_BUILD_ROOT:-~/.cache/bayescope-build}/env-<key>):
 #    the CPU-only torch 2.13.0 wheel, the app's dependencies from pyproject.toml (never
 #    torchvision) and PyInstaller (packaging/build-requirements.txt); reused while those files
 #    are unchanged;
-# 2. the one-folder app with PyInstaller (packaging/bayescope.spec; trims in packaging/bundle.py),
-#    then torch's libraries stripped of their static symbol tables;
+# 2. the one-folder app with PyInstaller (packaging/bayescope.spec; trims in packaging/bundle.py;
+#    the PYZ of compiled modules stored uncompressed, which xz then packs better than zlib),
+#    then the shared libraries stripped of their static symbol tables (each checked to load);
 # 3. `bayescope --self-test` on the built folder;
 # 4. dist/linux/bayescope-<version>-linux-x86_64.tar.gz (the portable folder) and
 #    dist/linux/bayescope_<version>_amd64.deb (app in /opt/bayescope, /usr/bin launchers,
-#    desktop entry, hicolor icons; xz-compressed);
+#    desktop entry, hicolor icons; xz -9 extreme);
 # 5. unless --no-install-test (or not root): `dpkg -i` the .deb, run `bayescope --self-test`
 #    from /usr/bin with no network and an empty HOME, then `dpkg -r` and check nothing is left;
 # 6. dist/linux/build-report.md: wall time, sizes, what takes the space, what each trim saved.
@@ -33,9 +39,31 @@ build_root=${BAYESCOPE_BUILD_ROOT:-$HOME/.cache/bayescope-build}
 work=$root/build/linux
 out=$root/dist/linux
 python=${PYTHON:-python3}
-version=$("$python" packaging/bundle.py version)
+
+# ---------------------------------------------------------------- 0. sources, from git only
+command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 \
+  || { echo "build-linux.sh builds from a git checkout (it exports the commit to build)" >&2; exit 1; }
+untracked=$(git -C "$root" ls-files --others -- resources/models)
+if [[ -n $untracked ]]; then
+  echo "resources/models holds files git does not track; the package bundles tracked posteriors only." >&2
+  echo "Commit them or move them away:" >&2
+  printf '  %s\n' $untracked >&2
+  exit 1
+fi
+ref=${BAYESCOPE_BUILD_REF:-HEAD}
+commit=$(git -C "$root" rev-parse --verify "$ref^{commit}")
+if ! git -C "$root" diff --quiet "$commit" -- 2>/dev/null; then
+  echo "note: the working tree differs from $ref; the build uses the committed files of ${commit:0:12} only" >&2
+fi
+rm -rf "$work" "$out"
+mkdir -p "$work/src" "$out"
+git -C "$root" archive --format=tar "$commit" | tar -x -C "$work/src"
+src=$work/src
+version=$("$python" "$src/packaging/bundle.py" version)
+log "sources: commit ${commit:0:12} ($(git -C "$root" log -1 --format=%cd --date=iso-strict "$commit")) exported to $src"
 
 # ---------------------------------------------------------------- 1. build environment
+cd "$src"
 key=$(cat pyproject.toml packaging/build-requirements.txt <("$python" packaging/bundle.py requirements) <("$python" -VV) | sha256sum | cut -c1-16)
 env=$build_root/env-$key
 if [[ ! -f $env/.complete ]]; then
@@ -68,10 +96,12 @@ EOF
 
 # ---------------------------------------------------------------- 2. freeze
 log "freezing the app with PyInstaller"
-rm -rf "$work" "$out"
-mkdir -p "$work" "$out"
 freeze_start=$(date +%s)
-BAYESCOPE_TRIM_REPORT=$work/trims.json nice "$env/bin/pyinstaller" --noconfirm --clean --log-level WARN \
+# PYINSTALLER_ZLIB_COMPRESSION_LEVEL=0: the PYZ (114 MB of compiled modules) is stored, not
+# zlib-compressed (43 MB): xz packs the stored bytes to 28 MB in the .deb, but cannot pack
+# zlib's output at all. The installed folder grows by ~70 MB; the download shrinks by ~15 MB.
+PYINSTALLER_ZLIB_COMPRESSION_LEVEL=0 BAYESCOPE_TRIM_REPORT=$work/trims.json \
+  nice -n 19 "$env/bin/pyinstaller" --noconfirm --clean --log-level WARN \
   --distpath "$work/dist" --workpath "$work/pyinstaller" packaging/bayescope.spec 2>"$work/pyinstaller.log" \
   || { tail -40 "$work/pyinstaller.log" >&2; exit 1; }
 freeze_s=$(($(date +%s) - freeze_start))
@@ -79,25 +109,10 @@ app=$work/dist/bayescope
 [[ -x $app/bayescope && -x $app/bayescope-cli ]] || { echo "PyInstaller made no app folder" >&2; exit 1; }
 if find "$app" -path '*torchvision*' | grep -q .; then echo "torchvision ended up in the app folder" >&2; exit 1; fi
 
-# torch's libraries keep their static symbol tables (libtorch_cpu alone: ~90 MB); the dynamic
-# symbols that loading needs stay, as with Debian's dh_strip. Only torch's: libraries that
-# auditwheel vendored (the *.libs folders) break when stripped after patchelf.
-log "stripping symbol tables from torch's libraries"
-before=$(du -sb "$app" | cut -f1)
-stripped=0
-while IFS= read -r -d '' lib; do
-  if readelf -S "$lib" 2>/dev/null | grep -q ' \.symtab '; then
-    strip --strip-unneeded "$lib" && stripped=$((stripped + 1))
-  fi
-done < <(find "$app/_internal/torch/lib" -type f -name '*.so*' -print0)
-after=$(du -sb "$app" | cut -f1)
-"$env/bin/python" -c '
-import json, sys
-path, files, saved = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-report = json.load(open(path))
-report["symbol tables of torch libraries (strip)"] = [files, saved]
-json.dump(report, open(path, "w"), indent=1)
-' "$work/trims.json" "$stripped" $((before - after))
+# Static symbol tables out of every shared library but auditwheel's (packaging/strip_libraries.py:
+# each stripped library is checked to load, and put back if it does not).
+log "stripping symbol tables from the shared libraries"
+"$env/bin/python" "$src/packaging/strip_libraries.py" "$app" "$work/trims.json"
 
 # ---------------------------------------------------------------- 3. self-test of the folder
 log "self-test of the built folder"
@@ -109,7 +124,8 @@ rm -rf "$scratch_home"
 log "portable archive"
 tarball=$out/bayescope-$version-linux-x86_64.tar.gz
 tar_start=$(date +%s)
-tar -C "$work/dist" --transform "s,^bayescope,bayescope-$version," --owner=0 --group=0 -czf "$tarball" bayescope
+tar -C "$work/dist" --transform "s,^bayescope,bayescope-$version," --owner=0 --group=0 -cf - bayescope \
+  | nice -n 19 gzip -6 >"$tarball"
 tar_s=$(($(date +%s) - tar_start))
 
 log "Debian package"
@@ -135,8 +151,10 @@ sed -e "s/@VERSION@/$version/" -e "s/@INSTALLED_SIZE@/$installed_kb/" -e "s/@GLI
   packaging/linux/control.in >"$stage/DEBIAN/control"
 deb=$out/bayescope_${version}_amd64.deb
 deb_start=$(date +%s)
-nice dpkg-deb --root-owner-group -Zxz -z6 --threads-max="$(nproc)" --build "$stage" "$deb" >/dev/null 2>&1 \
-  || nice dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb" >/dev/null
+deb_level=${BAYESCOPE_DEB_XZ:-9}
+deb_strategy=${BAYESCOPE_DEB_XZ_STRATEGY:-extreme}
+nice -n 19 dpkg-deb --root-owner-group -Zxz -z"$deb_level" -S"$deb_strategy" --threads-max="$(nproc)" \
+  --build "$stage" "$deb" >/dev/null
 deb_s=$(($(date +%s) - deb_start))
 deb_mb=$(du -m --apparent-size "$deb" | cut -f1)
 (( deb_mb <= 200 )) || { echo "the .deb is $deb_mb MB, over the 200 MB target" >&2; exit 1; }
@@ -176,7 +194,7 @@ tar_mb=$(du -m --apparent-size "$tarball" | cut -f1)
   echo "| | |"
   echo "| --- | --- |"
   echo "| built on | $(date -u +%Y-%m-%d), $(nproc) CPU cores, $(. /etc/os-release && echo "$PRETTY_NAME"), Python $("$env/bin/python" -c 'import platform; print(platform.python_version())') |"
-  echo "| wall time | ${wall_s} s in all: PyInstaller ${freeze_s} s, tar.gz ${tar_s} s, .deb (xz -6) ${deb_s} s |"
+  echo "| wall time | ${wall_s} s in all: PyInstaller ${freeze_s} s, tar.gz ${tar_s} s, .deb (xz -${deb_level} ${deb_strategy}) ${deb_s} s |"
   echo "| .deb | ${deb_mb} MB ($(basename "$deb")) |"
   echo "| installed size | $((installed_kb / 1024)) MB |"
   echo "| portable .tar.gz | ${tar_mb} MB |"

@@ -78,10 +78,21 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "PySide6.QtConcurrent",
     "PySide6.QtHelp",
     "PySide6.QtPrintSupport",
+    # pyqtgraph imports these only to offer QOpenGLWidget (and copes when they are missing);
+    # bayescope's plots never use OpenGL. The binding alone is 8.9 MB.
+    "PySide6.QtOpenGL",
+    "PySide6.QtOpenGLWidgets",
     "PyQt5",
     "PyQt6",
     "PySide2",
 )
+
+#: How PyInstaller collects some packages (overriding their hooks). torch's hook asks for
+#: "pyz+py": every module compiled into the PYZ *and* its source as a data file (46 MB), so
+#: that TorchScript can read function sources. bayescope never scripts or compiles a model,
+#: so the source copy goes. Without it, torch warns once per ``@torch.jit._overload`` that it
+#: cannot read the source; launch.py silences that warning.
+MODULE_COLLECTION_MODE: tuple[tuple[str, str], ...] = (("torch", "pyz"),)
 
 #: Qt plugins the app uses: drawing on X11 or Wayland (or offscreen for the self-test),
 #: reading the image formats a person may open, the desktop's file dialogs (through the XDG
