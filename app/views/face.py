@@ -1,8 +1,10 @@
 """The Face mode: open or drop a photo, find the faces, pick one, and judge its age group.
 
 Finding and describing faces takes a second or so, so both run in workers; the panel shows
-the photo with a box around every face found (the chosen one highlighted), the aligned crop
-the posteriors see, and lets the person draw a box by hand when no face is found.
+the photo with a box around every face found (the chosen one highlighted) and lets the person
+draw a box by hand when no face is found. The aligned crop the posteriors see is not shown
+here but by :meth:`FacePanel.preview`, in the window's one "what the model sees" place below
+the tabs, as every mode's model input is.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtCore import QRectF, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.plots.style import BAR_TOP
 from app.views.modes import ModePanel
 from app.workers import PythonThreadCall
+
+#: Where the crop is: the window shows it below the tabs, as every mode's model input.
+SEEN = " The columns judge the aligned crop shown below, described by 128 numbers."
 
 
 def _find_faces(image: np.ndarray) -> list:
@@ -78,25 +82,16 @@ class FacePanel(ModePanel):
         self.use_box.clicked.connect(self._on_use_box_clicked)
         self.message = QLabel("No photo yet. Open one, or drop it on the window.")
         self.message.setWordWrap(True)
-        self.chip = QLabel()
-        self.chip.setFixedSize(150, 150)
-        self.chip.setToolTip("What the posteriors see: the face found, aligned by its eyes and nose and cropped")
-        chip_row = QHBoxLayout()
-        chip_row.addWidget(self.chip)
-        chip_note = QLabel("The aligned face: a 128-number description of it is what every column judges.")
-        chip_note.setWordWrap(True)
-        chip_row.addWidget(chip_note, 1)
         buttons = QHBoxLayout()
-        buttons.addWidget(self.faces, 1)
         buttons.addWidget(self.draw_box)
         buttons.addWidget(self.use_box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.open)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.faces)  # a row of its own: the left column is narrow
         layout.addLayout(buttons)
         layout.addWidget(self.message)
-        layout.addLayout(chip_row)
         self.view.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self._set_faces([])
 
@@ -114,7 +109,6 @@ class FacePanel(ModePanel):
     def set_photo(self, image: np.ndarray, name: str) -> None:
         self._photo, self._name = image, name
         self._descriptor = self._chip = None
-        self.chip.clear()
         self.photo_item.setImage(np.ascontiguousarray(image.transpose(1, 0, 2)))
         self.box.setRange(QRectF(0, 0, image.shape[1], image.shape[0]), padding=0.02)
         self._set_faces([])
@@ -181,12 +175,9 @@ class FacePanel(ModePanel):
     def _on_face_described(self, result: tuple) -> None:
         self._chip, self._descriptor, self.descriptor_info = result
         text = self.message.text().replace(" Describing the face…", "")
+        if SEEN not in text:
+            text += SEEN
         self.message.setText(text)
-        chip = np.ascontiguousarray(self._chip)
-        h, w = chip.shape[:2]
-        qimage = QImage(chip.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
-        self.chip.setPixmap(QPixmap.fromImage(qimage).scaled(150, 150, Qt.AspectRatioMode.KeepAspectRatio,
-                                                             Qt.TransformationMode.SmoothTransformation))
         self.input_changed.emit(*self.current_input())
 
     # ---------------------------------------------------------- choosing boxes
@@ -247,4 +238,9 @@ class FacePanel(ModePanel):
         return self._descriptor, f"the face in {self._name}"
 
     def preview(self) -> np.ndarray | None:
+        """The aligned face crop the descriptor was computed from (RGB uint8), or None.
+
+        The window shows it as "what the model sees"; the panel itself does not, so the crop
+        appears once.
+        """
         return self._chip
