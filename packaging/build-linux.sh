@@ -29,6 +29,16 @@ cd "$root"
 install_test=1
 [[ ${1:-} == --no-install-test ]] && install_test=0
 
+# Only tracked files are packaged: refuse to build beside untracked posteriors.
+command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 \
+  || { echo "build-linux.sh builds from a git checkout (it exports the commit to build)" >&2; exit 1; }
+untracked=$(git -C "$root" ls-files --others -- resources/models)
+if [[ -n $untracked ]]; then
+  echo "resources/models holds files git does not track; the package bundles tracked posteriors only." >&2
+  echo "Commit them or move them away:" >&2
+  printf '  %s\n' $untracked >&2
+  exit 1
+fi
 for tool in dpkg-deb strip readelf objdump tar; do
   command -v "$tool" >/dev/null || { echo "build-linux.sh needs $tool (apt-get install binutils dpkg tar)" >&2; exit 1; }
 done
@@ -41,15 +51,6 @@ out=$root/dist/linux
 python=${PYTHON:-python3}
 
 # ---------------------------------------------------------------- 0. sources, from git only
-command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 \
-  || { echo "build-linux.sh builds from a git checkout (it exports the commit to build)" >&2; exit 1; }
-untracked=$(git -C "$root" ls-files --others -- resources/models)
-if [[ -n $untracked ]]; then
-  echo "resources/models holds files git does not track; the package bundles tracked posteriors only." >&2
-  echo "Commit them or move them away:" >&2
-  printf '  %s\n' $untracked >&2
-  exit 1
-fi
 ref=${BAYESCOPE_BUILD_REF:-HEAD}
 commit=$(git -C "$root" rev-parse --verify "$ref^{commit}")
 if ! git -C "$root" diff --quiet "$commit" -- 2>/dev/null; then

@@ -17,8 +17,55 @@ import warnings
 warnings.filterwarnings("ignore", message="Unable to retrieve source for @torch.jit._overload")
 
 
+class ImportProfile:
+    """``BAYESCOPE_IMPORTTIME=SECONDS``: what ``python -X importtime`` tells, for the frozen app
+    (which ignores Python's own environment variables). Times every module's first import in
+    every thread (the bootstrap's ``_find_and_load``) and, SECONDS after launch, prints per
+    top-level package the time spent importing its own modules (nested imports of other
+    packages not counted), then lets the program run on."""
+
+    def __init__(self, seconds: float) -> None:
+        import importlib._bootstrap as bootstrap
+        import threading
+        import time
+
+        clock = time.perf_counter
+        self.start = clock()
+        self.own: dict[str, float] = {}
+        local = threading.local()  # per thread: time spent in nested imports, per open import
+        original = bootstrap._find_and_load
+
+        def find_and_load(name, import_):
+            stack = local.__dict__.setdefault("stack", [])
+            started = clock()
+            stack.append(0.0)
+            try:
+                return original(name, import_)
+            finally:
+                nested = stack.pop()
+                total = clock() - started
+                top = name.split(".", 1)[0]
+                self.own[top] = self.own.get(top, 0.0) + total - nested
+                if stack:
+                    stack[-1] += total
+
+        bootstrap._find_and_load = find_and_load
+        timer = threading.Timer(seconds, self.report, args=(seconds,))
+        timer.daemon = True
+        timer.start()
+
+    def report(self, seconds: float) -> None:
+        own = dict(self.own)
+        print(f"import profile: {sum(own.values()):.2f} s importing modules (all threads) in the first {seconds:g} s",
+              file=sys.stderr, flush=True)
+        for top, spent in sorted(own.items(), key=lambda kv: -kv[1])[:20]:
+            print(f"  {spent:6.2f} s  {top}", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     program = os.path.basename(sys.argv[0]).lower()
+    if os.environ.get("BAYESCOPE_IMPORTTIME"):
+        ImportProfile(float(os.environ["BAYESCOPE_IMPORTTIME"]))
     if sys.argv[1:] == ["--self-test"]:
         from app.selftest import run_self_test
 

@@ -12,6 +12,7 @@ import configparser
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,80 @@ def test_spec_takes_its_data_and_trims_from_bundle_module():
     assert "bundle.apply_trims" in calls
     assert "excludes=list(bundle.EXCLUDED_MODULES)" in text
     assert "launch.py" in text
+
+
+def test_spec_collects_every_app_and_core_module_and_only_compiled_torch(bundle):
+    # The CLI finds its reproduce targets with importlib: the import scan alone misses them.
+    text = (PACKAGING / "bayescope.spec").read_text()
+    assert 'collect_submodules("app")' in text and 'collect_submodules("core")' in text
+    assert "module_collection_mode=dict(bundle.MODULE_COLLECTION_MODE)" in text
+    assert dict(bundle.MODULE_COLLECTION_MODE)["torch"] == "pyz"
+    # launch.py silences the warning torch gives without its sources.
+    assert "Unable to retrieve source for @torch.jit._overload" in (PACKAGING / "launch.py").read_text()
+
+
+def test_build_takes_its_sources_from_git_only():
+    text = (PACKAGING / "build-linux.sh").read_text()
+    assert 'git -C "$root" archive' in text
+    assert 'cd "$src"' in text
+    assert "ls-files --others -- resources/models" in text
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+@pytest.mark.skipif(not shutil.which("git"), reason="needs git")
+def test_build_refuses_untracked_posteriors(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "packaging").mkdir(parents=True)
+    (repo / "resources" / "models").mkdir(parents=True)
+    shutil.copy(PACKAGING / "build-linux.sh", repo / "packaging" / "build-linux.sh")
+    (repo / "resources" / "models" / "mnist_ok.pt").write_bytes(b"tracked")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "x")
+    (repo / "resources" / "models" / "face_tmp.pt").write_bytes(b"stray")
+    result = subprocess.run(["bash", "packaging/build-linux.sh"], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "resources/models/face_tmp.pt" in result.stderr and "not track" in result.stderr
+    assert not (repo / "build").exists()
+
+
+@pytest.mark.skipif(not (shutil.which("strip") and shutil.which("readelf")), reason="needs binutils")
+def test_strip_keeps_libraries_loadable_and_leaves_vendored_ones(tmp_path):
+    strip_libraries = _load("bayescope_packaging_strip", PACKAGING / "strip_libraries.py")
+    # Any extension module with a static symbol table will do; find one in this environment.
+    import glob
+
+    found = None
+    for pattern in ("kiwisolver/*.so", "yaml/*.so", "PIL/_imaging*.so", "numpy/_core/_multiarray_tests*.so"):
+        for site in sys.path:
+            for path in glob.glob(os.path.join(site, pattern)):
+                if strip_libraries.has_symtab(Path(path)):
+                    found = Path(path)
+                    break
+            if found:
+                break
+        if found:
+            break
+    if found is None:
+        pytest.skip("no extension module with a symbol table here")
+    app = tmp_path / "app"
+    ours = app / "_internal" / "pkg" / found.name
+    vendored = app / "_internal" / "pkg.libs" / found.name
+    for dest in (ours, vendored):
+        dest.parent.mkdir(parents=True)
+        shutil.copy(found, dest)
+    saved, restored, _loaded = strip_libraries.strip_folder(app)
+    assert restored == []
+    assert saved[strip_libraries.OTHER][0] == 1
+    assert ours.stat().st_size < found.stat().st_size
+    assert not strip_libraries.has_symtab(ours)
+    assert vendored.read_bytes() == found.read_bytes()
+    assert str(ours) in strip_libraries.loadable([ours]) or str(ours) not in strip_libraries.loadable([found])
 
 
 def test_torchvision_is_kept_out(bundle):
