@@ -58,18 +58,66 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from app.main import MainWindow
-    from app.workers import collect_garbage_in_gui_thread
-
     _log_to_file()
     install_excepthook()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("bayescope")
     app.setOrganizationName("bayescope")
+    app.setWindowIcon(_app_icon())
+    # The engine (torch) and the plots take a second or two to import: say so at once.
+    splash = _starting_splash()
+    from app.main import MainWindow
+    from app.workers import PythonThreadCall, collect_garbage_in_gui_thread
+
     garbage_collector = collect_garbage_in_gui_thread()  # noqa: F841 — kept alive until exit
-    window = MainWindow(posteriors=args.posterior, image=args.image)
+    window = MainWindow(posteriors=args.posterior, image=args.image, defer_columns=True)
     window.show()
+    splash.close()
+    # The window works (drawing, tabs, menus) while the engine imports in the background;
+    # the columns appear when their posteriors are read.
+    engine = PythonThreadCall(_import_engine)
+    engine.finished.connect(window.load_columns)
+    engine.start()
     return app.exec()
+
+
+def _import_engine() -> None:
+    import core.io  # noqa: F401 — torch and every inference method
+    import core.predictive  # noqa: F401
+
+
+def _app_icon():
+    from PySide6.QtGui import QIcon
+
+    from core.resources import ICON_SIZES, icon_path
+
+    icon = QIcon()
+    for size in ICON_SIZES:
+        icon.addFile(str(icon_path(size)))
+    return icon
+
+
+def _starting_splash():
+    """A small window with the icon and "Starting bayescope…", shown while the engine loads.
+
+    A plain label, not ``QSplashScreen``: that one waits up to a second for the window
+    system to confirm the window is visible, which some (and the offscreen) platforms never do.
+    """
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QPixmap
+    from PySide6.QtWidgets import QApplication, QLabel
+
+    from core.resources import icon_path
+
+    splash = QLabel()
+    splash.setWindowFlags(Qt.WindowType.SplashScreen | Qt.WindowType.FramelessWindowHint)
+    picture = QPixmap(str(icon_path(128)))
+    splash.setText(f"<div align='center'><img src='{icon_path(128).as_posix()}'><br>Starting bayescope…</div>"
+                   if not picture.isNull() else "Starting bayescope…")
+    splash.setStyleSheet("QLabel { background: white; padding: 24px; font-size: 14pt; }")
+    splash.show()
+    QApplication.processEvents()
+    return splash
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 #: Draws per column while a stroke or the angle slider is moving (see MainWindow._refine).
 PREVIEW_SAMPLES = 16
+DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, confusion, "
+               "uncertainty in and out of distribution")
+EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
 PLOT_FILTERS = {
     "PNG image (*.png)": ".png",
@@ -85,7 +88,12 @@ class MainWindow(QMainWindow):
 
     columns_shown = Signal()
 
-    def __init__(self, posteriors: list[str] | None = None, image: str | None = None) -> None:
+    def __init__(self, posteriors: list[str] | None = None, image: str | None = None,
+                 defer_columns: bool = False) -> None:
+        """``defer_columns``: build and return the window without loading its posteriors;
+        the caller shows it, then calls :meth:`load_columns` (the launcher does, so the window
+        appears before the weights are read). Either way a task's columns are read only when
+        its tab first opens: the face heads wait for the Face tab."""
         super().__init__()
         style.configure()
         self.setWindowTitle("bayescope")
@@ -165,7 +173,7 @@ class MainWindow(QMainWindow):
         self.columns_row = QHBoxLayout()
         self.columns_row.setContentsMargins(0, 0, 0, 0)
         self.columns_row.setSpacing(4)
-        self.empty_note = QLabel("No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T).")
+        self.empty_note = QLabel(EMPTY_NOTE)
         self.empty_note.setWordWrap(True)
         self.empty_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.columns_row.addWidget(self.empty_note)
@@ -181,13 +189,13 @@ class MainWindow(QMainWindow):
         self.views.setTabToolTip(0, "Every posterior's belief about the current input, side by side")
         self.views.addTab(self.sweep_view, "Rotation sweep")
         self.views.setTabToolTip(1, "How belief changes as the image is rotated (Rotate tab → Sweep)")
-        from app.views.dataset import DatasetView
-
-        self.dataset_view = DatasetView(self.workspace)
-        self.views.addTab(self.dataset_view, "Dataset")
-        self.views.setTabToolTip(2, "Every posterior on a whole test set: accuracy, calibration, confusion, "
-                                    "uncertainty in and out of distribution")
-        self.dataset_view.image_chosen.connect(self.show_image_array)
+        # The Dataset tab is built when first opened: it needs the engine (torch), which the
+        # launcher loads after the window is shown.
+        self._dataset_view = None
+        self._dataset_placeholder = QWidget()
+        self.views.addTab(self._dataset_placeholder, "Dataset")
+        self.views.setTabToolTip(2, DATASET_TIP)
+        self.views.currentChanged.connect(self._on_views_current_changed)
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -229,10 +237,15 @@ class MainWindow(QMainWindow):
             box.installEventFilter(self)
 
         self._build_menus()
+        # Posterior files per task, read when the task's tab first opens (after load_columns).
+        self._unread_columns: dict[str, list[Path]] = {}
+        self._columns_allowed = False
         self._restore_settings(posteriors)
         self._on_modes_current_changed(self.modes.currentIndex())
         if image:
             self.load_image_file(Path(image))
+        if not defer_columns:
+            self.load_columns()
 
     # ------------------------------------------------------------------ menus
     def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -273,7 +286,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "This input", lambda: self.views.setCurrentIndex(0), "Alt+1")
         self._action(view_menu, "Rotation sweep", lambda: self.views.setCurrentIndex(1), "Alt+2")
         self._action(view_menu, "Dataset", lambda: self.views.setCurrentIndex(2), "Alt+3")
-        self._action(view_menu, "Clear cached evaluations", self.dataset_view.clear_cache,
+        self._action(view_menu, "Clear cached evaluations", lambda: self.dataset_view.clear_cache(),
                      tip="Forget the Dataset tab's stored results; the next evaluation recomputes them")
         self._action(view_menu, "Run the rotation sweep", self.run_sweep, "Ctrl+R",
                      "Rotate the Rotate tab's image from 0° to 180° and plot every column against the angle")
@@ -319,13 +332,26 @@ class MainWindow(QMainWindow):
             saved_faces = [saved_faces] if saved_faces else []
         face_paths = [Path(p) for p in saved_faces] if isinstance(saved_faces, list) and saved_faces \
             else app_settings.default_face_columns()
-        failed = []
-        for path in [*paths, *face_paths]:
-            if not self.add_posterior(path, quiet=not posteriors):
-                failed.append(path.name)
-        if failed and not posteriors:
-            self.statusBar().showMessage(f"{len(failed)} posterior(s) from last time could not be opened.", 8000)
+        self._unread_columns = {"digits": paths, "faces": face_paths}
+        self._columns_asked = bool(posteriors)  # asked for on the command line: failures get a dialog
         self.modes.setCurrentIndex(int(s.value("workspace/mode", 0)))
+
+    def load_columns(self) -> None:
+        """Read the current task's posteriors (the other task's wait for its tab)."""
+        self._columns_allowed = True
+        self._read_columns(self.workspace.task)
+
+    def _read_columns(self, task: str) -> None:
+        if not self._columns_allowed or task not in self._unread_columns:
+            return
+        paths = self._unread_columns.pop(task)
+        if paths:
+            self.empty_note.setText("Loading the posteriors…")
+            self.empty_note.repaint()  # say so before the weights are read
+        failed = [path.name for path in paths if not self.add_posterior(path, quiet=not self._columns_asked)]
+        self.empty_note.setText(EMPTY_NOTE)
+        if failed and not self._columns_asked:
+            self.statusBar().showMessage(f"{len(failed)} posterior(s) from last time could not be opened.", 8000)
 
     def save_settings(self) -> None:
         s = app_settings.settings()
@@ -333,8 +359,10 @@ class MainWindow(QMainWindow):
         s.setValue("draw/brush", self.draw_panel.brush.value())
         s.setValue("sampling/samples", self.samples.value())
         s.setValue("sampling/level", self.level.value())
-        s.setValue("workspace/columns", [c.key for c in self.workspace.columns_of("digits")])
-        s.setValue("workspace/face_columns", [c.key for c in self.workspace.columns_of("faces")])
+        for task, key in (("digits", "workspace/columns"), ("faces", "workspace/face_columns")):
+            unread = self._unread_columns.get(task)  # a tab never opened keeps last time's columns
+            s.setValue(key, [str(p) for p in unread] if unread is not None
+                       else [c.key for c in self.workspace.columns_of(task)])
         s.setValue("workspace/mode", self.modes.currentIndex())
         s.sync()
 
@@ -446,7 +474,9 @@ class MainWindow(QMainWindow):
 
     def _on_modes_current_changed(self, index: int) -> None:
         self.statusBar().showMessage(self.MODE_HINTS.get(self.modes.tabText(index), ""))
-        self.workspace.set_task("faces" if self.modes.widget(index) is self.face_panel else "digits")
+        task = "faces" if self.modes.widget(index) is self.face_panel else "digits"
+        self._read_columns(task)
+        self.workspace.set_task(task)
         if self.modes.widget(index) is self.rotate_panel:
             self.rotate_panel.set_drawing(*self._rotate_source.current_input())
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
@@ -455,6 +485,30 @@ class MainWindow(QMainWindow):
 
     def current_panel(self) -> ModePanel:
         return self.modes.currentWidget()
+
+    @property
+    def dataset_view(self):
+        """The Dataset tab's view, built on first use."""
+        if self._dataset_view is None:
+            from app.views.dataset import DatasetView
+
+            view = DatasetView(self.workspace)
+            view.image_chosen.connect(self.show_image_array)
+            index = self.views.indexOf(self._dataset_placeholder)
+            current = self.views.currentIndex()
+            self.views.blockSignals(True)
+            self.views.removeTab(index)
+            self.views.insertTab(index, view, "Dataset")
+            self.views.setTabToolTip(index, DATASET_TIP)
+            self.views.setCurrentIndex(current)
+            self.views.blockSignals(False)
+            self._dataset_placeholder.deleteLater()
+            self._dataset_view = view
+        return self._dataset_view
+
+    def _on_views_current_changed(self, index: int) -> None:
+        if self._dataset_view is None and self.views.widget(index) is self._dataset_placeholder:
+            self.dataset_view  # noqa: B018 — builds the tab
 
     def _on_panel_input_changed(self, *_args) -> None:
         if self.sender() in (self.draw_panel, self.image_panel):

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from core.inference.base import Posterior
-from core.io import load_posterior
 from core.naming import posterior_title, samples_used
-from core.predictive import Prediction
+
+if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
+    from core.inference.base import Posterior
+    from core.predictive import Prediction
 
 DIGITS = tuple("0123456789")
 
@@ -138,6 +140,8 @@ class Workspace(QObject):
             existing = next((c for c in self._columns[task] if c.key == key), None)
             if existing is not None:
                 return existing
+        from core.io import load_posterior
+
         posterior = load_posterior(key)
         task = task_of(posterior)
         columns = self._columns[task]

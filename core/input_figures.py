@@ -28,7 +28,7 @@ import torch
 
 from core.io import atomic_write
 from core.metrics import RotationSweep
-from core.naming import plural
+from core.naming import FADE_SD, plural
 from core.uncertainty import Summary
 
 if TYPE_CHECKING:
@@ -46,11 +46,6 @@ INPUT_VIEWS: dict[str, str] = {
 #: At or below this many draws the histogram view shows each draw as a dot: a 20-bin
 #: histogram of a handful of values is mostly empty bins and says less than the values.
 STRIP_MAX_DRAWS = 30
-
-#: A class whose probability has a standard deviation across draws below this is faded in
-#: the correlation view: its correlations are exact but concern changes too small to matter
-#: (classes at 1e-9 that move together would otherwise light up as strongly as a real trade).
-FADE_SD = 0.01
 
 FIGURE_FORMATS = ("png", "svg")
 TABLE_FORMATS = ("csv", "json")

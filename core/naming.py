@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from core.inference.base import Posterior, SampledPosterior
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the window imports this module before the engine (torch) loads
+    from core.inference.base import Posterior
 
 #: Short name of each method as shown in headers and tables.
 METHOD_LABELS: dict[str, str] = {
@@ -37,6 +40,13 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet"}
 
 
+#: A class whose probability has a standard deviation across draws below this is faded in
+#: the correlation view (window and export alike): its correlations are exact but concern
+#: changes too small to matter (classes at 1e-9 that move together would otherwise light up
+#: as strongly as a real trade).
+FADE_SD = 0.01
+
+
 def method_label(method: str) -> str:
     """``"sghmc"`` → ``"SGHMC"``; unknown names are shown as they are."""
     return METHOD_LABELS.get(method, method)
@@ -44,6 +54,8 @@ def method_label(method: str) -> str:
 
 def fixed_sample_count(posterior: Posterior) -> int | None:
     """How many draws a posterior holds when it cannot draw more (sampled posteriors), else None."""
+    from core.inference.base import SampledPosterior
+
     return posterior.num_samples if isinstance(posterior, SampledPosterior) else None
 
 

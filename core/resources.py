@@ -33,3 +33,11 @@ def bundled_face_posteriors() -> list[Path]:
     """The bundled face heads (``face_*.pt``), the default (SGHMC) first, then by name."""
     files = (resources_dir() / "models").glob(f"{FACE_PREFIX}*.pt")
     return sorted(files, key=lambda p: (p.name != "face_sghmc.pt", p.name))
+
+
+ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
+
+
+def icon_path(size: int) -> Path:
+    """The application icon as a ``size``-pixel PNG (one of :data:`ICON_SIZES`)."""
+    return resources_dir() / "icons" / f"bayescope-{size}.png"

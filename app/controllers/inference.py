@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.workers import function_worker
-from core.inference.base import Posterior
-from core.predictive import Prediction, predict_features, predict_image
+
+if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
+    from core.inference.base import Posterior
+    from core.predictive import Prediction
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ def predict_columns(
 ) -> list[tuple[str, Prediction]]:
     """``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
     randomness (a variational posterior's fixed bank of draws, dropout's masks)."""
+    from core.predictive import predict_features, predict_image
+
     if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
         from core.faces import descriptor_info
         from core.faces.heads import check_descriptor

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -19,9 +19,10 @@ from PySide6.QtGui import QBrush, QFont, QFontMetricsF
 from PySide6.QtWidgets import QMenu
 
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, diverging_lut, sequential_lut
-from core.input_figures import FADE_SD
-from core.naming import plural
-from core.predictive import Prediction
+from core.naming import FADE_SD, plural
+
+if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
+    from core.predictive import Prediction
 
 #: Up to this many draws, each draw is shown as a tick; above, as a histogram.
 FEW_DRAWS = 30

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
@@ -28,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.views.canvas import DrawingCanvas
 from app.views.square import SquareContainer
-from core.data.preprocess import EmptyDrawingError, load_image, rotate, to_mnist
+from core.data.preprocess import EmptyDrawingError, load_image, rotate_image, to_mnist
 
 #: Below this share of the canvas the drawing is scaled up a lot and thin strokes blur.
 SMALL_INK = 0.3
@@ -210,7 +209,7 @@ class RotatePanel(ModePanel):
         if image is None:
             return None, ""
         degrees = self.angle.value()
-        rotated = rotate(torch.from_numpy(np.ascontiguousarray(image)).reshape(1, 1, 28, 28), float(degrees))[0, 0].numpy()
+        rotated = rotate_image(image, degrees)
         self._show_thumbnail(rotated)
         return rotated, f"{label} rotated {degrees}°"
 

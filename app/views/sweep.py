@@ -5,6 +5,7 @@ rotated-digit figure). Draws :class:`core.metrics.RotationSweep` results."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
@@ -13,7 +14,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, Q
 
 from app.plots.input_views import CompactPlot
 from app.plots.style import UNCERTAINTY
-from core.metrics import RotationSweep
+
+if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
+    from core.metrics import RotationSweep
 
 #: Classes whose band never reaches this probability are left out (they would be noise at 0).
 MIN_PROBABILITY = 0.1

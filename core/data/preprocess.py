@@ -12,10 +12,13 @@ import math
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image
+
+if TYPE_CHECKING:  # torch is imported where tensors are made: drawing needs only NumPy
+    import torch
 
 INK_THRESHOLD = 0.05
 
@@ -205,10 +208,20 @@ def image_to_input(image: np.ndarray) -> torch.Tensor:
 
     Emptiness is checked for every size: a blank 28×28 image is an empty drawing too.
     """
+    import torch
+
     image = check_drawing(image)
     if image.shape != (28, 28):
         image = to_mnist(image)
     return torch.from_numpy(np.ascontiguousarray(np.clip(image, 0.0, 1.0))).reshape(1, 1, 28, 28)
+
+
+def rotate_image(image: np.ndarray, degrees: float) -> np.ndarray:
+    """One 2-D image rotated as :func:`rotate` turns a batch; an array in, an array out."""
+    import torch
+
+    batch = torch.from_numpy(np.ascontiguousarray(image)).reshape(1, 1, *image.shape)
+    return rotate(batch, float(degrees))[0, 0].numpy()
 
 
 def rotate(images: torch.Tensor, degrees: float | torch.Tensor) -> torch.Tensor:
@@ -216,6 +229,8 @@ def rotate(images: torch.Tensor, degrees: float | torch.Tensor) -> torch.Tensor:
 
     Bilinear resampling about the image centre; pixels from outside are zero (background).
     """
+    import torch
+
     if images.ndim != 4:
         raise ValueError(f"expected (N, C, H, W), got {tuple(images.shape)}")
     n = images.shape[0]

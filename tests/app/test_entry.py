@@ -23,3 +23,47 @@ def test_an_uncaught_error_becomes_a_sentence_in_a_dialog(qtbot, monkeypatch):
     except ValueError as exc:
         sys.excepthook(type(exc), exc, exc.__traceback__)
     assert shown and "the disk went away" in shown[0] and "Traceback" not in shown[0]
+
+
+LAUNCH = r"""
+import sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+import app.__main__ as entry
+from app.main import MainWindow
+
+seen = {}
+
+def check():
+    window = next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow))
+    seen.setdefault("torch when the window showed", "torch" in sys.modules and not window.workspace.columns)
+    if window.workspace.columns:
+        print(seen["torch when the window showed"], [c.title(100) for c in window.workspace.columns])
+        window.close()
+        QApplication.instance().quit()
+
+shown = MainWindow.show
+def show(self):
+    shown(self)
+    seen["torch when the window showed"] = "torch" in sys.modules
+    timer = QTimer(self, interval=10)
+    timer.timeout.connect(check)
+    timer.start()
+MainWindow.show = show
+sys.exit(entry.main([]))
+"""
+
+
+def test_the_window_shows_before_the_engine_loads_then_the_columns_arrive(tmp_path):
+    """Start-up: the window is built and shown without importing torch (which takes most of
+    the start-up time); the engine loads in the background and the default columns follow."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    torch_before, titles = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert torch_before == "False"
+    assert "MC dropout, LeNet" in titles and "SGHMC" in titles
