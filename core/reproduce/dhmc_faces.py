@@ -71,8 +71,13 @@ KEEP_PROBS = (0.1, 0.5, 0.9)
 DROP_RATES = tuple(round(1 - p, 6) for p in KEEP_PROBS)
 DRAWS = 30
 #: The paper's Table 4 (ADIENCE, VGG-Face descriptors), mean ± s.d. test accuracy in %, by
-#: method label. Left empty: the paper's numbers could not be read where this was written,
-#: and none is typed from memory. Fill it from the paper to have them printed beside ours.
+#: method label. Left empty: the table could not be read from here. The stored copies of
+#: arXiv 1805.04756 (ar5iv) and of its earlier version (groundai) answer searches with their
+#: opening passages only; no search reached the results section (docs/reproduction.md), and
+#: no number is typed from memory. The authors' own analysis script holds five-run ADIENCE
+#: accuracies that may be those behind Table 4 and Fig. 9; as that cannot be checked here,
+#: they are quoted with their source in docs/reproduction.md, not put in this table. Fill it
+#: from the paper to have its numbers printed beside ours.
 PAPER_TABLE4: dict[str, tuple[float, float]] = {}
 
 #: Settings of the tuned protocol, chosen on this split (see docs/reproduction.md).
