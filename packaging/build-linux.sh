@@ -23,6 +23,9 @@
 #    from /usr/bin with no network and an empty HOME, then `dpkg -r` and check nothing is left;
 # 6. dist/linux/build-report.md: wall time, sizes, what takes the space, what each trim saved.
 set -euo pipefail
+# The whole script is one block, read before it runs: editing the checkout during a build
+# cannot change the running build.
+{
 start_s=$(date +%s)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -206,3 +209,5 @@ tar_mb=$(du -m --apparent-size "$tarball" | cut -f1)
 } >"$out/build-report.md"
 cat "$out/build-report.md"
 log "done: $deb and $tarball"
+exit 0
+}
