@@ -87,13 +87,6 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "PySide2",
 )
 
-#: How PyInstaller collects some packages (overriding their hooks). torch's hook asks for
-#: "pyz+py": every module compiled into the PYZ *and* its source as a data file (46 MB), so
-#: that TorchScript can read function sources. bayescope never scripts or compiles a model,
-#: so the source copy goes. Without it, torch warns once per ``@torch.jit._overload`` that it
-#: cannot read the source; launch.py silences that warning.
-MODULE_COLLECTION_MODE: tuple[tuple[str, str], ...] = (("torch", "pyz"),)
-
 #: Qt plugins the app uses: drawing on X11 or Wayland (or offscreen for the self-test),
 #: reading the image formats a person may open, the desktop's file dialogs (through the XDG
 #: portal). Not the GTK 3 theme: it pulls in the build machine's GTK, cairo and pango, which

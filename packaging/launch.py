@@ -9,12 +9,6 @@ release workflow reads the self-test's lines from ``bayescope-cli --self-test``.
 
 import os
 import sys
-import warnings
-
-# The package ships torch's modules compiled, without their sources (packaging/bundle.py,
-# MODULE_COLLECTION_MODE); torch then warns, harmlessly, that it cannot read the source of
-# its @torch.jit._overload functions.
-warnings.filterwarnings("ignore", message="Unable to retrieve source for @torch.jit._overload")
 
 
 class ImportProfile:
