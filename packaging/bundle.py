@@ -78,10 +78,6 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "PySide6.QtConcurrent",
     "PySide6.QtHelp",
     "PySide6.QtPrintSupport",
-    # pyqtgraph imports these only to offer QOpenGLWidget (and copes when they are missing);
-    # bayescope's plots never use OpenGL. The binding alone is 8.9 MB.
-    "PySide6.QtOpenGL",
-    "PySide6.QtOpenGLWidgets",
     "PyQt5",
     "PyQt6",
     "PySide2",
