@@ -3,13 +3,16 @@
 #
 #   bash packaging/measure-startup.sh RUNS [--shot OUT.png] -- COMMAND [ARGS...]
 #
-# Each run starts COMMAND with an empty HOME on a fresh Xvfb screen and stops the clock when
-# a window titled "bayescope…" is mapped and visible (xdotool), i.e. when a person could use
-# it. The first run follows a page-cache drop where the kernel allows it (a true cold start);
+# Each run starts COMMAND with an empty HOME on a fresh Xvfb screen and records two moments:
+# - window: the main window (a visible window titled "bayescope…" at least 600 px wide, so
+#   not the small "Starting bayescope…" picture) is mapped, i.e. a person can use it;
+# - settled: after that, the first half second in which the program used under 10% of a CPU,
+#   i.e. the engine is imported, the posteriors are loaded and their first results drawn.
+# The first run follows a page-cache drop where the kernel allows it (a true cold start);
 # otherwise it is the first launch since the files were last read. Prints one line per run
-# and the median of the others, with the CPU time each run had used when its window
+# and the medians of the others, with the CPU time each run had used when its window
 # appeared (on a busy machine the wall time stretches with the load; the CPU time hardly
-# does). --shot saves a screenshot of the last run's screen 4 s later.
+# does). --shot saves a screenshot of the last run's screen 4 s after it settled.
 set -euo pipefail
 runs=${1:?usage: measure-startup.sh RUNS [--shot OUT.png] -- COMMAND...}
 shift
@@ -47,6 +50,7 @@ sleep 1
 
 times=()
 cpus=()
+settles=()
 for i in $(seq 1 "$runs"); do
   rm -rf "${home:?}"/* "$home"/.[!.]* 2>/dev/null || true
   note=
@@ -56,19 +60,36 @@ for i in $(seq 1 "$runs"); do
   t0=$(date +%s.%N)
   HOME=$home DISPLAY=$disp QT_QPA_PLATFORM=xcb "$@" >/tmp/measure-startup-app.log 2>&1 &
   apid=$!
-  if ! DISPLAY=$disp timeout 60 xdotool search --sync --onlyvisible --name '^bayescope' >/dev/null 2>&1; then
-    echo "measure-startup: no bayescope window within 60 s; the program said:" >&2
-    tail -20 /tmp/measure-startup-app.log >&2
-    exit 1
-  fi
-  t1=$(date +%s.%N)
-  # CPU time the program had used by then (user + system): on a busy machine the wall time
-  # stretches with the load, the CPU time hardly does.
-  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$apid/stat" 2>/dev/null || echo 0)
+  # CPU time (user + system, seconds) the program has used so far.
+  cpu_now() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$apid/stat" 2>/dev/null || echo 0; }
+  t1=
+  while [[ -z $t1 ]]; do
+    kill -0 "$apid" 2>/dev/null || { echo "measure-startup: the program ended; it said:" >&2; tail -20 /tmp/measure-startup-app.log >&2; exit 1; }
+    for id in $(DISPLAY=$disp xdotool search --onlyvisible --name '^bayescope' 2>/dev/null); do
+      width=$(DISPLAY=$disp xdotool getwindowgeometry --shell "$id" 2>/dev/null | sed -n 's/^WIDTH=//p')
+      if (( ${width:-0} >= 600 )); then t1=$(date +%s.%N); break; fi
+    done
+    if [[ -z $t1 ]]; then
+      (( $(awk "BEGIN {print ($(date +%s.%N) - $t0 > 60)}") )) && { echo "measure-startup: no main window within 60 s" >&2; tail -20 /tmp/measure-startup-app.log >&2; exit 1; }
+      sleep 0.05
+    fi
+  done
+  cpu=$(cpu_now)
+  # Settled: the first half second (five samples 0.1 s apart) with under 0.05 s of CPU used.
+  t2= samples=() stamps=()
+  while [[ -z $t2 ]]; do
+    samples+=("$(cpu_now)"); stamps+=("$(date +%s.%N)")
+    n=${#samples[@]}
+    if (( n > 5 )) && (( $(awk "BEGIN {print (${samples[n-1]} - ${samples[n-6]} < 0.05)}") )); then t2=${stamps[n-6]}; fi
+    (( $(awk "BEGIN {print ($(date +%s.%N) - $t0 > 90)}") )) && { t2=none; break; }
+    sleep 0.1
+  done
   seconds=$(awk "BEGIN {print $t1 - $t0}")
-  printf 'run %d: window visible after %.2f s (%.2f s of CPU; load %s)%s\n' "$i" "$seconds" "$cpu" "$(cut -d' ' -f1 /proc/loadavg)" "$note"
+  settled=$( [[ $t2 == none ]] && echo "not within 90" || awk "BEGIN {printf \"%.2f\", $t2 - $t0}")
+  printf 'run %d: window visible after %.2f s (%.2f s of CPU), settled after %s s (load %s)%s\n' \
+    "$i" "$seconds" "$cpu" "$settled" "$(cut -d' ' -f1 /proc/loadavg)" "$note"
   cpus+=("$cpu")
-  (( i > 1 )) && times+=("$seconds")
+  (( i > 1 )) && times+=("$seconds") && settles+=("${settled%% *}")
   if (( i == runs )) && [[ -n $shot ]]; then
     sleep 4
     DISPLAY=$disp import -window root "$shot"
@@ -78,8 +99,9 @@ for i in $(seq 1 "$runs"); do
   apid=
   sleep 1
 done
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 if (( ${#times[@]} )); then
-  median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-  cpu_median=$(printf '%s\n' "${cpus[@]:1}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-  printf 'median of runs 2-%d (warm): %.2f s, %.2f s of CPU\n' "$runs" "$median" "$cpu_median"
+  printf 'median of runs 2-%d (warm): window %.2f s (%.2f s of CPU), settled %s s\n' "$runs" \
+    "$(printf '%s\n' "${times[@]}" | median)" "$(printf '%s\n' "${cpus[@]:1}" | median)" \
+    "$(printf '%s\n' "${settles[@]}" | grep -v not | median)"
 fi
