@@ -122,6 +122,9 @@ log "stripping symbol tables from the shared libraries"
 log "self-test of the built folder"
 scratch_home=$(mktemp -d)
 HOME=$scratch_home QT_QPA_PLATFORM=offscreen "$app/bayescope" --self-test | tee "$out/selftest-folder.txt"
+# The command line too: it finds its reproduce targets by name (importlib), which only a run shows.
+HOME=$scratch_home "$app/bayescope-cli" reproduce --help >/dev/null \
+  || { echo "bayescope-cli reproduce --help failed in the built folder" >&2; exit 1; }
 rm -rf "$scratch_home"
 
 # ---------------------------------------------------------------- 4. packages
@@ -178,6 +181,8 @@ if (( install_test )) && [[ $(id -u) == 0 ]] && command -v dpkg >/dev/null; then
   env -i PATH=/usr/bin:/bin HOME="$scratch_home" QT_QPA_PLATFORM=offscreen LANG=C.UTF-8 \
     "${no_network[@]}" /usr/bin/bayescope --self-test | tee "$out/selftest-installed.txt"
   status=${PIPESTATUS[0]}
+  env -i PATH=/usr/bin:/bin HOME="$scratch_home" LANG=C.UTF-8 "${no_network[@]}" /usr/bin/bayescope-cli methods >/dev/null \
+    || status=1
   set -e
   rm -rf "$scratch_home"
   dpkg -r bayescope >/dev/null

@@ -68,6 +68,8 @@ def test_spec_collects_every_app_and_core_module():
     # The CLI finds its reproduce targets with importlib: the import scan alone misses them.
     text = (PACKAGING / "bayescope.spec").read_text()
     assert 'collect_submodules("app")' in text and 'collect_submodules("core")' in text
+    # ... which it can only do with the checkout on its path.
+    assert text.index("sys.path.insert(0, str(ROOT))") < text.index('collect_submodules("app")')
 
 
 def test_build_takes_its_sources_from_git_only():
