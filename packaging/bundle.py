@@ -78,6 +78,15 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "PySide6.QtConcurrent",
     "PySide6.QtHelp",
     "PySide6.QtPrintSupport",
+    # Pillow's AVIF codec (libavif, 5 MB): Pillow reads AVIF only if it loads; bayescope opens
+    # PNG and JPEG photos.
+    "PIL._avif",
+    # Imported only when torch compiles a model (Inductor's code generation and partitioner)
+    # or checkpoints a distributed one; bayescope does neither.
+    "networkx",
+    "jinja2",
+    "markupsafe",
+    "fsspec",
     "PyQt5",
     "PyQt6",
     "PySide2",
@@ -151,6 +160,14 @@ TRIMS: tuple[Trim, ...] = (
          _globs("PySide6/Qt/lib/libQt6Quick*", "PySide6/Qt/lib/libQt6Qml*", "PySide6/Qt/lib/libQt6Pdf*",
                 "PySide6/Qt/lib/libQt6VirtualKeyboard*", "PySide6/Qt/qml/*",
                 "PySide6/Qt6Quick*.dll", "PySide6/Qt6Qml*.dll", "PySide6/Qt6Pdf*.dll", "PySide6/qml/*")),
+    Trim("torch sources of parts bayescope never runs",
+         "torch keeps each module's source beside its compiled copy (hook mode pyz+py) for the few "
+         "that read their own source; the tests, ONNX export, distributed training and the Inductor "
+         "compiler are imported (from the PYZ) but their sources never read; their config modules, "
+         "which read themselves at import, stay",
+         lambda dest: dest.endswith(".py")
+         and dest.startswith(("torch/testing/_internal/", "torch/onnx/", "torch/distributed/", "torch/_inductor/"))
+         and not dest.rsplit("/", 1)[-1].startswith(("config", "_config"))),
     Trim("matplotlib sample data", "example data sets for matplotlib's gallery",
          _globs("matplotlib/mpl-data/sample_data/*")),
     Trim("type stubs and Cython sources", "read by editors and compilers, never at run time",
