@@ -48,6 +48,7 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 PREVIEW_SAMPLES = 16
 DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, confusion, "
                "uncertainty in and out of distribution")
+LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
 PLOT_FILTERS = {
@@ -246,6 +247,8 @@ class MainWindow(QMainWindow):
             self.load_image_file(Path(image))
         if not defer_columns:
             self.load_columns()
+        elif self._unread_columns.get(self.workspace.task):
+            self.empty_note.setText(LOADING_NOTE)
 
     # ------------------------------------------------------------------ menus
     def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -346,7 +349,7 @@ class MainWindow(QMainWindow):
             return
         paths = self._unread_columns.pop(task)
         if paths:
-            self.empty_note.setText("Loading the posteriors…")
+            self.empty_note.setText(LOADING_NOTE)
             self.empty_note.repaint()  # say so before the weights are read
         failed = [path.name for path in paths if not self.add_posterior(path, quiet=not self._columns_asked)]
         self.empty_note.setText(EMPTY_NOTE)

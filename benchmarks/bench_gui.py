@@ -2,16 +2,19 @@
 
 Three figures from one run, so their ratios are comparable (the machine is shared and noisy):
 
-* **gui**: a mouse move on the canvas (a real Qt event, offscreen) until every column has its
-  prediction for that input and every column widget has been repainted (``repaint()`` paints
-  synchronously): the preview from a few draws while the stroke moves; and the release of the
-  stroke until every column shows its full count. Includes the 16 ms stroke throttle,
-  preprocessing, prediction, summaries and drawing.
+* **gui**: driven by Qt's own event loop (``app.exec()``, which waits without holding the
+  interpreter lock, as the window does): a mouse press, 100 ms later a mouse move on the
+  canvas, until every column has its prediction for the moved stroke and every pending paint
+  has been done (the paints are flushed with ``processEvents``: a widget's ``repaint()`` does
+  not paint the plots' viewports); this is the preview from a few draws while the stroke
+  moves. Then the release, until every column shows its full count. Includes preprocessing,
+  prediction, summaries and drawing.
 * **engine**: preprocessing + prediction + summary for every column, no Qt.
 * **floor**: a plain batched forward pass of each architecture over the same number of
   weight sets (or dropout masks), with the weights already in memory.
 
-Also the cold start of the window with its default columns (a fresh process).
+Also the cold start through the launcher (``app.__main__.main``, a fresh process): when the
+window is shown and usable, and when the default columns are on it.
 
 Run: ``python benchmarks/bench_gui.py [--strokes 40]``.
 """
@@ -30,14 +33,33 @@ import torch
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 COLD_START = """
-import time, sys
+import sys, time
 t0 = time.perf_counter()
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-app = QApplication(sys.argv)
-from app.main import MainWindow
-w = MainWindow(); w.show()
-app.processEvents()
-print(time.perf_counter() - t0)
+import app.__main__ as entry
+marks = {}
+
+def probe():
+    from app.main import MainWindow
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, MainWindow) and w.isVisible():
+            marks.setdefault("window", time.perf_counter() - t0)
+            if w.workspace.columns and all(v.isVisible() for v in w.column_views.values()):
+                print(marks["window"], time.perf_counter() - t0)
+                w.close()
+                QApplication.instance().quit()
+
+splash = entry._starting_splash
+def starting():
+    shown = splash()
+    timer = QTimer(shown, interval=2)  # polls from the first event-loop turn on
+    timer.timeout.connect(probe)
+    timer.start()
+    entry._probe = timer
+    return shown
+entry._starting_splash = starting
+entry.main([])
 """
 
 
@@ -84,7 +106,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100)
     args = parser.parse_args()
 
-    from PySide6.QtCore import QPoint, QSettings, Qt
+    from PySide6.QtCore import QPoint, QSettings, Qt, QTimer
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
 
@@ -105,50 +127,67 @@ def main() -> None:
     canvas = window.canvas
     side = canvas.width()
 
-    def idle() -> None:
-        """Handle events, then sleep briefly: an event loop at rest releases the GIL, and a
-        busy loop here would starve the prediction thread (not what the window does)."""
-        app.processEvents()
-        time.sleep(0.0005)
+    gui: list[float] = []
+    full: list[float] = []
+    rng = np.random.default_rng(0)
+    state: dict = {"phase": "warm-up"}
 
-    def wait_all(request_before: int) -> None:
-        while (window.inference.last_request <= request_before or window.inference.busy
-               or window._throttle.isActive()):
-            idle()
-        while not all(c.prediction is not None for c in columns):
-            idle()
+    def predictions_in(request_before: int, samples: int | None = None) -> bool:
+        """Every column judged by a request newer than ``request_before`` (at ``samples``
+        draws if given), nothing more waiting, and every pending paint done."""
+        if (window.inference.last_request <= request_before or window.inference.busy
+                or window._throttle.isActive() or (samples is not None and window._refine.isActive())):
+            return False
+        if not all(c.prediction is not None for c in columns):
+            return False
+        if samples is not None and any(c.prediction.summary.num_samples < c.samples(samples) for c in columns):
+            return False
+        app.processEvents()  # the paints the event loop would do next, done now and timed
+        return True
 
+    def check() -> None:
+        phase = state["phase"]
+        if phase == "moved" and predictions_in(state["before"]):
+            gui.append((time.perf_counter() - state["start"]) * 1e3)
+            # the stroke ends: the full count must arrive (PRODUCT: within 100 ms of the last stroke)
+            state.update(phase="released", before=window.inference.last_request, start=time.perf_counter())
+            QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=state["end"])
+        elif phase == "released" and predictions_in(state["before"], args.samples):
+            full.append((time.perf_counter() - state["start"]) * 1e3)
+            state["phase"] = "resting"
+            QTimer.singleShot(50, stroke)
+        elif phase == "warm-up" and predictions_in(0, args.samples):
+            state["phase"] = "resting"
+            QTimer.singleShot(50, stroke)
+
+    def stroke() -> None:
+        if len(full) >= args.strokes:
+            app.quit()
+            return
+        x0, y0 = (int(v) for v in rng.integers(side // 5, 4 * side // 5, 2))
+        QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(x0, y0))
+
+        def move() -> None:
+            for c in columns:
+                c.prediction = None
+            state.update(phase="moved", before=window.inference.last_request, start=time.perf_counter(),
+                         end=QPoint(x0 + 15, y0 + 25))
+            QTest.mouseMove(canvas, state["end"])
+
+        QTimer.singleShot(100, move)  # the press's own prediction is done: the move is timed alone
+
+    # Checks run from the event loop whenever something the result waits for has happened.
+    for signal in (window.inference.request_finished, window._throttle.timeout, window._refine.timeout):
+        signal.connect(lambda *_: QTimer.singleShot(0, check))
+    fallback = QTimer(interval=50)  # a check missed between two signals cannot stall the run
+    fallback.timeout.connect(check)
+    fallback.start()
     # a first stroke warms up every posterior (vmap tracing, allocator)
     QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 4))
     QTest.mouseMove(canvas, QPoint(side // 3, side // 2))
     QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 2))
-    wait_all(0)
-
-    gui, full = [], []
-    rng = np.random.default_rng(0)
-    for _ in range(args.strokes):
-        x0, y0 = rng.integers(side // 5, 4 * side // 5, 2)
-        QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(int(x0), int(y0)))
-        before = window.inference.last_request
-        for c in columns:
-            c.prediction = None
-        start = time.perf_counter()
-        QTest.mouseMove(canvas, QPoint(int(x0) + 15, int(y0) + 25))
-        wait_all(before)
-        for view in window.column_views.values():
-            view.repaint()
-        gui.append((time.perf_counter() - start) * 1e3)
-        # the stroke ends: the full count must arrive (PRODUCT: within 100 ms of the last stroke)
-        before = window.inference.last_request
-        start = time.perf_counter()
-        QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(int(x0) + 15, int(y0) + 25))
-        wait_all(before)
-        while window._refine.isActive() or window.inference.busy or any(
-                c.prediction.summary.num_samples < c.samples(args.samples) for c in columns):
-            idle()
-        for view in window.column_views.values():
-            view.repaint()
-        full.append((time.perf_counter() - start) * 1e3)
+    QTimer.singleShot(0, check)
+    app.exec()
 
     drawing = canvas.to_array()
     engine = []
@@ -167,8 +206,10 @@ def main() -> None:
     cold = []
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", COLD_START], capture_output=True, text=True,
-                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, check=True)
-        cold.append(float(out.stdout.strip().splitlines()[-1]) * 1e3)
+                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
+                                  "XDG_CONFIG_HOME": tempfile.mkdtemp()}, check=True)
+        cold.append([float(v) * 1e3 for v in out.stdout.strip().splitlines()[-1].split()])
+    cold = np.asarray(cold)
 
     print(f"{args.strokes} strokes, {len(columns)} columns, {args.samples} samples asked, "
           f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
@@ -180,7 +221,8 @@ def main() -> None:
     for title, ms in per_column.items():
         ratio = np.median(ms) / floors[title]
         print(f"    {title:34s} {percentiles(ms)}   floor {floors[title]:6.1f} ms   median/floor {ratio:4.1f}×")
-    print(f"  cold start to a shown window   median {np.median(cold):6.0f} ms   (target ≤ 2000 ms)")
+    print(f"  cold start: window shown and usable   median {np.median(cold[:, 0]):6.0f} ms   (target ≤ 2000 ms)")
+    print(f"  cold start: default columns on it     median {np.median(cold[:, 1]):6.0f} ms")
 
 
 if __name__ == "__main__":

@@ -287,7 +287,13 @@ class EntropyPlot(InputPlot):
         super().__init__(class_names)
         k = len(class_names)
         item = self.getPlotItem()
-        item.getAxis("left").setTicks([list(enumerate(self.NAMES))])
+        left = item.getAxis("left")
+        left.setTicks([list(enumerate(self.NAMES))])
+        # A fixed width that fits every value: an axis that grew or shrank with its labels'
+        # text would re-lay out the plot and repaint every axis of the column on each update.
+        metrics = QFontMetricsF(left.style["tickFont"] or left.font())
+        left.setWidth(math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888") for n in self.NAMES))
+                      + left.style["tickTextOffset"][0] + 6)
         item.setXRange(0, math.log(k) * 1.12, padding=0)
         item.setYRange(-0.6, 2.6, padding=0)
         item.invertY(True)

@@ -85,9 +85,15 @@ class ColumnView(QFrame):
         self.verdict.setWordWrap(True)
         self.verdict.setTextFormat(Qt.TextFormat.RichText)
         self.verdict.setToolTip(OVERLAP_TIP)
-        # Room for three lines, so the plots below do not jump when a note line comes and goes.
-        self.verdict.setMinimumHeight(3 * self.verdict.fontMetrics().lineSpacing() + 4)
         self.verdict.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # The verdict's height follows the column's width, never its text: a label that grew or
+        # shrank as a note line came and went would re-lay out and repaint every plot below.
+        longest = max(class_names, key=len)
+        self._verdict_room = QLabel(
+            f"Reads <b>{longest}</b>: p̄ 0.88 (90%: 0.88–0.88)<br><b>Uncertain:</b> {longest} and "
+            f"{longest} overlap (0.88)<br><i>first 16 of 1000 draws while you draw…</i>")
+        self._verdict_room.setWordWrap(True)
+        self._verdict_room.setTextFormat(Qt.TextFormat.RichText)
 
         self.plots: dict[str, InputPlot] = {}
         layout = QVBoxLayout(self)
@@ -101,6 +107,13 @@ class ColumnView(QFrame):
             plot.export_requested.connect(lambda view: self.export_requested.emit(self.key, view))
             self.plots[cls.view_key] = plot
             layout.addWidget(plot, stretch[cls.view_key])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        width = self.verdict.width()
+        if width > 0 and width != getattr(self, "_verdict_width", None):
+            self._verdict_width = width
+            self.verdict.setFixedHeight(self._verdict_room.heightForWidth(width) + 2)
 
     def _button(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton(text=text)

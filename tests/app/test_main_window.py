@@ -356,3 +356,23 @@ def test_closing_during_a_prediction_and_a_sweep_is_clean(qtbot, window, recwarn
     window.close()  # the sweep is cancelled, the running prediction finishes, nothing is left
     qtbot.waitUntil(lambda: window._sweep_worker is None and window.inference._worker is None, timeout=60_000)
     assert not [w for w in recwarn if "deleted" in str(w.message)]
+
+
+def test_a_new_prediction_repaints_the_plots_without_re_laying_out_the_column(qtbot, window):
+    """Between a 16-draw preview and the full count the verdict gains and loses a line and
+    the uncertainty values change width: no plot may change size (a resize re-lays out the
+    plot and redraws every axis, which tripled the time to paint 4 columns)."""
+    from core.predictive import predict_image
+
+    window.resize(1400, 860)
+    drag(qtbot, window.canvas, seven(window.canvas))
+    settle(qtbot, window)
+    image = window.workspace.image
+    plots = [plot for view in window.column_views.values() for plot in view.plots.values()]
+    sizes = [plot.size() for plot in plots]
+    for samples in (16, 100, 16):
+        for column in window.workspace.columns:
+            noisy = np.clip(image + 0.2 * np.random.default_rng(samples).random(image.shape), 0, 1)
+            window.workspace.set_prediction(column.key, predict_image(column.posterior, noisy, samples, seed=None))
+        qtbot.wait(20)
+        assert [plot.size() for plot in plots] == sizes
