@@ -125,6 +125,10 @@ HOME=$scratch_home QT_QPA_PLATFORM=offscreen "$app/bayescope" --self-test | tee 
 # The command line too: it finds its reproduce targets by name (importlib), which only a run shows.
 HOME=$scratch_home "$app/bayescope-cli" reproduce --help >/dev/null \
   || { echo "bayescope-cli reproduce --help failed in the built folder" >&2; exit 1; }
+# ... and the figure export, whose SVG and PDF writers matplotlib loads by the file's suffix.
+HOME=$scratch_home "$app/bayescope-cli" compare --format png svg --out "$scratch_home/compare" \
+  resources/examples/digit-3.png >/dev/null 2>&1 && ls "$scratch_home"/compare/*.svg >/dev/null 2>&1 \
+  || { echo "bayescope-cli compare (PNG and SVG export) failed in the built folder" >&2; exit 1; }
 rm -rf "$scratch_home"
 
 # ---------------------------------------------------------------- 4. packages
