@@ -497,6 +497,7 @@ class MainWindow(QMainWindow):
 
             view = DatasetView(self.workspace)
             view.image_chosen.connect(self.show_image_array)
+            view.face_chosen.connect(self.show_face_photo)
             index = self.views.indexOf(self._dataset_placeholder)
             current = self.views.currentIndex()
             self.views.blockSignals(True)
@@ -645,6 +646,12 @@ class MainWindow(QMainWindow):
         """Judge a ready 28×28 image in every column (shown in the Image tab)."""
         self.image_panel.set_array(image, label)
         self.modes.setCurrentWidget(self.image_panel)
+        self.views.setCurrentIndex(0)
+
+    def show_face_photo(self, image: np.ndarray, name: str) -> None:
+        """Judge a face photo (a thumbnail of the Dataset tab) in the Face tab."""
+        self.modes.setCurrentWidget(self.face_panel)
+        self.face_panel.set_photo(image, name)
         self.views.setCurrentIndex(0)
 
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt override)
