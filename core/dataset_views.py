@@ -43,6 +43,7 @@ from core.evaluate import (
     evaluation_tables,
     resolve_dataset,
 )
+from core.faces.testset import FaceTestSet, is_face_set
 from core.inference.base import Dataset, Posterior, ProgressRecord
 from core.io import atomic_write, check_output_file, code_version, sweep_stale_temp_files
 from core.metrics import (
@@ -75,6 +76,8 @@ DATASET_WORDS: dict[str, str] = {
     "mnist-train": "MNIST training digits",
     "notmnist": "notMNIST letters",
     "notmnist-test": "notMNIST letters",
+    "utkface-test": "UTKFace test faces",
+    "utkface-dlib-resnet-v1-test": "UTKFace test faces",
 }
 
 #: Each uncertainty score in words (every one is "higher = more uncertain").
@@ -139,11 +142,44 @@ def load_sets(
     limit: int | None = None,
 ) -> tuple[Dataset, Dataset | None]:
     """The test set and the optional OOD set (known names or IDX folders), each cut to ``limit``."""
+    from core.runner import drain
+
+    data, other, _ = drain(open_sets(dataset, ood, data_dir, limit))
+    return data, other
+
+
+def open_sets(
+    dataset: str,
+    ood: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    *,
+    cache_only: bool = False,
+) -> Generator[ProgressRecord, None, tuple[Dataset, Dataset | None, FaceTestSet | None] | None]:
+    """:func:`load_sets` with progress, and the photos of the faces test split.
+
+    The faces test split (:data:`core.faces.testset.FACE_TEST_SET`) yields the descriptor
+    extraction's progress (phase ``"descriptors"``; nothing when they are cached), takes
+    ``limit`` faces spread over the split, has no OOD set, and comes with its photos
+    (the third item; None for other sets). With ``cache_only``, returns None rather than
+    computing descriptors.
+    """
     if limit is not None and limit < 1:
         raise ValueError(f"the number of images must be at least 1, got {limit}")
+    if is_face_set(dataset):
+        if ood:
+            raise ValueError("face heads are evaluated without an out-of-distribution set: they read descriptors "
+                             "of faces, and no other set of faces with known ages is at hand")
+        from core.faces.testset import load_face_test_set, utkface_location
+
+        faces = yield from load_face_test_set(utkface_location(data_dir), cache_only=cache_only)
+        if faces is None:
+            return None
+        faces = faces.spread(limit)
+        return faces.data, None, faces
     data = resolve_dataset(dataset, data_dir).first(limit)
     other = resolve_dataset(ood, data_dir).first(limit) if ood else None
-    return data, other
+    return data, other, None
 
 
 # ----------------------------------------------------------------------------- cache
@@ -315,6 +351,8 @@ class DatasetViews:
     columns: list[ColumnViews]
     data: Dataset
     ood: Dataset | None = None
+    #: For the faces test split: the photo behind each row of ``data`` (None for images).
+    faces: FaceTestSet | None = None
 
     def column(self, name: str) -> ColumnViews:
         return next(c for c in self.columns if c.name == name)
@@ -461,14 +499,24 @@ def run_evaluation(
     cache_only: bool = False,
     folder: str | os.PathLike | None = None,
 ) -> Generator[ProgressRecord, None, DatasetViews | None]:
-    """Load the sets (:func:`load_sets`), then :func:`evaluate_dataset`; the GUI's worker runs this.
+    """Load the sets (:func:`open_sets`), then :func:`evaluate_dataset`; the GUI's worker runs this.
 
-    The first record (``phase`` "loading", total 0) comes before the files are read.
+    The first record (``phase`` "loading", total 0) comes before the files are read. For the
+    faces test split, the descriptor extraction's records follow (``phase`` "descriptors",
+    ``step``/``total`` in faces) when they are not cached yet; the views then carry the
+    photos (:attr:`DatasetViews.faces`). The descriptor extraction runs dlib: iterate this in a
+    plain thread, not a Qt pool thread (see :class:`app.workers.PythonThreadCall`).
     """
     yield ProgressRecord(0, 0, {}, "loading")
-    data, other = load_sets(dataset, ood, data_dir, limit)
-    return (yield from evaluate_dataset(items, data, other, num_samples=num_samples, seed=seed,
-                                        use_cache=use_cache, cache_only=cache_only, folder=folder))
+    sets = yield from open_sets(dataset, ood, data_dir, limit, cache_only=cache_only)
+    if sets is None:
+        return None
+    data, other, faces = sets
+    views = yield from evaluate_dataset(items, data, other, num_samples=num_samples, seed=seed,
+                                        use_cache=use_cache, cache_only=cache_only, folder=folder)
+    if views is not None:
+        views.faces = faces
+    return views
 
 
 # ----------------------------------------------------------------------------- images behind a plot
@@ -495,13 +543,15 @@ def confusion_cell_images(views: DatasetViews, name: str, true_class: int, predi
     d = views.evaluation.results[name].data
     names = views.evaluation.class_names
     p = d.mean_proba[:, predicted_class]
+    members = (f"faces aged {names[true_class]}" if is_face_set(views.evaluation.dataset)
+               else f"{names[true_class]}s")
     if soft:
         chosen = np.flatnonzero((d.labels == true_class) & (p >= SOFT_CELL_MIN))
-        text = (f"{names[true_class]}s given at least {SOFT_CELL_MIN:.0%} probability of "
+        text = (f"{members} given at least {SOFT_CELL_MIN:.0%} probability of "
                 f"being {names[predicted_class]}")
     else:
         chosen = np.flatnonzero((d.labels == true_class) & (d.predictions == predicted_class))
-        text = f"{names[true_class]}s predicted as {names[predicted_class]}"
+        text = f"{members} predicted as {names[predicted_class]}"
     order = np.argsort(-p[chosen], kind="stable")
     return ImageSelection(chosen[order], views.evaluation.dataset, text)
 

@@ -80,6 +80,8 @@ DATASET_NAMES: dict[str, tuple[str, str]] = {
     "notmnist": ("notmnist", "test"),
     "notmnist-test": ("notmnist", "test"),
 }
+#: The faces test split (UTKFace, descriptors cached by core.faces): for face heads only.
+FACE_TEST_SET = "utkface-test"
 
 
 def resolve_dataset(
@@ -100,6 +102,11 @@ def resolve_dataset(
     DatasetNotFoundError
         When the files are nowhere to be found, or the name is neither known nor a folder.
     """
+    if spec == FACE_TEST_SET:  # descriptors read from the cache, or computed without progress
+        from core.faces.testset import load_face_test_set, utkface_location
+        from core.runner import drain
+
+        return drain(load_face_test_set(utkface_location(data_dir))).data
     if spec in DATASET_NAMES:
         name, known_split = DATASET_NAMES[spec]
         root = None
@@ -120,7 +127,7 @@ def resolve_dataset(
         return load_split(name, known_split, root=root, download_if_missing=download)
     folder = Path(spec)
     if not folder.is_dir():
-        known = ", ".join(DATASET_NAMES)
+        known = ", ".join([*DATASET_NAMES, FACE_TEST_SET])
         raise DatasetNotFoundError(f"data set {spec!r} is neither a known name ({known}) nor a folder")
     return load_split(str(folder), split)
 
@@ -160,9 +167,11 @@ def load_posteriors(paths: Sequence[str | os.PathLike]) -> dict[str, Posterior]:
         out[name] = posterior
     if not out:
         raise ValueError("no posterior given")
-    kinds = {(p.num_classes, p.arch.image_size) for p in out.values()}
+    kinds = {(p.num_classes, p.arch.image_size, p.arch.input_dim) for p in out.values()}
     if len(kinds) > 1:
-        listing = ", ".join(f"{n}: {p.num_classes} classes, {p.arch.image_size}px" for n, p in out.items())
+        listing = ", ".join(f"{n}: {p.num_classes} classes, "
+                            + (f"{p.arch.input_dim}-d descriptors" if p.arch.input_dim else f"{p.arch.image_size}px")
+                            for n, p in out.items())
         raise ValueError(f"posteriors cannot be compared: they disagree on classes or image size ({listing})")
     return out
 
@@ -194,12 +203,29 @@ class Evaluation:
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
     p = next(iter(posteriors.values()))
-    side = p.arch.image_size
-    if tuple(data.x.shape[1:]) != (1, side, side):
-        raise ValueError(
-            f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
-            f"the posteriors expect (1, {side}, {side})"
-        )
+    if p.arch.input_dim:  # a head over face descriptors reads vectors (N, D)
+        from core.faces.descriptor import DescriptorInfo
+        from core.faces.heads import check_descriptor
+
+        if data.x.ndim != 2:
+            raise ValueError(f"{role} {data.name} holds images; these posteriors read "
+                             f"{p.arch.input_dim}-number face descriptors (choose {FACE_TEST_SET})")
+        if "descriptor" in data.source:
+            for posterior in posteriors.values():
+                check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
+        if data.x.shape[1] != p.arch.input_dim:
+            raise ValueError(f"{role} {data.name} has vectors of {data.x.shape[1]} numbers; "
+                             f"the posteriors read {p.arch.input_dim}")
+    else:
+        side = p.arch.image_size
+        if data.x.ndim == 2:
+            raise ValueError(f"{role} {data.name} holds face descriptors; these posteriors read "
+                             f"{side}×{side} images (evaluate face heads on it)")
+        if tuple(data.x.shape[1:]) != (1, side, side):
+            raise ValueError(
+                f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
+                f"the posteriors expect (1, {side}, {side})"
+            )
     if role == "data set" and len(data) and int(data.y.max()) >= p.num_classes:
         raise ValueError(
             f"{data.name} has labels up to {int(data.y.max())}, the posteriors only {p.num_classes} classes"
@@ -568,9 +594,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli evaluate``."""
     parser.add_argument("--posterior", nargs="+", required=True, metavar="P", help="posterior file(s)")
     parser.add_argument("--dataset", default="mnist-test",
-                        help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files")
+                        help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files; "
+                             f"{FACE_TEST_SET}: UTKFace's test split, for face heads (descriptors cached)")
     parser.add_argument("--ood", help="out-of-distribution set (known name or folder), e.g. notmnist")
-    parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist)")
+    parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist, "
+                                           "<dir>/utkface)")
     parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
     parser.add_argument("--rotate", metavar="IMAGE",
                         help="rotation sweep of an image file or SET:INDEX (e.g. mnist-test:0)")
@@ -634,6 +662,29 @@ def check_memory(
                        "use a larger --angle-step or fewer --samples")
 
 
+def _face_test_set(args: argparse.Namespace) -> Dataset:
+    """The faces test split (``--limit`` faces spread over it), descriptors with a progress bar."""
+    from tqdm import tqdm
+
+    from core.faces.testset import load_face_test_set, utkface_location
+    from core.runner import drain
+
+    if args.ood or args.rotate:
+        raise ValueError(f"{FACE_TEST_SET} is evaluated without --ood and --rotate (face heads read "
+                         "descriptors of faces: there is no out-of-distribution set or image sweep for them)")
+    bar = tqdm(total=None, desc="describing faces", unit="face", dynamic_ncols=True, file=sys.stderr)
+
+    def on_progress(record: ProgressRecord) -> None:
+        bar.total = record.total
+        bar.update(record.step - bar.n)
+
+    try:
+        faces = drain(load_face_test_set(utkface_location(args.data_dir)), on_progress)
+    finally:
+        bar.close()
+    return faces.spread(args.limit).data
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli evaluate``; print the summary; return the exit code."""
     from tqdm import tqdm
@@ -655,9 +706,11 @@ def run(args: argparse.Namespace) -> int:
         name: {"file": str(Path(path).absolute()), "file_sha256": _file_sha256(path)}
         for name, path in zip(posteriors, args.posterior, strict=True)
     }
-    data = resolve_dataset(args.dataset, args.data_dir, download=args.download)
+    if args.dataset == FACE_TEST_SET:
+        data = _face_test_set(args)
+    else:
+        data = resolve_dataset(args.dataset, args.data_dir, download=args.download).first(args.limit)
     ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
-    data = data.first(args.limit)
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
     bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)
