@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QToolTip,
 )
 
-from app.plots.input_views import CompactPlot
+from app.plots.input_views import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.dataset_views import SCORE_WORDS, ColumnViews
 from core.metrics import REJECTION_SCORES
@@ -35,6 +35,11 @@ OOD_COLOUR = (230, 126, 34)
 #: Histogram fractions below this are drawn at the floor of the log scale.
 LOG_FLOOR = 1e-4
 PERCENT_TICKS = [[(-4, ".01%"), (-3, ".1%"), (-2, "1%"), (-1, "10%"), (0, "100%")]]
+
+
+def class_members(name: str) -> str:
+    """The images of a class in words: "the 3s", or "the faces aged 25-37" for an age group."""
+    return f"the faces aged {name}" if short_class_name(name) != name else f"the {name}s"
 
 
 class DatasetPlot(CompactPlot):
@@ -120,10 +125,9 @@ class ConfusionPlot(DatasetPlot):
         self.counts: np.ndarray | None = None
         k = len(class_names)
         item = self.getPlotItem()
+        # age groups ("25-37") are fitted to narrow columns as in the per-input views
+        item.setAxisItems({side: ClassAxis(side, class_names) for side in ("left", "bottom")})
         item.invertY(True)
-        ticks = [list(enumerate(class_names))]
-        item.getAxis("left").setTicks(ticks)
-        item.getAxis("bottom").setTicks(ticks)
         item.setLabel("left", "true class")
         item.setLabel("bottom", "predicted class")
         item.setXRange(-0.5, k - 0.5, padding=0)
@@ -174,7 +178,8 @@ class ConfusionPlot(DatasetPlot):
         if self.soft:
             text = f"true {t} → {p}: mean probability {self.values[i, j]:.3f}"
         else:
-            text = f"true {t}, predicted {p}: {plural(int(self.counts[i, j]), 'image')} ({self.values[i, j]:.1%} of the {t}s)"
+            text = (f"true {t}, predicted {p}: {plural(int(self.counts[i, j]), 'image')} "
+                    f"({self.values[i, j]:.1%} of {class_members(t)})")
         QToolTip.showText(QCursor.pos(), text, self)
 
 
@@ -220,7 +225,7 @@ class ClassErrorPlot(DatasetPlot):
         self.class_names = class_names
         k = len(class_names)
         item = self.getPlotItem()
-        item.getAxis("bottom").setTicks([list(enumerate(class_names))])
+        item.setAxisItems({"bottom": ClassAxis("bottom", class_names)})
         item.setXRange(-0.6, k - 0.4, padding=0)
         item.setLabel("left", "error %")
         item.setLabel("bottom", "true class")

@@ -8,11 +8,20 @@ reliability, soft and hard confusion, per-class error over chains, accuracy agai
 rejection, and test vs out-of-distribution histograms. Clicking a confusion cell or a
 histogram bar lists the images behind it; clicking one of those sends it to the per-input
 workspace (``image_chosen``).
+
+The columns evaluated are the workspace's current ones: digit posteriors in the digit modes,
+face heads in the Face mode. Only the sets those columns can read are offered (the faces test
+split for face heads, digit sets for digit posteriors), with the reason in words. For the
+faces test split the descriptors are computed first when they are not cached (same worker,
+progress "describing faces: n / total", cancel), in a plain thread since dlib hangs in Qt's
+pool threads; a confusion cell then shows the face photos behind it, and clicking one sends
+the photo to the Face mode (``face_chosen``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -50,7 +59,7 @@ from app.plots.dataset_plots import (
     ReliabilityPlot,
     SoftConfusionPlot,
 )
-from app.workers import function_worker, generator_worker
+from app.workers import ComputationError, function_worker, generator_worker
 from app.workspace import Workspace
 from core.dataset_views import (
     DATASET_VIEWS,
@@ -66,12 +75,83 @@ from core.dataset_views import (
 from core.naming import plural
 
 FOLDER = "folder…"
+#: The faces test split (core.faces.testset.FACE_TEST_SET; not imported: torch loads later).
+FACE_SET = "utkface-test"
 #: (shown, spec) of the sets offered; a chosen folder is added with its path as spec.
-TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"))
+TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"),
+             ("UTKFace test split (faces)", FACE_SET))
 OOD_SETS = (("None", ""), ("notMNIST letters", "notmnist"), ("MNIST test digits", "mnist-test"))
 #: At most this many thumbnails are shown for one selection (most telling first).
 MAX_THUMBNAILS = 240
 THUMBNAIL_SIDE = 56
+#: Why a set is not offered, by the columns' task.
+NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a face, not images of digits "
+                 "or letters, so only UTKFace's test split is offered, and no out-of-distribution set "
+                 "(there is no other set of faces with known ages).")
+NOT_FOR_DIGITS = ("The columns are digit posteriors: they read 28×28 images, so the faces test split is not "
+                  "offered (open the Face tab on the left to evaluate the face heads on it).")
+
+
+def readable_by(task: str, spec: str, ood: bool) -> bool:
+    """Whether the columns of ``task`` ("digits", "faces") can read the set ``spec``."""
+    if task == "faces":
+        return spec == "" if ood else spec == FACE_SET
+    return spec != FACE_SET
+
+
+class PlainThreadGenerator(QObject):
+    """A core generator iterated in a plain Python thread, with superqt's worker signals.
+
+    dlib's descriptor network never returns when called from a ``QThreadPool`` thread (see
+    :class:`app.workers.PythonThreadCall`), and the faces test split may have to describe
+    faces first, so its evaluation runs here. ``quit()`` closes the generator at its next
+    record (the descriptor extraction yields at least every half second).
+
+    Signals: yielded(object), returned(object), errored(object), finished().
+    """
+
+    yielded = Signal(object)
+    returned = Signal(object)
+    errored = Signal(object)
+    finished = Signal()
+
+    def __init__(self, gen) -> None:
+        super().__init__()
+        self._gen = gen
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bayescope-dataset", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def quit(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    record = next(self._gen)
+                except StopIteration as stop:
+                    self.returned.emit(stop.value)
+                    return
+                self.yielded.emit(record)
+        except Exception as exc:  # noqa: BLE001 — every failure reaches the errored signal
+            self.errored.emit(ComputationError(str(exc)) if isinstance(exc, RuntimeError) else exc)
+        finally:
+            self._gen.close()  # a cancelled extraction stops its worker processes here
+            self.finished.emit()
+
+
+def model_enabled(box: QComboBox, index: int) -> bool:
+    """Whether entry ``index`` of a combo box (a standard item model) can be chosen."""
+    item = box.model().item(index) if index >= 0 else None
+    return item is not None and item.isEnabled()
 
 
 def plain_sentence(exc: BaseException) -> str:
@@ -84,10 +164,12 @@ def plain_sentence(exc: BaseException) -> str:
 class ThumbnailPanel(QFrame):
     """The test images behind a clicked cell or bar, as a grid; a click sends one to the workspace.
 
-    Signals: image_chosen(np.ndarray 28×28, str label).
+    Signals: image_chosen(np.ndarray 28×28, str label) for digit images, face_chosen(np.ndarray
+    (H, W, 3) uint8, str name) for face photos.
     """
 
     image_chosen = Signal(object, str)
+    face_chosen = Signal(object, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -116,20 +198,36 @@ class ThumbnailPanel(QFrame):
         layout.addWidget(self.grid, 1)
         self.images: list[np.ndarray] = []
         self.labels: list[str] = []
+        self.faces = False
 
-    def show_images(self, caption: str, images: np.ndarray, labels: list[str], tips: list[str]) -> None:
-        """``images`` (N, 28, 28) in [0, 1], each with the label the workspace shows and a tooltip."""
+    def show_message(self, caption: str) -> None:
+        """Only a caption (while photos are read, or when there are none)."""
+        self.grid.clear()
+        self.images, self.labels = [], []
+        self.caption.setText(caption)
+        self.show()
+
+    def show_images(self, caption: str, images, labels: list[str], tips: list[str]) -> None:
+        """``images``: digits (N, 28, 28) in [0, 1], or face photos, each (H, W, 3) uint8; each with
+        the label the workspace shows and a tooltip."""
         self.grid.clear()
         self.caption.setText(caption)
-        self.images = [np.asarray(im, dtype=np.float32) for im in images]
+        self.faces = len(images) > 0 and np.asarray(images[0]).ndim == 3
+        self.images = [np.asarray(im) if self.faces else np.asarray(im, dtype=np.float32) for im in images]
         self.labels = list(labels)
         for i, (image, tip) in enumerate(zip(self.images, tips, strict=True)):
-            pixels = np.ascontiguousarray((np.clip(image, 0, 1) * 255).astype(np.uint8))
-            h, w = pixels.shape
-            qimage = QImage(pixels.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+            if self.faces:
+                pixels = np.ascontiguousarray(image, dtype=np.uint8)
+                h, w, _ = pixels.shape
+                qimage = QImage(pixels.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+                smooth = Qt.TransformationMode.SmoothTransformation
+            else:
+                pixels = np.ascontiguousarray((np.clip(image, 0, 1) * 255).astype(np.uint8))
+                h, w = pixels.shape
+                qimage = QImage(pixels.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+                smooth = Qt.TransformationMode.FastTransformation
             pixmap = QPixmap.fromImage(qimage).scaled(THUMBNAIL_SIDE, THUMBNAIL_SIDE,
-                                                      Qt.AspectRatioMode.KeepAspectRatio,
-                                                      Qt.TransformationMode.FastTransformation)
+                                                      Qt.AspectRatioMode.KeepAspectRatio, smooth)
             painter = QPainter(pixmap)  # a frame, so that a white image stays visible on white
             painter.setPen(QColor(150, 150, 150))
             painter.drawRect(0, 0, pixmap.width() - 1, pixmap.height() - 1)
@@ -141,8 +239,9 @@ class ThumbnailPanel(QFrame):
         self.show()
 
     def choose(self, row: int) -> None:
-        """Send the image in ``row`` to the workspace (what a click does)."""
-        self.image_chosen.emit(self.images[row], self.labels[row])
+        """Send the image in ``row`` to the workspace (what a click does): a face photo to the Face
+        mode, a digit to the Image mode."""
+        (self.face_chosen if self.faces else self.image_chosen).emit(self.images[row], self.labels[row])
 
     def _on_grid_item_clicked(self, item: QListWidgetItem) -> None:
         self.choose(int(item.data(Qt.ItemDataRole.UserRole)))
@@ -217,6 +316,8 @@ class DatasetView(QWidget):
     -------
     image_chosen(np.ndarray, str)
         A test image (28×28 in [0, 1]) and its label, to judge in the per-input workspace.
+    face_chosen(np.ndarray, str)
+        A face photo of the faces test split ((H, W, 3) uint8) and its file name, for the Face mode.
     progress_reported(int, int, str)
         Images done and total of the posterior being evaluated, and its name.
     results_shown
@@ -226,9 +327,12 @@ class DatasetView(QWidget):
     """
 
     image_chosen = Signal(object, str)
+    face_chosen = Signal(object, str)
     progress_reported = Signal(int, int, str)
     results_shown = Signal()
     run_ended = Signal()
+    #: Emitted when the face photos behind a selection are on screen (they are read in the background).
+    thumbnails_shown = Signal()
 
     def __init__(self, workspace: Workspace, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -244,6 +348,11 @@ class DatasetView(QWidget):
         self._watching_window = False
         self._current_request: tuple | None = None
         self.result_keys_pending: list[str] = []
+        self._photo_worker = None
+        self._selection_run = 0
+        #: The sets last chosen for each task's columns (switching tasks brings them back).
+        self._choices: dict[str, tuple[str, str]] = {"digits": ("mnist-test", "notmnist"), "faces": (FACE_SET, "")}
+        self._offered_task: str | None = None
 
         self.test_set = QComboBox()
         self.test_set.setToolTip("The images every posterior is judged on. Their true classes give accuracy and "
@@ -293,6 +402,9 @@ class DatasetView(QWidget):
         self.progress.setVisible(False)
         self.status = QLabel("Choose the images and press Evaluate to judge every column's posterior on them.")
         self.status.setWordWrap(True)
+        self.sets_note = QLabel()
+        self.sets_note.setWordWrap(True)
+        self.sets_note.setStyleSheet("color: #666;")
 
         row = QHBoxLayout()
         for label, widget, tip in (("Test set", self.test_set, self.test_set.toolTip()),
@@ -306,7 +418,8 @@ class DatasetView(QWidget):
             row.addSpacing(6)
         row.addWidget(self.evaluate_button)
         row.addWidget(self.cancel_button)
-        row.addStretch(1)
+        row.addSpacing(6)
+        row.addWidget(self.sets_note, 1)
         second = QHBoxLayout()
         second.addWidget(self.progress, 1)
         second.addWidget(self.status, 3)
@@ -328,6 +441,7 @@ class DatasetView(QWidget):
         self.thumbnails = ThumbnailPanel()
         self.thumbnails.hide()
         self.thumbnails.image_chosen.connect(self.image_chosen)
+        self.thumbnails.face_chosen.connect(self.face_chosen)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.scroll)
         self.splitter.addWidget(self.thumbnails)
@@ -340,8 +454,44 @@ class DatasetView(QWidget):
         layout.addWidget(self.splitter, 1)
         workspace.columns_changed.connect(self._on_workspace_columns_changed)
         self._restore_settings()
+        self.offer_sets()
 
     # --------------------------------------------------------------- choices
+    @property
+    def task(self) -> str:
+        """What the columns judge: "digits" or "faces" (the workspace's current mode)."""
+        return self.workspace.task
+
+    def offer_sets(self) -> None:
+        """Enable only the sets the current columns can read; say why the others are not offered.
+
+        When the columns' task changes, the sets last chosen for that task come back.
+        """
+        task = self.task
+        if self._offered_task is not None and self._offered_task != task:
+            self._choices[self._offered_task] = (self.test_set.currentData(), self.ood_set.currentData())
+            wanted = self._choices.get(task)
+        else:
+            wanted = None
+        self._offered_task = task
+        reason = NOT_FOR_FACES if task == "faces" else NOT_FOR_DIGITS
+        for box in (self.test_set, self.ood_set):
+            model = box.model()
+            for i in range(box.count()):
+                spec = box.itemData(i)
+                ok = task == "digits" if spec == FOLDER else readable_by(task, spec, box is self.ood_set)
+                model.item(i).setEnabled(ok)
+                model.item(i).setToolTip("" if ok else reason)
+        if wanted is not None:
+            self.set_choice(wanted[0], wanted[1] or None, self.images.value(), self.samples.value())
+        for box in (self.test_set, self.ood_set):
+            if not model_enabled(box, box.currentIndex()):
+                first = next(i for i in range(box.count()) if model_enabled(box, i))
+                box.setCurrentIndex(first)
+                self._previous[box] = first
+        self.sets_note.setText(reason)
+        self.sets_note.setToolTip(reason)
+
     def _on_set_box_activated(self, box: QComboBox, index: int) -> None:
         if box.itemData(index) != FOLDER:
             self._previous[box] = index
@@ -382,14 +532,14 @@ class DatasetView(QWidget):
         limit = self.images.value() or None
         return self.test_set.currentData(), ood, limit, self.samples.value()
 
-    def digit_columns(self) -> list:
-        """The workspace's digit columns (face columns judge descriptors, not these test sets)."""
-        return self.workspace.columns_of("digits")
+    def columns(self) -> list:
+        """The workspace's current columns: digit posteriors, or face heads in the Face mode."""
+        return self.workspace.columns_of(self.task)
 
     def items(self) -> list[EvaluationItem]:
-        """Every digit column's posterior, in the workspace's order, titled as in its header."""
+        """Every column's posterior, in the workspace's order, titled as in its header."""
         samples = self.samples.value()
-        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.digit_columns()]
+        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.columns()]
 
     def _restore_settings(self) -> None:
         s = app_settings.settings()
@@ -416,7 +566,7 @@ class DatasetView(QWidget):
             self._watching_window = True
         if not self._restored:
             self._restored = True
-            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.digit_columns():
+            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.columns():
                 self.evaluate(cache_only=True)  # last session's results, only if all are cached
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
@@ -442,16 +592,19 @@ class DatasetView(QWidget):
         items = self.items()
         if not items:
             if not cache_only:
-                self.status.setText("Add a digit posterior first (“Add posterior” above the columns).")
+                kind = "face head" if self.task == "faces" else "digit posterior"
+                self.status.setText(f"Add a {kind} first (“Add posterior” above the columns).")
             return False
+        self.offer_sets()
         dataset, ood, limit, samples = self.request()
-        self.result_keys_pending = [c.key for c in self.digit_columns()]
+        self.result_keys_pending = [c.key for c in self.columns()]
         self._run += 1
         run = self._run
         self._current_request = (dataset, ood, limit, samples, cache_only)
         gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
                              cache_only=cache_only)
-        worker = generator_worker(gen)
+        # the faces may have to be described first, with dlib, which hangs in Qt's pool threads
+        worker = PlainThreadGenerator(gen) if dataset == FACE_SET else generator_worker(gen)
         worker.yielded.connect(lambda record: self._on_worker_yielded(run, record))
         worker.returned.connect(lambda views: self._on_worker_returned(run, views))
         worker.errored.connect(lambda exc: self._on_worker_errored(run, exc))
@@ -484,10 +637,23 @@ class DatasetView(QWidget):
         self.progress.setVisible(running)
         if running:
             self.progress.setRange(0, 0)
+            self.progress.setFormat("%v / %m images")
 
     def _on_worker_yielded(self, run: int, record) -> None:
         if run != self._run or record.phase == "loading":
             return
+        if record.phase == "descriptors":  # the faces test split, described once, then cached
+            if record.values.get("cached"):
+                self.status.setText("Read the face descriptors from the cache.")
+                return
+            self.progress.setRange(0, max(record.total, 1))
+            self.progress.setValue(record.step)
+            self.progress.setFormat("describing faces: %v / %m")
+            self.status.setText("Describing the test faces with dlib, once: they are kept in the cache, and a "
+                                "cancelled run resumes where it stopped.")
+            self.progress_reported.emit(record.step, record.total, "describing faces")
+            return
+        self.progress.setFormat("%v / %m images")
         index = int(record.values.get("index", 0))
         total = int(record.values.get("images_total", 0))
         self.progress.setRange(0, max(total, 1))
@@ -512,7 +678,8 @@ class DatasetView(QWidget):
         text += f", in {elapsed:.1f} s"
         if cached:
             text += f" ({cached} from the cache)"
-        self.status.setText(text + ". Click a confusion cell or a histogram bar to see its images.")
+        what = "photos" if views.faces is not None else "images"
+        self.status.setText(text + f". Click a confusion cell or a histogram bar to see its {what}.")
         self.save_settings(evaluated=True)
 
     def _on_worker_errored(self, run: int, exc: BaseException) -> None:
@@ -529,6 +696,10 @@ class DatasetView(QWidget):
 
         if isinstance(exc, DatasetNotFoundError):
             dataset, ood, _, _, _ = self._current_request or ("", None, None, 0, False)
+            if dataset == FACE_SET:
+                return ("UTKFace could not be found. Choose the folder that holds it with File → Choose data "
+                        "folder…: its “utkface” folder (or the folder itself) must hold UTKFace's archive "
+                        "(UTKFace.tar.gz) or its folder of face images.")
             missing = [spec for spec in (dataset, ood) if spec]
             words = [dataset_words(spec) if not Path(spec).is_dir() else f"the folder “{Path(spec).name}”"
                      for spec in missing]
@@ -576,7 +747,9 @@ class DatasetView(QWidget):
             widget.set_score(self.score.currentData())
 
     def _on_workspace_columns_changed(self) -> None:
-        if self.results is not None and [c.key for c in self.digit_columns()] != self.result_keys:
+        if not self.running:
+            self.offer_sets()
+        if self.results is not None and [c.key for c in self.columns()] != self.result_keys:
             self.status.setText("The columns changed since this evaluation: press Evaluate to update it "
                                 "(posteriors evaluated before come back from the cache at once).")
 
@@ -614,15 +787,50 @@ class DatasetView(QWidget):
                         f"(mean probability {preds.mean_proba[index, guess]:.2f})")
         total = len(selection.indices)
         more = f", the first {len(shown)} shown" if total > len(shown) else ""
-        caption = (f"<b>{name}</b> · {plural(total, 'image')} of the {words}: {selection.description}{more}. "
-                   "Click one to judge it in “This input”.")
+        faces = views.faces if not ood else None
+        noun = "face" if faces is not None else "image"
+        where = "the Face tab" if faces is not None else "“This input”"
+        caption = (f"<b>{name}</b> · {plural(total, noun)} of the {words}: {selection.description}{more}. "
+                   f"Click one to judge it in {where}.")
         if total == 0:
-            caption = f"<b>{name}</b>: no image of the {words} here ({selection.description})."
-        images = data.x[shown, 0].numpy() if len(shown) else np.zeros((0, 28, 28), np.float32)
+            caption = f"<b>{name}</b>: no {noun} of the {words} here ({selection.description})."
         if self.thumbnails.isHidden():
             total_height = sum(self.splitter.sizes())
             self.splitter.setSizes([max(total_height - 200, 100), 200])
+        self._selection_run += 1
+        if faces is not None:
+            rows = [int(i) for i in shown]
+            labels = [faces.names[r].rsplit("/", 1)[-1] for r in rows]
+            if not rows:
+                self.thumbnails.show_message(caption)
+                self.thumbnails_shown.emit()
+                return
+            self.thumbnails.show_message(f"Reading {plural(len(rows), 'photo')}…")
+            self._read_photos(faces, rows, caption, labels, tips)
+            return
+        images = data.x[shown, 0].numpy() if len(shown) else np.zeros((0, 28, 28), np.float32)
         self.thumbnails.show_images(caption, images, labels, tips)
+
+    def _read_photos(self, faces, rows: list[int], caption: str, labels: list[str], tips: list[str]) -> None:
+        """Read the photos behind a selection from UTKFace's archive or folder (a second or two),
+        then show them; a newer selection supersedes a pending one."""
+        selection = self._selection_run
+        worker = function_worker(faces.photos, rows)
+
+        def show(photos) -> None:
+            if selection == self._selection_run:
+                self.thumbnails.show_images(caption, photos, labels, tips)
+                self.thumbnails_shown.emit()
+
+        def fail(exc) -> None:
+            if selection == self._selection_run:
+                self.thumbnails.show_message(f"The photos could not be read: {plain_sentence(exc)}")
+
+        worker.returned.connect(show)
+        worker.errored.connect(fail)
+        worker.finished.connect(lambda: setattr(self, "_photo_worker", None))
+        self._photo_worker = worker
+        worker.start()
 
     # ---------------------------------------------------------------- export
     def export_view_dialog(self, view: str) -> None:
