@@ -238,3 +238,140 @@ def test_engine_errors_become_sentences_without_folders():
 
     text = plain_sentence(OSError("could not write /tmp/run/out/report.html: no space left; the report was not saved"))
     assert text == "Could not write “report.html”: no space left; the report was not saved"
+
+
+# ----------------------------------------------------------------------------- faces test split
+
+UTKFACE_ARCHIVE = "utkface/UTKFace-128.tar.gz"
+FACES_PER_GROUP = 4  # 32 photos: the split's test side holds one face of each of the 8 age groups
+
+
+@pytest.fixture(scope="module")
+def tiny_utkface(shared_data, tmp_path_factory):
+    """A data folder whose utkface/UTKFace holds 4 photos of every age group (from the shared
+    archive, at test time); skipped without the archive or the descriptor packages."""
+    import tarfile
+
+    from core.faces import age_group
+
+    archive = shared_data / UTKFACE_ARCHIVE
+    if not archive.is_file():
+        pytest.skip(f"UTKFace archive not found at {archive}")
+    try:
+        from core.faces import get_descriptor
+
+        get_descriptor()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"the face descriptor (bayescope[faces]) is not available: {exc}")
+    root = tmp_path_factory.mktemp("data")
+    folder = root / "utkface" / "UTKFace"
+    folder.mkdir(parents=True)
+    taken = [0] * 8
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            base = member.name.rsplit("/", 1)[-1]
+            if not member.isfile() or not base.split("_", 1)[0].isdigit():
+                continue
+            group = age_group(int(base.split("_", 1)[0]))
+            if taken[group] < FACES_PER_GROUP:
+                (folder / base).write_bytes(tar.extractfile(member).read())
+                taken[group] += 1
+            if min(taken) == FACES_PER_GROUP:
+                break
+    return root
+
+
+@pytest.fixture
+def face_window(qtbot, monkeypatch, tiny_utkface):
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(tiny_utkface))
+    win = MainWindow([str(p) for p in FILES])
+    qtbot.addWidget(win)
+    win.resize(1400, 860)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    yield win
+    win.dataset_view.cancel(quiet=True)
+    if win.dataset_view._worker is not None and hasattr(win.dataset_view._worker, "join"):
+        win.dataset_view._worker.join(30)
+    qtbot.waitUntil(lambda: not win.face_panel.busy, timeout=30_000)
+
+
+def offered(box) -> list[str]:
+    return [box.itemData(i) for i in range(box.count()) if box.model().item(i).isEnabled()]
+
+
+def test_face_split_is_offered_only_for_face_columns(qtbot, face_window):
+    from app.views.dataset import FACE_SET
+
+    view = face_window.dataset_view
+    assert view.task == "digits"
+    assert FACE_SET not in offered(view.test_set) and "mnist-test" in offered(view.test_set)
+    assert view.test_set.currentData() != FACE_SET
+    assert "faces test split is not offered" in view.sets_note.text()
+    face_window.modes.setCurrentWidget(face_window.face_panel)  # the face heads become the columns
+    assert view.task == "faces" and view.columns()
+    assert offered(view.test_set) == [FACE_SET] and view.test_set.currentData() == FACE_SET
+    assert offered(view.ood_set) == [""]  # no out-of-distribution set for faces
+    assert "face heads" in view.sets_note.text() and "only UTKFace's test split" in view.sets_note.text()
+    face_window.modes.setCurrentWidget(face_window.draw_panel)  # back: the digit sets come back
+    assert view.test_set.currentData() == "mnist-test" and view.ood_set.currentData() == "notmnist"
+
+
+def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_its_faces(
+        qtbot, face_window, tiny_utkface):
+    from app.views.dataset import FACE_SET
+    from core.faces.testset import load_face_test_set
+
+    window = face_window
+    view = window.dataset_view
+    window.modes.setCurrentWidget(window.face_panel)
+    view.set_choice(FACE_SET, None, 0, SAMPLES)
+    progress = []
+    view.progress_reported.connect(lambda done, total, name: progress.append((done, total, name)))
+    with qtbot.waitSignal(view.run_ended, timeout=180_000):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+    # the descriptors were computed first, in the same worker, with progress in faces
+    describing = [(d, t) for d, t, name in progress if name == "describing faces"]
+    assert describing and describing[-1] == (8, 8)
+    assert view.progress.format() == "%v / %m images" or not view.progress.isVisible()
+    # core's own evaluation of the same columns on the same faces (descriptors from the cache now)
+    faces = drain(load_face_test_set(tiny_utkface / "utkface"))
+    assert len(faces) == 8 and sorted(faces.data.y.tolist()) == list(range(8))
+    posteriors = {c.title(SAMPLES): c.posterior for c in view.columns()}
+    ev = drain(evaluate(posteriors, faces.data, num_samples=SAMPLES, seed=0))
+    tables = evaluation_tables(ev)
+    assert list(view.column_widgets) == list(ev.results) and len(ev.results) >= 2
+    for row in tables["summary"]:
+        widget = view.column_widgets[row["posterior"]]
+        assert widget.column.summary == row
+        assert widget.metrics.value("Accuracy") == f"{row['accuracy'] * 100:.2f} %"
+        assert widget.metrics.value("Log loss") == f"{row['nll']:.4f}"
+    assert view.results.evaluation.class_names[-1] == "60+"
+    assert "UTKFace test faces" in view.status.text() and "photos" in view.status.text()
+    # a confusion cell lists exactly its faces, as photos
+    name = next(iter(view.column_widgets))
+    preds = ev.results[name].data
+    hard = view.column_widgets[name].hard
+    i, j = np.unravel_index(np.argmax(hard.counts), hard.counts.shape)
+    expected = sorted(n for n in range(len(faces)) if preds.labels[n] == i and preds.predictions[n] == j)
+    assert expected
+    view.scroll.ensureWidgetVisible(hard)
+    qtbot.wait(50)
+    with qtbot.waitSignal(view.thumbnails_shown, timeout=20_000):
+        qtbot.mouseClick(hard.viewport(), Qt.MouseButton.LeftButton, pos=hard.scene_point(float(j), float(i)))
+    grid = view.thumbnails.grid
+    shown = sorted(int(grid.item(r).text().lstrip("#")) for r in range(grid.count()))
+    assert shown == expected
+    names = view.results.evaluation.class_names
+    assert f"faces aged {names[i]} predicted as {names[j]}" in view.thumbnails.caption.text()
+    assert view.thumbnails.faces and all(im.ndim == 3 and im.dtype == np.uint8 for im in view.thumbnails.images)
+    # clicking a photo judges it in the Face tab
+    first = grid.item(0)
+    row = int(first.text().lstrip("#"))
+    qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.visualItemRect(first).center())
+    qtbot.waitUntil(lambda: window.views.currentIndex() == 0
+                    and window.modes.currentWidget() is window.face_panel, timeout=5000)
+    assert window.face_panel._name == faces.names[row].rsplit("/", 1)[-1]
+    assert np.array_equal(window.face_panel._photo, faces.photos([row])[0])

@@ -598,3 +598,56 @@ def test_a_subset_of_an_archive_never_shares_its_cache_folder(tmp_path):
     subset = cache_folder(tmp_path, INFO, f"{key}-every23-first1000")
     assert full.name == key[:32] and subset != full and subset.parent == full.parent
     assert cache_folder(tmp_path, INFO, f"{key}-every23-first999") != subset
+
+
+# ----------------------------------------------------------------------------- the faces test split
+
+
+@needs_dlib
+def test_face_test_set_is_the_heads_test_split_and_the_cli_evaluates_it(real_faces, tmp_path, monkeypatch, capsys):
+    from core.faces.testset import FACE_TEST_SET, descriptors_cached, load_face_test_set
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # nothing described yet: a look into the cache computes nothing
+    assert drain(load_face_test_set(real_faces, cache_only=True)) is None
+    assert not descriptors_cached(real_faces)
+    # only the test faces (one of each age group here) are described, with progress in faces
+    records = []
+    faces = drain(load_face_test_set(real_faces, workers=1), records.append)
+    assert records[-1].phase == "descriptors" and (records[-1].step, records[-1].total) == (8, 8)
+    assert len(records) > 1 and len(faces) == 8 and descriptors_cached(real_faces)
+    for name, group in zip(faces.names, faces.data.y.tolist(), strict=True):
+        assert age_group(parse_age(name)) == group  # each row's photo is a face of its label's group
+    # once the whole set is described (as training does), the test faces come from that cache:
+    # the same rows, descriptors, labels and name as the split the heads were tested on
+    split = drain(load_utkface(real_faces, workers=1))
+    whole = drain(load_face_test_set(real_faces))
+    assert whole.names == faces.names
+    for got in (faces, whole):
+        assert torch.equal(got.data.x, split.test.x) and torch.equal(got.data.y, split.test.y)
+        assert got.data.name == split.test.name and got.data.class_names == AGE_GROUP_NAMES
+    # the photos behind the rows, whole or as thumbnails; a limit spreads over the split
+    photo, small = faces.photos([2], side=None)[0], faces.photos([2], side=40)[0]
+    assert photo.ndim == 3 and photo.dtype == np.uint8 and max(small.shape[:2]) <= 40
+    assert faces.photo_path(2) == real_faces / faces.names[2]
+    three = faces.spread(3)
+    assert len(three) == 3 and three.names == (faces.names[0], faces.names[4], faces.names[7])
+    assert torch.equal(three.data.x, faces.data.x[[0, 4, 7]])
+    # the CLI takes the same split (UTKFace under --data-dir) through the same code
+    heads = [str(p) for p in bundled_face_posteriors()[:2]]
+    if heads:
+        out = tmp_path / "report"
+        code = main(["evaluate", "--posterior", *heads, "--dataset", FACE_TEST_SET, "--data-dir",
+                     str(real_faces.parent), "--samples", "5", "--out", str(out)])
+        assert code == 0, capsys.readouterr().err
+        meta = json.loads((out / "evaluation.json").read_text())
+        assert meta["data"]["images"] == 8 and meta["class_names"] == list(AGE_GROUP_NAMES)
+        assert meta["data"]["descriptor"]["name"] == "dlib-resnet-v1"
+        assert main(["evaluate", "--posterior", *heads, "--dataset", FACE_TEST_SET, "--data-dir",
+                     str(real_faces.parent), "--ood", "notmnist", "--out", str(tmp_path / "x")]) == 2
+        assert "without --ood" in capsys.readouterr().err
+    digits = [str(p) for p in bundled_posteriors()[:1]]
+    if digits:
+        assert main(["evaluate", "--posterior", *digits, "--dataset", FACE_TEST_SET, "--data-dir",
+                     str(real_faces.parent), "--out", str(tmp_path / "y")]) == 2
+        assert "face descriptors" in capsys.readouterr().err
