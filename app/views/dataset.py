@@ -85,9 +85,9 @@ OOD_SETS = (("None", ""), ("notMNIST letters", "notmnist"), ("MNIST test digits"
 MAX_THUMBNAILS = 240
 THUMBNAIL_SIDE = 56
 #: Why a set is not offered, by the columns' task.
-NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a face, not images of digits "
-                 "or letters, so only UTKFace's test split is offered, and no out-of-distribution set "
-                 "(there is no other set of faces with known ages).")
+NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a face, not images, so only "
+                 "UTKFace's test split is offered, without an out-of-distribution set (no other faces with "
+                 "known ages are at hand).")
 NOT_FOR_DIGITS = ("The columns are digit posteriors: they read 28×28 images, so the faces test split is not "
                   "offered (open the Face tab on the left to evaluate the face heads on it).")
 
@@ -418,8 +418,7 @@ class DatasetView(QWidget):
             row.addSpacing(6)
         row.addWidget(self.evaluate_button)
         row.addWidget(self.cancel_button)
-        row.addSpacing(6)
-        row.addWidget(self.sets_note, 1)
+        row.addStretch(1)
         second = QHBoxLayout()
         second.addWidget(self.progress, 1)
         second.addWidget(self.status, 3)
@@ -450,6 +449,7 @@ class DatasetView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(row)
+        layout.addWidget(self.sets_note)
         layout.addLayout(second)
         layout.addWidget(self.splitter, 1)
         workspace.columns_changed.connect(self._on_workspace_columns_changed)
