@@ -87,6 +87,10 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "jinja2",
     "markupsafe",
     "fsspec",
+    # The standard library's SQLite (libsqlite3) and line editing (libreadline): used by
+    # Inductor's cache and the interactive prompt, neither of which runs here.
+    "sqlite3",
+    "readline",
     "PyQt5",
     "PyQt6",
     "PySide2",
@@ -156,9 +160,11 @@ TRIMS: tuple[Trim, ...] = (
          _globs("PySide6/Qt/translations/*", "PySide6/translations/*")),
     Trim("unused Qt plugins", "printing, networking, multimedia, SQL, sensors and similar",
          _unused_qt_plugin),
-    Trim("Qt Quick, QML and PDF libraries", "bayescope's window is built from Qt Widgets only",
+    Trim("Qt Quick, QML, PDF and Network libraries", "bayescope's window is built from Qt Widgets only; it opens no network connection through Qt",
          _globs("PySide6/Qt/lib/libQt6Quick*", "PySide6/Qt/lib/libQt6Qml*", "PySide6/Qt/lib/libQt6Pdf*",
                 "PySide6/Qt/lib/libQt6VirtualKeyboard*", "PySide6/Qt/qml/*",
+                # collected beside QtCore, loaded by nothing bundled (no library lists it)
+                "PySide6/Qt/lib/libQt6Network*",
                 "PySide6/Qt6Quick*.dll", "PySide6/Qt6Qml*.dll", "PySide6/Qt6Pdf*.dll", "PySide6/qml/*")),
     Trim("torch sources of parts bayescope never runs",
          "torch keeps each module's source beside its compiled copy (hook mode pyz+py) for the few "
@@ -166,7 +172,8 @@ TRIMS: tuple[Trim, ...] = (
          "compiler are imported (from the PYZ) but their sources never read; their config modules, "
          "which read themselves at import, stay",
          lambda dest: dest.endswith(".py")
-         and dest.startswith(("torch/testing/_internal/", "torch/onnx/", "torch/distributed/", "torch/_inductor/"))
+         and dest.startswith(("torch/testing/_internal/", "torch/onnx/", "torch/distributed/", "torch/_inductor/",
+                              "torch/_dynamo/", "torch/ao/", "torch/_export/", "torch/export/"))
          and not dest.rsplit("/", 1)[-1].startswith(("config", "_config"))),
     Trim("matplotlib sample data", "example data sets for matplotlib's gallery",
          _globs("matplotlib/mpl-data/sample_data/*")),
