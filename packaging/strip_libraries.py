@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 TORCH = "symbol tables of torch libraries (strip)"
-OTHER = "symbol tables of other libraries (strip: Python, ICU, extension modules)"
+OTHER = "symbol tables of other libraries (strip: libpython, extension modules, Qt)"
 
 _LOADS = r"""
 import ctypes, os, sys
