@@ -33,9 +33,11 @@ install_test=1
 [[ ${1:-} == --no-install-test ]] && install_test=0
 
 # Only tracked files are packaged: refuse to build beside untracked posteriors.
-command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 \
+# (safe.directory: under sudo, as in the release workflow, root runs git in a user's checkout.)
+git_() { git -c safe.directory="$root" -C "$root" "$@"; }
+command -v git >/dev/null && git_ rev-parse --git-dir >/dev/null 2>&1 \
   || { echo "build-linux.sh builds from a git checkout (it exports the commit to build)" >&2; exit 1; }
-untracked=$(git -C "$root" ls-files --others -- resources/models)
+untracked=$(git_ ls-files --others -- resources/models)
 if [[ -n $untracked ]]; then
   echo "resources/models holds files git does not track; the package bundles tracked posteriors only." >&2
   echo "Commit them or move them away:" >&2
@@ -55,16 +57,16 @@ python=${PYTHON:-python3}
 
 # ---------------------------------------------------------------- 0. sources, from git only
 ref=${BAYESCOPE_BUILD_REF:-HEAD}
-commit=$(git -C "$root" rev-parse --verify "$ref^{commit}")
-if ! git -C "$root" diff --quiet "$commit" -- 2>/dev/null; then
+commit=$(git_ rev-parse --verify "$ref^{commit}")
+if ! git_ diff --quiet "$commit" -- 2>/dev/null; then
   echo "note: the working tree differs from $ref; the build uses the committed files of ${commit:0:12} only" >&2
 fi
 rm -rf "$work" "$out"
 mkdir -p "$work/src" "$out"
-git -C "$root" archive --format=tar "$commit" | tar -x -C "$work/src"
+git_ archive --format=tar "$commit" | tar -x -C "$work/src"
 src=$work/src
 version=$("$python" "$src/packaging/bundle.py" version)
-log "sources: commit ${commit:0:12} ($(git -C "$root" log -1 --format=%cd --date=iso-strict "$commit")) exported to $src"
+log "sources: commit ${commit:0:12} ($(git_ log -1 --format=%cd --date=iso-strict "$commit")) exported to $src"
 
 # ---------------------------------------------------------------- 1. build environment
 cd "$src"

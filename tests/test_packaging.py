@@ -74,7 +74,7 @@ def test_spec_collects_every_app_and_core_module():
 
 def test_build_takes_its_sources_from_git_only():
     text = (PACKAGING / "build-linux.sh").read_text()
-    assert 'git -C "$root" archive' in text
+    assert "git_ archive" in text
     assert 'cd "$src"' in text
     assert "ls-files --others -- resources/models" in text
 
