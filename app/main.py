@@ -315,8 +315,9 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
-        else:
-            self.resize(1400, 860)
+        else:  # first launch: 1400×860, or the screen's free area when it is smaller
+            free = self.screen().availableGeometry()
+            self.resize(min(1400, free.width()), min(860, free.height()))
         self.draw_panel.brush.setValue(int(s.value("draw/brush", self.canvas.brush_size)))
         for box, key in ((self.samples, "sampling/samples"), (self.level, "sampling/level")):
             box.blockSignals(True)

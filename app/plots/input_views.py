@@ -294,6 +294,9 @@ class EntropyPlot(InputPlot):
         metrics = QFontMetricsF(left.style["tickFont"] or left.font())
         left.setWidth(math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888") for n in self.NAMES))
                       + left.style["tickTextOffset"][0] + 6)
+        # Tall enough for the three labels not to overlap (the y range spans 3.2 label rows),
+        # plus the title and the bottom axis.
+        self.setMinimumHeight(math.ceil(3.2 * metrics.lineSpacing()) + 56)
         item.setXRange(0, math.log(k) * 1.12, padding=0)
         item.setYRange(-0.6, 2.6, padding=0)
         item.invertY(True)
