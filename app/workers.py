@@ -92,3 +92,51 @@ class PythonThreadCall(QObject):
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
+
+
+class PythonThreadGenerator(QObject):
+    """A core generator iterated in a plain Python thread (see :class:`PythonThreadCall`), with
+    superqt's worker signals; errors are converted as in :func:`generator_worker`.
+
+    For work that may call dlib (the faces test split may have to describe faces first).
+    ``quit()`` closes the generator at its next record.
+
+    Signals: ``yielded(object)``, ``returned(object)``, ``errored(object)``, ``finished()``.
+    """
+
+    yielded = Signal(object)
+    returned = Signal(object)
+    errored = Signal(object)
+    finished = Signal()
+
+    def __init__(self, gen: Generator) -> None:
+        super().__init__()
+        self._gen = _guarded(gen)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bayescope-generator", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def quit(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    record = next(self._gen)
+                except StopIteration as stop:
+                    self.returned.emit(stop.value)
+                    return
+                self.yielded.emit(record)
+        except Exception as exc:  # noqa: BLE001 — every failure reaches the errored signal
+            self.errored.emit(exc)
+        finally:
+            self._gen.close()  # closes the core generator too: a cancelled extraction stops its processes
+            self.finished.emit()

@@ -21,7 +21,6 @@ the photo to the Face mode (``face_chosen``).
 from __future__ import annotations
 
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -59,7 +58,7 @@ from app.plots.dataset_plots import (
     ReliabilityPlot,
     SoftConfusionPlot,
 )
-from app.workers import ComputationError, function_worker, generator_worker
+from app.workers import PythonThreadGenerator, function_worker, generator_worker
 from app.workspace import Workspace
 from core.dataset_views import (
     DATASET_VIEWS,
@@ -97,55 +96,6 @@ def readable_by(task: str, spec: str, ood: bool) -> bool:
     if task == "faces":
         return spec == "" if ood else spec == FACE_SET
     return spec != FACE_SET
-
-
-class PlainThreadGenerator(QObject):
-    """A core generator iterated in a plain Python thread, with superqt's worker signals.
-
-    dlib's descriptor network never returns when called from a ``QThreadPool`` thread (see
-    :class:`app.workers.PythonThreadCall`), and the faces test split may have to describe
-    faces first, so its evaluation runs here. ``quit()`` closes the generator at its next
-    record (the descriptor extraction yields at least every half second).
-
-    Signals: yielded(object), returned(object), errored(object), finished().
-    """
-
-    yielded = Signal(object)
-    returned = Signal(object)
-    errored = Signal(object)
-    finished = Signal()
-
-    def __init__(self, gen) -> None:
-        super().__init__()
-        self._gen = gen
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bayescope-dataset", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def quit(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread; True when it has ended."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    record = next(self._gen)
-                except StopIteration as stop:
-                    self.returned.emit(stop.value)
-                    return
-                self.yielded.emit(record)
-        except Exception as exc:  # noqa: BLE001 — every failure reaches the errored signal
-            self.errored.emit(ComputationError(str(exc)) if isinstance(exc, RuntimeError) else exc)
-        finally:
-            self._gen.close()  # a cancelled extraction stops its worker processes here
-            self.finished.emit()
 
 
 def model_enabled(box: QComboBox, index: int) -> bool:
@@ -604,7 +554,7 @@ class DatasetView(QWidget):
         gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
                              cache_only=cache_only)
         # the faces may have to be described first, with dlib, which hangs in Qt's pool threads
-        worker = PlainThreadGenerator(gen) if dataset == FACE_SET else generator_worker(gen)
+        worker = PythonThreadGenerator(gen) if dataset == FACE_SET else generator_worker(gen)
         worker.yielded.connect(lambda record: self._on_worker_yielded(run, record))
         worker.returned.connect(lambda views: self._on_worker_returned(run, views))
         worker.errored.connect(lambda exc: self._on_worker_errored(run, exc))

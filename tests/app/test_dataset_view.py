@@ -22,15 +22,21 @@ FILES = [MODELS / "mnist_lenet_mc_dropout.pt", MODELS / "mnist_lenet_sghmc.pt"]
 IMAGES, SAMPLES = 200, 5
 
 
-@pytest.fixture
-def window(qtbot, monkeypatch, shared_data):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+def open_dataset_tab(qtbot, monkeypatch, data_dir) -> MainWindow:
+    """The window with the two digit posteriors, data from ``data_dir``, on the Dataset tab."""
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(data_dir))
     win = MainWindow([str(p) for p in FILES])
     qtbot.addWidget(win)
     win.resize(1400, 860)
     win.show()
     qtbot.waitExposed(win)
     win.views.setCurrentWidget(win.dataset_view)
+    return win
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch, shared_data):
+    win = open_dataset_tab(qtbot, monkeypatch, shared_data)
     win.dataset_view.set_choice("mnist-test", "notmnist", IMAGES, SAMPLES)
     yield win
     win.dataset_view.cancel(quiet=True)
@@ -283,13 +289,7 @@ def tiny_utkface(shared_data, tmp_path_factory):
 
 @pytest.fixture
 def face_window(qtbot, monkeypatch, tiny_utkface):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(tiny_utkface))
-    win = MainWindow([str(p) for p in FILES])
-    qtbot.addWidget(win)
-    win.resize(1400, 860)
-    win.show()
-    qtbot.waitExposed(win)
-    win.views.setCurrentWidget(win.dataset_view)
+    win = open_dataset_tab(qtbot, monkeypatch, tiny_utkface)
     yield win
     win.dataset_view.cancel(quiet=True)
     if win.dataset_view._worker is not None and hasattr(win.dataset_view._worker, "join"):
