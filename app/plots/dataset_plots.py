@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QToolTip,
 )
 
-from app.plots.input_views import ClassAxis, CompactPlot, short_class_name
+from app.plots.axes import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.dataset_views import SCORE_WORDS, ColumnViews
 from core.metrics import REJECTION_SCORES

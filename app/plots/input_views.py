@@ -1,24 +1,41 @@
 """The per-input plots of one column, one view each, all fed a :class:`core.predictive.Prediction`.
 
-Each plot creates its items once and updates them with ``setData``/``setOpts``; each has a
-``view_key`` naming the :mod:`core.input_figures` view that exports the same numbers, a tooltip
-in plain words, and a context menu whose "Export…" emits ``export_requested(view_key)``.
+They are plain widgets that paint themselves with one ``QPainter`` pass: a stroke updates
+20 of them (5 views × 4 columns), and pyqtgraph's scene (bounding rectangles, axis items and
+text laid out in Python per item) took ≈ 35 ms to repaint them, against ≈ 5 ms painted
+directly (``benchmarks/bench_gui.py``). Their axes are fixed; a new prediction only stores
+the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint.
+
+Each plot has a ``view_key`` naming the :mod:`core.input_figures` view that exports the same
+numbers, a tooltip in plain words, and a context menu whose "Export…" emits
+``export_requested(view_key)``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QFont, QFontMetricsF
-from PySide6.QtWidgets import QMenu
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QPixmap, QPolygonF
+from PySide6.QtWidgets import QMenu, QSizePolicy, QWidget
 
-from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, diverging_lut, sequential_lut
+from app.plots.axes import LabelChoice, class_labels, fit_class_labels, shortened_note, small_font
+from app.plots.style import (
+    BACKGROUND,
+    BAR,
+    BAR_TOP,
+    FOREGROUND,
+    GRID,
+    MEAN,
+    UNCERTAINTY,
+    diverging_lut,
+    sequential_lut,
+)
 from core.naming import FADE_SD, plural
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
@@ -26,144 +43,306 @@ if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see ap
 
 #: Up to this many draws, each draw is shown as a tick; above, as a histogram.
 FEW_DRAWS = 30
-PROBABILITY_TICKS = [[(0.0, "0"), (0.5, ".5"), (1.0, "1")]]
+PROBABILITY_TICKS = ((0.0, "0"), (0.5, ".5"), (1.0, "1"))
+TICK_LENGTH = 4
+TITLE_POINT_SIZE = 9.0
+
+
+def lookup_table(colour_map) -> np.ndarray:
+    """256 RGB rows of a pyqtgraph colour map, for painting an array as an image."""
+    return np.ascontiguousarray(colour_map.getLookupTable(0.0, 1.0, 256, alpha=False), dtype=np.uint8)
+
+
+def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> np.ndarray:
+    """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row."""
+    index = np.clip((np.nan_to_num(values, nan=low) - low) / (high - low) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return table[index]
+
+
+def to_image(rgb: np.ndarray) -> QImage:
+    """An RGB (rows, columns, 3) array as an image that owns its pixels."""
+    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+    return QImage(rgb.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], QImage.Format.Format_RGB888).copy()
+
+
+#: Half width and half height of the mean's diamond, in pixels.
+DIAMOND = (3.5, 4.5)
 
 
 @functools.cache
-def brush(colour: tuple[int, ...]) -> QBrush:
-    """One brush per colour, made once: the same objects let pyqtgraph reuse its symbol cache."""
-    return pg.mkBrush(colour)
+def diamond(colour: tuple[int, ...], ratio: float) -> QPixmap:
+    """The mean's marker, drawn smooth once per colour and screen and then only copied."""
+    w, h = DIAMOND
+    pixmap = QPixmap(round(2 * w * ratio), round(2 * h * ratio))
+    pixmap.setDevicePixelRatio(ratio)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(*colour))
+    painter.drawPolygon(QPolygonF([QPointF(w, 0.5), QPointF(2 * w - 0.5, h), QPointF(w, 2 * h - 0.5), QPointF(0.5, h)]))
+    painter.end()
+    return pixmap
 
 
-def short_class_name(name: str) -> str:
-    """A range by its first value ("25-37" → "25", "60+" → "60"); other names unchanged."""
-    match = re.fullmatch(r"(\d+)\s*(?:[-–]\s*\d+|\+)", name)
-    return match.group(1) if match else name
+@dataclass
+class Axis:
+    """One side of a plot: fixed ticks, or one tick per class with labels fitted to the room.
 
-
-class ClassAxis(pg.AxisItem):
-    """An axis with one tick per class whose labels stay readable when the plot is small.
-
-    Labels longer than one character (the age groups) are fitted to the room between two
-    classes: along the x axis the full names, else each group's first age ("0 3 8 15 25 38
-    48 60", an age scale), else those in a smaller font, else every other one; down the y
-    axis the full names, else in a smaller font, else every other one. Single-character
-    names (the digits) are always drawn as they are.
+    ``choice`` is None while the class names are drawn as they are (see
+    :func:`app.plots.axes.fit_class_labels`); ``drawn`` holds the labels of the last paint as
+    (rectangle, text), for tests and tooltips.
     """
 
-    SMALL_POINT_SIZE = 7.0
+    orientation: str  # "left" or "bottom"
+    ticks: Sequence[tuple[float, str]] = ()
+    classes: tuple[str, ...] = ()
+    label: str = ""
+    width: float | None = None  # a fixed width (left axes), else what the labels need
+    choice: LabelChoice | None = None
+    drawn: list[tuple[QRectF, str]] = field(default_factory=list)
 
-    def __init__(self, orientation: str, class_names: tuple[str, ...]) -> None:
-        super().__init__(orientation)
-        self.class_names = tuple(class_names)
-        self.short_names = tuple(short_class_name(n) for n in self.class_names)
-        #: (short names, small font, label every n-th class), or None before the first fit
-        self.choice: tuple[bool, bool, int] | None = None
-        self.setTicks([list(enumerate(self.class_names))])
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return self.classes
 
-    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt override)
-        super().resizeEvent(ev)
-        self.fit_labels()
+    def labels(self) -> list[tuple[float, str]]:
+        if self.classes:
+            return list(enumerate(class_labels(self.classes, self.choice)))
+        return list(self.ticks)
 
-    def setRange(self, mn: float, mx: float) -> None:  # noqa: N802 (pyqtgraph override)
-        super().setRange(mn, mx)
-        self.fit_labels()
+    def font(self, base: QFont) -> QFont:
+        return small_font(base) if self.choice is not None and self.choice[1] else base
 
-    def fit_labels(self) -> None:
-        names = getattr(self, "class_names", ())  # setRange runs inside AxisItem.__init__
-        if max(map(len, names), default=1) <= 1:
-            return
-        across = self.orientation in ("top", "bottom")
-        length, span = (self.width() if across else self.height()), abs(self.range[1] - self.range[0])
-        if length <= 0 or span <= 0:
-            return
-        spacing = length / span  # pixels from one class to the next
-        small = QFont(self.font())
-        small.setPointSizeF(min(self.SMALL_POINT_SIZE, small.pointSizeF()))
+    def toolTip(self) -> str:  # noqa: N802 (named like the Qt property it stands for)
+        return shortened_note(self.classes, self.choice) if self.classes else ""
 
-        ladder = ([(False, False, 1), (True, False, 1), (True, True, 1), (True, True, 2)] if across
-                  else [(False, False, 1), (False, True, 1), (False, True, 2)])
-        current = ladder.index(self.choice) if self.choice in ladder else len(ladder)
+    def fit(self, base: QFont, length: float, span: float) -> None:
+        if self.classes and length > 0 and span > 0:
+            self.choice = fit_class_labels(self.classes, base, self.orientation == "bottom", length / span, self.choice)
 
-        def fits(choice: tuple[bool, bool, int]) -> bool:
-            short, small_font, every = choice
-            metrics = QFontMetricsF(small if small_font else self.font())
-            if across:
-                need = max(metrics.horizontalAdvance(n) for n in (self.short_names if short else names)) + 3
-            else:
-                need = metrics.capHeight() + 1.5
-            # Going back to larger labels needs a margin: a font change resizes the axis, and
-            # so the plot, which must not flip the choice back and forth.
-            return need + (1.5 if ladder.index(choice) < current else 0) <= spacing * every
-
-        choice = next((c for c in ladder if fits(c)), ladder[-1])
-        if choice == self.choice:
-            return
-        self.choice = choice
-        short, small_font, every = choice
-        self.setTickFont(small if small_font else None)
-        self.setTicks([[(i, n if i % every == 0 else "") for i, n in
-                        enumerate(self.short_names if short else names)]])
-        shown = self.short_names if short else names
-        self.setToolTip("" if shown == names and every == 1 else
-                        "Labels shortened to fit: " + ", ".join(names))
+    def extent(self, base: QFont) -> float:
+        """Room the axis takes beside the data: its width (left) or height (bottom)."""
+        metrics = QFontMetricsF(self.font(base))
+        label = QFontMetricsF(base).height() + 2 if self.label else 0.0
+        if self.orientation == "bottom":
+            return TICK_LENGTH + 2 + metrics.height() + label
+        if self.width is not None:
+            return self.width
+        texts = [t for _, t in self.labels()]
+        return TICK_LENGTH + 4 + max((metrics.horizontalAdvance(t) for t in texts), default=0) + label
 
 
-class CompactPlot(pg.PlotWidget):
-    """A plot with fixed axes (no pan, zoom or pyqtgraph menu) and a small preferred size.
+class InputPlot(QWidget):
+    """Base of the per-input plots: title, axes, data area, tooltip and export menu.
 
-    The small preferred size matters: a column's layout adds its plots' preferred heights
-    (height-for-width, because of its wrapped labels), and columns must fit a 680-pixel window.
+    A subclass sets its axes and ranges in ``__init__``, stores what it draws in
+    :attr:`values` in :meth:`show`, and paints it in :meth:`paint_data` with :meth:`px`.
     """
-
-    def __init__(self) -> None:
-        super().__init__(enableMenu=False)  # no ViewBox menu is built (a cost at start-up)
-        item = self.getPlotItem()
-        item.setMenuEnabled(False)
-        item.hideButtons()
-        item.setMouseEnabled(False, False)
-        item.getViewBox().setMenuEnabled(False)
-        self.setMinimumHeight(70)
-
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return QSize(240, self.minimumHeight() + 10)
-
-
-class InputPlot(CompactPlot):
-    """Base of the per-input plots: a tooltip, and a context menu that exports the view."""
 
     export_requested = Signal(str)
     view_key: ClassVar[str]
     tooltip: ClassVar[str]
+    x_range: tuple[float, float] = (0.0, 1.0)
+    y_range: tuple[float, float] = (0.0, 1.0)
+    y_down = False  # the first row at the top
+    square = False  # one data unit as wide as it is tall
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__()
-        self.class_names = class_names
+        self.class_names = tuple(class_names)
+        self.left = Axis("left")
+        self.bottom = Axis("bottom")
+        self.values: dict[str, np.ndarray] = {}
+        self._title = ""
+        self._layout_key: tuple | None = None
+        self._data_rect = QRectF()
+        self._title_font = QFont(self.font())
+        self._title_font.setPointSizeF(TITLE_POINT_SIZE)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)  # paints every pixel itself
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumHeight(70)
         self.setToolTip(self.tooltip)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        # small: a column adds its plots' preferred heights and must fit a 680-pixel window
+        return QSize(240, self.minimumHeight() + 10)
 
     def _on_context_menu_requested(self, pos: QPoint) -> None:
         menu = QMenu(self)
         menu.addAction("Export this plot (PNG, SVG, CSV, JSON)…", lambda: self.export_requested.emit(self.view_key))
         menu.exec(self.mapToGlobal(pos))
 
-    def set_title(self, text: str) -> None:
-        # Re-laying out a title costs more than redrawing the data: only when it changes.
-        if text != getattr(self, "_title", None):
-            self._title = text
-            self.getPlotItem().setTitle(text, size="9pt")
+    # ------------------------------------------------------------------ what is drawn
 
-    def use_class_axis(self, *sides: str) -> None:
-        """One class per tick on these sides, with labels fitted to the plot's size."""
-        self.getPlotItem().setAxisItems({side: ClassAxis(side, self.class_names) for side in sides})
+    def title(self) -> str:
+        return self._title
+
+    def set_title(self, text: str) -> None:
+        if text != self._title:
+            self._title = text
+            self.update()
+
+    def class_axes(self) -> list[Axis]:
+        return [axis for axis in (self.left, self.bottom) if axis.classes]
 
     def show(self, prediction: Prediction, level: float) -> None:
         """Draw one column's prediction (S draws of K class probabilities and their summary)."""
         raise NotImplementedError
 
     def clear_view(self) -> None:
+        self.values = {}
+        self.update()
+
+    # ------------------------------------------------------------------ geometry
+
+    def data_rect(self) -> QRectF:
+        """Where the data go, in pixels; the axes' label choices follow the room."""
+        key = (self.width(), self.height(), bool(self._title), tuple(self.left.ticks), tuple(self.bottom.ticks))
+        if key != self._layout_key:
+            self._layout_key = key
+            self._lay_out()
+        return self._data_rect
+
+    def _lay_out(self) -> None:
+        base = self.font()
+        top = QFontMetricsF(self._title_font).height() + 3 if self._title else 4.0
+        (x0, x1), (y0, y1) = self.x_range, self.y_range
+        rect = QRectF()
+        for _ in range(3):  # a label choice changes an axis's room, which changes the choice
+            left, bottom = self.left.extent(base), self.bottom.extent(base)
+            rect = QRectF(left, top, max(1.0, self.width() - left - 8), max(1.0, self.height() - top - bottom - 2))
+            if self.square:
+                side = min(rect.width() / (x1 - x0), rect.height() / (y1 - y0))
+                w, h = side * (x1 - x0), side * (y1 - y0)
+                rect = QRectF(rect.left() + (rect.width() - w) / 2, rect.top(), w, h)
+            before = (self.left.choice, self.bottom.choice)
+            self.left.fit(base, rect.height(), abs(y1 - y0))
+            self.bottom.fit(base, rect.width(), abs(x1 - x0))
+            if (self.left.choice, self.bottom.choice) == before:
+                break
+        self._data_rect = rect
+        note = "\n\n".join(n for n in (a.toolTip() for a in self.class_axes()) if n)
+        tip = self.tooltip + (f"\n\n{note}" if note else "")
+        if tip != self.toolTip():
+            self.setToolTip(tip)
+
+    def to_px(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        """Pixel coordinates of data points (numbers or arrays), computed at once."""
+        r = self._data_rect
+        (x0, x1), (y0, y1) = self.x_range, self.y_range
+        fy = (np.asarray(y, dtype=float) - y0) / (y1 - y0)
+        return (r.left() + (np.asarray(x, dtype=float) - x0) / (x1 - x0) * r.width(),
+                r.top() + (fy if self.y_down else 1 - fy) * r.height())
+
+    def px(self, x: float, y: float) -> QPointF:
+        """The pixel of data point (x, y)."""
+        return QPointF(*(float(v) for v in self.to_px(x, y)))
+
+    def span(self, x0: float, y0: float, x1: float, y1: float) -> QRectF:
+        """The pixel rectangle of a data rectangle."""
+        return QRectF(self.px(x0, y0), self.px(x1, y1)).normalized()
+
+    def segments(self, x0, y0, x1, y1) -> list[QLineF]:
+        """Pixel lines of data segments (x0, y0)–(x1, y1), arrays of equal length."""
+        (a, b), (c, d) = self.to_px(x0, y0), self.to_px(x1, y1)
+        return [QLineF(*v) for v in np.stack([a, b, c, d], axis=1).tolist()]
+
+    # ------------------------------------------------------------------ painting
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        rect = self.data_rect()
+        painter = QPainter(self)
+        try:
+            painter.drawPixmap(0, 0, self._backdrop(rect))
+            if self._title:
+                painter.setFont(self._title_font)
+                painter.setPen(QColor(FOREGROUND))
+                painter.drawText(QRectF(0, 1, self.width(), rect.top()), Qt.AlignmentFlag.AlignHCenter, self._title)
+            painter.setClipRect(rect.adjusted(-1, -1, 1, 1))
+            if self.values:
+                self.paint_data(painter)
+            painter.setClipping(False)
+            self.paint_overlay(painter)
+        finally:
+            painter.end()
+
+    def _backdrop(self, rect: QRectF) -> QPixmap:
+        """Background and axes, painted once per size and labels: a new prediction repaints
+        only the title and the data over it."""
+        ratio = self.devicePixelRatioF()
+        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()))
+        if key != getattr(self, "_backdrop_key", None):
+            pixmap = QPixmap(max(1, round(self.width() * ratio)), max(1, round(self.height() * ratio)))
+            pixmap.setDevicePixelRatio(ratio)
+            pixmap.fill(QColor(BACKGROUND))
+            painter = QPainter(pixmap)
+            try:
+                self._paint_axes(painter, rect)
+            finally:
+                painter.end()
+            self._backdrop_pixmap, self._backdrop_key = pixmap, key
+        return self._backdrop_pixmap
+
+    def paint_data(self, painter: QPainter) -> None:
         raise NotImplementedError
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        """What is drawn over the data whether or not there are any, unclipped (none by default)."""
+
+    def _paint_axes(self, painter: QPainter, rect: QRectF) -> None:
+        base = self.font()
+        painter.setPen(QPen(QColor(FOREGROUND), 1))
+        painter.drawLine(QLineF(rect.bottomLeft(), rect.bottomRight()))
+        painter.drawLine(QLineF(rect.topLeft(), rect.bottomLeft()))
+        for axis in (self.left, self.bottom):
+            font = axis.font(base)
+            painter.setFont(font)
+            height = QFontMetricsF(font).height()
+            axis.drawn = []
+            for value, text in axis.labels():
+                if axis.orientation == "bottom":
+                    x = self.px(value, self.y_range[0]).x()
+                    painter.drawLine(QLineF(x, rect.bottom(), x, rect.bottom() + TICK_LENGTH))
+                    width = QFontMetricsF(font).horizontalAdvance(text)
+                    box = QRectF(x - width / 2, rect.bottom() + TICK_LENGTH + 1, width, height)
+                else:
+                    y = self.px(self.x_range[0], value).y()
+                    painter.drawLine(QLineF(rect.left() - TICK_LENGTH, y, rect.left(), y))
+                    right = rect.left() - TICK_LENGTH - 2
+                    box = QRectF(0, y - height / 2, right, height)
+                if text:
+                    align = Qt.AlignmentFlag.AlignCenter if axis.orientation == "bottom" else (
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    painter.drawText(box, align, text)
+                    if axis.orientation == "left":  # the ink's box, as the text is right-aligned
+                        width = QFontMetricsF(font).horizontalAdvance(text)
+                        box = QRectF(right - width, box.top(), width, height)
+                    axis.drawn.append((box, text))
+            if axis.label:
+                painter.setFont(base)
+                painter.drawText(QRectF(rect.left(), self.height() - QFontMetricsF(base).height() - 1,
+                                        rect.width(), QFontMetricsF(base).height()),
+                                 Qt.AlignmentFlag.AlignHCenter, axis.label)
+
+    def paint_interval(self, painter: QPainter, at: np.ndarray, low: np.ndarray, high: np.ndarray,
+                       across: bool) -> None:
+        """Whiskers from ``low`` to ``high`` at positions ``at``, with beams 0.25 wide;
+        ``across``: horizontal whiskers (one per row), else vertical ones."""
+        painter.setPen(QPen(QColor(*MEAN), 1))
+        # the whisker, then its two beams: values v0→v1 at positions p0→p1
+        v0, v1 = np.concatenate([low, low, high]), np.concatenate([high, low, high])
+        p0, p1 = np.concatenate([at, at - 0.125, at - 0.125]), np.concatenate([at, at + 0.125, at + 0.125])
+        painter.drawLines(self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
+
+    def paint_bars(self, painter: QPainter, colours: Sequence[QColor], rects: Sequence[tuple[float, ...]]) -> None:
+        """Filled data rectangles (x0, y0, x1, y1), each in its colour, without outline."""
+        corners = np.asarray(rects, dtype=float).T
+        (x0, y0), (x1, y1) = self.to_px(corners[0], corners[1]), self.to_px(corners[2], corners[3])
+        for colour, a, b, c, d in zip(colours, x0, y0, x1, y1, strict=True):
+            painter.fillRect(QRectF(QPointF(a, b), QPointF(c, d)).normalized(), colour)
 
 
 class DrawsPlot(InputPlot):
@@ -177,57 +356,56 @@ class DrawsPlot(InputPlot):
         "draws), or one tick per draw when there are few. The diamond is the average and the "
         "line the credible interval. Rows that spread wide mean the models disagree."
     )
+    y_down = True
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
         k = len(class_names)
-        item = self.getPlotItem()
-        item.invertY(True)
-        item.setXRange(0, 1, padding=0.02)
-        item.setYRange(-0.5, k - 0.5, padding=0)
-        self.use_class_axis("left")
-        item.getAxis("bottom").setTicks(PROBABILITY_TICKS)
-        item.setLabel("bottom", "probability")
+        self.x_range = (-0.02, 1.02)
+        self.y_range = (-0.5, k - 0.5)
+        self.left = Axis("left", classes=self.class_names)
+        self.bottom = Axis("bottom", ticks=PROBABILITY_TICKS, label="probability")
         self.setMinimumHeight(130)
-        self.heat = pg.ImageItem(np.zeros((1, k)))
-        self.heat.setColorMap(sequential_lut())
-        self.heat.setRect(QRectF(0, -0.5, 1, k))
-        self.ticks = pg.ScatterPlotItem(symbol="|", size=11, pen=pg.mkPen(BAR, width=1.5), brush=None)
-        self.interval = pg.ErrorBarItem(x=np.zeros(k), y=np.arange(k), left=0, right=0, beam=0.25, pen=pg.mkPen(MEAN, width=1.2))
-        self.mean = pg.ScatterPlotItem(symbol="d", size=8, pen=None)
-        for it in (self.heat, self.ticks, self.interval, self.mean):
-            item.addItem(it)
+        self._table = lookup_table(sequential_lut())
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
-        k = len(self.class_names)
         s = summary.num_samples
-        samples = summary.histograms  # (K, bins) shares of draws
-        few = s <= FEW_DRAWS
-        self.heat.setVisible(not few)
-        self.ticks.setVisible(few)
-        if few:
-            values = prediction.samples.numpy()  # (S, K)
-            self.ticks.setData(x=values.reshape(-1), y=np.tile(np.arange(k), values.shape[0]))
+        values = {"mean": summary.mean.numpy(), "lower": summary.lower.numpy(), "upper": summary.upper.numpy()}
+        if s <= FEW_DRAWS:
+            values["ticks"] = prediction.samples.numpy()  # (S, K): one tick per draw and class
         else:
             # √share: a spread-out class (many bins with a few draws each) stays visible beside
             # classes whose draws all sit in one bin at 0.
-            self.heat.setImage(np.sqrt(samples.numpy().T), levels=(0, 1))
-            self.heat.setRect(QRectF(0, -0.5, 1, k))
-        mean = summary.mean.numpy()
-        top = summary.predicted_class
-        self.mean.setData(x=mean, y=np.arange(k), brush=[brush(BAR_TOP if c == top else MEAN) for c in range(k)])
-        self.interval.setData(x=mean, y=np.arange(k), left=mean - summary.lower.numpy(), right=summary.upper.numpy() - mean)
-        self.interval.setVisible(True)
+            values["heat"] = np.sqrt(summary.histograms.numpy())  # (K, bins)
+            self._heat = to_image(colours(values["heat"], self._table, 0.0, 1.0))
+        values["top"] = np.asarray(summary.predicted_class)
+        self.values = values
         self.set_title(f"Draws per class · {plural(s, 'draw')}")
+        self.update()
 
     def clear_view(self) -> None:
-        self.heat.setVisible(False)
-        self.ticks.setData(x=[], y=[])
-        self.mean.setData(x=[], y=[])
-        self.interval.setVisible(False)
+        super().clear_view()
         self.set_title("Draws per class")
+
+    def paint_data(self, painter: QPainter) -> None:
+        v, k = self.values, len(self.class_names)
+        if "heat" in v:
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+            painter.drawImage(self.span(0, -0.5, 1, k - 0.5), self._heat)
+        else:
+            half = min(5.5, self._data_rect.height() / k * 0.4)  # ticks 11 px tall, less in small plots
+            painter.setPen(QPen(QColor(*BAR), 1))  # whole-pixel widths take Qt's fast line path
+            x, y = self.to_px(v["ticks"], np.arange(k)[None, :].repeat(len(v["ticks"]), 0))
+            x, y = x.ravel(), y.ravel()
+            painter.drawLines([QLineF(*r) for r in np.stack([x, y - half, x, y + half], axis=1).tolist()])
+        rows = np.arange(k)
+        self.paint_interval(painter, rows, v["lower"], v["upper"], across=True)
+        top = int(v["top"])
+        for c, (x, y) in enumerate(np.stack(self.to_px(v["mean"], rows), axis=1).tolist()):
+            mark = diamond(BAR_TOP if c == top else MEAN, self.devicePixelRatioF())
+            painter.drawPixmap(QPointF(x - DIAMOND[0], y - DIAMOND[1]), mark)
 
 
 class IntervalPlot(InputPlot):
@@ -243,31 +421,29 @@ class IntervalPlot(InputPlot):
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
         k = len(class_names)
-        item = self.getPlotItem()
-        item.setYRange(0, 1.02, padding=0)
-        item.setXRange(-0.6, k - 0.4, padding=0)
-        self.use_class_axis("bottom")
-        item.getAxis("left").setTicks(PROBABILITY_TICKS)
-        self.bars = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(BAR), pen=None)
-        self.errors = pg.ErrorBarItem(x=np.arange(k), y=np.zeros(k), top=0, bottom=0, beam=0.25, pen=pg.mkPen(MEAN, width=1.2))
-        item.addItem(self.bars)
-        item.addItem(self.errors)
+        self.x_range = (-0.6, k - 0.4)
+        self.y_range = (0.0, 1.02)
+        self.bottom = Axis("bottom", classes=self.class_names)
+        self.left = Axis("left", ticks=PROBABILITY_TICKS)
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
-        k = len(self.class_names)
-        mean = summary.mean.numpy()
-        top = summary.predicted_class
-        self.bars.setOpts(height=mean, brushes=[brush(BAR_TOP if c == top else BAR) for c in range(k)])
-        self.errors.setData(x=np.arange(k), y=mean, top=summary.upper.numpy() - mean, bottom=mean - summary.lower.numpy())
-        self.errors.setVisible(True)
+        self.values = {"mean": summary.mean.numpy(), "lower": summary.lower.numpy(),
+                       "upper": summary.upper.numpy(), "top": np.asarray(summary.predicted_class)}
         self.set_title(f"Mean and {round(100 * level)}% interval")
+        self.update()
 
     def clear_view(self) -> None:
-        self.bars.setOpts(height=np.zeros(len(self.class_names)))
-        self.errors.setVisible(False)
+        super().clear_view()
         self.set_title("Mean and interval")
+
+    def paint_data(self, painter: QPainter) -> None:
+        v = self.values
+        top = int(v["top"])
+        self.paint_bars(painter, [QColor(*(BAR_TOP if c == top else BAR)) for c in range(len(v["mean"]))],
+                        [(c - 0.35, 0.0, c + 0.35, float(m)) for c, m in enumerate(v["mean"])])
+        self.paint_interval(painter, np.arange(len(v["mean"])), v["lower"], v["upper"], across=False)
 
 
 class EntropyPlot(InputPlot):
@@ -282,45 +458,55 @@ class EntropyPlot(InputPlot):
         "equally likely."
     )
     NAMES = ("total", "aleatoric", "epistemic")
+    y_down = True
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
-        k = len(class_names)
-        item = self.getPlotItem()
-        left = item.getAxis("left")
-        left.setTicks([list(enumerate(self.NAMES))])
-        # A fixed width that fits every value: an axis that grew or shrank with its labels'
-        # text would re-lay out the plot and repaint every axis of the column on each update.
-        metrics = QFontMetricsF(left.style["tickFont"] or left.font())
-        left.setWidth(math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888") for n in self.NAMES))
-                      + left.style["tickTextOffset"][0] + 6)
+        self.most = math.log(len(class_names))
+        self.x_range = (0.0, self.most * 1.12)
+        self.y_range = (-0.6, 2.6)
+        step = 0.5 if self.most * 1.12 <= 3 else float(math.ceil(self.most * 1.12 / 5))
+        self.bottom = Axis("bottom", ticks=[(i * step, f"{i * step:g}") for i in range(int(self.most * 1.12 / step) + 1)])
+        # A fixed width that fits every value, so the data area never moves with the numbers.
+        metrics = QFontMetricsF(self.font())
+        self.left = Axis("left", ticks=[(i, "") for i in range(len(self.NAMES))],
+                         width=math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888") for n in self.NAMES)) + TICK_LENGTH + 8)
         # Tall enough for the three labels not to overlap (the y range spans 3.2 label rows),
         # plus the title and the bottom axis.
         self.setMinimumHeight(math.ceil(3.2 * metrics.lineSpacing()) + 56)
-        item.setXRange(0, math.log(k) * 1.12, padding=0)
-        item.setYRange(-0.6, 2.6, padding=0)
-        item.invertY(True)
-        self.bars = pg.BarGraphItem(x0=np.zeros(3), y=np.arange(3), height=0.6, width=np.zeros(3),
-                                    brushes=[pg.mkBrush(UNCERTAINTY[n]) for n in self.NAMES], pen=None)
-        item.addItem(self.bars)
-        item.addItem(pg.InfiniteLine(pos=math.log(k), angle=90, pen=pg.mkPen(GRID, style=Qt.PenStyle.DashLine)))
-        most = pg.TextItem("ln K", color=GRID, anchor=(0.5, 1.0))
-        most.setPos(math.log(k), -0.35)
-        item.addItem(most)
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
-        values = [summary.total, summary.aleatoric, summary.epistemic]
-        self.bars.setOpts(width=values)
-        # The values go into the axis labels: text beside the bars collides in narrow columns.
-        self.getPlotItem().getAxis("left").setTicks(
-            [[(i, f"{name} {v:.3f}") for i, (name, v) in enumerate(zip(self.NAMES, values, strict=True))]])
+        self.values = {"nats": np.array([summary.total, summary.aleatoric, summary.epistemic], dtype=float)}
+        self.update()
 
     def clear_view(self) -> None:
-        self.bars.setOpts(width=np.zeros(3))
-        self.getPlotItem().getAxis("left").setTicks([list(enumerate(self.NAMES))])
+        super().clear_view()
         self.set_title("Uncertainty (nats)")
+
+    def paint_data(self, painter: QPainter) -> None:
+        self.paint_bars(painter, [QColor(*UNCERTAINTY[n]) for n in self.NAMES],
+                        [(0.0, i - 0.3, float(v), i + 0.3) for i, v in enumerate(self.values["nats"])])
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        # the most possible, ln K, dashed and named
+        painter.setPen(QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine))
+        painter.drawLine(QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1])))
+        metrics = QFontMetricsF(self.font())
+        width, height = metrics.horizontalAdvance("ln K"), metrics.height()
+        label = self.px(self.most, -0.35)
+        painter.setFont(self.font())
+        painter.drawText(QRectF(label.x() - width / 2, label.y() - height, width, height), Qt.AlignmentFlag.AlignCenter, "ln K")
+        # The values go into the axis labels (text beside the bars collides in narrow columns);
+        # drawn here, not with the axis, which is painted once.
+        painter.setPen(QColor(FOREGROUND))
+        right = self._data_rect.left() - TICK_LENGTH - 2
+        for i, name in enumerate(self.NAMES):
+            text = f"{name} {self.values['nats'][i]:.3f}" if self.values else name
+            y = self.px(0.0, i).y()
+            painter.drawText(QRectF(0, y - height / 2, right, height),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
 
 
 class VariancePlot(InputPlot):
@@ -337,30 +523,27 @@ class VariancePlot(InputPlot):
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
         k = len(class_names)
-        item = self.getPlotItem()
-        item.setXRange(-0.6, k - 0.4, padding=0)
-        item.setYRange(0, 0.26, padding=0)
-        self.use_class_axis("bottom")
-        item.getAxis("left").setTicks([[(0.0, "0"), (0.125, ".125"), (0.25, ".25")]])
-        self.aleatoric = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(UNCERTAINTY["aleatoric"]), pen=None)
-        self.epistemic = pg.BarGraphItem(x=np.arange(k), y0=np.zeros(k), height=np.zeros(k), width=0.7, brush=pg.mkBrush(UNCERTAINTY["epistemic"]), pen=None)
-        item.addItem(self.aleatoric)
-        item.addItem(self.epistemic)
+        self.x_range = (-0.6, k - 0.4)
+        self.y_range = (0.0, 0.26)
+        self.bottom = Axis("bottom", classes=self.class_names)
+        self.left = Axis("left", ticks=((0.0, "0"), (0.125, ".125"), (0.25, ".25")))
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
-        aleatoric = summary.aleatoric_variance.numpy()
-        epistemic = summary.epistemic_variance.numpy()
-        self.aleatoric.setOpts(height=aleatoric)
-        self.epistemic.setOpts(y0=aleatoric, height=epistemic)
-        self.set_title("Variance per class")
+        self.values = {"aleatoric": summary.aleatoric_variance.numpy(), "epistemic": summary.epistemic_variance.numpy()}
+        self.update()
 
     def clear_view(self) -> None:
-        k = len(self.class_names)
-        self.aleatoric.setOpts(height=np.zeros(k))
-        self.epistemic.setOpts(y0=np.zeros(k), height=np.zeros(k))
+        super().clear_view()
         self.set_title("Variance per class")
+
+    def paint_data(self, painter: QPainter) -> None:
+        a, e = self.values["aleatoric"], self.values["epistemic"]
+        k = len(a)
+        self.paint_bars(painter, [QColor(*UNCERTAINTY["aleatoric"])] * k + [QColor(*UNCERTAINTY["epistemic"])] * k,
+                        [(c - 0.35, 0.0, c + 0.35, float(a[c])) for c in range(k)]
+                        + [(c - 0.35, float(a[c]), c + 0.35, float(a[c] + e[c])) for c in range(k)])
 
 
 class CorrelationPlot(InputPlot):
@@ -374,47 +557,44 @@ class CorrelationPlot(InputPlot):
         "that does not change between draws (always the case with a single draw). Classes whose "
         "probability hardly changes between draws are veiled in white."
     )
+    y_down = True
+    square = True
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
         k = len(class_names)
-        item = self.getPlotItem()
-        item.invertY(True)
-        item.setAspectLocked(True)
-        self.use_class_axis("left", "bottom")
-        item.setXRange(-0.5, k - 0.5, padding=0)
-        item.setYRange(-0.5, k - 0.5, padding=0)
-        self.image = pg.ImageItem(np.zeros((k, k)))
-        self.image.setColorMap(diverging_lut())
-        self.image.setRect(QRectF(-0.5, -0.5, k, k))
-        # A white veil over classes whose probability hardly changes between draws: their
-        # correlations are real but concern probabilities of ~0 and would drown the trades
-        # that matter (the same rule as the exported figure, core.input_figures.FADE_SD).
-        self.veil = pg.ImageItem(np.zeros((k, k, 4), dtype=np.uint8))
-        self.veil.setRect(QRectF(-0.5, -0.5, k, k))
-        item.addItem(self.image)
-        item.addItem(self.veil)
+        self.x_range = (-0.5, k - 0.5)
+        self.y_range = (-0.5, k - 0.5)
+        self.left = Axis("left", classes=self.class_names)
+        self.bottom = Axis("bottom", classes=self.class_names)
         self.setMinimumHeight(110)
+        self._table = lookup_table(diverging_lut())
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
         corr = summary.correlation.numpy()
-        self.image.setImage(corr.T, levels=(-1, 1))
-        self.image.setVisible(True)
+        # A white veil over classes whose probability hardly changes between draws: their
+        # correlations are real but concern probabilities of ~0 and would drown the trades
+        # that matter (the same rule as the exported figure, core.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
-        veil = np.zeros((*corr.shape, 4), dtype=np.uint8)
-        veil[..., :3] = 255
-        veil[..., 3] = np.where(faded[:, None] | faded[None, :], 200, 0)
-        self.veil.setImage(veil.transpose(1, 0, 2), levels=None)
-        self.veil.setVisible(True)
+        veil = faded[:, None] | faded[None, :]
+        rgb = colours(corr, self._table, -1.0, 1.0).astype(float)
+        rgb[veil] = rgb[veil] * (55 / 255) + 255 * (200 / 255)  # white at 200/255 opacity
+        self._image = to_image(rgb.round())
+        self.values = {"correlation": corr, "veiled": veil}
         note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
         self.set_title(f"Class correlation{note}")
+        self.update()
 
     def clear_view(self) -> None:
-        self.image.setVisible(False)
-        self.veil.setVisible(False)
+        super().clear_view()
         self.set_title("Class correlation")
+
+    def paint_data(self, painter: QPainter) -> None:
+        k = len(self.class_names)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        painter.drawImage(self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
 
 
 INPUT_PLOTS: tuple[type[InputPlot], ...] = (DrawsPlot, IntervalPlot, EntropyPlot, VariancePlot, CorrelationPlot)

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QVBoxLayout, QWidget
 
-from app.plots.input_views import CompactPlot
+from app.plots.axes import CompactPlot
 from app.plots.style import UNCERTAINTY
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__

@@ -75,14 +75,14 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
         assert s.predicted_class == 7, view.title.text()
         assert column.prediction.samples.shape == (column.samples(window.samples.value()), 10)
         # what each plot draws is the column's summary
-        assert np.allclose(view.plots["interval"].bars.opts["height"], s.mean.numpy())
-        assert np.allclose(view.plots["variance"].epistemic.opts["height"], s.epistemic_variance.numpy())
+        assert np.allclose(view.plots["interval"].values["mean"], s.mean.numpy())
+        assert np.allclose(view.plots["variance"].values["epistemic"], s.epistemic_variance.numpy())
         if s.num_samples > 30:
-            assert np.allclose(view.plots["histograms"].heat.image, np.sqrt(s.histograms.numpy().T))
+            assert np.allclose(view.plots["histograms"].values["heat"], np.sqrt(s.histograms.numpy()))
         else:
-            xs, _ = view.plots["histograms"].ticks.getData()
-            assert np.allclose(np.sort(xs), np.sort(column.prediction.samples.numpy().reshape(-1)))
-        assert np.allclose(view.plots["correlation"].image.image, s.correlation.numpy().T)
+            xs = view.plots["histograms"].values["ticks"]
+            assert np.allclose(np.sort(xs, axis=None), np.sort(column.prediction.samples.numpy(), axis=None))
+        assert np.allclose(view.plots["correlation"].values["correlation"], s.correlation.numpy())
         assert "Reads <b>7</b>" in view.verdict.text()
 
 
@@ -130,7 +130,7 @@ def test_one_draw_posterior_is_drawn_honestly(qtbot, window):
     key = str((MODELS / "mnist_softmax_map.pt").resolve())
     view = window.column_views[key]
     assert "1 draw" in view.title.text() and "1 draws" not in view.title.text()
-    assert "1 draw" in view.plots["histograms"].getPlotItem().titleLabel.text
+    assert "1 draw" in view.plots["histograms"].title()
     assert "one draw" in view.verdict.text()
 
 
@@ -160,7 +160,7 @@ def test_clear_leaves_no_stale_verdict(qtbot, window):
     settle_empty(qtbot, window)
     for view in window.column_views.values():
         assert "Reads" not in view.verdict.text()
-        assert not view.plots["interval"].errors.isVisible()
+        assert not view.plots["interval"].values  # nothing drawn but the axes
 
 
 def test_strokes_anywhere_in_the_canvas_are_drawn(qtbot, window):
