@@ -313,7 +313,8 @@ class InputPlot(QWidget):
                     painter.drawLine(QLineF(rect.left() - TICK_LENGTH, y, rect.left(), y))
                     right = rect.left() - TICK_LENGTH - 2
                     box = QRectF(0, y - height / 2, right, height)
-                if text:
+                crowded = not axis.classes and axis.drawn and axis.orientation == "bottom" and box.left() < axis.drawn[-1][0].right() + 3
+                if text and not crowded:  # a number that would touch the one before goes unlabelled
                     align = Qt.AlignmentFlag.AlignCenter if axis.orientation == "bottom" else (
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     painter.drawText(box, align, text)

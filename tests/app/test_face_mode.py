@@ -216,3 +216,15 @@ def test_the_aligned_face_is_shown_once_below_the_tabs(qtbot, window, face_photo
     # the Face panel shows the photo and its boxes, but no second copy of the crop
     pictures = [w for w in window.face_panel.findChildren(QLabel) if w.pixmap() is not None and not w.pixmap().isNull()]
     assert pictures == []
+
+
+@pytest.mark.parametrize("width", [188, 420])
+def test_numbers_on_the_uncertainty_axis_never_touch(qtbot, width):
+    plot = INPUT_PLOTS[2](AGE_GROUP_NAMES)  # uncertainty in nats: 0, 0.5, 1 ... up to 1.12 ln K
+    qtbot.addWidget(plot)
+    plot.resize(width, plot.minimumHeight())
+    QWidget.show(plot)
+    qtbot.waitExposed(plot)
+    assert_apart(plot, plot.bottom)
+    texts = [t for _, t in drawn_labels(plot, plot.bottom)]
+    assert texts[0] == "0" and len(texts) >= 3
