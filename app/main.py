@@ -539,20 +539,20 @@ class MainWindow(QMainWindow):
     def _apply_input(self) -> None:
         panel = self.current_panel()
         image, label = panel.current_input()
-        self.warning.setText(panel.note())
         preview = panel.preview() if panel is self.face_panel else image
+        self.workspace.set_input(image, label, preview)
+        if image is not None:  # first, so the worker computes while the rest is drawn
+            self._request_predictions(preview=self._in_motion())
+        self.warning.setText(panel.note())
         self.preview.show_image(preview)
         self.preview_note.setText("The posteriors see this aligned face." if panel is self.face_panel
                                   else "The model sees this 28×28 image.")
-        self.workspace.set_input(image, label, preview)
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
             for column in self.workspace.columns:
                 view = self.column_views.get(column.key)
                 if view is not None:
                     view.clear_column(self._empty_message())
-            return
-        self._request_predictions(preview=self._in_motion())
 
     def _in_motion(self) -> bool:
         """A stroke is being drawn or the angle slider dragged: more input follows at once."""
