@@ -38,10 +38,16 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from torch.func import functional_call, vmap
 
 from core.memory import check_fits
-from core.models import ArchSpec, build_model, dropout_generator, mc_dropout, split_before_dropout
+from core.models import (
+    ArchSpec,
+    build_model,
+    dropout_generator,
+    mc_dropout,
+    split_before_dropout,
+    stacked_forward,
+)
 
 #: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
 #: (the same offset :class:`~core.inference.variational.VariationalPosterior` uses).
@@ -264,7 +270,7 @@ class SampledPosterior(Posterior):
 
     MAP is the degenerate case of one chain with one draw; SG-MCMC, HMC and deep ensembles
     store many. Prediction evaluates all samples at once with
-    ``vmap(functional_call)`` (``chunk_size`` bounds memory), never a Python loop.
+    :func:`core.models.stacked_forward` (``chunk_size`` bounds memory), never a Python loop.
     """
 
     kind = "sampled"
@@ -313,14 +319,8 @@ class SampledPosterior(Posterior):
         return ids if index is None else ids[index]
 
     def predict_logits(self, x: torch.Tensor, num_samples: int | None = None) -> torch.Tensor:
-        params = self.flat_samples(num_samples)
-        model = self._model
-
-        def one(p: dict[str, torch.Tensor]) -> torch.Tensor:
-            return functional_call(model, p, (x,))
-
         with torch.no_grad():
-            return vmap(one, chunk_size=self.chunk_size)(params)
+            return stacked_forward(self._model, self.flat_samples(num_samples), x, self.chunk_size)
 
     def predict_proba(self, x, num_samples=None, generator=None):
         return _logits_to_proba(self.predict_logits(x, num_samples))

@@ -2,7 +2,7 @@
 
 The weights of an arbitrary ``nn.Module`` are flattened into one vector θ ∈ ℝᴾ (a
 :class:`ParamLayout`); a variational family q(θ) draws stacked θ's and the model is
-evaluated functionally on each with ``vmap(functional_call)``, so no layer is rewritten.
+evaluated on all of them at once (:func:`core.models.stacked_forward`).
 
 Families (all one class, :class:`LowRankMixture`, with C components and rank K):
 
@@ -47,7 +47,6 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, vmap
 
 from core.inference.base import (
     Dataset,
@@ -57,7 +56,7 @@ from core.inference.base import (
     minibatches,
     register_posterior_kind,
 )
-from core.models import ArchSpec, build_model
+from core.models import ArchSpec, build_model, stacked_forward
 
 SamplingMode = Literal["naive", "paired", "unscented"]
 """How the S draws of one ELBO estimate are coupled: ``naive`` independent draws,
@@ -117,12 +116,9 @@ def stacked_logits(
     x: torch.Tensor,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
-    """Logits (S, N, K) of the model at each row of ``theta`` (S, P), via vmap(functional_call)."""
-
-    def one(p: dict[str, torch.Tensor]) -> torch.Tensor:
-        return functional_call(model, p, (x,))
-
-    return vmap(one, chunk_size=chunk_size)(layout.unflatten(theta))
+    """Logits (S, N, K) of the model at each row of ``theta`` (S, P) (see
+    :func:`core.models.stacked_forward`)."""
+    return stacked_forward(model, layout.unflatten(theta), x, chunk_size)
 
 
 # ----------------------------------------------------------------------------- priors
@@ -622,8 +618,8 @@ class VariationalPosterior(Posterior):
 
     Tensors: ``mean`` (C, P), ``diag_std`` (C, P), ``factors`` (C, P, K), ``log_weights``
     (C,). MF-VI has C = 1, K = 0; variational dropout stores σ = √α |μ| (0 for its
-    deterministic biases). Prediction draws θ ~ q and evaluates all draws with
-    ``vmap(functional_call)``.
+    deterministic biases). Prediction draws θ ~ q and evaluates all draws at once
+    (:func:`core.models.stacked_forward`).
     """
 
     kind = "variational"

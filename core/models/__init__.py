@@ -320,3 +320,50 @@ def split_before_dropout(model: nn.Module) -> tuple[nn.Module, nn.Module]:
 
 def num_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def stacked_forward(
+    model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, chunk_size: int | None = None
+) -> torch.Tensor:
+    """Logits (S, N, K) of ``model`` at S weight sets ``params`` (leading dim S), dropout off.
+
+    The same as ``vmap(functional_call(model, p, (x,)))(params)`` (equal to float rounding),
+    written out for the three architectures here because on one input the vmap machinery
+    costs more than the arithmetic: LeNet at 16 weight sets took 4.8 ms through vmap and
+    2.3 ms written out (benchmarks/bench_interactive.py). The input is shared by all S, so a
+    model's first layer is one ordinary convolution or matrix product over the stacked
+    weights; later layers are grouped convolutions and batched matrix products. Other
+    modules (and a model in training mode, whose dropout would be on) go through vmap.
+    ``chunk_size`` bounds how many weight sets are evaluated at once (memory).
+    """
+    s = next(iter(params.values())).shape[0]
+    if chunk_size is not None and chunk_size < s:
+        return torch.cat([
+            stacked_forward(model, {k: v[i : i + chunk_size] for k, v in params.items()}, x)
+            for i in range(0, s, chunk_size)
+        ])
+    if model.training or not isinstance(model, (LeNet, MLP, SoftmaxRegression)):
+        from torch.func import functional_call, vmap
+
+        return vmap(lambda p: functional_call(model, p, (x,)))(params)
+    n = x.shape[0]
+
+    def linear(h: torch.Tensor, name: str) -> torch.Tensor:  # (S, N, in) → (S, N, out)
+        return torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
+
+    def first_linear(name: str) -> torch.Tensor:  # the shared input (N, in) → (S, N, out)
+        flat = x.flatten(1)
+        return torch.matmul(flat, params[f"{name}.weight"].transpose(1, 2)) + params[f"{name}.bias"].unsqueeze(1)
+
+    if isinstance(model, SoftmaxRegression):
+        return first_linear("linear")
+    if isinstance(model, MLP):
+        h = first_linear("net.1").relu_()
+        return linear(linear(h, "net.4").relu_(), "net.7")
+    w1, w2 = params["features.0.weight"], params["features.4.weight"]
+    h = torch.nn.functional.conv2d(x, w1.reshape(-1, *w1.shape[2:]), params["features.0.bias"].reshape(-1))
+    h = torch.nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·20, side, side)
+    h = torch.nn.functional.conv2d(h, w2.reshape(-1, *w2.shape[2:]), params["features.4.bias"].reshape(-1), groups=s)
+    h = torch.nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·50, side, side)
+    h = h.reshape(n, s, -1).transpose(0, 1)  # each weight set's features, flattened as nn.Flatten does
+    return linear(linear(h, "classifier.1").relu_(), "classifier.4")

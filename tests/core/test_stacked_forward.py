@@ -1,0 +1,64 @@
+"""The written-out forward pass over S weight sets equals vmap(functional_call) for every
+architecture, input kind, chunking and number of weight sets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import functional_call, vmap
+
+from core.models import ArchSpec, build_model, stacked_forward
+
+SPECS = [
+    ArchSpec("softmax"),
+    ArchSpec("mlp", hidden=32),
+    ArchSpec("lenet"),
+    ArchSpec("lenet", image_size=20, num_classes=8),  # another image size and class count
+    ArchSpec("softmax", input_dim=128, num_classes=8),  # feature vectors (face descriptors)
+    ArchSpec("mlp", input_dim=128, num_classes=8, hidden=16),
+]
+
+
+def weight_sets(model: torch.nn.Module, s: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {k: v.detach() + 0.05 * torch.randn(s, *v.shape, generator=g) for k, v in model.named_parameters()}
+
+
+def reference(model, params, x):
+    with torch.no_grad():
+        return vmap(lambda p: functional_call(model, p, (x,)))(params)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.image_size}-{s.input_dim}")
+@pytest.mark.parametrize("s", [1, 3, 16])
+@pytest.mark.parametrize("n", [1, 5])
+def test_equals_vmap_of_functional_call(spec, s, n):
+    model = build_model(spec)
+    params = weight_sets(model, s, seed=s * 10 + n)
+    x = torch.rand(n, *spec.input_shape, generator=torch.Generator().manual_seed(n))
+    want = reference(model, params, x)
+    with torch.no_grad():
+        got = stacked_forward(model, params, x)
+        chunked = stacked_forward(model, params, x, chunk_size=2)
+    assert got.shape == want.shape == (s, n, spec.num_classes)
+    # float32 sums in another order: logits agree to a few units in 10⁵ of their size
+    scale = float(want.abs().max())
+    torch.testing.assert_close(got, want, rtol=0, atol=3e-5 * scale)
+    torch.testing.assert_close(chunked, want, rtol=0, atol=3e-5 * scale)
+    # the class probabilities agree to float rounding
+    assert (got.softmax(-1) - want.softmax(-1)).abs().max() < 1e-5
+
+
+def test_any_other_module_goes_through_vmap():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3)).eval()
+    params = weight_sets(model, 4, seed=0)
+    x = torch.rand(2, 1, 4, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(stacked_forward(model, params, x), reference(model, params, x))
+
+
+def test_gradients_flow_to_every_weight_set():
+    model = build_model(ArchSpec("lenet"))
+    params = {k: v.requires_grad_() for k, v in weight_sets(model, 3, seed=1).items()}
+    stacked_forward(model, params, torch.rand(2, 1, 28, 28)).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params.values())
