@@ -226,24 +226,28 @@ def summarise(
     if samples.ndim != 2:
         raise ValueError(f"expected samples of shape (S, K), got {tuple(samples.shape)}")
     samples = samples.double()
+    # Each intermediate once (p̄, histograms, entropies): this runs on every stroke for
+    # every column, and the helpers above each recompute p̄.
     lower, upper = credible_interval(samples, level)
     hist, edges = class_histograms(samples, bins)
-    variances = variance_decomposition(samples)
-    overlap = float(top_two_overlap(samples, bins))
-    first, second = (int(i) for i in top_two(samples))
+    mean = predictive_mean(samples)
+    first, second = (int(i) for i in mean.topk(2).indices)
+    overlap = float(bhattacharyya_coefficient(hist[first], hist[second]))
+    total, aleatoric = float(entropy(mean)), float(entropy(samples).mean(0))
+    epistemic_variance = (samples - mean).pow(2).mean(0)
     return Summary(
-        mean=predictive_mean(samples).float(),
+        mean=mean.float(),
         lower=lower.float(),
         upper=upper.float(),
         histograms=hist,
         bin_edges=edges,
-        total=float(predictive_entropy(samples)),
-        aleatoric=float(expected_entropy(samples)),
-        epistemic=float(mutual_information(samples)),
+        total=total,
+        aleatoric=aleatoric,
+        epistemic=max(total - aleatoric, 0.0),
         num_samples=samples.shape[0],
-        total_variance=variances.total.float(),
-        aleatoric_variance=variances.aleatoric.float(),
-        epistemic_variance=variances.epistemic.float(),
+        total_variance=(mean * (1 - mean)).float(),
+        aleatoric_variance=(samples * (1 - samples)).mean(0).float(),
+        epistemic_variance=epistemic_variance.float(),
         correlation=class_correlation(samples).float(),
         top_two=(first, second),
         overlap=overlap,

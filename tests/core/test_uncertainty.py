@@ -13,6 +13,7 @@ from core.uncertainty import (
     bhattacharyya_coefficient,
     class_correlation,
     class_histograms,
+    credible_interval,
     epistemic_covariance,
     expected_entropy,
     is_uncertain,
@@ -20,6 +21,7 @@ from core.uncertainty import (
     predictive_covariance,
     predictive_entropy,
     summarise,
+    top_two,
     top_two_overlap,
     variance_decomposition,
 )
@@ -145,3 +147,24 @@ def test_summarise_fills_new_fields():
     assert s2.overlap == 0.0 and s2.uncertain is False
     s3 = summarise(torch.tensor([[0.49, 0.48, 0.03]]))  # same bin [0.45, 0.50)
     assert s3.overlap == pytest.approx(1.0) and s3.uncertain
+
+
+@pytest.mark.parametrize("s", [1, 2, 16, 100])
+def test_summarise_equals_the_helpers_it_stands_for(s):
+    """summarise computes p̄ and the histograms once; every field must still equal the
+    helper that defines it."""
+    samples = torch.softmax(3 * torch.randn(s, 10, generator=torch.Generator().manual_seed(s)), -1).double()
+    got = summarise(samples, level=0.8)
+    lower, upper = credible_interval(samples, 0.8)
+    parts = variance_decomposition(samples)
+    assert torch.equal(got.mean, samples.mean(0).float())
+    assert torch.equal(got.lower, lower.float()) and torch.equal(got.upper, upper.float())
+    assert torch.equal(got.histograms, class_histograms(samples)[0])
+    assert got.total == float(predictive_entropy(samples))
+    assert got.aleatoric == float(expected_entropy(samples))
+    assert got.epistemic == pytest.approx(float(mutual_information(samples)), abs=1e-15)
+    assert torch.equal(got.total_variance, parts.total.float())
+    assert torch.equal(got.aleatoric_variance, parts.aleatoric.float())
+    assert torch.equal(got.epistemic_variance, parts.epistemic.float())
+    assert got.top_two == tuple(int(i) for i in top_two(samples))
+    assert got.overlap == float(top_two_overlap(samples))
