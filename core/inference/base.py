@@ -361,12 +361,41 @@ class DropoutPosterior(Posterior):
         if s < 1:
             raise ValueError(f"the number of samples must be at least 1, got {s}")
         n = x.shape[0]
-        g = generator if generator is not None else interactive_generator(self.seed)
-        shared, rest = split_before_dropout(self.model)
-        with torch.no_grad(), mc_dropout(self.model, generator=g):
+        if getattr(self, "_split", None) is None:
+            self._split, self._masks = split_before_dropout(self.model), {}
+        shared, rest = self._split
+        with torch.no_grad():
             h = shared(x)  # the same for every draw: computed once per input
-            logits = rest(h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:]))
+            h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
+            if generator is None and isinstance(rest, nn.Sequential) and s * n <= self.MASK_BANK_ROWS:
+                masks = iter(self._fixed_masks(rest, h))
+                for layer in rest:  # Dropout.forward's rule, with the bank's masks drawn once
+                    h = h * next(masks) / (1.0 - layer.p) if isinstance(layer, nn.Dropout) else layer(h)
+                logits = h
+            else:
+                g = generator if generator is not None else interactive_generator(self.seed)
+                with mc_dropout(self.model, generator=g):
+                    logits = rest(h)
         return _logits_to_proba(logits.reshape(s, n, -1))
+
+    #: The fixed bank's masks are kept for batches of at most this many rows (S·N).
+    MASK_BANK_ROWS = 1024
+
+    def _fixed_masks(self, rest: nn.Sequential, h: torch.Tensor) -> list[torch.Tensor]:
+        """The masks the fixed bank (:func:`interactive_generator`) draws for a batch shaped
+        like ``h``, drawn once and kept (for the last two shapes): bit for bit the masks a
+        fresh generator gives each call, without drawing them on every stroke."""
+        key = tuple(h.shape)
+        if key not in self._masks:
+            g, masks = interactive_generator(self.seed), []
+            for layer in rest:  # the layers' order is the order the generator is used in
+                if isinstance(layer, nn.Dropout):
+                    masks.append(torch.empty_like(h).bernoulli_(1.0 - layer.p, generator=g))
+                    h = h * masks[-1] / (1.0 - layer.p)
+                else:
+                    h = layer(h)
+            self._masks = {**dict(list(self._masks.items())[-1:]), key: masks}
+        return self._masks[key]
 
     def state_tensors(self):
         return {k: v.detach().clone() for k, v in self.model.named_parameters()}

@@ -1,5 +1,7 @@
-"""The written-out forward pass over S weight sets equals vmap(functional_call) for every
-architecture, input kind, chunking and number of weight sets."""
+"""The interactive path's shortcuts give the same numbers as the plain computation: the
+written-out forward pass over S weight sets equals vmap(functional_call) for every
+architecture, input kind, chunking and number of weight sets, and MC dropout's kept bank of
+masks equals the masks a fresh bank generator draws."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import pytest
 import torch
 from torch.func import functional_call, vmap
 
-from core.models import ArchSpec, build_model, stacked_forward
+from core.inference.base import DropoutPosterior, interactive_generator
+from core.models import ArchSpec, build_model, mc_dropout, split_before_dropout, stacked_forward
 
 SPECS = [
     ArchSpec("softmax"),
@@ -62,3 +65,20 @@ def test_gradients_flow_to_every_weight_set():
     params = {k: v.requires_grad_() for k, v in weight_sets(model, 3, seed=1).items()}
     stacked_forward(model, params, torch.rand(2, 1, 28, 28)).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params.values())
+
+
+@pytest.mark.parametrize("spec", [ArchSpec("lenet", drop_rate=0.5), ArchSpec("mlp", hidden=32, drop_rate=0.3),
+                                  ArchSpec("softmax", drop_rate=0.2)], ids=lambda s: s.name)
+def test_mc_dropout_kept_masks_are_the_bank_s_masks_bit_for_bit(spec):
+    model = build_model(spec)
+    posterior = DropoutPosterior("mc_dropout", spec, {}, 7, "test", dict(model.named_parameters()))
+    x = torch.rand(1, *spec.input_shape, generator=torch.Generator().manual_seed(1))
+    shared, rest = split_before_dropout(posterior.model)
+    for s in (16, 100, 16):  # the kept masks for 16 draws survive a call with 100
+        with torch.no_grad(), mc_dropout(posterior.model, generator=interactive_generator(7)):
+            h = shared(x)
+            want = torch.softmax(rest(h.expand(s, *h.shape[1:])).reshape(s, 1, -1).float(), -1)
+        assert torch.equal(posterior.predict_proba(x, s), want)
+    # an explicit generator still draws fresh masks on every call
+    g = torch.Generator().manual_seed(3)
+    assert not torch.equal(posterior.predict_proba(x, 16, generator=g), posterior.predict_proba(x, 16, generator=g))
