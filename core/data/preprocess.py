@@ -8,9 +8,11 @@ centre. All of it needs only NumPy, Pillow and torch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,6 +132,29 @@ def _composite(grey: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
     return alpha * grey + (1.0 - alpha) * background
 
 
+@contextlib.contextmanager
+def reading_image(what: str, error: Callable[[str], Exception]) -> Iterator[None]:
+    """Inside the block, Pillow's many failures become one sentence each about ``what``,
+    raised as ``error(sentence)``: the one place that says why an image could not be read
+    (digits and face photos alike). Pillow only warns between 1× and 2× its
+    decompression-bomb limit ``Image.MAX_IMAGE_PIXELS``; the whole range is refused."""
+    limit = Image.MAX_IMAGE_PIXELS
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise error(f"{what}: the image is too large (more than {limit or 0:,} pixels); scale it down first") from None
+    except FileNotFoundError:
+        raise error(f"{what}: no such file") from None
+    except PermissionError:
+        raise error(f"{what}: permission denied; check the file's access rights") from None
+    except MemoryError:
+        raise error(f"{what}: not enough memory to decode this image; scale it down first") from None
+    except Exception:  # Pillow raises many types for damaged files: all mean the same here
+        raise error(f"{what}: not a readable image (the file is damaged or not in a format Pillow reads)") from None
+
+
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """Read an image file as a grey float array in [0, 1] with light ink on a 0 ground.
 
@@ -151,29 +176,10 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
         raise ImageLoadError(f"{path}: no such file")
     if path.is_dir():
         raise ImageLoadError(f"{path} is a folder, not an image")
-    limit = Image.MAX_IMAGE_PIXELS
-    try:
-        with warnings.catch_warnings():
-            # Pillow only warns between 1× and 2× its limit; refuse the whole range.
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            # Image.open checks the size in the header, before anything is decoded
-            with Image.open(path) as img:
-                img.load()
-                grey, alpha = _grey_and_alpha(img)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ImageLoadError(
-            f"{path}: the image is too large (more than {limit or 0:,} pixels); scale it down first"
-        ) from None
-    except FileNotFoundError:
-        raise ImageLoadError(f"{path}: no such file") from None
-    except PermissionError:
-        raise ImageLoadError(f"{path}: permission denied; check the file's access rights") from None
-    except MemoryError:
-        raise ImageLoadError(f"{path}: not enough memory to decode this image; scale it down first") from None
-    except Exception:  # Pillow raises many types for damaged files: all mean the same here
-        raise ImageLoadError(
-            f"{path}: not a readable image (the file is damaged or not in a format Pillow reads)"
-        ) from None
+    # Image.open checks the size in the header, before anything is decoded
+    with reading_image(str(path), ImageLoadError), Image.open(path) as img:
+        img.load()
+        grey, alpha = _grey_and_alpha(img)
     if grey.ndim != 2 or grey.size == 0:
         raise ImageLoadError(f"{path}: not a readable image (it has no pixels)")
     grey = _composite(grey, alpha)

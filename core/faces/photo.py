@@ -15,23 +15,17 @@ from __future__ import annotations
 
 import io
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps
 
+# the digit reader's error and its Pillow translation, so callers catch one type
+# (core.data.preprocess imports no torch: the descriptor worker processes stay light)
+from core.data.preprocess import ImageLoadError, reading_image
+
 #: Longer side (pixels) a photo is scaled down to on loading.
 MAX_WORK_SIDE = 4096
-
-
-def _error(message: str) -> ValueError:
-    """:class:`core.data.preprocess.ImageLoadError`, the digit reader's error, so callers
-    catch one type; imported here only when needed because that module loads torch, which
-    the descriptor worker processes never need."""
-    from core.data.preprocess import ImageLoadError
-
-    return ImageLoadError(message)
 
 
 def _to_rgb(img: Image.Image) -> Image.Image:
@@ -50,38 +44,20 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def _decode(source: str | os.PathLike | io.BytesIO, what: str) -> np.ndarray:
-    limit = Image.MAX_IMAGE_PIXELS
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(source) as img:
-                if max(img.size) > MAX_WORK_SIDE and img.format == "JPEG":
-                    scale = MAX_WORK_SIDE / max(img.size)
-                    img.draft(img.mode, (int(img.size[0] * scale) + 1, int(img.size[1] * scale) + 1))
-                img.load()
-                img = ImageOps.exif_transpose(img)
-                img = _to_rgb(img)
-                if max(img.size) > MAX_WORK_SIDE:
-                    scale = MAX_WORK_SIDE / max(img.size)
-                    size = (max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale)))
-                    img = img.resize(size, Image.Resampling.LANCZOS)
-                rgb = np.asarray(img, dtype=np.uint8)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise _error(
-            f"{what}: the image is too large (more than {limit or 0:,} pixels); scale it down first"
-        ) from None
-    except FileNotFoundError:
-        raise _error(f"{what}: no such file") from None
-    except PermissionError:
-        raise _error(f"{what}: permission denied; check the file's access rights") from None
-    except MemoryError:
-        raise _error(f"{what}: not enough memory to decode this image; scale it down first") from None
-    except Exception:  # Pillow raises many types for damaged files: all mean the same here
-        raise _error(
-            f"{what}: not a readable image (the file is damaged or not in a format Pillow reads)"
-        ) from None
+    with reading_image(what, ImageLoadError), Image.open(source) as img:
+        if max(img.size) > MAX_WORK_SIDE and img.format == "JPEG":
+            scale = MAX_WORK_SIDE / max(img.size)
+            img.draft(img.mode, (int(img.size[0] * scale) + 1, int(img.size[1] * scale) + 1))
+        img.load()
+        img = ImageOps.exif_transpose(img)
+        img = _to_rgb(img)
+        if max(img.size) > MAX_WORK_SIDE:
+            scale = MAX_WORK_SIDE / max(img.size)
+            size = (max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale)))
+            img = img.resize(size, Image.Resampling.LANCZOS)
+        rgb = np.asarray(img, dtype=np.uint8)
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.size == 0:
-        raise _error(f"{what}: not a readable image (it has no pixels)")
+        raise ImageLoadError(f"{what}: not a readable image (it has no pixels)")
     return np.ascontiguousarray(rgb)
 
 
@@ -96,9 +72,9 @@ def load_photo(path: str | os.PathLike) -> np.ndarray:
     """
     path = Path(path)
     if not path.exists():
-        raise _error(f"{path}: no such file")
+        raise ImageLoadError(f"{path}: no such file")
     if path.is_dir():
-        raise _error(f"{path} is a folder, not an image")
+        raise ImageLoadError(f"{path} is a folder, not an image")
     return _decode(path, str(path))
 
 
