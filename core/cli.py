@@ -210,13 +210,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "predicted_class": summary.predicted_class,
         "num_samples": summary.num_samples,
         "credible_level": args.level,
-        "classes": [
-            {"class": names[k], "mean": float(summary.mean[k]),
-             "lower": float(summary.lower[k]), "upper": float(summary.upper[k])}
-            for k in range(len(names))
-        ],
-        "uncertainty": {"total": summary.total, "aleatoric": summary.aleatoric,
-                        "epistemic": summary.epistemic},
+        "classes": summary.class_records(names),
+        "uncertainty": summary.uncertainty_record(),
     }
     if args.json:
         print(json.dumps(result, indent=2))

@@ -21,6 +21,7 @@ distributions with an "uncertain input" flag.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -214,6 +215,15 @@ class Summary:
     @property
     def predicted_class(self) -> int:
         return int(self.mean.argmax())
+
+    def class_records(self, names: Sequence[str], key: str = "class") -> list[dict[str, object]]:
+        """Per class, as written to JSON: its name (under ``key``), mean and interval."""
+        return [{key: name, "mean": float(self.mean[k]), "lower": float(self.lower[k]),
+                 "upper": float(self.upper[k])} for k, name in enumerate(names)]
+
+    def uncertainty_record(self) -> dict[str, float]:
+        """The entropy split in nats, as written to JSON."""
+        return {"total": self.total, "aleatoric": self.aleatoric, "epistemic": self.epistemic}
 
 
 def summarise(

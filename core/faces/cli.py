@@ -92,13 +92,8 @@ def run_predict(args: argparse.Namespace) -> int:
         "expected_group_index": expected_age_group(summary.mean.numpy()),
         "num_samples": summary.num_samples,
         "credible_level": args.level,
-        "groups": [
-            {"group": names[k], "mean": float(summary.mean[k]),
-             "lower": float(summary.lower[k]), "upper": float(summary.upper[k])}
-            for k in range(len(names))
-        ],
-        "uncertainty": {"total": summary.total, "aleatoric": summary.aleatoric,
-                        "epistemic": summary.epistemic},
+        "groups": summary.class_records(names, key="group"),
+        "uncertainty": summary.uncertainty_record(),
     }
     if args.json:
         print(json.dumps(result, indent=2))
