@@ -300,7 +300,7 @@ class InputPlot(QWidget):
         for axis in (self.left, self.bottom):
             font = axis.font(base)
             painter.setFont(font)
-            height = QFontMetricsF(font).height()
+            height, cap = QFontMetricsF(font).height(), QFontMetricsF(font).capHeight()
             axis.drawn = []
             for value, text in axis.labels():
                 if axis.orientation == "bottom":
@@ -313,8 +313,16 @@ class InputPlot(QWidget):
                     painter.drawLine(QLineF(rect.left() - TICK_LENGTH, y, rect.left(), y))
                     right = rect.left() - TICK_LENGTH - 2
                     box = QRectF(0, y - height / 2, right, height)
-                crowded = not axis.classes and axis.drawn and axis.orientation == "bottom" and box.left() < axis.drawn[-1][0].right() + 3
-                if text and not crowded:  # a number that would touch the one before goes unlabelled
+                # A label that would collide with the one before goes unlabelled: numbers side
+                # by side, and labels stacked so close that their glyphs overlap by a quarter
+                # (fitted class names never are; single digits can be, in a squeezed plot).
+                if not axis.drawn:
+                    crowded = False
+                elif axis.orientation == "bottom":
+                    crowded = not axis.classes and box.left() < axis.drawn[-1][0].right() + 3
+                else:
+                    crowded = abs(box.center().y() - axis.drawn[-1][0].center().y()) < 0.75 * cap
+                if text and not crowded:
                     align = Qt.AlignmentFlag.AlignCenter if axis.orientation == "bottom" else (
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     painter.drawText(box, align, text)

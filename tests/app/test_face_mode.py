@@ -228,3 +228,16 @@ def test_numbers_on_the_uncertainty_axis_never_touch(qtbot, width):
     assert_apart(plot, plot.bottom)
     texts = [t for _, t in drawn_labels(plot, plot.bottom)]
     assert texts[0] == "0" and len(texts) >= 3
+
+
+def test_single_character_classes_stacked_too_close_are_thinned_not_overprinted(qtbot):
+    names = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # single letters are never fitted
+    plot = INPUT_PLOTS[0](names)  # draws per class: one row per class
+    qtbot.addWidget(plot)
+    plot.resize(188, plot.minimumHeight())
+    QWidget.show(plot)
+    qtbot.waitExposed(plot)
+    drawn = drawn_labels(plot, plot.left)
+    cap = QFontMetricsF(plot.left.font(plot.font())).capHeight()
+    assert 1 < len(drawn) < len(names) and drawn[0][1] == "A"
+    assert all(b.center().y() - a.center().y() >= 0.75 * cap for (a, _), (b, _) in zip(drawn, drawn[1:], strict=False))
