@@ -1,8 +1,8 @@
 """The per-input plots of one column, one view each, all fed a :class:`core.predictive.Prediction`.
 
 They are plain widgets that paint themselves with one ``QPainter`` pass: a stroke updates
-20 of them (5 views × 4 columns), and pyqtgraph's scene (bounding rectangles, axis items and
-text laid out in Python per item) took ≈ 35 ms to repaint them, against ≈ 5 ms painted
+20 of them (5 views × 4 columns), and pyqtgraph's scenes (bounding rectangles, axis items and
+text laid out in Python per item) took 35–45 ms to repaint them, against ≈ 8 ms painted
 directly (``benchmarks/bench_gui.py``). Their axes are fixed; a new prediction only stores
 the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint.
 

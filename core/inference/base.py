@@ -351,6 +351,8 @@ class DropoutPosterior(Posterior):
         check_param_shapes(arch, params, lead=0)
         self.model = build_model(arch)
         self.model.load_state_dict(params, strict=False)
+        self._split = split_before_dropout(self.model)
+        self._masks: dict[tuple[int, ...], list[torch.Tensor]] = {}
 
     def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
         s = self.effective_num_samples(num_samples)
@@ -361,8 +363,6 @@ class DropoutPosterior(Posterior):
         if s < 1:
             raise ValueError(f"the number of samples must be at least 1, got {s}")
         n = x.shape[0]
-        if getattr(self, "_split", None) is None:
-            self._split, self._masks = split_before_dropout(self.model), {}
         shared, rest = self._split
         with torch.no_grad():
             h = shared(x)  # the same for every draw: computed once per input
