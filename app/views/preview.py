@@ -1,32 +1,54 @@
-"""The 28×28 image the model actually sees."""
+"""The image the model actually sees: the 28×28 digit, or the aligned face crop.
+
+A plain widget that paints one image, scaled up with square pixels: it is redrawn on every
+stroke, and a pyqtgraph scene here cost the prediction running beside it in the worker
+≈ 3 ms per stroke (its Python paint held the interpreter lock; benchmarks/bench_gui.py).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QWidget
 
 
-class PreviewView(pg.GraphicsLayoutWidget):
+class PreviewView(QWidget):
+    MARGIN = 6  # pixels of the window's ground around the image
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setToolTip("What the model sees: the drawing cropped, scaled to 20×20 and centred by mass in 28×28")
-        self.view = self.addViewBox(lockAspect=True, invertY=True, enableMouse=False)
-        self.image = pg.ImageItem(np.zeros((28, 28)), levels=(0, 1))
-        self.view.addItem(self.image)
-        self.view.setRange(xRange=(0, 28), yRange=(0, 28), padding=0)
-        self.setFixedSize(140, 140)
+        self.setFixedSize(140 + 2 * self.MARGIN, 140 + 2 * self.MARGIN)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        #: The array shown (rows × columns, grey in [0, 1] or RGB uint8); None before the first.
+        self.shown: np.ndarray | None = None
+        self._image = QImage()
+        self.show_image(None)
 
     def show_image(self, image: np.ndarray | None) -> None:
         """A grey image in [0, 1] (28×28 digits) or a uint8 RGB face crop; None clears."""
-        # ImageItem's first axis is x: swap rows and columns.
         if image is None:
-            self.image.setImage(np.zeros((28, 28)), levels=(0, 1))
-            side = (28, 28)
-        elif image.ndim == 3:
-            self.image.setImage(np.ascontiguousarray(np.asarray(image).transpose(1, 0, 2)), levels=(0, 255))
-            side = image.shape[:2]
+            image = np.zeros((28, 28), dtype=np.float32)
+        image = np.asarray(image)
+        self.shown = image
+        if image.ndim == 3:
+            pixels = np.ascontiguousarray(image[..., :3], dtype=np.uint8)
+            fmt = QImage.Format.Format_RGB888
         else:
-            self.image.setImage(np.asarray(image).T, levels=(0, 1))
-            side = image.shape
-        self.view.setRange(xRange=(0, side[1]), yRange=(0, side[0]), padding=0)
+            pixels = np.ascontiguousarray(np.clip(image * 255.0 + 0.5, 0, 255).astype(np.uint8))
+            fmt = QImage.Format.Format_Grayscale8
+        self._image = QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
+        self.update()
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        painter = QPainter(self)
+        try:
+            painter.fillRect(self.rect(), QColor(self.palette().window().color()))
+            w, h = self._image.width(), self._image.height()
+            room = self.width() - 2 * self.MARGIN
+            if w and h:
+                scale = room / max(w, h)  # square pixels (5 screen pixels each for 28×28), centred
+                target = QRectF((self.width() - w * scale) / 2, (self.height() - h * scale) / 2, w * scale, h * scale)
+                painter.drawImage(target, self._image)
+        finally:
+            painter.end()

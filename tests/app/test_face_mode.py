@@ -211,8 +211,7 @@ def test_the_aligned_face_is_shown_once_below_the_tabs(qtbot, window, face_photo
     judged(qtbot, window)
     chip = window.face_panel.preview()
     assert chip is not None and window.workspace.preview is chip
-    shown = window.preview.image.image  # the window's "what the model sees" (x first)
-    assert shown.shape[:2] == chip.shape[1::-1]
+    assert window.preview.shown is chip  # the window's "what the model sees"
     # the Face panel shows the photo and its boxes, but no second copy of the crop
     pictures = [w for w in window.face_panel.findChildren(QLabel) if w.pixmap() is not None and not w.pixmap().isNull()]
     assert pictures == []
