@@ -28,7 +28,7 @@ draws: when one model favours the first class, it takes probability from the sec
 overlap (0 = apart, 1 = the same). Above 0.5 the input is flagged as uncertain.</p>
 <p><b>Rotate.</b> Turn a digit or letter with the slider, or press <i>Sweep</i> to see
 belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
-<p><b>Export.</b> Right-click any plot (or use the ⤓ button of a column) to save it as PNG or
+<p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or
 SVG with its numbers as CSV and JSON; File → Export comparison writes everything at once.</p>
 """
 
