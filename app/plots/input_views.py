@@ -1,9 +1,9 @@
 """The per-input plots of one column, one view each, all fed a :class:`core.predictive.Prediction`.
 
 They are plain widgets that paint themselves with one ``QPainter`` pass: a stroke updates
-20 of them (5 views × 4 columns), and pyqtgraph's scenes (bounding rectangles, axis items and
-text laid out in Python per item) took 35–45 ms to repaint them, against ≈ 8 ms painted
-directly (``benchmarks/bench_gui.py``). Their axes are fixed; a new prediction only stores
+20 of them (5 views × 4 columns). As pyqtgraph scenes (bounding rectangles, axis items and
+text laid out in Python per item) their own paint took 16–18 ms per update, ≈ 8 ms now
+(``benchmarks/bench_gui.py``, "painting the plots per update"). Their axes are fixed; a new prediction only stores
 the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint.
 
 Each plot has a ``view_key`` naming the :mod:`core.input_figures` view that exports the same
@@ -59,10 +59,17 @@ def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> n
     return table[index]
 
 
-def to_image(rgb: np.ndarray) -> QImage:
-    """An RGB (rows, columns, 3) array as an image that owns its pixels."""
-    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
-    return QImage(rgb.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], QImage.Format.Format_RGB888).copy()
+def to_image(pixels: np.ndarray) -> QImage:
+    """A uint8 grey (rows, columns) or RGB (rows, columns, 3) array as an image that owns its
+    pixels."""
+    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+    fmt = QImage.Format.Format_RGB888 if pixels.ndim == 3 else QImage.Format.Format_Grayscale8
+    return QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
+
+
+def pixel_lines(x0, y0, x1, y1) -> list[QLineF]:
+    """Lines between pixel coordinates given as arrays of equal length."""
+    return [QLineF(*v) for v in np.stack([x0, y0, x1, y1], axis=1).tolist()]
 
 
 #: Half width and half height of the mean's diamond, in pixels.
@@ -247,8 +254,7 @@ class InputPlot(QWidget):
 
     def segments(self, x0, y0, x1, y1) -> list[QLineF]:
         """Pixel lines of data segments (x0, y0)–(x1, y1), arrays of equal length."""
-        (a, b), (c, d) = self.to_px(x0, y0), self.to_px(x1, y1)
-        return [QLineF(*v) for v in np.stack([a, b, c, d], axis=1).tolist()]
+        return pixel_lines(*self.to_px(x0, y0), *self.to_px(x1, y1))
 
     # ------------------------------------------------------------------ painting
 
@@ -300,13 +306,14 @@ class InputPlot(QWidget):
         for axis in (self.left, self.bottom):
             font = axis.font(base)
             painter.setFont(font)
-            height, cap = QFontMetricsF(font).height(), QFontMetricsF(font).capHeight()
+            metrics = QFontMetricsF(font)
+            height, cap = metrics.height(), metrics.capHeight()
             axis.drawn = []
             for value, text in axis.labels():
                 if axis.orientation == "bottom":
                     x = self.px(value, self.y_range[0]).x()
                     painter.drawLine(QLineF(x, rect.bottom(), x, rect.bottom() + TICK_LENGTH))
-                    width = QFontMetricsF(font).horizontalAdvance(text)
+                    width = metrics.horizontalAdvance(text)
                     box = QRectF(x - width / 2, rect.bottom() + TICK_LENGTH + 1, width, height)
                 else:
                     y = self.px(self.x_range[0], value).y()
@@ -327,7 +334,7 @@ class InputPlot(QWidget):
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     painter.drawText(box, align, text)
                     if axis.orientation == "left":  # the ink's box, as the text is right-aligned
-                        width = QFontMetricsF(font).horizontalAdvance(text)
+                        width = metrics.horizontalAdvance(text)
                         box = QRectF(right - width, box.top(), width, height)
                     axis.drawn.append((box, text))
             if axis.label:
@@ -346,12 +353,12 @@ class InputPlot(QWidget):
         p0, p1 = np.concatenate([at, at - 0.125, at - 0.125]), np.concatenate([at, at + 0.125, at + 0.125])
         painter.drawLines(self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
 
-    def paint_bars(self, painter: QPainter, colours: Sequence[QColor], rects: Sequence[tuple[float, ...]]) -> None:
+    def paint_bars(self, painter: QPainter, fills: Sequence[QColor], rects: Sequence[tuple[float, ...]]) -> None:
         """Filled data rectangles (x0, y0, x1, y1), each in its colour, without outline."""
         corners = np.asarray(rects, dtype=float).T
         (x0, y0), (x1, y1) = self.to_px(corners[0], corners[1]), self.to_px(corners[2], corners[3])
-        for colour, a, b, c, d in zip(colours, x0, y0, x1, y1, strict=True):
-            painter.fillRect(QRectF(QPointF(a, b), QPointF(c, d)).normalized(), colour)
+        for fill, a, b, c, d in zip(fills, x0, y0, x1, y1, strict=True):
+            painter.fillRect(QRectF(QPointF(a, b), QPointF(c, d)).normalized(), fill)
 
 
 class DrawsPlot(InputPlot):
@@ -406,9 +413,8 @@ class DrawsPlot(InputPlot):
         else:
             half = min(5.5, self._data_rect.height() / k * 0.4)  # ticks 11 px tall, less in small plots
             painter.setPen(QPen(QColor(*BAR), 1))  # whole-pixel widths take Qt's fast line path
-            x, y = self.to_px(v["ticks"], np.arange(k)[None, :].repeat(len(v["ticks"]), 0))
-            x, y = x.ravel(), y.ravel()
-            painter.drawLines([QLineF(*r) for r in np.stack([x, y - half, x, y + half], axis=1).tolist()])
+            x, y = (a.ravel() for a in self.to_px(v["ticks"], np.arange(k)[None, :].repeat(len(v["ticks"]), 0)))
+            painter.drawLines(pixel_lines(x, y - half, x, y + half))
         rows = np.arange(k)
         self.paint_interval(painter, rows, v["lower"], v["upper"], across=True)
         top = int(v["top"])
@@ -591,7 +597,7 @@ class CorrelationPlot(InputPlot):
         rgb = colours(corr, self._table, -1.0, 1.0).astype(float)
         rgb[veil] = rgb[veil] * (55 / 255) + 255 * (200 / 255)  # white at 200/255 opacity
         self._image = to_image(rgb.round())
-        self.values = {"correlation": corr, "veiled": veil}
+        self.values = {"correlation": corr}
         note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
         self.set_title(f"Class correlation{note}")
         self.update()

@@ -330,7 +330,8 @@ def stacked_forward(
     The same as ``vmap(functional_call(model, p, (x,)))(params)`` (equal to float rounding),
     written out for the three architectures here because on one input the vmap machinery
     costs more than the arithmetic: LeNet at 16 weight sets took 4.8 ms through vmap and
-    2.3 ms written out (benchmarks/bench_interactive.py). The input is shared by all S, so a
+    2.3–2.7 ms written out (one 28×28 input, timed in a script; the posteriors' whole
+    predictions in benchmarks/bench_interactive.py). The input is shared by all S, so a
     model's first layer is one ordinary convolution or matrix product over the stacked
     weights; later layers are grouped convolutions and batched matrix products. Other
     modules (and a model in training mode, whose dropout would be on) go through vmap.
@@ -361,9 +362,9 @@ def stacked_forward(
         h = first_linear("net.1").relu_()
         return linear(linear(h, "net.4").relu_(), "net.7")
     w1, w2 = params["features.0.weight"], params["features.4.weight"]
-    h = torch.nn.functional.conv2d(x, w1.reshape(-1, *w1.shape[2:]), params["features.0.bias"].reshape(-1))
-    h = torch.nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·20, side, side)
-    h = torch.nn.functional.conv2d(h, w2.reshape(-1, *w2.shape[2:]), params["features.4.bias"].reshape(-1), groups=s)
-    h = torch.nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·50, side, side)
+    h = nn.functional.conv2d(x, w1.reshape(-1, *w1.shape[2:]), params["features.0.bias"].reshape(-1))
+    h = nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·20, side, side)
+    h = nn.functional.conv2d(h, w2.reshape(-1, *w2.shape[2:]), params["features.4.bias"].reshape(-1), groups=s)
+    h = nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·50, side, side)
     h = h.reshape(n, s, -1).transpose(0, 1)  # each weight set's features, flattened as nn.Flatten does
     return linear(linear(h, "classifier.1").relu_(), "classifier.4")
