@@ -46,6 +46,12 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 #: Draws per column while a stroke or the angle slider is moving (see MainWindow._refine).
 PREVIEW_SAMPLES = 16
+#: torch's intra-op threads for those previews. At 16 draws a second thread gains little, and
+#: after a pause between strokes its OpenMP team wakes ≈10 ms late on this machine (4 columns
+#: predicted after 0.2 s idle: 19.5 ms with 2 threads, 13.2 ms with 1). bench_gui with SGHMC
+#: training beside it, hand's stroke → painted p95 56–64 ms with 2 against 48–51 ms with 1;
+#: with nothing training the two are equal within noise. Full counts keep the default.
+PREVIEW_THREADS = 1
 #: Shortest time between two reads of a changing input. bench_gui, a move every 8 ms: each move
 #: painted after p50 47–53 / p95 68–73 ms with a 16 ms tick, 38–40 / 52–54 ms with 4 ms.
 INPUT_TICK_MS = 4
@@ -596,7 +602,8 @@ class MainWindow(QMainWindow):
         else:
             self._refine.stop()
         self._request_started = time.perf_counter()
-        self.inference.request(self.workspace.image, requests, self.workspace.level)
+        self.inference.request(self.workspace.image, requests, self.workspace.level,
+                               threads=PREVIEW_THREADS if preview else None)
 
     def _on_inference_prediction_computed(self, request: int, key: str, prediction) -> None:
         if self.workspace.image is None:  # the input was cleared meanwhile

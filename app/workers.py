@@ -7,8 +7,11 @@ deleted Qt object), so errors are re-raised as :class:`ComputationError` to reac
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -34,16 +37,51 @@ class ComputationError(Exception):
     """A RuntimeError (out of memory, shape mismatch ...) raised by engine code."""
 
 
+@cache
+def _default_threads() -> int:
+    """torch's own intra-op thread count for this machine, read on the first call (the
+    start-up load, before any count is changed)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+@contextmanager
+def torch_threads(count: int | None = None) -> Iterator[None]:
+    """This thread's torch work on ``count`` intra-op threads (``None``: torch's default),
+    and back on the default afterwards.
+
+    ``torch.set_num_threads`` sets the calling thread's count and also the count that a
+    thread reads when it first runs torch work. A pool thread that first ran torch work while
+    a preview held 1 would keep 1 for its whole life, so every worker's function runs in
+    here (``function_worker``, ``generator_worker``); asking for the count first makes the
+    thread's first read happen before its count is set.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:  # nothing of torch has run in this process: no count to keep
+        yield
+        return
+    default = _default_threads()
+    torch.get_num_threads()
+    torch.set_num_threads(count or default)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(default)
+
+
 def _guarded(gen: Generator) -> Generator:
     try:
-        return (yield from gen)
+        with torch_threads():
+            return (yield from gen)
     except RuntimeError as exc:
         raise ComputationError(str(exc)) from exc
 
 
 def _guarded_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return func(*args, **kwargs)
+        with torch_threads():
+            return func(*args, **kwargs)
     except RuntimeError as exc:
         raise ComputationError(str(exc)) from exc
 

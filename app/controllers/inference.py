@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
-from app.workers import function_worker
+from app.workers import function_worker, torch_threads
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
     from core.inference.base import Posterior
@@ -32,10 +32,16 @@ class ColumnRequest:
 
 
 def predict_columns(
-    image: np.ndarray, columns: Sequence[ColumnRequest], level: float
+    image: np.ndarray, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
 ) -> list[tuple[str, Prediction]]:
     """``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
-    randomness (a variational posterior's fixed bank of draws, dropout's masks)."""
+    randomness (a variational posterior's fixed bank of draws, dropout's masks). ``threads``:
+    torch's intra-op threads for these predictions (``None``: its default)."""
+    with torch_threads(threads):
+        return _predict_columns(image, columns, level)
+
+
+def _predict_columns(image: np.ndarray, columns: Sequence[ColumnRequest], level: float) -> list[tuple[str, Prediction]]:
     from core.predictive import predict_features, predict_image
 
     if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
@@ -68,7 +74,7 @@ class InferenceController(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._pending: tuple[np.ndarray, list[ColumnRequest], float] | None = None
+        self._pending: tuple[np.ndarray, list[ColumnRequest], float, int | None] | None = None
         self._worker = None
         self._running_id = 0
         self.last_request = 0
@@ -77,20 +83,21 @@ class InferenceController(QObject):
     def busy(self) -> bool:
         return self._worker is not None or self._pending is not None
 
-    def request(self, image: np.ndarray, columns: list[ColumnRequest], level: float) -> int:
-        """Ask for predictions of a 28×28 image; replaces any request still waiting. Returns its number."""
+    def request(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None = None) -> int:
+        """Ask for predictions of a 28×28 image (or a face descriptor) on ``threads`` intra-op
+        threads (``None``: torch's default); replaces any request still waiting. Returns its number."""
         self.last_request += 1
         if not columns:
             return self.last_request
         if self._worker is not None:
-            self._pending = (image, columns, level)
+            self._pending = (image, columns, level, threads)
             return self.last_request
-        self._start(image, columns, level)
+        self._start(image, columns, level, threads)
         return self.last_request
 
-    def _start(self, image: np.ndarray, columns: list[ColumnRequest], level: float) -> None:
+    def _start(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None) -> None:
         self._running_id = self.last_request
-        worker = function_worker(predict_columns, image, columns, level)
+        worker = function_worker(predict_columns, image, columns, level, threads)
         worker.returned.connect(self._on_worker_returned)
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)

@@ -105,9 +105,23 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     assert len(shown) == len(window.workspace.columns) and not any(a.isEnabled() for a in shown)
 
 
-def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window):
-    from app.main import PREVIEW_SAMPLES
+def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window, monkeypatch):
+    import torch
 
+    import core.predictive
+    from app.main import PREVIEW_SAMPLES, PREVIEW_THREADS
+    from app.workers import torch_threads
+
+    with torch_threads():
+        default_threads = torch.get_num_threads()
+    threads_used = {}  # draws asked → torch's intra-op threads while predicting them
+    predict = core.predictive.predict_image
+
+    def spying(posterior, image, num_samples, **kwargs):
+        threads_used[num_samples] = torch.get_num_threads()
+        return predict(posterior, image, num_samples, **kwargs)
+
+    monkeypatch.setattr(core.predictive, "predict_image", spying)
     canvas = window.canvas
     qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.2)))
     qtbot.mouseMove(canvas, QPoint(*at(canvas, 0.5, 0.5)))
@@ -121,6 +135,8 @@ def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(q
     assert mc.prediction.summary.num_samples == 100
     assert "first" not in window.column_views[mc.key].verdict.text()
     assert all(c.prediction.samples.shape[0] == c.samples(100) for c in window.workspace.columns)
+    # previews on one thread, the full count on torch's default
+    assert threads_used[PREVIEW_SAMPLES] == PREVIEW_THREADS and threads_used[100] == default_threads
 
 
 def test_one_draw_posterior_is_drawn_honestly(qtbot, window):

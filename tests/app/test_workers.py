@@ -1,10 +1,11 @@
-"""The worker wrappers: progress, cancel, error path (the training dialog: test_training_dialog.py)."""
+"""The worker wrappers: progress, cancel, error path, torch thread counts (the training dialog: test_training_dialog.py)."""
 
 from __future__ import annotations
 
 import gc
 import threading
 
+import pytest
 from PySide6.QtWidgets import QWidget
 
 from app.workers import (
@@ -12,6 +13,7 @@ from app.workers import (
     collect_garbage_in_gui_thread,
     function_worker,
     generator_worker,
+    torch_threads,
 )
 from core.inference.base import ProgressRecord
 
@@ -95,3 +97,50 @@ def test_garbage_holding_a_widget_is_collected_in_the_gui_thread(qtbot):
         assert destroyed_in == [threading.main_thread().name]
     finally:
         collector.timer.stop()
+
+
+def test_a_worker_that_starts_during_a_one_thread_preview_keeps_the_default_thread_count(qtbot):
+    """torch.set_num_threads also sets the count a thread reads when it first runs torch work:
+    a pool thread starting then would have kept 1 thread for its life."""
+    import torch
+
+    with torch_threads():
+        default = torch.get_num_threads()
+    if default < 2:
+        pytest.skip("torch runs on one thread on this machine: nothing to keep apart")
+    preview_holds, worker_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def preview():
+        with torch_threads(1):
+            seen["preview"] = torch.get_num_threads()
+            preview_holds.set()
+            worker_done.wait(10)
+        seen["preview after"] = torch.get_num_threads()
+
+    def fresh_thread_work():
+        torch.ones(1 << 20).sum()  # the thread's first torch work, while the preview holds 1
+        return torch.get_num_threads()
+
+    held = threading.Thread(target=preview)
+    held.start()
+    assert preview_holds.wait(10)
+    plain = threading.Thread(target=lambda: seen.__setitem__("unpinned", fresh_thread_work()))
+    plain.start()
+    plain.join()
+
+    def pinned_work():
+        with torch_threads():
+            seen["pinned"] = fresh_thread_work()
+
+    pinned = threading.Thread(target=pinned_work)
+    pinned.start()
+    pinned.join()
+    worker = function_worker(fresh_thread_work)
+    with qtbot.waitSignal(worker.returned, timeout=10_000) as result:
+        worker.start()
+    worker_done.set()
+    held.join()
+    assert seen["unpinned"] == 1  # the hazard is real: a bare thread would keep 1
+    assert seen["pinned"] == default and result.args == [default]  # a worker pins torch's default
+    assert seen["preview"] == 1 and seen["preview after"] == default
