@@ -47,8 +47,8 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 #: Draws per column while a stroke or the angle slider is moving (see MainWindow._refine).
 PREVIEW_SAMPLES = 16
 #: torch's intra-op threads for those previews. At 16 draws a second thread gains little, and
-#: after a pause between strokes its OpenMP team wakes ≈10 ms late on this machine (4 columns
-#: predicted after 0.2 s idle: 19.5 ms with 2 threads, 13.2 ms with 1). bench_gui with SGHMC
+#: after a pause its OpenMP team wakes late on this machine (bench_interactive.py --samples 16
+#: --pause 0.2: p50 14.5–15.7 ms with 2 threads, 11.1–12.9 ms with 1). bench_gui with SGHMC
 #: training beside it, hand's stroke → painted p95 56–64 ms with 2 against 48–51 ms with 1;
 #: with nothing training the two are equal within noise. Full counts keep the default.
 PREVIEW_THREADS = 1

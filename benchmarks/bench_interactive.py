@@ -2,6 +2,10 @@
 
 PRODUCT.md's target is p95 ≤ 30 ms for 4 methods × 100 samples with every view redrawn;
 this measures the engine's share (no drawing). Run: ``python benchmarks/bench_interactive.py``.
+
+``--pause 0.2 --samples 16 --threads 1`` (then 2) times the first preview after a person pauses:
+after an idle pause a 2-thread OpenMP team can wake late, which is why the window's previews
+run on one thread (``app.main.PREVIEW_THREADS``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--seeded", action="store_true",
                         help="a fresh seeded generator per stroke (as the CLI), not the GUI's path")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds of idle before each stroke (the first preview after a pause)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     posteriors = [load_posterior(resources_dir() / "models" / f"{name}.pt") for name in args.posteriors]
@@ -52,6 +58,7 @@ def main() -> None:
         for p in posteriors:
             predict_image(p, to_mnist(canvas), args.samples, seed=seed)
     for canvas in canvases:
+        time.sleep(args.pause)
         start = time.perf_counter()
         image = to_mnist(canvas)
         for p in posteriors:
@@ -59,7 +66,8 @@ def main() -> None:
             predict_image(p, image, args.samples, seed=seed)
             per_method[p.method].append(time.perf_counter() - t0)
         totals.append(time.perf_counter() - start)
-    print(f"{args.repeats} strokes, {args.samples} samples requested, {args.threads} threads")
+    print(f"{args.repeats} strokes, {args.samples} samples requested, {args.threads} threads, "
+          f"{args.pause:g} s idle before each")
     for name, times in per_method.items():
         ms = 1e3 * np.asarray(times)
         print(f"  {name:12s} p50 {np.percentile(ms, 50):7.1f} ms   p95 {np.percentile(ms, 95):7.1f} ms")
