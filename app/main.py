@@ -60,6 +60,14 @@ DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, conf
 LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
+
+def preview_note(face: bool, shown: bool) -> str:
+    """The line beside the picture of what the posteriors see (a black square when empty)."""
+    if face:
+        return "The posteriors see this aligned face." if shown else "The aligned face the posteriors judge will show here."
+    return "The model sees this 28×28 image." if shown else "The 28×28 image the model judges will show here."
+
+
 PLOT_FILTERS = {
     "PNG image (*.png)": ".png",
     "SVG drawing (*.svg)": ".svg",
@@ -135,7 +143,7 @@ class MainWindow(QMainWindow):
             index = self.modes.addTab(panel, panel.mode_name)
             self.modes.setTabToolTip(index, tip)
         self.preview = PreviewView()
-        self.preview_note = QLabel("The model sees this 28×28 image.")
+        self.preview_note = QLabel(preview_note(face=False, shown=False))
         self.preview_note.setWordWrap(True)
         self.warning = QLabel()
         self.warning.setWordWrap(True)
@@ -557,8 +565,7 @@ class MainWindow(QMainWindow):
             self._request_predictions(preview=self._in_motion())
         self.warning.setText(panel.note())
         self.preview.show_image(preview)
-        self.preview_note.setText("The posteriors see this aligned face." if panel is self.face_panel
-                                  else "The model sees this 28×28 image.")
+        self.preview_note.setText(preview_note(face=panel is self.face_panel, shown=image is not None))
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
             for column in self.workspace.columns:

@@ -172,8 +172,10 @@ def settle_empty(qtbot, window):
 def test_clear_leaves_no_stale_verdict(qtbot, window):
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
+    assert window.preview_note.text().startswith("The model sees this")
     window.canvas.clear()
     settle_empty(qtbot, window)
+    assert "will show here" in window.preview_note.text()  # an empty square is not what it judges
     for view in window.column_views.values():
         assert "Reads" not in view.verdict.text()
         assert not view.plots["interval"].values  # nothing drawn but the axes
