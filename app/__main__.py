@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _log_to_file() -> None:
     """Keep a log in the user's log folder: the dialogs say what happened, the log says how."""
     import logging
-    from pathlib import Path
 
     import platformdirs
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.workers import PythonThreadCall, collect_garbage_in_gui_thread
 
     garbage_collector = collect_garbage_in_gui_thread()  # noqa: F841 — kept alive until exit
-    window = MainWindow(posteriors=args.posterior, image=args.image, defer_columns=True)
+    window = MainWindow(posteriors=args.posterior, defer_columns=True)
     window.show()
     splash.close()
     # The window works (drawing, tabs, menus) while the engine imports in the background;
@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = PythonThreadCall(_import_engine)
     engine.finished.connect(window.load_columns)
     engine.start()
+    if args.image:  # once the window is up: a file that cannot be read is explained over it
+        window.load_image_file(Path(args.image))
     return app.exec()
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
 #: A label choice: (short names, small font, label every n-th class).
@@ -125,3 +125,40 @@ class CompactPlot(pg.PlotWidget):
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(240, self.minimumHeight() + 10)
+
+    # A title or bottom label wider than the plot would widen it past its column (pyqtgraph
+    # makes a title's text width its minimum width) or run off both edges: both are cut
+    # with "…" to the room over the data, and shown whole again when the plot widens.
+    TEXT_POINTS = 9
+
+    def set_title(self, text: str) -> None:
+        self._texts = {**getattr(self, "_texts", {}), "title": text}
+        self._fit_texts()
+
+    def set_bottom_label(self, text: str) -> None:
+        self._texts = {**getattr(self, "_texts", {}), "bottom": text}
+        self._fit_texts()
+
+    def _fit_texts(self) -> None:
+        texts, item = getattr(self, "_texts", None), self.getPlotItem()
+        if not texts or item is None:  # (pyqtgraph resizes the view before its plot exists)
+            return
+        font = QFont(self.font())
+        font.setPointSizeF(self.TEXT_POINTS)
+        metrics = QFontMetricsF(font)
+        left = item.getAxis("left")
+        # the data's width: the view less the value axis, the layout's margins and a label's
+        # own (a text item's document margin is 4 pixels a side)
+        room = max(self.width() - (left.width() if left.isVisible() else 0) - 20, 40)
+        for key, text in texts.items():
+            fitted = metrics.elidedText(text, Qt.TextElideMode.ElideRight, room)
+            if key == "title" and fitted != item.titleLabel.text:
+                item.setTitle(fitted, size=f"{self.TEXT_POINTS}pt")
+                if self.range.width() > 1:  # laid out already: fit the plot to the view again
+                    item.setGeometry(self.range)
+            elif key == "bottom" and fitted != item.getAxis("bottom").labelText:
+                item.setLabel("bottom", fitted)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        self._fit_texts()  # first: the view lays the plot out at its new size next
+        super().resizeEvent(event)

@@ -62,9 +62,6 @@ class DatasetPlot(CompactPlot):
                        lambda: self.export_requested.emit(self.view_key))
         menu.exec(self.mapToGlobal(pos))
 
-    def set_title(self, text: str) -> None:
-        self.getPlotItem().setTitle(text, size="9pt")
-
     def view_point(self, scene_pos: QPointF) -> QPointF:
         return self.getPlotItem().getViewBox().mapSceneToView(scene_pos)
 
@@ -90,7 +87,7 @@ class ReliabilityPlot(DatasetPlot):
         item = self.getPlotItem()
         item.setXRange(0, 1, padding=0.02)
         item.setYRange(0, 1, padding=0.02)
-        item.setLabel("bottom", "confidence")
+        self.set_bottom_label("confidence")
         item.setLabel("left", "accuracy")
         item.addItem(pg.PlotDataItem([0, 1], [0, 1], pen=pg.mkPen(GRID, style=Qt.PenStyle.DashLine)))
         self.bars = pg.BarGraphItem(x0=[], width=[], height=[], brush=pg.mkBrush(BAR), pen=pg.mkPen("w"))
@@ -129,7 +126,7 @@ class ConfusionPlot(DatasetPlot):
         item.setAxisItems({side: ClassAxis(side, class_names) for side in ("left", "bottom")})
         item.invertY(True)
         item.setLabel("left", "true class")
-        item.setLabel("bottom", "predicted class")
+        self.set_bottom_label("predicted class")
         item.setXRange(-0.5, k - 0.5, padding=0)
         item.setYRange(-0.5, k - 0.5, padding=0)
         self.image = pg.ImageItem(np.zeros((k, k)))
@@ -228,7 +225,7 @@ class ClassErrorPlot(DatasetPlot):
         item.setAxisItems({"bottom": ClassAxis("bottom", class_names)})
         item.setXRange(-0.6, k - 0.4, padding=0)
         item.setLabel("left", "error %")
-        item.setLabel("bottom", "true class")
+        self.set_bottom_label("true class")
         self.bars = pg.BarGraphItem(x=np.arange(k), height=np.zeros(k), width=0.6, brush=pg.mkBrush(BAR), pen=None)
         self.boxes = pg.BarGraphItem(x=np.arange(k), y0=np.zeros(k), height=np.zeros(k), width=0.6,
                                      brush=pg.mkBrush(*BAR, 110), pen=pg.mkPen(MEAN, width=1))
@@ -276,7 +273,7 @@ class RejectionPlot(DatasetPlot):
     def __init__(self) -> None:
         super().__init__()
         item = self.getPlotItem()
-        item.setLabel("bottom", "images referred %")
+        self.set_bottom_label("images referred %")
         item.setLabel("left", "accuracy %")
         item.setXRange(0, 95, padding=0.01)
         item.showGrid(x=True, y=True, alpha=0.2)
@@ -295,7 +292,7 @@ class RejectionPlot(DatasetPlot):
         rates, best = column.oracle
         self.oracle.setData(rates * 100, best * 100)
         self.getPlotItem().setYRange(max(0.0, math.floor(lowest) - 0.5), 100.2, padding=0)
-        self.set_title("Accuracy when uncertain images are referred")
+        self.set_title("Accuracy on the images kept")
 
 
 class OodHistogramPlot(DatasetPlot):
@@ -347,7 +344,7 @@ class OodHistogramPlot(DatasetPlot):
         self.ood_bars.setVisible(self.has_ood)
         self.marker.setData([], [])
         self.getPlotItem().setXRange(float(pair.edges[0]), float(pair.edges[-1]), padding=0.01)
-        self.getPlotItem().setLabel("bottom", SCORE_WORDS.get(score, score))
+        self.set_bottom_label(SCORE_WORDS.get(score, score))
         result = column.ood.get(score)
         if result is not None:
             self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}")

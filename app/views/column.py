@@ -7,6 +7,7 @@ what it holds. It asks for changes through signals (remove, move, export), never
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -22,6 +23,19 @@ from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import WARNING
 from app.workspace import Column
 from core.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
+
+
+def column_title(text: str = "") -> QLabel:
+    """A column's title in bold, with room for two lines: the plots below it then start at the
+    same height in every column, whether a title wraps at this width or not."""
+    label = QLabel(f"<b>{text}</b>" if text else "")
+    label.setWordWrap(True)
+    label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+    bold = label.font()
+    bold.setBold(True)
+    label.setMinimumHeight(2 * QFontMetrics(bold).lineSpacing())
+    return label
+
 
 VIEW_NAMES = {
     "histograms": "Draws per class",
@@ -68,9 +82,8 @@ class ColumnView(QFrame):
         self.setMinimumWidth(self.MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
-        self.title = QLabel()
+        self.title = column_title()
         self.title.setObjectName("columnTitle")
-        self.title.setWordWrap(True)
         more = self._button("⋯", "Move or export this column", None)
         more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)

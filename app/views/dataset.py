@@ -58,6 +58,7 @@ from app.plots.dataset_plots import (
     ReliabilityPlot,
     SoftConfusionPlot,
 )
+from app.views.column import column_title
 from app.workers import PythonThreadGenerator, function_worker, generator_worker
 from app.workspace import Workspace
 from core.dataset_views import (
@@ -218,8 +219,7 @@ class DatasetColumn(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setMinimumWidth(self.MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.title = QLabel(f"<b>{title}</b>")
-        self.title.setWordWrap(True)
+        self.title = column_title(title)
         self.note = QLabel("from the cache" if column.cached else "")
         self.note.setStyleSheet("color: #777;")
         self.note.setToolTip("These results were computed before with the same posterior file, images, "

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, Q
 
 from app.plots.axes import CompactPlot
 from app.plots.style import UNCERTAINTY
+from app.views.column import column_title
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
     from core.metrics import RotationSweep
@@ -52,10 +53,10 @@ class SweepColumn(QFrame):
             plot.setToolTip(tip)
             plot.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
             plot.customContextMenuRequested.connect(lambda pos, p=plot: self._on_context_menu_requested(p, pos))
-            plot.getPlotItem().setLabel("bottom", "angle (degrees)")
+            plot.set_bottom_label("angle (degrees)")
             plot.getPlotItem().showGrid(x=True, y=True, alpha=0.2)
         p = self.probability.getPlotItem()
-        p.setTitle("Class probability", size="9pt")
+        self.probability.set_title("Class probability")
         p.setYRange(0, 1.1, padding=0)  # room for the class names above peaks at 1
         p.getAxis("left").setTicks([[(0.0, "0"), (0.5, ".5"), (1.0, "1")]])
         invisible = pg.mkPen((0, 0, 0, 0))
@@ -76,7 +77,7 @@ class SweepColumn(QFrame):
             label.setPos(float(sweep.angles[peak]), float(sweep.median[peak, k]))
             p.addItem(label)
         u = self.uncertainty.getPlotItem()
-        u.setTitle("Uncertainty (nats)", size="9pt")
+        self.uncertainty.set_title("Uncertainty (nats)")
         u.setYRange(0, math.log(len(class_names)) * 1.05, padding=0)
         u.addLegend(offset=(-5, 5), labelTextSize="8pt")
         for name, values, style in (("total", sweep.total, Qt.PenStyle.DashLine),
@@ -85,11 +86,9 @@ class SweepColumn(QFrame):
             u.plot(sweep.angles, np.asarray(values), pen=pg.mkPen(UNCERTAINTY[name], width=2, style=style), name=name)
         for plot in (p, u):
             plot.setXRange(float(sweep.angles[0]), float(sweep.angles[-1]), padding=0)
-        title = QLabel(f"<b>{title}</b>")
-        title.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(title)
+        layout.addWidget(column_title(title))
         layout.addWidget(self.probability, 3)
         layout.addWidget(self.uncertainty, 2)
 

@@ -375,3 +375,28 @@ def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_i
                     and window.modes.currentWidget() is window.face_panel, timeout=5000)
     assert window.face_panel._name == faces.names[row].rsplit("/", 1)[-1]
     assert np.array_equal(window.face_panel._photo, faces.photos([row])[0])
+
+
+def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot):
+    """pyqtgraph makes a title's width its plot's minimum: in a narrow column the plot ran off
+    the column's edge, its legend and right half cut off."""
+    from app.plots.axes import CompactPlot
+
+    title, label = "Accuracy when uncertain images are referred to a person", "total uncertainty (entropy of the mean)"
+    plot = CompactPlot()
+    qtbot.addWidget(plot)
+    plot.set_title(title)
+    plot.set_bottom_label(label)
+    plot.resize(220, 200)
+    plot.show()
+    qtbot.waitExposed(plot)
+    item = plot.getPlotItem()
+    assert item.size().width() <= plot.width()
+    assert item.titleLabel.text.endswith("…") and title.startswith(item.titleLabel.text[:-1])
+    assert item.getAxis("bottom").labelText.endswith("…")
+    plot.set_title("Short")  # a new title is fitted at once, not at the next resize
+    assert item.titleLabel.text == "Short"
+    plot.set_title(title)
+    plot.resize(900, 200)
+    qtbot.waitUntil(lambda: item.titleLabel.text == title)
+    assert item.getAxis("bottom").labelText == label

@@ -67,3 +67,32 @@ def test_the_window_shows_before_the_engine_loads_then_the_columns_arrive(tmp_pa
     torch_before, titles = out.stdout.strip().splitlines()[-1].split(" ", 1)
     assert torch_before == "False"
     assert "MC dropout, LeNet" in titles and "SGHMC" in titles
+
+
+MISSING_IMAGE = r"""
+import os, sys
+from PySide6.QtWidgets import QMessageBox
+import app.__main__ as entry
+
+def warning(parent, title, text):
+    print(parent.isVisible(), "|", title, "|", text, flush=True)
+    os._exit(0)
+
+QMessageBox.warning = warning
+entry.main([sys.argv[1]])
+"""
+
+
+def test_an_image_on_the_command_line_that_cannot_be_read_is_explained_over_the_shown_window(tmp_path):
+    """Not in a dialog of its own before the window exists, behind the start-up picture."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", MISSING_IMAGE, str(tmp_path / "no-such-digit.png")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    visible, title, text = out.stdout.strip().splitlines()[-1].split(" | ")
+    assert visible == "True" and title == "Cannot use this image"
+    assert "no-such-digit.png" in text and "no such file" in text and str(tmp_path) not in text

@@ -214,6 +214,7 @@ def test_rotate_slider_and_sweep_with_cancel(qtbot, window, shared_data):
         panel.sweep.click()
     qtbot.waitUntil(lambda: window._sweep_worker is None, timeout=120_000)
     assert list(window.sweep_view.columns) == window.workspace.column_keys()
+    assert len({c.probability.mapTo(window, QPoint(0, 0)).y() for c in window.sweep_view.columns.values()}) == 1
     sweep = window.workspace.columns[0].sweep
     assert sweep.angles[0] == 0 and sweep.angles[-1] == 180 and len(sweep.angles) == 19
     assert np.allclose(sweep.total, sweep.aleatoric + sweep.epistemic, atol=1e-6)
@@ -388,6 +389,8 @@ def test_a_new_prediction_repaints_the_plots_without_re_laying_out_the_column(qt
     image = window.workspace.image
     plots = [plot for view in window.column_views.values() for plot in view.plots.values()]
     sizes = [plot.size() for plot in plots]
+    # side by side, every column's plots start at one height, titles of one line or two
+    assert len({view.plots["histograms"].mapTo(window, QPoint(0, 0)).y() for view in window.column_views.values()}) == 1
     for samples in (16, 100, 16):
         for column in window.workspace.columns:
             noisy = np.clip(image + 0.2 * np.random.default_rng(samples).random(image.shape), 0, 1)
