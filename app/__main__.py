@@ -84,14 +84,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _import_engine() -> None:
-    import core.io  # noqa: F401 — torch and every inference method
-    import core.predictive  # noqa: F401
+    import core.analysis.predictive  # noqa: F401
+    import core.engine.store  # noqa: F401 — torch and every inference method
 
 
 def _app_icon():
     from PySide6.QtGui import QIcon
 
-    from core.resources import ICON_SIZES, icon_path
+    from core.engine.resources import ICON_SIZES, icon_path
 
     icon = QIcon()
     for size in ICON_SIZES:
@@ -109,7 +109,7 @@ def _starting_splash():
     from PySide6.QtGui import QPixmap
     from PySide6.QtWidgets import QApplication, QLabel
 
-    from core.resources import icon_path
+    from core.engine.resources import icon_path
 
     splash = QLabel()
     splash.setWindowFlags(Qt.WindowType.SplashScreen | Qt.WindowType.FramelessWindowHint)

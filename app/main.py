@@ -4,7 +4,6 @@ the right, all judging the same input side by side."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 
@@ -39,7 +38,8 @@ from app.views.preview import PreviewView
 from app.views.sweep import SweepView
 from app.workers import function_worker, generator_worker
 from app.workspace import Workspace, task_of
-from core.naming import posterior_title, samples_used
+from core.engine.naming import posterior_title, samples_used
+from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
 log = logging.getLogger(__name__)
 
@@ -68,33 +68,12 @@ def preview_note(face: bool, shown: bool) -> str:
     return "The model sees this 28×28 image." if shown else "The 28×28 image the model judges will show here."
 
 
-PLOT_FILTERS = {
-    "PNG image (*.png)": ".png",
-    "SVG drawing (*.svg)": ".svg",
-    "Numbers as CSV (*.csv)": ".csv",
-    "Numbers as JSON (*.json)": ".json",
-}
-
-
 def readable(exc: BaseException, path: Path) -> str:
     """An engine error as a dialog sentence: the file is named, its folder left out."""
     text = str(exc) or "it could not be read"
     for form in (str(path.expanduser().resolve()), str(path)):
         text = text.replace(form, f"“{path.name}”")
     return text
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "plot"
-
-
-def with_suffix_from_filter(path: str, chosen_filter: str) -> Path:
-    """Add the chosen format's extension unless the name already ends in a known one."""
-    p = Path(path)
-    known = set(PLOT_FILTERS.values())
-    if p.suffix.lower() in known:
-        return p
-    return p.with_name(p.name + PLOT_FILTERS.get(chosen_filter, ".png"))
 
 
 class MainWindow(QMainWindow):
@@ -426,7 +405,7 @@ class MainWindow(QMainWindow):
         """The posterior's title in words and its task (loaded once per file version); None if unusable."""
         key = (str(path), path.stat().st_mtime)
         if key not in self._titles:
-            from core.io import load_posterior
+            from core.engine.store import load_posterior
 
             try:
                 posterior = load_posterior(path)
@@ -695,7 +674,7 @@ class MainWindow(QMainWindow):
     def _load_dataset(self, name: str):
         """MNIST test or notMNIST from the data folder (cached); raises with a sentence."""
         if name not in self._datasets:
-            from core.evaluate import resolve_dataset
+            from core.analysis.evaluation import resolve_dataset
 
             folder = app_settings.data_folder()
             try:
@@ -716,7 +695,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ sweep
     def _on_rotate_sweep_requested(self, image: np.ndarray, label: str) -> None:
-        from core.metrics import rotation_sweeps
+        from core.analysis.metrics import rotation_sweeps
 
         if self._sweep_worker is not None or not self.workspace.columns:
             return
@@ -784,7 +763,7 @@ class MainWindow(QMainWindow):
 
     def export_plot(self, key: str, view: str, path: Path) -> list[Path]:
         """Write one plot of one column (format from the suffix) with its numbers beside it."""
-        from core.input_figures import export_input_view
+        from core.outputs.input_figures import export_input_view
 
         column = self.workspace.column(key)
         title = column.title(self.workspace.num_samples)
@@ -798,7 +777,7 @@ class MainWindow(QMainWindow):
         return written
 
     def _on_sweep_export_requested(self, key: str) -> None:
-        from core.input_figures import export_sweep
+        from core.outputs.input_figures import export_sweep
 
         column = self.workspace.column(key)
         if column is None or column.sweep is None:
@@ -815,8 +794,8 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Exported the sweep to {', '.join(p.name for p in written)}", 8000)
 
     def comparison(self):
-        """The comparison shown now, as :class:`core.compare.Comparison` (None if nothing shown)."""
-        from core.compare import Comparison, ComparisonColumn
+        """The comparison shown now, as :class:`core.analysis.comparison.Comparison` (None if nothing shown)."""
+        from core.analysis.comparison import Comparison, ComparisonColumn
 
         columns = tuple(
             ComparisonColumn(c.title(self.workspace.num_samples), c.posterior, c.prediction, source=c.key)
@@ -839,7 +818,7 @@ class MainWindow(QMainWindow):
 
     def export_comparison(self, folder: Path, comparison=None) -> None:
         """Write the comparison folder in a worker; the status bar says when it is done."""
-        from core.compare import write_comparison
+        from core.outputs.comparison import write_comparison
 
         comparison = comparison or self.comparison()
         if comparison is None or self._export_worker is not None:

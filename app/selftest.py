@@ -1,7 +1,7 @@
 """``bayescope --self-test``: check that this copy of bayescope works, in plain words.
 
 Runs the same way from the source tree and from the packaged app (the resources are found
-through :func:`core.resources.resources_dir`, which follows the ``resources`` package):
+through :func:`core.engine.resources.resources_dir`, which follows the ``resources`` package):
 
 1. every bundled posterior loads;
 2. each of them reads every bundled example digit (``resources/examples/digit-<class>.png``)
@@ -59,7 +59,7 @@ def _check(results: list[bool], label: str, check: Callable[[], str | None]) -> 
 
 def example_digits() -> list[tuple[Path, int]]:
     """The bundled example inputs and the class each shows (from the file name)."""
-    from core.resources import resources_dir
+    from core.engine.resources import resources_dir
 
     found = []
     for path in sorted((resources_dir() / "examples").glob("digit-*.png")):
@@ -73,7 +73,7 @@ def _environment_line() -> str:
     import numpy
     import torch
 
-    from core.resources import resources_dir
+    from core.engine.resources import resources_dir
 
     frozen = "packaged app" if getattr(sys, "frozen", False) else "source tree"
     try:
@@ -87,11 +87,11 @@ def _environment_line() -> str:
 def check_posteriors(results: list[bool]) -> None:
     import torch
 
-    from core.data.preprocess import load_image
-    from core.io import load_posterior
-    from core.naming import ARCH_LABELS, method_label, plural
-    from core.predictive import predict_image
-    from core.resources import bundled_posteriors
+    from core.analysis.predictive import predict_image
+    from core.engine.data.preprocess import load_image
+    from core.engine.naming import ARCH_LABELS, method_label, plural
+    from core.engine.resources import bundled_posteriors
+    from core.engine.store import load_posterior
 
     paths = bundled_posteriors()
     if not paths:
@@ -140,12 +140,12 @@ def check_faces(results: list[bool]) -> None:
     head reads that descriptor and gives eight finite age-group probabilities summing to one."""
     import numpy as np
 
-    from core.resources import bundled_face_posteriors
+    from core.engine.resources import bundled_face_posteriors
 
     described: dict[str, object] = {}
 
     def describe() -> str:
-        from core.faces import FaceBox, align_and_describe, descriptor_info
+        from core.engine.faces import FaceBox, align_and_describe, descriptor_info
 
         rng = np.random.default_rng(0)
         image = rng.integers(0, 256, (200, 200, 3), dtype=np.uint8)  # no face needed to run the network
@@ -160,9 +160,9 @@ def check_faces(results: list[bool]) -> None:
         return
     for path in bundled_face_posteriors():
         def predict(path=path) -> str:
-            from core.faces.heads import predict_age
-            from core.io import load_posterior
-            from core.naming import method_label
+            from core.engine.faces.heads import predict_age
+            from core.engine.naming import method_label
+            from core.engine.store import load_posterior
 
             posterior = load_posterior(path)
             p = predict_age(posterior, described["descriptor"], described["info"], num_samples=8)

@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 from PySide6.QtCore import QSettings
 
-from core.resources import bundled_face_posteriors, bundled_posteriors
+from core.engine.resources import bundled_face_posteriors, bundled_posteriors
 
 APP_NAME = "bayescope"
 
@@ -39,7 +39,7 @@ def bundled_models() -> list[Path]:
 
 def available_models() -> list[Path]:
     """Bundled digit posteriors, then the bundled face heads, then the user's own."""
-    from core.resources import bundled_face_posteriors
+    from core.engine.resources import bundled_face_posteriors
 
     return bundled_models() + bundled_face_posteriors() + sorted(user_models_dir().glob("*.pt"))
 
@@ -56,7 +56,7 @@ def default_face_columns() -> list[Path]:
 
 def default_data_dir() -> Path:
     """The MNIST folder the training dialog proposes: the user cache (downloads land there)."""
-    from core.data.datasets import cache_dir
+    from core.engine.data.datasets import cache_dir
 
     return cache_dir("mnist")
 

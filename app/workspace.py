@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from core.naming import posterior_title, samples_used
+from core.engine.naming import posterior_title, samples_used
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
-    from core.inference.base import Posterior
-    from core.predictive import Prediction
+    from core.analysis.predictive import Prediction
+    from core.engine.inference.base import Posterior
 
 DIGITS = tuple("0123456789")
 
@@ -29,14 +29,14 @@ TASKS = ("digits", "faces")
 
 def task_of(posterior: Posterior) -> str:
     """"faces" for a posterior of face descriptors, else "digits"."""
-    from core.faces.heads import is_face_posterior
+    from core.engine.faces.heads import is_face_posterior
 
     return "faces" if is_face_posterior(posterior) else "digits"
 
 
 def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str, ...]:
     if task == "faces":
-        from core.faces import AGE_GROUP_NAMES
+        from core.engine.faces import AGE_GROUP_NAMES
 
         return tuple(AGE_GROUP_NAMES)
     k = posterior.num_classes if posterior is not None else 10
@@ -50,7 +50,7 @@ class Column:
     key: str
     posterior: Posterior
     prediction: Prediction | None = None
-    sweep: object | None = None  # core.metrics.RotationSweep of the last sweep, if any
+    sweep: object | None = None  # core.analysis.metrics.RotationSweep of the last sweep, if any
     extra: dict = field(default_factory=dict)
 
     @property
@@ -140,7 +140,7 @@ class Workspace(QObject):
             existing = next((c for c in self._columns[task] if c.key == key), None)
             if existing is not None:
                 return existing
-        from core.io import load_posterior
+        from core.engine.store import load_posterior
 
         posterior = load_posterior(key)
         task = task_of(posterior)

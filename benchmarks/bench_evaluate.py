@@ -1,7 +1,7 @@
 """Data-set evaluation speed and memory of every bundled posterior (the Dataset tab's work).
 
 Each posterior runs in its own process (so its peak memory is its own) through
-:func:`core.dataset_views.evaluate_dataset` without the cache: the CLI's batches
+:func:`core.outputs.evaluation_cache.evaluate_dataset` without the cache: the CLI's batches
 (``SAMPLE_BUDGET // S`` images), ``S`` draws per image, the MNIST test images. Prints one
 Markdown row per posterior: draws used, images, seconds (wall and CPU, both threads together),
 images per second, the peak resident
@@ -46,10 +46,11 @@ def measure_one(path: str, data_dir: str, images: int, samples: int, threads: in
     import torch
 
     torch.set_num_threads(threads)
-    from core.dataset_views import EvaluationItem, evaluate_dataset, load_sets
-    from core.io import load_posterior
-    from core.naming import posterior_title, samples_used
-    from core.runner import drain
+    from core.analysis.dataset import EvaluationItem, load_sets
+    from core.engine.naming import posterior_title, samples_used
+    from core.engine.runner import drain
+    from core.engine.store import load_posterior
+    from core.outputs.evaluation_cache import evaluate_dataset
 
     posterior = load_posterior(path)
     data, _ = load_sets("mnist-test", None, data_dir, images)
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads)))
         return 0
-    from core.resources import bundled_posteriors
+    from core.engine.resources import bundled_posteriors
 
     paths = bundled_posteriors()
     if args.only:

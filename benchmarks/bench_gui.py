@@ -144,8 +144,8 @@ def floor_ms(posterior, samples: int, repeats: int = 20) -> float:
     """A batched forward pass over ``samples`` weight sets or masks, weights precomputed."""
     from torch.func import functional_call, vmap
 
-    from core.inference.base import DropoutPosterior, SampledPosterior
-    from core.models import build_model, mc_dropout
+    from core.engine.inference.base import DropoutPosterior, SampledPosterior
+    from core.engine.models import build_model, mc_dropout
 
     x = torch.rand(1, 1, 28, 28)
     model = build_model(posterior.arch)
@@ -190,8 +190,8 @@ def main() -> None:
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
     from app.main import PREVIEW_SAMPLES, MainWindow
     from app.plots.input_views import InputPlot
-    from core.data.preprocess import to_mnist
-    from core.predictive import predict_image
+    from core.analysis.predictive import predict_image
+    from core.engine.data.preprocess import to_mnist
 
     state: dict = {"phase": "warm-up"}
     # The per-input plots' own painting, timed while strokes are measured.
@@ -295,10 +295,10 @@ def main() -> None:
     trainer, trained, failed = None, [0], []
     if args.training:
         from app.workers import generator_worker
-        from core.data.datasets import load_split
-        from core.inference import get_method
-        from core.models import ArchSpec
-        from core.runner import fit_posterior
+        from core.engine.data.datasets import load_split
+        from core.engine.inference import get_method
+        from core.engine.models import ArchSpec
+        from core.engine.runner import fit_posterior
 
         sghmc = get_method("sghmc")
         trainer = generator_worker(fit_posterior(sghmc, sghmc.make_config(epochs=20, num_chains=1), ArchSpec("lenet"),

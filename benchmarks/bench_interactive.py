@@ -16,10 +16,10 @@ import time
 import numpy as np
 import torch
 
-from core.data.preprocess import to_mnist
-from core.io import load_posterior
-from core.predictive import predict_image
-from core.resources import resources_dir
+from core.analysis.predictive import predict_image
+from core.engine.data.preprocess import to_mnist
+from core.engine.resources import resources_dir
+from core.engine.store import load_posterior
 
 DEFAULT = ("mnist_lenet_mc_dropout", "mnist_lenet_sghmc", "mnist_lenet_mfvi", "mnist_mlp_snvi_r8")
 

@@ -22,8 +22,8 @@ def measure(rank: int) -> dict:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from core.inference import snvi
-    from core.models import ArchSpec
+    from core.engine.inference import snvi
+    from core.engine.models import ArchSpec
 
     torch.set_num_threads(1)
 

@@ -2,7 +2,7 @@
 
 For an MLP 784-100-100-10 and a LeNet, compares
 
-* :class:`core.inference.base.SampledPosterior` (``vmap(functional_call)`` over the stacked
+* :class:`core.engine.inference.base.SampledPosterior` (``vmap(functional_call)`` over the stacked
   samples),
 * a Python loop over the same 100 samples (``functional_call`` per sample), and
 * the compute floor: FLOPs of 100 forward passes / the measured fp32 matmul rate, and, for
@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from core.inference.base import SampledPosterior
-from core.models import ArchSpec, build_model
+from core.engine.inference.base import SampledPosterior
+from core.engine.models import ArchSpec, build_model
 
 SAMPLES = 100
 

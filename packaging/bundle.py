@@ -261,7 +261,7 @@ def app_requirements(root: str | os.PathLike) -> list[str]:
     return re.findall(r'"([^"]+)"', block.group(1)) + (re.findall(r'"([^"]+)"', faces.group(1)) if faces else [])
 
 
-#: The face descriptor's model files the app uses (core.faces.dlib_backend.MODEL_FILES); the
+#: The face descriptor's model files the app uses (core.engine.faces.dlib_backend.MODEL_FILES); the
 #: package's 68-point landmark model (100 MB) and CNN detector are never loaded.
 FACE_MODEL_FILES = ("shape_predictor_5_face_landmarks.dat", "dlib_face_recognition_resnet_model_v1.dat")
 

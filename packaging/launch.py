@@ -65,7 +65,7 @@ def main() -> int:
 
         return run_self_test()
     if program.startswith("bayescope-cli"):
-        from core.cli import main as cli_main
+        from core.commands.main import main as cli_main
 
         return cli_main()
     from app.__main__ import main as gui_main

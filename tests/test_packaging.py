@@ -425,7 +425,7 @@ def test_self_test_passes_from_the_source_tree(tmp_path):
     checks = [line for line in lines if line.startswith(("ok   ", "FAIL "))]
     failures = [line for line in checks if line.startswith("FAIL")]
     assert result.returncode == 0, "\n".join(failures) or result.stderr[-2000:]
-    from core.resources import bundled_face_posteriors, bundled_posteriors
+    from core.engine.resources import bundled_face_posteriors, bundled_posteriors
 
     posteriors = bundled_posteriors()  # the digit posteriors
     faces = bundled_face_posteriors()

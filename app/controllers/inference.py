@@ -20,8 +20,8 @@ from PySide6.QtCore import QObject, QThreadPool, Signal
 from app.workers import function_worker, torch_threads
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
-    from core.inference.base import Posterior
-    from core.predictive import Prediction
+    from core.analysis.predictive import Prediction
+    from core.engine.inference.base import Posterior
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,11 @@ def predict_columns(
 
 
 def _predict_columns(image: np.ndarray, columns: Sequence[ColumnRequest], level: float) -> list[tuple[str, Prediction]]:
-    from core.predictive import predict_features, predict_image
+    from core.analysis.predictive import predict_features, predict_image
 
     if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
-        from core.faces import descriptor_info
-        from core.faces.heads import check_descriptor
+        from core.engine.faces import descriptor_info
+        from core.engine.faces.heads import check_descriptor
 
         info = descriptor_info()
         for column in columns:

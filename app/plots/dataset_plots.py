@@ -1,6 +1,6 @@
-"""The data-set plots of one posterior's column, each fed a :class:`core.dataset_views.ColumnViews`.
+"""The data-set plots of one posterior's column, each fed a :class:`core.analysis.dataset.ColumnViews`.
 
-Every plot has a ``view_key`` (the :data:`core.dataset_views.DATASET_VIEWS` entry it exports),
+Every plot has a ``view_key`` (the :data:`core.analysis.dataset.DATASET_VIEWS` entry it exports),
 a tooltip in plain words and a context menu whose "Export…" emits ``export_requested(view_key)``.
 The confusion matrices emit ``cell_clicked(true, predicted)`` and the histogram
 ``bin_clicked(bin, ood)`` when a person clicks them, so the view can list the images behind.
@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
 
 from app.plots.axes import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
-from core.dataset_views import SCORE_WORDS, ColumnViews
-from core.metrics import REJECTION_SCORES
-from core.naming import plural
+from core.analysis.dataset import SCORE_WORDS, ColumnViews
+from core.analysis.metrics import REJECTION_SCORES
+from core.engine.naming import plural
 
 OOD_COLOUR = (230, 126, 34)
 #: Histogram fractions below this are drawn at the floor of the log scale.

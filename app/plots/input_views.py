@@ -1,4 +1,4 @@
-"""The per-input plots of one column, one view each, all fed a :class:`core.predictive.Prediction`.
+"""The per-input plots of one column, one view each, all fed a :class:`core.analysis.predictive.Prediction`.
 
 They are plain widgets that paint themselves with one ``QPainter`` pass: a stroke updates
 20 of them (5 views × 4 columns). As pyqtgraph scenes (bounding rectangles, axis items and
@@ -6,7 +6,7 @@ text laid out in Python per item) their own paint took 16–18 ms per update, �
 (``benchmarks/bench_gui.py``, "painting the plots per update"). Their axes are fixed; a new prediction only stores
 the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint.
 
-Each plot has a ``view_key`` naming the :mod:`core.input_figures` view that exports the same
+Each plot has a ``view_key`` naming the :mod:`core.outputs.input_figures` view that exports the same
 numbers, a tooltip in plain words, and a context menu whose "Export…" emits
 ``export_requested(view_key)``.
 """
@@ -36,10 +36,10 @@ from app.plots.style import (
     diverging_lut,
     sequential_lut,
 )
-from core.naming import FADE_SD, plural
+from core.engine.naming import FADE_SD, plural
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
-    from core.predictive import Prediction
+    from core.analysis.predictive import Prediction
 
 #: Up to this many draws, each draw is shown as a tick; above, as a histogram.
 FEW_DRAWS = 30
@@ -591,7 +591,7 @@ class CorrelationPlot(InputPlot):
         corr = summary.correlation.numpy()
         # A white veil over classes whose probability hardly changes between draws: their
         # correlations are real but concern probabilities of ~0 and would drown the trades
-        # that matter (the same rule as the exported figure, core.input_figures.FADE_SD).
+        # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
         rgb = colours(corr, self._table, -1.0, 1.0).astype(float)

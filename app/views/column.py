@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import WARNING
 from app.workspace import Column
-from core.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
+from core.engine.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
 
 
 def column_title(text: str = "") -> QLabel:

@@ -1,9 +1,9 @@
 """The Dataset tab: every column's posterior judged on a whole test set, one column each.
 
 The person picks a test set, an optional out-of-distribution set, how many images and how
-many draws, and presses Evaluate. :func:`core.dataset_views.run_evaluation` runs in a worker
+many draws, and presses Evaluate. :func:`core.outputs.evaluation_cache.run_evaluation` runs in a worker
 (progress per posterior in images, cancel between batches, results cached by core); the
-columns then draw the :class:`core.dataset_views.ColumnViews` core computed: metrics,
+columns then draw the :class:`core.analysis.dataset.ColumnViews` core computed: metrics,
 reliability, soft and hard confusion, per-class error over chains, accuracy against
 rejection, and test vs out-of-distribution histograms. Clicking a confusion cell or a
 histogram bar lists the images behind it; clicking one of those sends it to the per-input
@@ -61,7 +61,7 @@ from app.plots.dataset_plots import (
 from app.views.column import column_title
 from app.workers import PythonThreadGenerator, function_worker, generator_worker
 from app.workspace import Workspace
-from core.dataset_views import (
+from core.analysis.dataset import (
     DATASET_VIEWS,
     SCORE_WORDS,
     ColumnViews,
@@ -72,10 +72,10 @@ from core.dataset_views import (
     dataset_words,
     histogram_bin_images,
 )
-from core.naming import plural
+from core.engine.naming import plural
 
 FOLDER = "folder…"
-#: The faces test split (core.faces.testset.FACE_TEST_SET; not imported: torch loads later).
+#: The faces test split (core.engine.faces.testset.FACE_TEST_SET; not imported: torch loads later).
 FACE_SET = "utkface-test"
 #: (shown, spec) of the sets offered; a chosen folder is added with its path as spec.
 TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"),
@@ -199,7 +199,7 @@ class ThumbnailPanel(QFrame):
 
 
 class DatasetColumn(QFrame):
-    """One posterior's data-set views, fed a :class:`core.dataset_views.ColumnViews`.
+    """One posterior's data-set views, fed a :class:`core.analysis.dataset.ColumnViews`.
 
     Signals: export_requested(str view), cell_clicked(str name, bool soft, int true, int
     predicted), bin_clicked(str name, int bin, bool ood).
@@ -531,7 +531,7 @@ class DatasetView(QWidget):
 
     def evaluate(self, cache_only: bool = False) -> bool:
         """Start evaluating every column (False when nothing to do or already running)."""
-        from core.dataset_views import run_evaluation
+        from core.outputs.evaluation_cache import run_evaluation
 
         if self.running:
             if cache_only or not (self._current_request and self._current_request[-1]):
@@ -642,7 +642,7 @@ class DatasetView(QWidget):
         QMessageBox.critical(self, "The evaluation stopped", self._explain(exc))
 
     def _explain(self, exc: BaseException) -> str:
-        from core.data.datasets import DatasetNotFoundError
+        from core.engine.data.datasets import DatasetNotFoundError
 
         if isinstance(exc, DatasetNotFoundError):
             dataset, ood, _, _, _ = self._current_request or ("", None, None, 0, False)
@@ -784,7 +784,7 @@ class DatasetView(QWidget):
 
     # ---------------------------------------------------------------- export
     def export_view_dialog(self, view: str) -> None:
-        from app.main import PLOT_FILTERS, slug, with_suffix_from_filter
+        from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
         if self.results is None:
             return
@@ -801,7 +801,7 @@ class DatasetView(QWidget):
 
     def export_view(self, view: str, path: Path) -> bool:
         """Write one view of every column (figure + numbers) in the background."""
-        from core.dataset_views import export_dataset_view
+        from core.outputs.report import export_dataset_view
 
         return self._export(export_dataset_view, (self.results, view, path),
                             f"Exporting {DATASET_VIEWS[view].lower()}…",
@@ -822,7 +822,7 @@ class DatasetView(QWidget):
 
     def export_report(self, path: Path) -> bool:
         """Write the HTML report of the results shown in the background."""
-        from core.dataset_views import write_html_report
+        from core.outputs.report import write_html_report
 
         return self._export(write_html_report, (self.results.evaluation, path, self.results.tables),
                             "Writing the report…", lambda written: f"Wrote the report “{Path(written).name}”.")
@@ -845,7 +845,7 @@ class DatasetView(QWidget):
     # ----------------------------------------------------------------- cache
     def clear_cache(self) -> int:
         """Delete every cached evaluation; the results shown stay."""
-        from core.dataset_views import clear_cache
+        from core.outputs.evaluation_cache import clear_cache
 
         removed = clear_cache()
         self.status.setText(f"Removed {plural(removed, 'cached evaluation')}." if removed

@@ -25,13 +25,13 @@ SEEN = " The columns judge the aligned crop shown below, described by 128 number
 
 
 def _find_faces(image: np.ndarray) -> list:
-    from core.faces import detect_faces
+    from core.engine.faces import detect_faces
 
     return detect_faces(image)
 
 
 def _describe(image: np.ndarray, box) -> tuple[np.ndarray, np.ndarray, object]:
-    from core.faces import align_and_describe, descriptor_info
+    from core.engine.faces import align_and_describe, descriptor_info
 
     chip, descriptor = align_and_describe(image, box)
     return chip, descriptor, descriptor_info()
@@ -102,7 +102,7 @@ class FacePanel(ModePanel):
     # ------------------------------------------------------------------ photo
     def load(self, path: Path) -> None:
         """Read a photo (raises ``ImageLoadError`` with a sentence) and look for faces."""
-        from core.faces import load_photo
+        from core.engine.faces import load_photo
 
         self.set_photo(load_photo(path), Path(path).name)
 
@@ -207,7 +207,7 @@ class FacePanel(ModePanel):
         self.message.setText("Move and resize the box over the face (drag its corner), then press “Use this box”.")
 
     def _on_use_box_clicked(self) -> None:
-        from core.faces import FaceBox
+        from core.engine.faces import FaceBox
 
         if self.hand_box is None or self._photo is None:
             return

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.views.canvas import DrawingCanvas
 from app.views.square import SquareContainer
-from core.data.preprocess import EmptyDrawingError, load_image, rotate_image, to_mnist
+from core.engine.data.preprocess import EmptyDrawingError, load_image, rotate_image, to_mnist
 
 #: Below this share of the canvas the drawing is scaled up a lot and thin strokes blur.
 SMALL_INK = 0.3

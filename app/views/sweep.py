@@ -1,6 +1,6 @@
 """The rotation sweep, one column per posterior: class probabilities (median and credible
 band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
-rotated-digit figure). Draws :class:`core.metrics.RotationSweep` results."""
+rotated-digit figure). Draws :class:`core.analysis.metrics.RotationSweep` results."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app.plots.style import UNCERTAINTY
 from app.views.column import column_title
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
-    from core.metrics import RotationSweep
+    from core.analysis.metrics import RotationSweep
 
 #: Classes whose band never reaches this probability are left out (they would be noise at 0).
 MIN_PROBABILITY = 0.1

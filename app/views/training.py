@@ -2,8 +2,8 @@
 progress bar, live trace, cancel.
 
 The settings form is built from the chosen method's config dataclass; words, tooltips,
-units, ranges and which setting matters when come from :mod:`core.settings_help`. The
-estimate comes from :func:`core.training_plan.estimate_duration`, run in a worker whenever
+units, ranges and which setting matters when come from :mod:`core.engine.settings_help`. The
+estimate comes from :func:`core.engine.training_plan.estimate_duration`, run in a worker whenever
 the settings change (debounced), never while a run is going.
 """
 
@@ -44,23 +44,24 @@ from PySide6.QtWidgets import (
 from app.plots import style
 from app.settings import default_data_dir, user_models_dir
 from app.workers import ComputationError, generator_worker
-from core.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
-from core.data.idx import IdxFormatError
-from core.inference import METHODS, get_method
-from core.inference.base import ProgressRecord
-from core.inference.sampling import SampleBudgetError
-from core.io import NotSavedError, save_posterior
-from core.models import ARCHITECTURES, ArchSpec
-from core.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
-from core.runner import fit_posterior
-from core.settings_help import (
+from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
+from core.engine.data.idx import IdxFormatError
+from core.engine.files import NotSavedError
+from core.engine.inference import METHODS, get_method
+from core.engine.inference.base import ProgressRecord
+from core.engine.inference.sampling import SampleBudgetError
+from core.engine.models import ARCHITECTURES, ArchSpec
+from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
+from core.engine.runner import fit_posterior
+from core.engine.settings_help import (
     SettingHelp,
     in_words,
     method_settings,
     setting_choices,
     unit_for,
 )
-from core.training_plan import (
+from core.engine.store import save_posterior
+from core.engine.training_plan import (
     MNIST_TRAIN_IMAGES,
     TrainingEstimate,
     count_training_images,

@@ -11,11 +11,11 @@ from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtWidgets import QMessageBox
 
 from app.main import MainWindow
-from core.dataset_views import cache_folder
-from core.evaluate import evaluate, evaluation_tables, resolve_dataset
-from core.io import load_posterior
-from core.resources import resources_dir
-from core.runner import drain
+from core.analysis.evaluation import evaluate, evaluation_tables, resolve_dataset
+from core.engine.resources import resources_dir
+from core.engine.runner import drain
+from core.engine.store import load_posterior
+from core.outputs.evaluation_cache import cache_folder
 
 MODELS = resources_dir() / "models"
 FILES = [MODELS / "mnist_lenet_mc_dropout.pt", MODELS / "mnist_lenet_sghmc.pt"]
@@ -50,10 +50,10 @@ def run_to_end(qtbot, view, timeout=120_000):
 
 @pytest.fixture(scope="module")
 def reference(shared_data):
-    """core.evaluate's own evaluation of the same columns, images, draws and seed."""
+    """core.analysis.evaluation's own evaluation of the same columns, images, draws and seed."""
     data = resolve_dataset("mnist-test", shared_data).first(IMAGES)
     ood = resolve_dataset("notmnist", shared_data).first(IMAGES)
-    from core.naming import posterior_title, samples_used
+    from core.engine.naming import posterior_title, samples_used
 
     posteriors = {}
     for path in FILES:
@@ -258,13 +258,13 @@ def tiny_utkface(shared_data, tmp_path_factory):
     archive, at test time); skipped without the archive or the descriptor packages."""
     import tarfile
 
-    from core.faces import age_group
+    from core.engine.faces import age_group
 
     archive = shared_data / UTKFACE_ARCHIVE
     if not archive.is_file():
         pytest.skip(f"UTKFace archive not found at {archive}")
     try:
-        from core.faces import get_descriptor
+        from core.engine.faces import get_descriptor
 
         get_descriptor()
     except Exception as exc:  # noqa: BLE001
@@ -321,7 +321,7 @@ def test_face_split_is_offered_only_for_face_columns(qtbot, face_window):
 def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_its_faces(
         qtbot, face_window, tiny_utkface):
     from app.views.dataset import FACE_SET
-    from core.faces.testset import load_face_test_set
+    from core.engine.faces.testset import load_face_test_set
 
     window = face_window
     view = window.dataset_view

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QLabel, QWidget
 from app.main import MainWindow
 from app.plots.axes import short_class_name
 from app.plots.input_views import INPUT_PLOTS
-from core.faces.age_groups import AGE_GROUP_NAMES
-from core.resources import bundled_face_posteriors
+from core.engine.faces.age_groups import AGE_GROUP_NAMES
+from core.engine.resources import bundled_face_posteriors
 
 DIGITS = tuple(str(d) for d in range(10))
 

@@ -14,8 +14,8 @@ import torch
 from PySide6.QtCore import QPoint, Qt
 
 from app.main import MainWindow
-from core.data.preprocess import rotate
-from core.resources import resources_dir
+from core.engine.data.preprocess import rotate
+from core.engine.resources import resources_dir
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MODELS = resources_dir() / "models"
@@ -108,20 +108,20 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
 def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window, monkeypatch):
     import torch
 
-    import core.predictive
+    import core.analysis.predictive
     from app.main import PREVIEW_SAMPLES, PREVIEW_THREADS
     from app.workers import torch_threads
 
     with torch_threads():
         default_threads = torch.get_num_threads()
     threads_used = {}  # draws asked → torch's intra-op threads while predicting them
-    predict = core.predictive.predict_image
+    predict = core.analysis.predictive.predict_image
 
     def spying(posterior, image, num_samples, **kwargs):
         threads_used[num_samples] = torch.get_num_threads()
         return predict(posterior, image, num_samples, **kwargs)
 
-    monkeypatch.setattr(core.predictive, "predict_image", spying)
+    monkeypatch.setattr(core.analysis.predictive, "predict_image", spying)
     canvas = window.canvas
     qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.2)))
     qtbot.mouseMove(canvas, QPoint(*at(canvas, 0.5, 0.5)))
@@ -196,7 +196,7 @@ def test_small_drawing_gets_a_warning(qtbot, window):
 
 
 def test_rotate_slider_and_sweep_with_cancel(qtbot, window, shared_data):
-    from core.evaluate import resolve_dataset
+    from core.analysis.evaluation import resolve_dataset
 
     window.modes.setCurrentWidget(window.rotate_panel)
     panel = window.rotate_panel
@@ -381,7 +381,7 @@ def test_a_new_prediction_repaints_the_plots_without_re_laying_out_the_column(qt
     """Between a 16-draw preview and the full count the verdict gains and loses a line and
     the uncertainty values change width: no plot may change size (a resize re-lays out the
     plot and redraws every axis, which tripled the time to paint 4 columns)."""
-    from core.predictive import predict_image
+    from core.analysis.predictive import predict_image
 
     window.resize(1400, 860)
     drag(qtbot, window.canvas, seven(window.canvas))

@@ -12,11 +12,11 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QMessageBox, QSpinBox
 
 from app.settings import user_models_dir
 from app.views.training import ScientificSpinBox, TrainingDialog
-from core.data.idx import read_idx, write_idx
-from core.inference import METHODS
-from core.io import load_posterior
-from core.naming import METHOD_LABELS
-from core.settings_help import has_own_words
+from core.engine.data.idx import read_idx, write_idx
+from core.engine.inference import METHODS
+from core.engine.naming import METHOD_LABELS
+from core.engine.settings_help import has_own_words
+from core.engine.store import load_posterior
 
 
 @pytest.fixture(autouse=True)

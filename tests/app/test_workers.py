@@ -15,7 +15,7 @@ from app.workers import (
     generator_worker,
     torch_threads,
 )
-from core.inference.base import ProgressRecord
+from core.engine.inference.base import ProgressRecord
 
 
 def counting(n, fail_at=None):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.cli import main
-from core.data.idx import write_idx
-from core.io import load_posterior
-from core.resources import default_posterior_path
+from core.commands.main import main
+from core.engine.data.idx import write_idx
+from core.engine.resources import default_posterior_path
+from core.engine.store import load_posterior
 
 
 @pytest.fixture
@@ -88,14 +88,14 @@ def test_predict_rejects_bad_posterior_and_empty_image(tmp_path, digit_png, caps
 
 
 def test_ctrl_c_writes_nothing(tiny_mnist, tmp_path, monkeypatch, capsys):
-    import core.cli
+    import core.commands.train
 
     def interrupted(generator, on_progress=None):
         next(generator)
         generator.close()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(core.cli, "drain", interrupted)
+    monkeypatch.setattr(core.commands.train, "drain", interrupted)
     out = tmp_path / "never.pt"
     assert main(["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "map", "--out", str(out)]) == 130
     assert not out.exists() and "cancelled" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""``bayescope-cli compare`` and core.compare: numbers equal to ``predict --json``, one column per
+"""``bayescope-cli compare`` and core.analysis.comparison: numbers equal to ``predict --json``, one column per
 posterior, a self-contained report, and safe writing."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.cli import main
-from core.compare import MARKER, compare, comparison_table, write_comparison
-from core.io import load_posterior
-from core.resources import resources_dir
+from core.analysis.comparison import compare, comparison_table
+from core.commands.main import main
+from core.engine.resources import resources_dir
+from core.engine.store import load_posterior
+from core.outputs.comparison import MARKER, write_comparison
 
 MODELS = resources_dir() / "models"
 SGHMC, MAP, DROPOUT = (str(MODELS / f"mnist_{n}.pt") for n in ("lenet_sghmc", "softmax_map", "lenet_mc_dropout"))

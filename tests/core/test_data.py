@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.data.datasets import DatasetNotFoundError, download, load_split
-from core.data.idx import IdxFormatError, parse_idx, read_idx, write_idx
-from core.data.preprocess import (
+from core.engine.data.datasets import DatasetNotFoundError, download, load_split
+from core.engine.data.idx import IdxFormatError, parse_idx, read_idx, write_idx
+from core.engine.data.preprocess import (
     EmptyDrawingError,
     ImageLoadError,
     centre_of_mass,
@@ -103,7 +103,7 @@ def test_mismatched_label_count(tmp_path):
 def test_download_from_mirror_then_cached(tmp_path, monkeypatch, shared_data):
     # MNIST downloads are checked against the official files, so the mirror serves real ones.
     mirror = shared_data / "mnist"
-    monkeypatch.setattr("core.data.datasets.cache_dir", lambda name: tmp_path / "cache" / name)
+    monkeypatch.setattr("core.engine.data.datasets.cache_dir", lambda name: tmp_path / "cache" / name)
     data = load_split("mnist", "test", download_if_missing=True, mirrors=(mirror.as_uri(),))
     assert len(data) == 10000 and data.class_names[3] == "3" and data.name == "mnist-test"
     assert (tmp_path / "cache" / "mnist" / "t10k-images-idx3-ubyte.gz").is_file()

@@ -1,4 +1,4 @@
-"""core.dataset_views: the cached, cancellable evaluation behind the Dataset tab, the images
+"""core.analysis.dataset and core.outputs.evaluation_cache: the cached, cancellable evaluation behind the Dataset tab, the images
 behind a cell or a bin, per-view export and the HTML report (also from the CLI)."""
 
 from __future__ import annotations
@@ -12,27 +12,24 @@ import numpy as np
 import pytest
 import torch
 
-from core.cli import main
-from core.data.idx import write_idx
-from core.dataset_views import (
+from core.analysis.dataset import (
     DATASET_VIEWS,
     SOFT_CELL_MIN,
     EvaluationItem,
-    clear_cache,
     confusion_cell_images,
-    evaluate_dataset,
-    export_dataset_view,
     histogram_bin_images,
     histogram_bin_indices,
-    report_html,
-    write_html_report,
 )
-from core.evaluate import evaluate, evaluation_tables
-from core.inference.base import Dataset, DropoutPosterior, SampledPosterior
-from core.io import load_posterior, save_posterior
-from core.metrics import score_histograms
-from core.models import ArchSpec
-from core.runner import drain
+from core.analysis.evaluation import evaluate, evaluation_tables
+from core.analysis.metrics import score_histograms
+from core.commands.main import main
+from core.engine.data.idx import write_idx
+from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
+from core.engine.models import ArchSpec
+from core.engine.runner import drain
+from core.engine.store import load_posterior, save_posterior
+from core.outputs.evaluation_cache import clear_cache, evaluate_dataset
+from core.outputs.report import export_dataset_view, report_html, write_html_report
 
 K = 3
 
@@ -314,7 +311,7 @@ def test_cli_report_is_the_same_page(sets, capsys):
     cli = _parse(report.read_text(encoding="utf-8"))
     assert cli.tags.get("svg") == 6
     # the app's page for the same files, images, draws and seed: the same numbers
-    from core.dataset_views import load_sets
+    from core.analysis.dataset import load_sets
 
     data, ood = load_sets(str(digits), str(letters))
     items = [EvaluationItem(Path(p).stem, load_posterior(p), p)

@@ -7,9 +7,9 @@ import csv
 import pytest
 import torch
 
-from core.cli import main
-from core.inference.sampling import FunctionTarget
-from core.reproduce import dhmc
+from core.commands.main import main
+from core.commands.reproduce import dhmc
+from core.engine.inference.sampling import FunctionTarget
 
 
 def test_softmax_target_gradient_matches_autograd():
@@ -57,7 +57,7 @@ def test_paper_protocol_is_the_authors_edward_settings():
     assert 1 - sghmc.friction == 0.5 and sghmc.step_size == 1e-6
     assert 2 * (sghmc.friction - sghmc.noise_estimate) * sghmc.step_size == pytest.approx(1e-6)
     sgld = specs["SGLD"].config
-    from core.inference.sgld import step_size_at
+    from core.engine.inference.sgld import step_size_at
 
     assert step_size_at(sgld, 0) == pytest.approx(1e-4)
     assert step_size_at(sgld, 999) == pytest.approx(1e-4 / 1000**0.55)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.cli import main
-from core.data.idx import write_idx
-from core.evaluate import resolve_dataset
-from core.inference.base import DropoutPosterior, SampledPosterior
-from core.io import save_posterior
-from core.models import ArchSpec
+from core.analysis.evaluation import resolve_dataset
+from core.commands.main import main
+from core.engine.data.idx import write_idx
+from core.engine.inference.base import DropoutPosterior, SampledPosterior
+from core.engine.models import ArchSpec
+from core.engine.store import save_posterior
 
 
 def _write_set(folder: Path, images: np.ndarray, labels: np.ndarray) -> Path:
@@ -156,8 +156,8 @@ def test_posteriors_with_different_class_counts_are_refused(tiny, capsys):
 
 
 def test_drop_rate_figure_is_written(tmp_path):
-    from core.figures import drop_rate_figure, save_figure
-    from core.metrics import drop_rate_sensitivity
+    from core.analysis.metrics import drop_rate_sensitivity
+    from core.outputs.figures import drop_rate_figure, save_figure
 
     result = drop_rate_sensitivity({0.1: [0.90, 0.91, 0.905], 0.5: [0.915, 0.92, 0.918], 0.9: [0.85, 0.86, 0.84]})
     path = save_figure(drop_rate_figure(result), tmp_path / "drop_rate.png")
@@ -168,7 +168,7 @@ def test_core_does_not_import_qt():
     import subprocess
     import sys
 
-    code = ("import sys, core.evaluate, core.figures, core.metrics, core.uncertainty; "
+    code = ("import sys, core.commands.evaluate, core.outputs.report, core.outputs.evaluation_cache, core.outputs.figures, core.analysis.metrics, core.analysis.uncertainty; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'superqt', 'app')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -18,9 +18,9 @@ import pytest
 import torch
 from PIL import Image
 
-from core.cli import main
-from core.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.data.utkface import (
+from core.commands.main import main
+from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
+from core.engine.data.utkface import (
     ASSUMED_BOX,
     load_utkface,
     open_utkface,
@@ -28,7 +28,7 @@ from core.data.utkface import (
     split_datasets,
     stratified_split,
 )
-from core.faces import (
+from core.engine.faces import (
     AGE_GROUP_NAMES,
     AGE_GROUPS,
     MIN_FACE_SIZE,
@@ -39,8 +39,8 @@ from core.faces import (
     NoFaceError,
     age_group,
 )
-from core.faces.extract import DescriptorTable, extract_descriptors
-from core.faces.heads import (
+from core.engine.faces.extract import DescriptorTable, extract_descriptors
+from core.engine.faces.heads import (
     check_descriptor,
     class_names_of,
     descriptor_of,
@@ -48,12 +48,12 @@ from core.faces.heads import (
     is_face_posterior,
     predict_age,
 )
-from core.inference import get_method
-from core.inference.base import Dataset, accuracy
-from core.io import load_posterior, payload_checksum, save_posterior
-from core.models import ArchSpec, build_model
-from core.resources import bundled_face_posteriors, bundled_posteriors
-from core.runner import drain, fit_posterior
+from core.engine.inference import get_method
+from core.engine.inference.base import Dataset, accuracy
+from core.engine.models import ArchSpec, build_model
+from core.engine.resources import bundled_face_posteriors, bundled_posteriors
+from core.engine.runner import drain, fit_posterior
+from core.engine.store import load_posterior, payload_checksum, save_posterior
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = ROOT.parent / "shared" / "data" / "utkface" / "UTKFace-128.tar.gz"
@@ -61,7 +61,7 @@ ARCHIVE = ROOT.parent / "shared" / "data" / "utkface" / "UTKFace-128.tar.gz"
 
 def _dlib_available() -> bool:
     try:
-        from core.faces import get_descriptor
+        from core.engine.faces import get_descriptor
 
         get_descriptor()
     except Exception:
@@ -363,7 +363,7 @@ def test_cli_refuses_a_digit_posterior_for_faces_and_a_face_head_for_digits(tmp_
 
 @needs_dlib
 def test_descriptors_of_real_faces_have_their_shape_and_are_deterministic(real_faces):
-    from core.faces import align_and_describe, descriptor_info, detect_faces, load_photo
+    from core.engine.faces import align_and_describe, descriptor_info, detect_faces, load_photo
 
     info = descriptor_info()
     assert info.dim == 128 and info.name == "dlib-resnet-v1"
@@ -384,7 +384,7 @@ def test_descriptors_of_real_faces_have_their_shape_and_are_deterministic(real_f
     image = load_photo(paths[0])
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, "JPEG", quality=80)
-    from core.faces import decode_photo
+    from core.engine.faces import decode_photo
 
     copy = decode_photo(buffer.getvalue())
     boxes = detect_faces(copy)
@@ -396,8 +396,8 @@ def test_descriptors_of_real_faces_have_their_shape_and_are_deterministic(real_f
 
 @needs_dlib
 def test_photos_in_any_mode_work_and_bad_ones_get_one_line(real_faces, tmp_path, capsys):
-    from core.faces import detect_faces, load_photo
-    from core.faces.cli import describe_photo
+    from core.engine.faces import detect_faces, load_photo
+    from core.engine.faces.photo import describe_photo
 
     face = next(p for p in sorted(real_faces.iterdir()) if p.name.startswith("30_"))
     rgb = Image.open(face).convert("RGB").resize((256, 256))
@@ -427,7 +427,7 @@ def test_photos_in_any_mode_work_and_bad_ones_get_one_line(real_faces, tmp_path,
     Image.new("L", (6000, 1000), 128).save(huge)
     assert max(load_photo(huge).shape) == 4096  # scaled down to the working size
     with pytest.raises(FaceTooSmallError):
-        from core.faces import align_and_describe
+        from core.engine.faces import align_and_describe
 
         align_and_describe(load_photo(face), FaceBox(0, 0, 30, 30))
     assert main(["predict", str(blank), "--task", "age", "--posterior", str(tmp_path / "none.pt")]) == 2
@@ -444,8 +444,8 @@ def test_photos_in_any_mode_work_and_bad_ones_get_one_line(real_faces, tmp_path,
 
 @needs_dlib
 def test_several_faces_in_a_photo_come_largest_first(real_faces, tmp_path):
-    from core.faces import detect_faces
-    from core.faces.cli import describe_photo
+    from core.engine.faces import detect_faces
+    from core.engine.faces.photo import describe_photo
 
     faces = [p for p in sorted(real_faces.iterdir()) if p.name.split("_")[0] in ("30", "40")][:2]
     canvas = Image.new("RGB", (900, 500), (90, 120, 150))
@@ -549,7 +549,7 @@ def test_utkface_split_of_real_faces_trains_heads_through_the_cli(real_faces, tm
 
 
 def test_scores_of_runs_follow_their_definitions():
-    from core.reproduce.dhmc_faces import score_runs
+    from core.commands.reproduce.dhmc_faces import score_runs
 
     labels = np.array([0, 1, 2, 7])
     mean = np.full((4, 8), 0.02)
@@ -565,7 +565,7 @@ def test_scores_of_runs_follow_their_definitions():
 
 
 def test_reproduction_runs_both_protocols_and_writes_every_output(tmp_path):
-    from core.reproduce.dhmc_faces import run_protocol, write_outputs
+    from core.commands.reproduce.dhmc_faces import run_protocol, write_outputs
 
     x, y = _separable(60, INFO.dim, 0)
     xt, yt = _separable(20, INFO.dim, 1)
@@ -591,7 +591,7 @@ def test_reproduction_runs_both_protocols_and_writes_every_output(tmp_path):
 
 
 def test_a_subset_of_an_archive_never_shares_its_cache_folder(tmp_path):
-    from core.faces.extract import cache_folder
+    from core.engine.faces.extract import cache_folder
 
     key = hashlib.sha256(b"archive").hexdigest()
     full = cache_folder(tmp_path, INFO, key)
@@ -605,7 +605,7 @@ def test_a_subset_of_an_archive_never_shares_its_cache_folder(tmp_path):
 
 @needs_dlib
 def test_face_test_set_is_the_heads_test_split_and_the_cli_evaluates_it(real_faces, tmp_path, monkeypatch, capsys):
-    from core.faces.testset import FACE_TEST_SET, descriptors_cached, load_face_test_set
+    from core.engine.faces.testset import FACE_TEST_SET, descriptors_cached, load_face_test_set
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     # nothing described yet: a look into the cache computes nothing

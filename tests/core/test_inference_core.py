@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.inference import get_method
-from core.inference.base import Dataset, DropoutPosterior, SampledPosterior, accuracy
-from core.inference.mc_dropout import model_precision, weight_decay
-from core.io import FORMAT_VERSION, PosteriorFileError, load_posterior, save_posterior
-from core.models import ArchSpec, build_model, mc_dropout, num_parameters
-from core.runner import drain
+from core.engine.inference import get_method
+from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior, accuracy
+from core.engine.inference.mc_dropout import model_precision, weight_decay
+from core.engine.models import ArchSpec, build_model, mc_dropout, num_parameters
+from core.engine.runner import drain
+from core.engine.store import FORMAT_VERSION, PosteriorFileError, load_posterior, save_posterior
 
 
 def _blobs(n=400, seed=0):
@@ -164,7 +164,7 @@ def test_round_trip_preserves_predictions_and_metadata(tmp_path):
 
 def _rewrite(path, **changes):
     """Change records and re-seal the file (a valid checksum), to reach the later checks."""
-    from core.io import payload_checksum
+    from core.engine.store import payload_checksum
 
     payload = torch.load(path, weights_only=True)
     payload.update(changes)
@@ -251,7 +251,7 @@ def test_importing_core_loads_no_qt():
     import sys
 
     code = (
-        "import sys, core.cli, core.io, core.inference, core.uncertainty, core.data.datasets;"
+        "import sys, core.commands.main, core.engine.store, core.engine.inference, core.analysis.uncertainty, core.engine.data.datasets;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6','pyqtgraph','superqt','app')];"
         "print(bad); sys.exit(bool(bad))"
     )

@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.data.preprocess import to_mnist
-from core.input_figures import (
+from core.analysis.metrics import rotation_sweep
+from core.analysis.predictive import predict_image
+from core.engine.data.preprocess import to_mnist
+from core.engine.resources import resources_dir
+from core.engine.store import load_posterior
+from core.outputs.input_figures import (
     INPUT_VIEWS,
     STRIP_MAX_DRAWS,
     export_input_view,
@@ -24,10 +28,6 @@ from core.input_figures import (
     input_view_table,
     sweep_table,
 )
-from core.io import load_posterior
-from core.metrics import rotation_sweep
-from core.predictive import predict_image
-from core.resources import resources_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Words, not digits: digits also appear as tick labels, so they would prove nothing.

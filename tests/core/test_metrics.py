@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.inference.base import Dataset, SampledPosterior
-from core.metrics import (
+from core.analysis.metrics import (
     SCORES,
     accuracy,
     auroc,
@@ -33,8 +32,9 @@ from core.metrics import (
     score_histograms,
     soft_confusion_matrix,
 )
-from core.models import ArchSpec
-from core.runner import drain
+from core.engine.inference.base import Dataset, SampledPosterior
+from core.engine.models import ArchSpec
+from core.engine.runner import drain
 
 
 def test_accuracy_nll_brier_by_hand():
@@ -241,7 +241,7 @@ def test_rotation_sweep_angles_and_bands():
 
 
 def test_chainless_posterior_with_its_own_sample_count_is_one_chain():
-    from core.inference.base import Posterior
+    from core.engine.inference.base import Posterior
 
     class Seven(Posterior):
         """Returns 7 samples whatever is asked: class 0 in four of them, class 1 in three."""

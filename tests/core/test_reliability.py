@@ -31,27 +31,36 @@ import pytest
 import torch
 from PIL import Image
 
-import core.memory
-from core.cli import main
-from core.data.datasets import DatasetContentError, DatasetNotFoundError, download, load_split
-from core.data.idx import write_idx
-from core.data.preprocess import EmptyDrawingError, ImageLoadError, image_to_input, load_image
-from core.evaluate import resolve_dataset
-from core.inference import get_method
-from core.inference.base import Dataset, DropoutPosterior, SampledPosterior
-from core.inference.dsghmc import InputDropoutPosterior
-from core.io import (
-    NotSavedError,
+import core.engine.memory
+from core.analysis.evaluation import resolve_dataset
+from core.commands.main import main
+from core.engine.data.datasets import (
+    DatasetContentError,
+    DatasetNotFoundError,
+    download,
+    load_split,
+)
+from core.engine.data.idx import write_idx
+from core.engine.data.preprocess import (
+    EmptyDrawingError,
+    ImageLoadError,
+    image_to_input,
+    load_image,
+)
+from core.engine.files import NotSavedError, atomic_write
+from core.engine.inference import get_method
+from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
+from core.engine.inference.dsghmc import InputDropoutPosterior
+from core.engine.models import ArchSpec
+from core.engine.resources import bundled_posteriors
+from core.engine.runner import drain
+from core.engine.store import (
     PosteriorFileError,
-    atomic_write,
     load_posterior,
     payload_checksum,
     save_posterior,
     upgrade_posterior_file,
 )
-from core.models import ArchSpec
-from core.resources import bundled_posteriors
-from core.runner import drain
 
 ROOT = Path(__file__).resolve().parents[2]
 MAP_FILE = ROOT / "resources" / "models" / "mnist_softmax_map.pt"
@@ -75,7 +84,7 @@ def _one_line_error(capsys) -> str:
 @pytest.fixture
 def memory_8gb(monkeypatch):
     """A machine with 8 GB available, whatever this one has: estimates become deterministic."""
-    monkeypatch.setattr(core.memory, "available_bytes", lambda: 8 * GB)
+    monkeypatch.setattr(core.engine.memory, "available_bytes", lambda: 8 * GB)
 
 
 def _write_split(folder: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:
@@ -260,7 +269,7 @@ def test_invalid_records_are_refused_with_a_sentence(tmp_path, change, message):
 def test_absurd_architecture_is_refused_before_any_allocation(tmp_path, monkeypatch, memory_8gb):
     path = save_posterior(_toy_posterior(), tmp_path / "p.pt")
     built = []
-    monkeypatch.setattr("core.models._CLASSES", {k: lambda spec: built.append(spec) for k in ("softmax", "mlp", "lenet")})
+    monkeypatch.setattr("core.engine.models._CLASSES", {k: lambda spec: built.append(spec) for k in ("softmax", "mlp", "lenet")})
     _reseal(path, arch={"name": "softmax", "num_classes": 10**8, "drop_rate": 0.0, "hidden": 100, "image_size": 4})
     with pytest.raises(PosteriorFileError, match="between 2 and 100000 classes"):
         load_posterior(path)
@@ -277,7 +286,7 @@ def test_format_1_is_refused_and_upgraded_bit_for_bit(tmp_path):
     del payload["checksum"]
     payload["format_version"] = 1
     torch.save(payload, path)
-    with pytest.raises(PosteriorFileError, match=r"older bayescope.*python -m core.io upgrade"):
+    with pytest.raises(PosteriorFileError, match=r"older bayescope.*bayescope-cli upgrade"):
         load_posterior(path)
     upgrade_posterior_file(path)
     after = torch.load(path, weights_only=True)
@@ -408,12 +417,12 @@ def test_decompression_bomb_is_refused_from_the_header(tmp_path, monkeypatch):
 
 
 def test_train_checks_every_argument_and_the_output_before_training(tiny_digits, tmp_path, monkeypatch, capsys):
-    import core.cli
+    import core.commands.train
 
     def no_training(*args, **kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(core.cli, "fit_posterior", no_training)
+    monkeypatch.setattr(core.commands.train, "fit_posterior", no_training)
     base = ["train", "--dataset", str(tiny_digits), "--model", "mlp", "--method", "map"]
     cases = [
         (["--eval-samples", "0"], "--eval-samples must be at least 1"),
@@ -433,13 +442,13 @@ def test_train_checks_every_argument_and_the_output_before_training(tiny_digits,
 
 
 def test_train_saves_first_and_keeps_the_posterior_when_evaluation_fails(tiny_digits, tmp_path, monkeypatch, capsys):
-    import core.cli
+    import core.commands.train
 
     def broken(*args, **kwargs):
         raise ValueError("the test set could not be read")
         yield
 
-    monkeypatch.setattr(core.cli, "accuracy_progress", broken)
+    monkeypatch.setattr(core.commands.train, "accuracy_progress", broken)
     out = tmp_path / "p.pt"
     args = ["train", "--dataset", str(tiny_digits), "--model", "softmax", "--method", "map",
             "--set", "epochs=1", "--out", str(out)]
@@ -453,7 +462,7 @@ def test_train_saves_first_and_keeps_the_posterior_when_evaluation_fails(tiny_di
         yield
 
     out.unlink()
-    monkeypatch.setattr(core.cli, "accuracy_progress", interrupted)
+    monkeypatch.setattr(core.commands.train, "accuracy_progress", interrupted)
     assert main(args) == 130
     assert "saved in" in capsys.readouterr().err and load_posterior(out).method == "map"
 
@@ -522,9 +531,9 @@ def test_a_real_full_disk_keeps_the_old_file(tiny_tmpfs):
 
 _SLOW_SAVE = textwrap.dedent("""
     import os, sys, time, torch
-    from core.inference.base import SampledPosterior
-    from core.io import save_posterior
-    from core.models import ArchSpec
+    from core.engine.inference.base import SampledPosterior
+    from core.engine.store import save_posterior
+    from core.engine.models import ArchSpec
     post = SampledPosterior("map", ArchSpec("softmax", num_classes=2, image_size=4), {}, 0, "x",
                             {"linear.weight": torch.zeros(1, 1, 2, 16), "linear.bias": torch.zeros(1, 1, 2)})
     real_fsync = os.fsync
@@ -600,7 +609,7 @@ def test_a_trickling_download_meets_its_deadline_and_leaves_nothing(tmp_path):
 
 
 def test_ctrl_c_during_a_download_leaves_no_part_file(tmp_path, monkeypatch):
-    import core.data.datasets as datasets
+    import core.engine.data.datasets as datasets
 
     def interrupted(url, out, deadline):
         out.write(b"partial bytes")
@@ -632,13 +641,13 @@ def test_evaluate_replaces_a_report_whole_or_not_at_all(tiny_digits, digits_post
     assert not (out / "leftover_from_an_older_run.csv").exists()  # the old report went as a whole
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    import core.figures
+    import core.outputs.figures
 
     def disk_full(fig, path):
         Path(path).write_bytes(b"")
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(core.figures, "save_figure", disk_full)
+    monkeypatch.setattr(core.outputs.figures, "save_figure", disk_full)
     assert main(_report_args(tiny_digits, digits_posterior, out)) == 2
     assert "no space left on device" in _one_line_error(capsys)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the earlier report, intact
@@ -676,13 +685,13 @@ def _special_file(kind: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", ["fifo", "socket", "device", "directory"])
 def test_out_that_is_not_a_regular_file_is_refused_before_training(kind, tiny_digits, tmp_path, monkeypatch, capsys):
-    import core.cli
+    import core.commands.train
 
     if kind in ("fifo", "socket") and not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs or UNIX sockets here")
     target = _special_file(kind, tmp_path)
     before = target.stat()
-    monkeypatch.setattr(core.cli, "fit_posterior", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(core.commands.train, "fit_posterior", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     assert main(["train", "--dataset", str(tiny_digits), "--method", "map", "--out", str(target)]) == 2
     line = _one_line_error(capsys)
     assert str(target) in line and ("not a regular file" in line or "is a folder" in line)
@@ -732,7 +741,7 @@ def test_evaluate_sizes(argv, message, tmp_path, capsys, memory_8gb):
 
 
 def test_memory_estimate_helper_names_sizes_in_words(memory_8gb):
-    with pytest.raises(core.memory.MemoryEstimateError,
+    with pytest.raises(core.engine.memory.MemoryEstimateError,
                        match=r"^a test would need about 31\.4 GB of memory, but only 6\.4 GB is available; do less$"):
-        core.memory.check_fits(31.4 * GB, "a test", "do less")
-    core.memory.check_fits(6 * GB, "a test", "do less")  # fits: no error
+        core.engine.memory.check_fits(31.4 * GB, "a test", "do less")
+    core.engine.memory.check_fits(6 * GB, "a test", "do less")  # fits: no error

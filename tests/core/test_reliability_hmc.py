@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.inference import hmc
-from core.runner import drain
+from core.engine.inference import hmc
+from core.engine.runner import drain
 
 #: Principal variances of the target (a 64:1 spread) along a random rotation of the axes.
 EIGENVALUES = np.array([4.0, 1.0, 0.25, 0.0625])

@@ -22,8 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from core.data.preprocess import EmptyDrawingError, ImageLoadError, image_to_input, load_image
-from core.io import PosteriorFileError, load_posterior
+from core.engine.data.preprocess import (
+    EmptyDrawingError,
+    ImageLoadError,
+    image_to_input,
+    load_image,
+)
+from core.engine.store import PosteriorFileError, load_posterior
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTERIOR = ROOT / "resources" / "models" / "mnist_softmax_map.pt"

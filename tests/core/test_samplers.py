@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.inference import dsghmc, hmc, sampling, sghmc, sgld
-from core.inference.base import Dataset
-from core.inference.sampling import FunctionTarget, StoragePlan
-from core.models import ArchSpec
-from core.runner import drain
+from core.engine.inference import dsghmc, hmc, sampling, sghmc, sgld
+from core.engine.inference.base import Dataset
+from core.engine.inference.sampling import FunctionTarget, StoragePlan
+from core.engine.models import ArchSpec
+from core.engine.runner import drain
 
 # ---------------------------------------------------------------------------- targets
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
-from core.inference.base import Dataset
-from core.inference.dsghmc import InputDropoutPosterior
-from core.inference.sampling import (
+from core.engine.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
+from core.engine.inference.base import Dataset
+from core.engine.inference.dsghmc import InputDropoutPosterior
+from core.engine.inference.sampling import (
     FunctionTarget,
     SampleBudgetError,
     SampleBudgetWarning,
@@ -20,9 +20,9 @@ from core.inference.sampling import (
     plan_storage,
     split_rhat,
 )
-from core.io import load_posterior, save_posterior
-from core.models import ArchSpec
-from core.runner import drain
+from core.engine.models import ArchSpec
+from core.engine.runner import drain
+from core.engine.store import load_posterior, save_posterior
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -263,7 +263,7 @@ def test_ensemble_members_are_independent_chains():
 
 @pytest.mark.parametrize("method", ["sghmc", "dsghmc"])
 def test_cli_trains_a_sampler(shared_data, tmp_path, method, capsys):
-    from core.cli import main
+    from core.commands.main import main
 
     out = tmp_path / f"{method}.pt"
     code = main([

@@ -9,8 +9,14 @@ import pytest
 import torch
 from torch.func import functional_call, vmap
 
-from core.inference.base import DropoutPosterior, interactive_generator
-from core.models import ArchSpec, build_model, mc_dropout, split_before_dropout, stacked_forward
+from core.engine.inference.base import DropoutPosterior, interactive_generator
+from core.engine.models import (
+    ArchSpec,
+    build_model,
+    mc_dropout,
+    split_before_dropout,
+    stacked_forward,
+)
 
 SPECS = [
     ArchSpec("softmax"),

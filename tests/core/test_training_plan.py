@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-import core.training_plan as plan
-from core.data.idx import write_idx
-from core.inference import METHODS, Method, get_method
-from core.inference.base import Dataset, ProgressRecord
-from core.models import ArchSpec
-from core.training_plan import (
+import core.engine.training_plan as plan
+from core.engine.data.idx import write_idx
+from core.engine.inference import METHODS, Method, get_method
+from core.engine.inference.base import Dataset, ProgressRecord
+from core.engine.models import ArchSpec
+from core.engine.training_plan import (
     count_training_images,
     duration_in_words,
     estimate_duration,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from core.uncertainty import (
+from core.analysis.uncertainty import (
     UNCERTAIN_THRESHOLD,
     aleatoric_covariance,
     bhattacharyya_coefficient,

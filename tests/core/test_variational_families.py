@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, Normal, StudentT, kl_divergence
 
-from core.inference.variational import (
+from core.engine.inference.variational import (
     LowRankMixture,
     Prior,
     elbo_terms,
@@ -19,7 +19,7 @@ from core.inference.variational import (
     mixture_sample,
     standard_noise,
 )
-from core.inference.vdropout import kl_log_uniform
+from core.engine.inference.vdropout import kl_log_uniform
 
 D = torch.float64
 

@@ -10,16 +10,16 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from core.inference import get_method
-from core.inference.base import Dataset, accuracy
-from core.inference.variational import (
+from core.engine.inference import get_method
+from core.engine.inference.base import Dataset, accuracy
+from core.engine.inference.variational import (
     LocalReparameterisation,
     ParamLayout,
     VariationalPosterior,
 )
-from core.io import load_posterior, save_posterior
-from core.models import ArchSpec, build_model, num_parameters
-from core.runner import drain
+from core.engine.models import ArchSpec, build_model, num_parameters
+from core.engine.runner import drain
+from core.engine.store import load_posterior, save_posterior
 
 MNIST = Path("/work/shared/data/mnist")
 
@@ -121,7 +121,7 @@ def test_local_reparameterisation_gives_the_exact_pre_activation_moments():
 
 
 def test_variational_dropout_shares_alpha_per_input_unit_or_per_weight():
-    from core.inference import vdropout
+    from core.engine.inference import vdropout
 
     arch = ArchSpec("lenet")
     for sharing, first_fc in (("per_unit", (1, 800)), ("per_weight", (500, 800))):
@@ -163,7 +163,7 @@ class _MaxNumel(TorchDispatchMode):
 
 def test_snvi_on_lenet_never_creates_a_p_by_p_tensor():
     """One sN-VI training step and a log-density on LeNet (P ≈ 431k) stay O(P K)."""
-    from core.inference import snvi
+    from core.engine.inference import snvi
 
     torch.set_num_threads(1)
     arch = ArchSpec("lenet")
@@ -183,7 +183,7 @@ def test_snvi_on_lenet_never_creates_a_p_by_p_tensor():
 
 @pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists(), reason="needs MNIST")
 def test_cli_trains_an_snvi_mlp_and_saves_it(tmp_path, capsys):
-    from core.cli import main
+    from core.commands.main import main
 
     out = tmp_path / "snvi.pt"
     code = main(

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
-from core.reproduce import load_all
-from core.reproduce.lefolgoc import (
+from core.commands.reproduce import load_all
+from core.commands.reproduce.lefolgoc import (
     D,
     dropout_support,
     gaussian_experiment,
@@ -67,7 +67,7 @@ def test_rbf_full_rank_fit_recovers_the_exact_posterior_and_mf_its_closed_form_o
 
 @pytest.mark.parametrize("target", ["lefolgoc-gaussian", "lefolgoc-rbf"])
 def test_reproduce_commands_write_tables_and_figures(target, tmp_path):
-    from core.cli import main
+    from core.commands.main import main
 
     assert target in load_all()
     stem = target.replace("-", "_")

@@ -1,0 +1,234 @@
+"""Several posteriors judged on one input, side by side: the numbers of ``bayescope-cli compare``.
+
+:func:`compare` predicts the input once per posterior exactly as ``bayescope-cli predict``
+does (same preprocessing, a generator seeded with ``seed`` per posterior), so each column's
+numbers equal ``predict --json`` run with the same ``--samples``, ``--seed`` and ``--level``.
+:func:`comparison_table` is every number shown (one row per posterior and class);
+:func:`provenance` is what a posterior file records about itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.analysis.predictive import Prediction, predict_image
+from core.engine.data.preprocess import image_to_input
+from core.engine.inference.base import Posterior
+from core.engine.naming import (
+    METHOD_DESCRIPTIONS,
+    method_label,
+    posterior_title,
+    samples_used,
+)
+
+#: In provenance, lists of more values than this (per-step training traces) are left out.
+MAX_LIST = 32
+
+
+@dataclass(frozen=True)
+class ComparisonColumn:
+    """One posterior's judgement of the input.
+
+    ``title`` is the header a person reads ("SGHMC, LeNet, 8 draws"); ``source`` is the
+    posterior file's path as text, for provenance only.
+    """
+
+    title: str
+    posterior: Posterior
+    prediction: Prediction
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every column's prediction for one input (``image``: the 28×28 model input in [0, 1]).
+
+    ``num_samples`` and ``seed`` record what was asked for (a sampled posterior may hold
+    fewer draws than asked; each column's summary says how many it used).
+    """
+
+    image: np.ndarray
+    columns: tuple[ComparisonColumn, ...]
+    level: float
+    class_names: tuple[str, ...]
+    num_samples: int | None = None
+    seed: int | None = None
+
+
+def _model_input(image: np.ndarray | torch.Tensor) -> np.ndarray:
+    """A 28×28 float32 model input from a 28×28 input, a (1, 1, 28, 28) tensor or a raw drawing."""
+    array = np.asarray(image.detach().cpu() if isinstance(image, torch.Tensor) else image, np.float32)
+    if array.ndim > 2:
+        if any(d != 1 for d in array.shape[:-2]):
+            raise ValueError(f"expected one grey image, got an array of shape {array.shape}")
+        array = array.reshape(array.shape[-2:])
+    return image_to_input(array)[0, 0].numpy()
+
+
+def default_class_names(posterior: Posterior) -> tuple[str, ...]:
+    """The class names of the data set the posterior was trained on, else "0", "1", ..."""
+    from core.engine.data.datasets import KNOWN
+
+    info = KNOWN.get(posterior.dataset.split("-")[0])
+    if info is not None and len(info.class_names) == posterior.num_classes:
+        return info.class_names
+    return tuple(str(k) for k in range(posterior.num_classes))
+
+
+def _identity(posterior: Posterior, source: str | None) -> tuple[str, Any]:
+    if source:
+        return ("file", Path(source).expanduser().resolve())
+    return ("object", id(posterior))
+
+
+def compare(
+    posteriors: Sequence[tuple[Posterior, str | None]],
+    image: np.ndarray,
+    num_samples: int = 100,
+    level: float = 0.9,
+    seed: int | None = 0,
+    class_names: Sequence[str] | None = None,
+) -> Comparison:
+    """Predict ``image`` with every posterior; one column each, in the order given.
+
+    Parameters
+    ----------
+    posteriors
+        ``(posterior, source)`` pairs; ``source`` is its file path (or None). A file given
+        twice, or the same object twice, gives one column.
+    image
+        A 28×28 model input in [0, 1], or a raw drawing (light ink on dark) that is
+        preprocessed as MNIST was.
+    num_samples, level, seed
+        As ``bayescope-cli predict --samples --level --seed``. ``seed=None`` lets each
+        posterior use its own randomness (the GUI's stroke-by-stroke mode).
+
+    Raises
+    ------
+    ValueError
+        With no posterior, posteriors that disagree on the classes or the image size, class
+        names that do not fit, or settings out of range.
+    """
+    if num_samples < 1:
+        raise ValueError("the number of samples must be at least 1")
+    if not 0 < level < 1:
+        raise ValueError("the credible level must lie strictly between 0 and 1 (e.g. 0.9)")
+    unique: dict[tuple[str, Any], tuple[Posterior, str | None]] = {}
+    for posterior, source in posteriors:
+        unique.setdefault(_identity(posterior, source), (posterior, None if source is None else str(source)))
+    if not unique:
+        raise ValueError("no posterior to compare: give at least one")
+    chosen = list(unique.values())
+    shapes = {(p.num_classes, p.arch.image_size) for p, _ in chosen}
+    if len(shapes) > 1:
+        listing = "; ".join(
+            f"{posterior_title(p, samples_used(p, num_samples))}: {p.num_classes} classes, "
+            f"{p.arch.image_size}×{p.arch.image_size} images"
+            for p, _ in chosen
+        )
+        raise ValueError(f"these posteriors cannot judge the same input: {listing}")
+    names = tuple(str(c) for c in class_names) if class_names is not None else default_class_names(chosen[0][0])
+    if len(names) != chosen[0][0].num_classes:
+        raise ValueError(f"{len(names)} class names given for {chosen[0][0].num_classes} classes")
+    x = _model_input(image)
+    columns: list[ComparisonColumn] = []
+    seen: dict[str, int] = {}
+    for posterior, source in chosen:
+        prediction = predict_image(posterior, x, num_samples, seed=seed, level=level)
+        title = posterior_title(posterior, samples_used(posterior, num_samples))
+        # Two different files of the same method and model would share a header.
+        seen[title] = seen.get(title, 0) + 1
+        if seen[title] > 1:
+            title = f"{title} ({seen[title]})"
+        columns.append(ComparisonColumn(title, posterior, prediction, source))
+    return Comparison(x, tuple(columns), level, names, num_samples, seed)
+
+
+def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
+    """Every number shown: one row per posterior and class.
+
+    Per class: mean, credible ``lower``/``upper``, and the variance split (total =
+    aleatoric + epistemic); per posterior, repeated on its rows: the entropy split in nats,
+    the top-two overlap (Bhattacharyya coefficient), the "uncertain" flag, the number of
+    draws and the credible level.
+    """
+    rows = []
+    for column in comparison.columns:
+        s = column.prediction.summary
+        for k, name in enumerate(comparison.class_names):
+            rows.append({
+                "posterior": column.title,
+                "method": method_label(column.posterior.method),
+                "source": column.source,
+                "class": name,
+                "predicted": k == s.predicted_class,
+                "mean": float(s.mean[k]),
+                "lower": float(s.lower[k]),
+                "upper": float(s.upper[k]),
+                "total_variance": float(s.total_variance[k]),
+                "aleatoric_variance": float(s.aleatoric_variance[k]),
+                "epistemic_variance": float(s.epistemic_variance[k]),
+                "total_entropy": float(s.total),
+                "aleatoric_entropy": float(s.aleatoric),
+                "epistemic_entropy": float(s.epistemic),
+                "overlap": float(s.overlap),
+                "uncertain": bool(s.uncertain),
+                "num_samples": int(s.num_samples),
+                "level": float(comparison.level),
+            })
+    return rows
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, (list, tuple)):
+        return sum(_count(v) for v in value)
+    return 1
+
+
+def _compact(value: Any) -> Any:
+    """JSON-friendly copy with long (nested) lists, such as training traces, replaced by a note."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _compact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        n = _count(value)
+        return f"{n} values (left out)" if n > MAX_LIST else [_compact(v) for v in value]
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    return value
+
+
+def provenance(posterior: Posterior, source: str | None) -> dict[str, Any]:
+    """Where a posterior comes from: method (name and in words), settings, architecture,
+    training data set, seed, training info (long traces left out) and its file."""
+    return {
+        "method": posterior.method,
+        "method_label": method_label(posterior.method),
+        "method_in_words": METHOD_DESCRIPTIONS.get(posterior.method, posterior.method),
+        "config": _compact(posterior.config),
+        "arch": posterior.arch.to_dict(),
+        "dataset": posterior.dataset,
+        "seed": posterior.seed,
+        "info": _compact(posterior.info),
+        "source": source,
+    }
+
+
+def provenance_record(comparison: Comparison) -> dict[str, Any]:
+    """``provenance.json``: the settings of the comparison and every column's provenance."""
+    return {
+        "settings": {"num_samples": comparison.num_samples, "seed": comparison.seed,
+                     "level": comparison.level, "class_names": list(comparison.class_names)},
+        "columns": [
+            {"title": c.title, "num_samples_used": c.prediction.summary.num_samples,
+             **provenance(c.posterior, c.source)}
+            for c in comparison.columns
+        ],
+    }

@@ -1,0 +1,441 @@
+"""Data-set evaluation of one or more posteriors, side by side: the numbers of ``bayescope-cli evaluate``.
+
+:func:`evaluate` is a generator (progress records, then an :class:`Evaluation`) that the
+GUI can run in a worker; :func:`evaluation_tables` turns the result into long-format tables.
+Data sets are given as a known name (``mnist-test``, ``mnist-train``, ``notmnist``) or the
+path of any folder with the IDX files in MNIST layout; ``data_dir`` points the known names at
+a folder holding them in sub-folders named after each data set (``<data_dir>/mnist``,
+``<data_dir>/notmnist``), or at the data set's own folder (one named after it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.analysis.metrics import (
+    ECE_BINS,
+    REJECTION_SCORES,
+    SAMPLE_BUDGET,
+    SCORES,
+    DatasetPredictions,
+    box_statistics,
+    brier_score,
+    chain_ids,
+    classwise_calibration_error,
+    confusion_matrix,
+    expected_calibration_error,
+    negative_log_likelihood,
+    ood_detection,
+    oracle_rejection_curve,
+    per_class_error,
+    predict_dataset,
+    rejection_curve,
+    reliability_diagram,
+    rotation_angles,
+    rotation_sweep,
+    score_edges,
+    score_histograms,
+    soft_confusion_matrix,
+)
+from core.analysis.metrics import accuracy as accuracy_of
+from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
+from core.engine.data.datasets import DatasetNotFoundError, load_split
+from core.engine.data.preprocess import image_to_input, load_image
+from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+from core.engine.memory import check_fits
+from core.engine.store import load_posterior
+
+#: Known data-set names → (data set, split).
+DATASET_NAMES: dict[str, tuple[str, str]] = {
+    "mnist-test": ("mnist", "test"),
+    "mnist-train": ("mnist", "train"),
+    "notmnist": ("notmnist", "test"),
+    "notmnist-test": ("notmnist", "test"),
+}
+
+#: The faces test split (UTKFace, descriptors cached by core.engine.faces): for face heads only.
+FACE_TEST_SET = "utkface-test"
+
+
+def resolve_dataset(
+    spec: str,
+    data_dir: str | os.PathLike | None = None,
+    split: str = "test",
+    download: bool = False,
+) -> Dataset:
+    """Load a data set given by a known name (:data:`DATASET_NAMES`) or an IDX folder.
+
+    For a known name, only the data set's own folder is read: ``data_dir/<name>``, or
+    ``data_dir`` itself when it is named after the data set; without ``data_dir``, the user
+    cache (where ``download`` fetches MNIST when missing). A folder is read as its ``split``
+    (default the ``t10k-*`` test files).
+
+    Raises
+    ------
+    DatasetNotFoundError
+        When the files are nowhere to be found, or the name is neither known nor a folder.
+    """
+    if spec == FACE_TEST_SET:  # descriptors read from the cache, or computed without progress
+        from core.engine.faces.testset import load_face_test_set, utkface_location
+        from core.engine.runner import drain
+
+        return drain(load_face_test_set(utkface_location(data_dir))).data
+    if spec in DATASET_NAMES:
+        name, known_split = DATASET_NAMES[spec]
+        root = None
+        if data_dir is not None:
+            base = Path(data_dir)
+            if not base.is_dir():
+                raise DatasetNotFoundError(f"data folder {base} does not exist")
+            if (base / name).is_dir():
+                root = base / name
+            elif base.name.lower().replace("-", "").replace("_", "") == name:
+                root = base
+            else:
+                # never fall back on data_dir itself: it may hold another data set's files
+                raise DatasetNotFoundError(
+                    f"no {name} folder in {base}: put the {name} files in {base / name}, "
+                    f"or give their folder as the data set"
+                )
+        return load_split(name, known_split, root=root, download_if_missing=download)
+    folder = Path(spec)
+    if not folder.is_dir():
+        known = ", ".join([*DATASET_NAMES, FACE_TEST_SET])
+        raise DatasetNotFoundError(f"data set {spec!r} is neither a known name ({known}) nor a folder")
+    return load_split(str(folder), split)
+
+
+_IMAGE_REF = re.compile(r"^(?P<set>.+):(?P<index>\d+)$")
+
+
+def resolve_image(spec: str, data_dir: str | os.PathLike | None = None) -> tuple[str, torch.Tensor]:
+    """An image for the rotation sweep: an image file, or ``SET:INDEX`` (e.g. ``mnist-test:0``).
+
+    Returns ``(label, image (1, 1, 28, 28))``.
+    """
+    path = Path(spec)
+    match = _IMAGE_REF.match(spec)
+    if not path.exists() and match:
+        data = resolve_dataset(match["set"], data_dir)
+        index = int(match["index"])
+        if index >= len(data):
+            raise ValueError(f"{spec}: {match['set']} has only {len(data)} images")
+        label = data.class_names[int(data.y[index])] if data.class_names else str(int(data.y[index]))
+        return f"{data.name}[{index}] (class {label})", data.x[index : index + 1]
+    return path.name, image_to_input(load_image(path))
+
+
+def load_posteriors(paths: Sequence[str | os.PathLike]) -> dict[str, Posterior]:
+    """Load posterior files keyed by a unique display name (the file stem, numbered if repeated).
+
+    Raises ``ValueError`` when they disagree on the number of classes or the image size.
+    """
+    out: dict[str, Posterior] = {}
+    for path in paths:
+        posterior = load_posterior(path)
+        stem = Path(path).stem
+        name, i = stem, 2
+        while name in out:
+            name, i = f"{stem}-{i}", i + 1
+        out[name] = posterior
+    if not out:
+        raise ValueError("no posterior given")
+    kinds = {(p.num_classes, p.arch.image_size, p.arch.input_dim) for p in out.values()}
+    if len(kinds) > 1:
+        listing = ", ".join(f"{n}: {p.num_classes} classes, "
+                            + (f"{p.arch.input_dim}-d descriptors" if p.arch.input_dim else f"{p.arch.image_size}px")
+                            for n, p in out.items())
+        raise ValueError(f"posteriors cannot be compared: they disagree on classes or image size ({listing})")
+    return out
+
+
+@dataclass
+class PosteriorEvaluation:
+    """One posterior's per-example results on the data set, the OOD set and the sweep."""
+
+    posterior: Posterior
+    data: DatasetPredictions
+    ood: DatasetPredictions | None = None
+    rotation: Any = None  # RotationSweep
+
+
+@dataclass
+class Evaluation:
+    """Everything :func:`evaluate` computed (tables and figures are derived from it)."""
+
+    dataset: str
+    class_names: tuple[str, ...]
+    results: dict[str, PosteriorEvaluation]
+    ood_dataset: str | None = None
+    rotation_label: str | None = None
+    rotation_images: np.ndarray | None = None  # (A, H, W)
+    settings: dict[str, Any] = field(default_factory=dict)
+    data_source: dict[str, Any] = field(default_factory=dict)
+    ood_source: dict[str, Any] | None = None
+
+
+def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
+    p = next(iter(posteriors.values()))
+    if p.arch.input_dim:  # a head over face descriptors reads vectors (N, D)
+        from core.engine.faces.descriptor import DescriptorInfo
+        from core.engine.faces.heads import check_descriptor
+
+        if data.x.ndim != 2:
+            raise ValueError(f"{role} {data.name} holds images; these posteriors read "
+                             f"{p.arch.input_dim}-number face descriptors (choose {FACE_TEST_SET})")
+        if "descriptor" in data.source:
+            for posterior in posteriors.values():
+                check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
+        if data.x.shape[1] != p.arch.input_dim:
+            raise ValueError(f"{role} {data.name} has vectors of {data.x.shape[1]} numbers; "
+                             f"the posteriors read {p.arch.input_dim}")
+    else:
+        side = p.arch.image_size
+        if data.x.ndim == 2:
+            raise ValueError(f"{role} {data.name} holds face descriptors; these posteriors read "
+                             f"{side}×{side} images (evaluate face heads on it)")
+        if tuple(data.x.shape[1:]) != (1, side, side):
+            raise ValueError(
+                f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
+                f"the posteriors expect (1, {side}, {side})"
+            )
+    if role == "data set" and len(data) and int(data.y.max()) >= p.num_classes:
+        raise ValueError(
+            f"{data.name} has labels up to {int(data.y.max())}, the posteriors only {p.num_classes} classes"
+        )
+    if len(data) == 0:
+        raise ValueError(f"{role} {data.name} is empty")
+
+
+def evaluate(
+    posteriors: dict[str, Posterior],
+    data: Dataset,
+    ood: Dataset | None = None,
+    rotate_image: torch.Tensor | None = None,
+    *,
+    rotate_label: str | None = None,
+    num_samples: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    angles: Sequence[float] | np.ndarray | None = None,
+    level: float = 0.9,
+) -> Generator[ProgressRecord, None, Evaluation]:
+    """Evaluate every posterior on ``data`` (and ``ood``, and a rotation sweep of one image).
+
+    Yields one :class:`ProgressRecord` per batch over all posteriors and sets (phase names
+    the posterior and set) and returns an :class:`Evaluation`. Each posterior draws from its
+    own generator seeded with ``seed``, so results do not depend on the order given.
+    """
+    _check_data(posteriors, data, "data set")
+    if ood is not None:
+        _check_data(posteriors, ood, "OOD set")
+    plans = []
+    for name, posterior in posteriors.items():
+        s = len(chain_ids(posterior, num_samples))
+        b = batch_size or max(1, SAMPLE_BUDGET // s)
+        plans.append((name, posterior, b))
+    total = sum(
+        math.ceil(len(data) / b) + (math.ceil(len(ood) / b) if ood is not None else 0)
+        for _, _, b in plans
+    ) + (len(plans) if rotate_image is not None else 0)
+    angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
+    done = 0
+    results: dict[str, PosteriorEvaluation] = {}
+    for name, posterior, b in plans:
+        generator = torch.Generator().manual_seed(seed)
+        outputs = []
+        for subset in (data, ood):
+            if subset is None:
+                outputs.append(None)
+                continue
+            run = predict_dataset(posterior, subset, num_samples, generator, batch_size=b)
+            try:
+                while True:
+                    record = next(run)
+                    yield ProgressRecord(done + record.step, total, record.values, f"{name} · {subset.name}")
+            except StopIteration as stop:
+                outputs.append(stop.value)
+            done += record.total
+        sweep = None
+        if rotate_image is not None:
+            sweep = rotation_sweep(posterior, rotate_image, angles, num_samples, generator, level)
+            done += 1
+            yield ProgressRecord(done, total, {}, f"{name} · rotation")
+        results[name] = PosteriorEvaluation(posterior, outputs[0], outputs[1], sweep)
+    images = None
+    if rotate_image is not None:
+        from core.engine.data.preprocess import rotate
+
+        image = torch.as_tensor(rotate_image, dtype=torch.float32)
+        image = image.reshape(1, 1, *image.shape[-2:])
+        batch = image.expand(len(angles), -1, -1, -1)
+        images = rotate(batch, torch.as_tensor(angles, dtype=torch.float32))[:, 0].numpy()
+    # One name per class of the posteriors: a folder's names only reach its largest label.
+    k = next(iter(posteriors.values())).num_classes
+    given = tuple(data.class_names[:k])
+    class_names = given + tuple(str(j) for j in range(len(given), k))
+    return Evaluation(
+        dataset=data.name,
+        class_names=tuple(class_names),
+        results=results,
+        ood_dataset=ood.name if ood is not None else None,
+        rotation_label=rotate_label,
+        rotation_images=images,
+        settings={"num_samples": num_samples, "seed": seed, "level": level,
+                  "ece_bins": ECE_BINS, "uncertain_threshold": UNCERTAIN_THRESHOLD},
+        data_source={"name": data.name, "images": len(data), **data.source},
+        ood_source=None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
+    )
+
+
+Table = list[dict[str, Any]]
+
+
+def _f(x: Any) -> Any:
+    """Plain JSON-friendly number (NaN → None)."""
+    if isinstance(x, (np.integer, int)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    return x
+
+
+def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
+    """Every table behind the report, in long format (one row per number group)."""
+    names = ev.class_names
+    t: dict[str, Table] = {k: [] for k in (
+        "summary", "classwise_ece", "reliability", "confusion_soft", "confusion_hard",
+        "per_class_error", "per_class_error_box", "rejection", "scores",
+    )}
+    if ev.ood_dataset:
+        t["ood_detection"], t["ood_histograms"] = [], []
+    if ev.rotation_label:
+        t["rotation"], t["rotation_uncertainty"] = [], []
+    shared_edges = {  # one set of bins per score across posteriors and sets, as in the figure
+        score: score_edges(score, len(names), [
+            preds.scores[score] for r in ev.results.values() for preds in (r.data, r.ood) if preds is not None
+        ])
+        for score in SCORES
+    }
+    for name, r in ev.results.items():
+        d, p = r.data, r.posterior
+        proba, labels = d.mean_proba, d.labels
+        k = d.num_classes
+        cw_mean, cw = classwise_calibration_error(proba, labels)
+        row = {
+            "posterior": name, "method": p.method, "arch": p.arch.name,
+            "drop_rate": p.arch.drop_rate, "dataset": ev.dataset, "examples": len(labels),
+            "samples": d.num_samples, "chains": d.num_chains,
+            "accuracy": accuracy_of(proba, labels),
+            "nll": negative_log_likelihood(proba, labels),
+            "brier": brier_score(proba, labels),
+            "ece": expected_calibration_error(proba, labels),
+            "classwise_ece": cw_mean,
+            "uncertain_fraction": float((d.scores["top_two_overlap"] > UNCERTAIN_THRESHOLD).mean()),
+        }
+        for score in ("total", "aleatoric", "epistemic"):
+            row[f"mean_{score}"] = float(d.scores[score].mean())
+        t["summary"].append(row)
+        t["classwise_ece"] += [{"posterior": name, "class": names[j], "ece": cw[j]} for j in range(k)]
+        diagram = reliability_diagram(proba, labels)
+        for b in range(len(diagram.counts)):
+            t["reliability"].append({
+                "posterior": name, "bin": b, "lower": diagram.edges[b], "upper": diagram.edges[b + 1],
+                "count": int(diagram.counts[b]), "confidence": diagram.confidence[b],
+                "accuracy": diagram.accuracy[b],
+            })
+        soft = soft_confusion_matrix(proba, labels)
+        hard = confusion_matrix(d.predictions, labels, k)
+        for i in range(k):
+            for j in range(k):
+                base = {"posterior": name, "true": names[i], "predicted": names[j]}
+                t["confusion_soft"].append({**base, "mean_probability": soft[i, j]})
+                t["confusion_hard"].append({**base, "count": int(hard[i, j])})
+        errors = per_class_error(d.chain_predictions, labels, k)
+        for c in range(errors.shape[0]):
+            t["per_class_error"] += [
+                {"posterior": name, "chain": c, "class": names[j], "error_rate": errors[c, j]}
+                for j in range(k)
+            ]
+        box = box_statistics(errors)
+        t["per_class_error_box"] += [
+            {"posterior": name, "class": names[j], **{s: box[s][j] for s in box}} for j in range(k)
+        ]
+        correct = d.correct
+        for score in REJECTION_SCORES:
+            rates, acc = rejection_curve(correct, d.scores[score])
+            oracle = oracle_rejection_curve(acc[0], rates)
+            t["rejection"] += [
+                {"posterior": name, "score": score, "rate": rates[i], "accuracy": acc[i],
+                 "oracle_accuracy": oracle[i]}
+                for i in range(len(rates))
+            ]
+        sets = [(ev.dataset, d)] + ([(ev.ood_dataset, r.ood)] if r.ood is not None else [])
+        for set_name, preds in sets:
+            for i in range(len(preds.labels)):
+                t["scores"].append({
+                    "posterior": name, "set": set_name, "index": i, "label": int(preds.labels[i]),
+                    "predicted": int(preds.mean_proba[i].argmax()),
+                    **{s: preds.scores[s][i] for s in SCORES},
+                })
+        if r.ood is not None:
+            for res in ood_detection(d.scores, r.ood.scores):
+                t["ood_detection"].append({
+                    "posterior": name, "score": res.score, "auroc": res.auroc,
+                    "aupr_in": res.aupr_in, "aupr_out": res.aupr_out,
+                })
+            for score in SCORES:
+                edges = shared_edges[score]
+                for set_name, preds in sets:
+                    frac, edges = score_histograms(preds.scores[score], score, k, edges=edges)
+                    t["ood_histograms"] += [
+                        {"posterior": name, "score": score, "set": set_name, "lower": edges[b],
+                         "upper": edges[b + 1], "fraction": frac[b]}
+                        for b in range(len(frac))
+                    ]
+        if r.rotation is not None:
+            sw = r.rotation
+            for a, angle in enumerate(sw.angles):
+                t["rotation"] += [
+                    {"posterior": name, "angle": angle, "class": names[j], "mean": sw.mean[a, j],
+                     "median": sw.median[a, j], "lower": sw.lower[a, j], "upper": sw.upper[a, j]}
+                    for j in range(k)
+                ]
+                t["rotation_uncertainty"].append({
+                    "posterior": name, "angle": angle, "total": sw.total[a],
+                    "aleatoric": sw.aleatoric[a], "epistemic": sw.epistemic[a],
+                })
+    return {key: [{c: _f(v) for c, v in row.items()} for row in rows] for key, rows in t.items()}
+
+
+def check_memory(
+    posteriors: dict[str, Posterior],
+    num_samples: int | None,
+    num_angles: int,
+    rotate: bool,
+) -> None:
+    """Estimate, per posterior, the largest allocation of the evaluation; refuse what cannot fit.
+
+    Data-set batches hold about ``SAMPLE_BUDGET`` sample-inputs; the rotation sweep sends
+    all A angles through the posterior at once and keeps S·A·K probabilities (float64, with
+    their quantile copies).
+    """
+    for name, posterior in posteriors.items():
+        s = posterior.check_prediction(num_samples, batch_size=1)
+        posterior.check_prediction(s, batch_size=max(1, SAMPLE_BUDGET // s))
+        if rotate:
+            k = posterior.num_classes
+            side = posterior.arch.image_size
+            nbytes = posterior.prediction_bytes(s, num_angles) + 8.0 * 4 * s * num_angles * k
+            nbytes += 4.0 * 2 * num_angles * side * side
+            check_fits(nbytes, f"a rotation sweep of {num_angles} angles with {s} samples of {name}",
+                       "use a larger --angle-step or fewer --samples")

@@ -1,0 +1,85 @@
+"""What every command shares on the terminal: the errors a person can cause, their one-line
+message, exit codes, progress bars and checked arguments."""
+
+from __future__ import annotations
+
+import sys
+
+from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
+from core.engine.data.idx import IdxFormatError
+from core.engine.data.preprocess import (
+    EmptyDrawingError,
+    ImageLoadError,
+)
+from core.engine.faces.descriptor import DescriptorUnavailableError
+from core.engine.files import NotSavedError
+from core.engine.inference.base import ProgressRecord
+from core.engine.memory import MemoryEstimateError
+from core.engine.runner import Terminated
+from core.engine.store import PosteriorFileError
+
+USER_ERRORS = (
+    DatasetNotFoundError,
+    DatasetContentError,
+    IdxFormatError,
+    ImageLoadError,
+    EmptyDrawingError,
+    PosteriorFileError,
+    MemoryEstimateError,
+    NotSavedError,
+    FloatingPointError,
+    ValueError,
+    FileNotFoundError,
+    PermissionError,
+    OSError,
+    DescriptorUnavailableError,
+)
+
+#: Seeds index torch generators, which take 64-bit values.
+MAX_SEED = 2**63 - 1
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"setting {pair!r} is not of the form NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def progress_bar(total_hint: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total_hint or None, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
+
+
+def check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {seed}")
+
+
+def bar_callback(bar):
+    def on_progress(record: ProgressRecord) -> None:
+        bar.total = record.total
+        bar.n = record.step
+        bar.set_postfix({k: f"{v:.4g}" for k, v in record.values.items()}, refresh=False)
+        bar.refresh()
+
+    return on_progress
+
+
+def cancel_code(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C, 128 + the signal's number for SIGTERM (143) or SIGHUP."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def describe_error(exc: BaseException) -> str:
+    """One sentence for an error: its own words, or the system's reason and the file."""
+    if isinstance(exc, MemoryError):
+        return "the computer ran out of memory; use fewer samples or a smaller data set"
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, NotSavedError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror[0].lower()}{exc.strerror[1:]}"
+    return str(exc) or "the operation failed"

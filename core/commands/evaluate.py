@@ -1,0 +1,159 @@
+"""``bayescope-cli evaluate``: metrics, OOD detection and the rotation sweep of posteriors on a data set.
+
+What was read (folders, files and their SHA-256) is recorded in ``evaluation.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from core.analysis.evaluation import (
+    FACE_TEST_SET,
+    check_memory,
+    evaluate,
+    evaluation_tables,
+    load_posteriors,
+    resolve_dataset,
+    resolve_image,
+)
+from core.analysis.metrics import (
+    SCORES,
+    rotation_angles,
+)
+from core.engine.files import file_sha256
+from core.engine.inference.base import Dataset, ProgressRecord
+from core.outputs.report import check_report_folder, write_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``bayescope-cli evaluate``."""
+    parser.add_argument("--posterior", nargs="+", required=True, metavar="P", help="posterior file(s)")
+    parser.add_argument("--dataset", default="mnist-test",
+                        help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files; "
+                             f"{FACE_TEST_SET}: UTKFace's test split, for face heads (descriptors cached)")
+    parser.add_argument("--ood", help="out-of-distribution set (known name or folder), e.g. notmnist")
+    parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist, "
+                                           "<dir>/utkface)")
+    parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
+    parser.add_argument("--rotate", metavar="IMAGE",
+                        help="rotation sweep of an image file or SET:INDEX (e.g. mnist-test:0)")
+    parser.add_argument("--angle-step", type=float, default=10.0, help="sweep step in degrees (0–180)")
+    parser.add_argument("--samples", type=int, help="posterior samples S (default: each posterior's own)")
+    parser.add_argument("--limit", type=int, help="use only the first N images of each set")
+    parser.add_argument("--level", type=float, default=0.9, help="credible band level of the sweep")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format", default="png", choices=("png", "svg", "pdf"), help="figure format")
+    parser.add_argument("--out", help="output folder (tables as CSV + JSON, figures, evaluation.json)")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
+                             "Export report)")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse out-of-range numbers before anything is loaded (one ``ValueError`` sentence)."""
+    if args.samples is not None and args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
+    if not (0.0 < args.angle_step <= 180.0) or not math.isfinite(args.angle_step):
+        raise ValueError(f"--angle-step must lie in (0, 180] degrees, got {args.angle_step}")
+    if not getattr(args, "out", None) and not getattr(args, "report", None):
+        raise ValueError("give --out FOLDER, --report FILE.html, or both")
+    if not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
+
+
+def _face_test_set(args: argparse.Namespace) -> Dataset:
+    """The faces test split (``--limit`` faces spread over it), descriptors with a progress bar."""
+    from tqdm import tqdm
+
+    from core.engine.faces.testset import load_face_test_set, utkface_location
+    from core.engine.runner import drain
+
+    if args.ood or args.rotate:
+        raise ValueError(f"{FACE_TEST_SET} is evaluated without --ood and --rotate (face heads read "
+                         "descriptors of faces: there is no out-of-distribution set or image sweep for them)")
+    bar = tqdm(total=None, desc="describing faces", unit="face", dynamic_ncols=True, file=sys.stderr)
+
+    def on_progress(record: ProgressRecord) -> None:
+        bar.total = record.total
+        bar.update(record.step - bar.n)
+
+    try:
+        faces = drain(load_face_test_set(utkface_location(args.data_dir)), on_progress)
+    finally:
+        bar.close()
+    return faces.spread(args.limit).data
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``bayescope-cli evaluate``; print the summary; return the exit code."""
+    from tqdm import tqdm
+
+    from core.engine.runner import drain
+
+    check_arguments(args)
+    if args.out:
+        check_report_folder(args.out)
+    if args.report:
+        from core.engine.files import check_output_file
+
+        check_output_file(args.report, "the report")
+    num_angles = int(math.floor(180.0 / args.angle_step + 1e-9)) + 1  # before allocating them
+    posteriors = load_posteriors(args.posterior)
+    check_memory(posteriors, args.samples, num_angles, bool(args.rotate))
+    angles = rotation_angles(180.0, args.angle_step) if args.rotate else None
+    files = {
+        name: {"file": str(Path(path).absolute()), "file_sha256": file_sha256(path)}
+        for name, path in zip(posteriors, args.posterior, strict=True)
+    }
+    if args.dataset == FACE_TEST_SET:
+        data = _face_test_set(args)
+    else:
+        data = resolve_dataset(args.dataset, args.data_dir, download=args.download).first(args.limit)
+    ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
+    ood = ood.first(args.limit) if ood is not None else None
+    label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
+    bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)
+
+    def on_progress(record: ProgressRecord) -> None:
+        bar.total = record.total
+        bar.set_description(record.phase, refresh=False)
+        bar.update(record.step - bar.n)  # rate-limited by tqdm's mininterval
+
+    try:
+        ev = drain(
+            evaluate(posteriors, data, ood, image, rotate_label=label, num_samples=args.samples,
+                     seed=args.seed, angles=angles, level=args.level),
+            on_progress,
+        )
+    finally:
+        bar.close()
+    ev.settings["posterior_files"] = files
+    written = write_report(ev, args.out, args.format) if args.out else []
+    tables = evaluation_tables(ev)
+    if args.report:
+        from core.outputs.report import write_html_report
+
+        write_html_report(ev, args.report, tables)
+    print(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
+    print(f"{'posterior':20s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
+    for row in tables["summary"]:
+        print(f"{row['posterior'][:20]:20s} {row['samples']:4d} {row['chains']:3d} "
+              f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
+              f"{row['ece']:7.4f} {row['classwise_ece']:7.4f}")
+    if ood is not None:
+        print("OOD AUROC  " + "  ".join(f"{s}" for s in SCORES))
+        for name in ev.results:
+            values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
+            print(f"{name[:20]:20s} " + "  ".join(f"{values[s]:.4f}" for s in SCORES))
+    if args.out:
+        print(f"wrote {len(written)} files to {args.out}")
+    if args.report:
+        print(f"wrote the report {args.report}")
+    return 0

@@ -1,0 +1,145 @@
+"""``bayescope-cli predict``: classify a digit image, or a face photo's age group (``--task age``).
+
+For a face, every failure a person can cause (no face, a face under 40 pixels, a posterior
+of digits, a head trained on another descriptor, a missing descriptor package, an unreadable
+or oversized image) is a one-line error; grey-scale, CMYK, 16-bit and transparent images are
+read as photos, upright by their EXIF orientation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from core.analysis.uncertainty import summarise
+from core.commands.console import check_seed
+from core.engine.data.preprocess import (
+    EmptyDrawingError,
+    image_to_input,
+    load_image,
+)
+from core.engine.faces.age_groups import AGE_GROUP_NAMES
+from core.engine.faces.descriptor import (
+    get_descriptor,
+)
+from core.engine.faces.heads import check_descriptor, expected_age_group, predict_age
+from core.engine.faces.photo import describe_photo
+from core.engine.resources import default_face_posterior_path, default_posterior_path
+from core.engine.store import load_posterior
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("image", help="PNG/JPEG of a digit (any size; dark-on-light is inverted), or a photo with --task age")
+    parser.add_argument("--posterior", help="posterior file (default: the bundled MC-dropout LeNet; "
+                        "with --task age the bundled SGHMC face head)")
+    parser.add_argument("--samples", type=int, default=100, help="posterior samples S (at least 1)")
+    parser.add_argument("--level", type=float, default=0.9, help="credible interval level")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--task", choices=("digit", "age"), default="digit",
+                        help="digit: classify a digit; age: find the face in a photo, predict its age group")
+    parser.add_argument("--face", type=int, default=1, help="with --task age: which face, 1 = the largest")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}")
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
+    check_seed(args.seed)
+    if args.task == "age":
+        from core.commands.predict import run_predict
+
+        return run_predict(args)
+    path = Path(args.posterior) if args.posterior else default_posterior_path()
+    posterior = load_posterior(path)
+    if posterior.arch.input_dim:
+        raise ValueError(f"{path} predicts age groups from face descriptors, not digits; use --task age")
+    posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
+    image = load_image(args.image)
+    try:
+        x = image_to_input(image)
+    except EmptyDrawingError:
+        raise EmptyDrawingError(
+            f"{args.image}: the image is empty (no ink stands out from its background); "
+            "choose an image of a digit"
+        ) from None
+    generator = torch.Generator().manual_seed(args.seed)
+    samples = posterior.predict_proba(x, num_samples=args.samples, generator=generator)[:, 0]
+    summary = summarise(samples, level=args.level)
+    names = [str(k) for k in range(posterior.num_classes)]
+    result = {
+        "image": str(args.image),
+        "posterior": str(path),
+        "method": posterior.method,
+        "predicted_class": summary.predicted_class,
+        "num_samples": summary.num_samples,
+        "credible_level": args.level,
+        "classes": summary.class_records(names),
+        "uncertainty": summary.uncertainty_record(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    print(f"predicted class: {names[summary.predicted_class]}")
+    print(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
+    for row in result["classes"]:
+        print(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+    u = result["uncertainty"]
+    print(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
+          f" + epistemic {u['epistemic']:.4f}")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """``predict --task age``: print (or ``--json``) the age-group posterior of a photo."""
+    face = getattr(args, "face", 1) or 1
+    path = Path(args.posterior) if args.posterior else default_face_posterior_path()
+    posterior = load_posterior(path)
+    backend = get_descriptor()
+    check_descriptor(posterior, backend.info)  # before any image work
+    posterior.check_prediction(args.samples, batch_size=1)
+    found = describe_photo(args.image, face)
+    generator = torch.Generator().manual_seed(args.seed)
+    samples = predict_age(posterior, found["descriptor"], backend.info, args.samples, generator)[:, 0]
+    summary = summarise(samples, level=args.level)
+    names = AGE_GROUP_NAMES
+    boxes = found["faces"]
+    result = {
+        "image": str(args.image),
+        "task": "age",
+        "posterior": str(path),
+        "method": posterior.method,
+        "descriptor": backend.info.to_dict(),
+        "image_size": list(found["size"]),
+        "faces_found": len(boxes),
+        "face": face,
+        "face_box": boxes[face - 1].to_dict(),
+        "other_faces": [b.to_dict() for i, b in enumerate(boxes) if i != face - 1],
+        "predicted_group": names[summary.predicted_class],
+        "expected_group_index": expected_age_group(summary.mean.numpy()),
+        "num_samples": summary.num_samples,
+        "credible_level": args.level,
+        "groups": summary.class_records(names, key="group"),
+        "uncertainty": summary.uncertainty_record(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    box = boxes[face - 1]
+    print(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    others = f"; {len(boxes)} faces found, this is number {face} by size (--face N picks another)" if len(boxes) > 1 else ""
+    print(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
+          f"{found['size'][0]}×{found['size'][1]} image{others}")
+    print(f"predicted age group: {names[summary.predicted_class]} years")
+    print(f"{'group':>6}  {'mean':>6}  {int(args.level * 100)}% interval")
+    for row in result["groups"]:
+        print(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+    u = result["uncertainty"]
+    print(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
+          f" + epistemic {u['epistemic']:.4f}")
+    return 0

@@ -1,0 +1,549 @@
+"""Hernández et al., D-SGHMC: softmax regression on MNIST (Table 2, the p sweep, Figs. 4–5).
+
+``bayescope-cli reproduce dhmc-mnist --out DIR`` runs SGLD, SGHMC and D-SGHMC (at the paper's
+p ∈ {0.1, 0.5, 0.9}) on softmax regression, p(y | x, W, b) = softmax(Wx + b), with N(0, 1)
+priors on W and b, mini-batches of 100, 100 epochs, 5 independent chains and 30 predictive
+draws per chain, under two protocols:
+
+``paper``
+    What the authors' code (Edward 1.3 ``sgld.py`` / ``sghmc.py``) ran: the first 55,000
+    training images (TensorFlow's split), inputs centred by the per-pixel training mean,
+    batches taken in file order every epoch, the batch likelihood scaled by the number of
+    batches (550), N(0, 1) starting values; one update per batch (100 × 550 = 55,000; their
+    ``n_iter = n_samples + 500`` only sizes the progress bar). SGLD:
+    θ ← θ + ½ηₜ ĝ + N(0, ηₜ), ηₜ = 10⁻⁴/(t + 1)^0.55; SGHMC (Edward's ``step_size`` 10⁻⁴ ×
+    0.01 = η = 10⁻⁶, friction 1): v ← ½v + η ĝ + N(0, η), θ ← θ + v; D-SGHMC the same on
+    inputs masked with keep probability p (kept values scaled by 1/p), masks also on the
+    test images at prediction. 30 draws are taken uniformly, with replacement, from all
+    55,000 iterates (no burn-in, Edward's ``Empirical.sample``); the accuracy is that of the
+    mean predictive.
+``tuned``
+    The same model, data and priors with sampler settings one would choose: random per-chain
+    batch order, constant step sizes, half the run as burn-in, 30 draws evenly thinned from
+    the rest. D-SGHMC is reported with and without masks at prediction.
+
+The paper's p is the keep probability of its Algorithm 1 and code, so drop rate = 1 − p.
+Outputs in DIR: ``table_<protocol>.csv`` (mean ± s.d. of the accuracy over chains),
+``sensitivity.csv/png`` (accuracy versus p), ``per_class_error_<protocol>.csv/png`` (box
+plots over chains), ``probability_matrix_<protocol>.csv/png`` (mean predicted probability
+per true class), ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.commands.reproduce import Reproduction, register
+from core.engine.inference import dsghmc, sghmc, sgld
+from core.engine.inference.dsghmc import InputDropoutPosterior
+from core.engine.inference.sampling import Params, gaussian_log_prior
+from core.engine.models import ArchSpec
+
+PAPER_TABLE2 = {"SGLD": (88.06, 0.18), "SGHMC": (90.94, 0.28), "D-SGHMC p=0.5": (91.72, 0.11)}
+KEEP_PROBS = (0.1, 0.5, 0.9)
+ARCH = ArchSpec("softmax", num_classes=10)
+PIXELS = 28 * 28
+
+
+# ------------------------------------------------------------------------------ the target
+
+
+class SoftmaxRegressionTarget:
+    """log p(W, b | batch) = s Σᵢ log softmax(W xᵢ + b)_{yᵢ} − ½(‖W‖² + ‖b‖²)/σ², batched.
+
+    Parameters are chain-stacked with the names of :class:`core.engine.models.SoftmaxRegression`
+    (``linear.weight`` (C, K, D), ``linear.bias`` (C, K)); the gradient is the closed form
+    s Σᵢ (onehot(yᵢ) − pᵢ) xᵢᵀ − W/σ², one batched matmul for all chains.
+    """
+
+    def __init__(self, scale: float | None, num_data: int, prior_std: float = 1.0) -> None:
+        self.scale = scale
+        self.num_data = num_data
+        self.prior_std = prior_std
+
+    def log_prob_and_grad(
+        self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, Params]:
+        x, y = batch  # (C, B, D), (C, B)
+        w, b = params["linear.weight"], params["linear.bias"]
+        scale = self.scale if self.scale is not None else self.num_data / y.shape[1]
+        logits = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+        logp = torch.log_softmax(logits, dim=-1)
+        ll = logp.gather(-1, y.unsqueeze(-1)).squeeze(-1).sum(1)
+        residual = -logp.exp()
+        residual.scatter_add_(-1, y.unsqueeze(-1), torch.ones_like(y, dtype=x.dtype).unsqueeze(-1))
+        residual *= scale
+        var = self.prior_std**2
+        grad = {
+            "linear.weight": torch.bmm(residual.transpose(1, 2), x) - w / var,
+            "linear.bias": residual.sum(1) - b / var,
+        }
+        return scale * ll + gaussian_log_prior(params, self.prior_std), grad
+
+
+# ----------------------------------------------------------------------------------- data
+
+
+@dataclass
+class MnistArrays:
+    x_train: torch.Tensor  # (N, D), centred
+    y_train: torch.Tensor
+    x_test: torch.Tensor  # (M, D), centred by the training mean
+    y_test: torch.Tensor
+
+
+def load_mnist(root: str | None, num_train: int, limit_test: int | None = None) -> MnistArrays:
+    from core.engine.data.datasets import load_split
+
+    train = load_split("mnist", "train", root=root)
+    test = load_split("mnist", "test", root=root)
+    x = train.x[:num_train].reshape(-1, PIXELS)
+    mean = x.mean(0)
+    xt = test.x.reshape(-1, PIXELS)
+    yt = test.y
+    if limit_test:
+        xt, yt = xt[:limit_test], yt[:limit_test]
+    return MnistArrays(x - mean, train.y[:num_train], xt - mean, yt)
+
+
+def file_order_batches(
+    data: MnistArrays, chains: int, batch_size: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The authors' ``next_batch``: consecutive batches in file order, every epoch the same."""
+    n = len(data.y_train)
+    while True:
+        for start in range(0, n - batch_size + 1, batch_size):
+            x = data.x_train[start : start + batch_size]
+            y = data.y_train[start : start + batch_size]
+            yield x.expand(chains, *x.shape), y.expand(chains, *y.shape)
+
+
+def shuffled_batches(
+    data: MnistArrays, chains: int, batch_size: int, generator: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    n = len(data.y_train)
+    while True:
+        orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(chains)])
+        for idx in orders.split(batch_size, dim=1):
+            if idx.shape[1] == batch_size:
+                yield data.x_train[idx], data.y_train[idx]
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    label: str
+    method: str  # "sgld" | "sghmc" | "dsghmc"
+    config: Any
+    keep_prob: float | None = None  # the paper's p, for D-SGHMC
+
+
+def paper_specs(epochs: int = 100) -> list[RunSpec]:
+    common = {"batch_size": 100, "prior_std": 1.0, "init": "prior", "burn_in_epochs": 0,
+              "thin": 1, "epochs": epochs, "num_chains": 5}
+    specs = [
+        RunSpec("SGLD", "sgld", sgld.SgldConfig(
+            **common, step_size=1e-4, schedule="polynomial", decay_offset=1.0, decay_power=0.55)),
+        RunSpec("SGHMC", "sghmc", sghmc.SghmcConfig(**common, step_size=1e-6, friction=0.5)),
+    ]
+    for p in KEEP_PROBS:
+        specs.append(RunSpec(f"D-SGHMC p={p:g}", "dsghmc", dsghmc.DsghmcConfig(
+            **common, step_size=1e-6, friction=0.5, drop_rate=round(1 - p, 6),
+            mask_at_prediction=True), p))
+    return specs
+
+
+def tuned_specs(epochs: int = 100) -> list[RunSpec]:
+    common = {"batch_size": 100, "prior_std": 1.0, "init": "prior", "burn_in_epochs": epochs // 2,
+              "thin": 1, "epochs": epochs, "num_chains": 5}
+    specs = [
+        RunSpec("SGLD", "sgld", sgld.SgldConfig(**common, step_size=TUNED["sgld_step"])),
+        RunSpec("SGHMC", "sghmc", sghmc.SghmcConfig(
+            **common, step_size=TUNED["sghmc_step"], friction=TUNED["friction"])),
+    ]
+    for p in KEEP_PROBS:
+        specs.append(RunSpec(f"D-SGHMC p={p:g}", "dsghmc", dsghmc.DsghmcConfig(
+            **common, step_size=TUNED["sghmc_step"], friction=TUNED["friction"],
+            drop_rate=round(1 - p, 6), mask_at_prediction=True), p))
+    return specs
+
+
+TUNED = {"sgld_step": 1e-4, "sghmc_step": 1.6e-5, "friction": 0.1}
+
+MODULES = {"sgld": sgld, "sghmc": sghmc, "dsghmc": dsghmc}
+
+
+class ChainMasks:
+    """Input dropout for many chains at once, each with its own drop rate.
+
+    Equivalent to :func:`core.engine.inference.dsghmc.input_dropout` per chain, made fast for the
+    2-core budget: 16 random bits per value (so a keep probability is exact to 2⁻¹⁶), four
+    values per 64-bit draw, into preallocated buffers. The masked chains must come last.
+    """
+
+    def __init__(self, drop_rates: torch.Tensor, batch_shape: tuple[int, ...]) -> None:
+        masked = torch.nonzero(drop_rates > 0).flatten()
+        self.first = int(masked[0]) if len(masked) else len(drop_rates)
+        if not torch.equal(masked, torch.arange(self.first, len(drop_rates))):
+            raise ValueError("chains with input dropout must come after those without")
+        keep = 1.0 - drop_rates[self.first :]
+        lead = (-1, *([1] * len(batch_shape)))
+        self.threshold = (torch.round(keep * 65536) - 32768).clamp(max=32767).to(torch.int16).reshape(lead)
+        self.scale = (1.0 / keep).reshape(lead)
+        self.shape = (len(keep), *batch_shape)
+        numel = math.prod(self.shape)
+        self.bits = torch.empty(math.ceil(numel / 4), dtype=torch.int64)
+        self.kept = torch.empty(self.shape, dtype=torch.bool)
+        self.out = torch.empty((len(drop_rates), *batch_shape))
+
+    def apply(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if self.first == len(self.out):
+            return x
+        self.bits.random_(-(2**63), None, generator=generator)
+        words = self.bits.view(torch.int16)[: math.prod(self.shape)].view(self.shape)
+        torch.lt(words, self.threshold, out=self.kept)  # P(kept) = keep
+        out = self.out
+        out[: self.first] = x[: self.first]
+        torch.mul(x[self.first :], self.kept, out=out[self.first :])
+        out[self.first :].mul_(self.scale)
+        return out
+
+
+def run_group(
+    specs: list[RunSpec],
+    data: MnistArrays,
+    *,
+    protocol: str,
+    chains: int,
+    epochs: int,
+    draws: int,
+    generator: torch.Generator,
+    progress: Any,
+) -> list[Params]:
+    """Run ``chains`` chains of every spec in one vectorised loop; ``draws`` draws per chain.
+
+    The specs must share one update rule: SGLD alone, or SGHMC together with D-SGHMC (which
+    is SGHMC on masked inputs, :func:`core.engine.inference.dsghmc.step`), each chain with its own
+    drop rate. Returns the draws of each spec, leading dims (chain, draw).
+    """
+    config = specs[0].config
+    module = sgld if specs[0].method == "sgld" else sghmc
+    for spec in specs:
+        same = (spec.config.step_size, getattr(spec.config, "friction", None))
+        if same != (config.step_size, getattr(config, "friction", None)):
+            raise ValueError("runs vectorised together must share step size and friction")
+    total = chains * len(specs)
+    drop = torch.tensor([getattr(s.config, "drop_rate", 0.0) for s in specs for _ in range(chains)])
+    n = len(data.y_train)
+    steps_per_epoch = n // config.batch_size
+    num_steps = epochs * steps_per_epoch
+    params = {
+        "linear.weight": config.prior_std * torch.randn(total, 10, PIXELS, generator=generator),
+        "linear.bias": config.prior_std * torch.randn(total, 10, generator=generator),
+    }
+    if protocol == "paper":
+        target = SoftmaxRegressionTarget(float(steps_per_epoch), n, config.prior_std)
+        batches = file_order_batches(data, total, config.batch_size)
+        # Edward's Empirical.sample: uniform over all stored iterates, with replacement
+        chosen = torch.randint(0, num_steps, (total, draws), generator=generator)
+    else:
+        target = SoftmaxRegressionTarget(None, n, config.prior_std)
+        batches = shuffled_batches(data, total, config.batch_size, generator)
+        burn = min(config.burn_in_epochs * steps_per_epoch, num_steps - draws)
+        chosen = torch.linspace(burn, num_steps - 1, draws).round().long().expand(total, draws)
+    masks = ChainMasks(drop, (config.batch_size, PIXELS))
+    out = {k: torch.empty(total, draws, *v.shape[1:]) for k, v in params.items()}
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for c in range(total):
+        for d in range(draws):
+            wanted.setdefault(int(chosen[c, d]), []).append((c, d))
+    state = module.init(params, config=config, generator=generator)
+    labels = "+".join(s.label for s in specs)
+    for t in range(num_steps):
+        x, y = next(batches)
+        batch = (masks.apply(x, generator), y)
+        state, info = module.step(state, batch, generator, config=config, target=target)
+        for c, d in wanted.get(t, ()):
+            for k, v in state.params.items():
+                out[k][c, d] = v[c]
+        if (t + 1) % 500 == 0 or t + 1 == num_steps:
+            logp = info["log_posterior"]
+            if not bool(torch.isfinite(logp).all()):
+                raise FloatingPointError(f"{labels}: the log posterior diverged at step {t + 1}")
+            progress.update(len(specs) * (500 if (t + 1) % 500 == 0 else (t + 1) % 500))
+            progress.set_postfix_str(f"{protocol} {labels}", refresh=False)
+    return [{k: v[i * chains : (i + 1) * chains] for k, v in out.items()} for i in range(len(specs))]
+
+
+@dataclass
+class ChainScores:
+    accuracy: np.ndarray  # (C,)
+    class_error: np.ndarray  # (C, K)
+    probability_matrix: np.ndarray  # (K, K): mean predicted probability per true class
+
+
+def evaluate(
+    spec: RunSpec,
+    samples: Params,
+    data: MnistArrays,
+    *,
+    mask_at_prediction: bool,
+    generator: torch.Generator,
+    batch_size: int = 1000,
+) -> ChainScores:
+    """Accuracy of each chain's mean predictive, its per-class errors and probability matrix.
+
+    Predictions go through :class:`InputDropoutPosterior` (one per chain), so a draw with a
+    mask sees a fresh mask on every test image, as in the authors' code.
+    """
+    chains = next(iter(samples.values())).shape[0]
+    config = asdict(spec.config) if spec.method == "dsghmc" else {"drop_rate": 0.0}
+    config = {**config, "mask_at_prediction": mask_at_prediction}
+    k = ARCH.num_classes
+    accs, errors = [], []
+    matrix = torch.zeros(k, k, dtype=torch.float64)
+    y = data.y_test
+    for c in range(chains):
+        post = InputDropoutPosterior(
+            spec.method, ARCH, config, 0, "mnist", {n: v[c : c + 1] for n, v in samples.items()}
+        )
+        mean = torch.cat([
+            post.predict_proba(
+                data.x_test[i : i + batch_size].reshape(-1, 1, 28, 28), generator=generator
+            ).mean(0)
+            for i in range(0, len(y), batch_size)
+        ])
+        pred = mean.argmax(-1)
+        accs.append(float((pred == y).float().mean()) * 100)
+        errors.append([float((pred[y == j] != j).float().mean()) * 100 for j in range(k)])
+        matrix += torch.stack([mean[y == j].double().mean(0) for j in range(k)])
+    return ChainScores(np.array(accs), np.array(errors), (matrix / chains).numpy())
+
+
+# --------------------------------------------------------------------------------- outputs
+
+
+def _fmt(scores: np.ndarray) -> str:
+    sd = scores.std(ddof=1) if len(scores) > 1 else 0.0
+    return f"{scores.mean():.2f} ± {sd:.2f}"
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_sensitivity(path: Path, results: dict[str, dict[str, ChainScores]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    colours = {"paper": "tab:red", "tuned": "tab:blue"}
+    for protocol, scores in results.items():
+        ps = [p for p in KEEP_PROBS if f"D-SGHMC p={p:g}" in scores]
+        accs = [scores[f"D-SGHMC p={p:g}"].accuracy for p in ps]
+        ax.errorbar(ps, [a.mean() for a in accs], yerr=[a.std(ddof=1) if len(a) > 1 else 0 for a in accs],
+                    marker="o", capsize=3, color=colours.get(protocol), label=f"D-SGHMC ({protocol})")
+        for name, style in (("SGHMC", "--"), ("SGLD", ":")):
+            if name in scores:
+                ax.axhline(scores[name].accuracy.mean(), ls=style, color=colours.get(protocol),
+                           lw=1, label=f"{name} ({protocol})")
+    ax.set_xlabel("paper's p (keep probability of input pixels)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("D-SGHMC on MNIST: sensitivity to p")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_class_errors(path: Path, scores: dict[str, ChainScores], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ("SGLD", "SGHMC", "D-SGHMC p=0.5") if n in scores]
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, names, strict=True):
+        ax.boxplot(scores[name].class_error, positions=range(10))
+        ax.set_title(name)
+        ax.set_xlabel("class")
+    axes[0].set_ylabel("test error per class over chains (%)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_probability_matrix(path: Path, scores: dict[str, ChainScores], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ("SGLD", "SGHMC", "D-SGHMC p=0.5") if n in scores]
+    fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.8))
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, names, strict=True):
+        im = ax.imshow(scores[name].probability_matrix, vmin=0, vmax=1, cmap="viridis")
+        ax.set_title(name)
+        ax.set_xlabel("predicted class")
+        ax.set_ylabel("true class")
+        ax.set_xticks(range(10))
+        ax.set_yticks(range(10))
+    fig.colorbar(im, ax=list(axes), shrink=0.8, label="mean predicted probability")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+# -------------------------------------------------------------------------------------- CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="folder for the CSV, PNG and markdown files")
+    parser.add_argument("--data-dir", help="folder holding the MNIST IDX files")
+    parser.add_argument("--protocol", choices=("paper", "tuned", "both"), default="both")
+    parser.add_argument("--epochs", type=int, default=100, help="passes over the 55,000 images")
+    parser.add_argument("--chains", type=int, default=5, help="independent chains")
+    parser.add_argument("--draws", type=int, default=30, help="predictive draws per chain")
+    parser.add_argument("--train-size", type=int, default=55_000,
+                        help="first N training images (TensorFlow's split: 55,000)")
+    parser.add_argument("--test-limit", type=int, help="evaluate on the first N test images only")
+    parser.add_argument("--methods", default="all",
+                        help="comma-separated subset of SGLD,SGHMC,D-SGHMC (default all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    protocols = ("paper", "tuned") if args.protocol == "both" else (args.protocol,)
+    wanted = None if args.methods == "all" else {m.strip() for m in args.methods.split(",")}
+    data = load_mnist(args.data_dir, args.train_size, args.test_limit)
+    steps_per_epoch = len(data.y_train) // 100
+    plans = {}
+    for protocol in protocols:
+        specs = paper_specs(args.epochs) if protocol == "paper" else tuned_specs(args.epochs)
+        plans[protocol] = [s for s in specs if wanted is None or s.label.split(" p=")[0] in wanted]
+    total = sum(len(v) for v in plans.values()) * args.epochs * steps_per_epoch
+    start = time.perf_counter()
+    results: dict[str, dict[str, ChainScores]] = {}
+    rows: dict[str, list[dict]] = {}
+    with tqdm(total=total, desc="dhmc-mnist", unit="step", file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for protocol, specs in plans.items():
+            results[protocol], rows[protocol] = {}, []
+            groups = [[s for s in specs if s.method == "sgld"],
+                      [s for s in specs if s.method != "sgld"]]
+            drawn: dict[str, tuple[Params, float]] = {}
+            for i, group in enumerate(g for g in groups if g):
+                generator = torch.Generator().manual_seed(args.seed * 1000 + i)
+                t0 = time.perf_counter()
+                group_draws = run_group(group, data, protocol=protocol, chains=args.chains,
+                                        epochs=args.epochs, draws=args.draws,
+                                        generator=generator, progress=bar)
+                seconds = time.perf_counter() - t0
+                for spec, samples in zip(group, group_draws, strict=True):
+                    drawn[spec.label] = (samples, seconds)
+            for spec in specs:
+                samples, seconds = drawn[spec.label]
+                generator = torch.Generator().manual_seed(args.seed * 1000 + 99)
+                masked = spec.method == "dsghmc"
+                scores = evaluate(spec, samples, data, mask_at_prediction=masked,
+                                  generator=generator)
+                results[protocol][spec.label] = scores
+                row = {
+                    "protocol": protocol, "method": spec.label,
+                    "drop_rate": getattr(spec.config, "drop_rate", 0.0),
+                    "accuracy_mean": round(float(scores.accuracy.mean()), 3),
+                    "accuracy_sd": round(float(scores.accuracy.std(ddof=1)), 3)
+                    if args.chains > 1 else 0.0,
+                    "per_chain": " ".join(f"{a:.2f}" for a in scores.accuracy),
+                    "mask_at_prediction": masked,
+                    "group_seconds": round(seconds, 1),
+                }
+                if masked:
+                    clean = evaluate(spec, samples, data, mask_at_prediction=False,
+                                     generator=generator)
+                    row["accuracy_mask_off_mean"] = round(float(clean.accuracy.mean()), 3)
+                    row["accuracy_mask_off_sd"] = round(float(clean.accuracy.std(ddof=1)), 3) \
+                        if args.chains > 1 else 0.0
+                else:
+                    row["accuracy_mask_off_mean"] = row["accuracy_mean"]
+                    row["accuracy_mask_off_sd"] = row["accuracy_sd"]
+                rows[protocol].append(row)
+                tqdm.write(f"{protocol:6s} {spec.label:15s} {_fmt(scores.accuracy)} %", file=sys.stderr)
+            write_table(out / f"table_{protocol}.csv", rows[protocol])
+            k = ARCH.num_classes
+            with (out / f"per_class_error_{protocol}.csv").open("w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["method", "chain", *[f"class_{j}" for j in range(k)]])
+                for label, sc in results[protocol].items():
+                    for c, errs in enumerate(sc.class_error):
+                        w.writerow([label, c, *[f"{e:.3f}" for e in errs]])
+            with (out / f"probability_matrix_{protocol}.csv").open("w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["method", "true_class", *[f"p_{j}" for j in range(k)]])
+                for label, sc in results[protocol].items():
+                    for j, row_p in enumerate(sc.probability_matrix):
+                        w.writerow([label, j, *[f"{v:.4f}" for v in row_p]])
+            plot_class_errors(out / f"per_class_error_{protocol}.png", results[protocol],
+                              f"Per-class test error over {args.chains} chains ({protocol})")
+            plot_probability_matrix(out / f"probability_matrix_{protocol}.png",
+                                    results[protocol], f"True vs predicted class ({protocol})")
+    wall = time.perf_counter() - start
+    with (out / "sensitivity.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["protocol", "keep_prob_p", "drop_rate", "accuracy_mean", "accuracy_sd"])
+        for protocol, scores in results.items():
+            for p in KEEP_PROBS:
+                sc = scores.get(f"D-SGHMC p={p:g}")
+                if sc is not None:
+                    sd = sc.accuracy.std(ddof=1) if len(sc.accuracy) > 1 else 0.0
+                    w.writerow([protocol, p, round(1 - p, 6), f"{sc.accuracy.mean():.3f}", f"{sd:.3f}"])
+    plot_sensitivity(out / "sensitivity.png", results)
+    lines = [f"# D-SGHMC on MNIST ({args.epochs} epochs, {args.chains} chains, "
+             f"{args.draws} draws per chain)", ""]
+    for protocol, prot_rows in rows.items():
+        lines += [f"## {protocol}", "", "| method | accuracy % (mask on) | mask off | paper |",
+                  "|---|---|---|---|"]
+        for row in prot_rows:
+            paper = PAPER_TABLE2.get(row["method"])
+            ref = f"{paper[0]:.2f} ± {paper[1]:.2f}" if paper else ""
+            on = f"{row['accuracy_mean']:.2f} ± {row['accuracy_sd']:.2f}"
+            off = f"{row['accuracy_mask_off_mean']:.2f} ± {row['accuracy_mask_off_sd']:.2f}"
+            lines.append(f"| {row['method']} | {on} | {off} | {ref} |")
+        lines.append("")
+    lines.append(f"Wall time: {wall:.0f} s on {torch.get_num_threads()} torch thread(s).")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+register(Reproduction("dhmc-mnist", "D-SGHMC paper: softmax regression on MNIST (Table 2, p sweep)",
+                      add_arguments, run))
+

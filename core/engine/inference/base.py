@@ -1,0 +1,530 @@
+"""The posterior interface every inference method implements.
+
+A method is a module with a config dataclass and a ``fit`` generator::
+
+    fit(config, arch, data, seed) -> Generator[ProgressRecord, None, Posterior]
+
+``fit`` yields small progress records (plain floats, safe to send to another thread) and
+returns the fitted :class:`Posterior`. Cancellation is cooperative: the consumer stops
+iterating (``generator.close()``), which raises ``GeneratorExit`` at the current ``yield``.
+
+A :class:`Posterior` turns a batch of N images into S×N×K class probabilities in one
+vectorised call, and saves/loads itself through :mod:`core.engine.store`.
+
+Randomness at prediction (one rule for every posterior)
+-------------------------------------------------------
+``predict_proba(x, num_samples, generator)``:
+
+- with a ``generator``, every random choice (dropout masks, input masks, weight draws) comes
+  from it, so a seeded generator reproduces a result and successive calls with the same
+  generator object get fresh masks;
+- with ``generator=None`` (the interactive path), a posterior uses its *own fixed bank*:
+  masks or draws from a generator seeded by the posterior's seed
+  (:func:`interactive_generator`), the same on every call. A drawing shown twice gets the
+  same verdict, and a stroke changes the verdict only through the image. Torch's global
+  generator is never used, so nothing else running in the process changes a prediction.
+
+Training masks follow the same rule: dropout layers draw from the fit's own generator
+(:func:`core.engine.models.dropout_generator`), so every fit is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from core.engine.memory import check_fits
+from core.engine.models import (
+    ArchSpec,
+    build_model,
+    dropout_generator,
+    mc_dropout,
+    split_before_dropout,
+    stacked_forward,
+)
+
+#: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
+#: (the same offset :class:`~core.engine.inference.variational.VariationalPosterior` uses).
+INTERACTIVE_SEED_OFFSET = 104729
+
+
+def interactive_generator(seed: int) -> torch.Generator:
+    """The generator behind a posterior's fixed bank of masks/draws (``generator=None``)."""
+    return torch.Generator().manual_seed(int(seed) + INTERACTIVE_SEED_OFFSET)
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """One progress report from a long-running loop.
+
+    Attributes
+    ----------
+    step, total
+        Steps done and planned (``total`` may be 0 when unknown).
+    values
+        What a person watches: ``loss``, ``log_posterior``, ``accuracy``, ``acceptance``,
+        ``step_size``, ``grad_norm`` ... (plain floats).
+    phase
+        ``"train"``, ``"warmup"``, ``"sampling"``, ``"eval"`` or similar.
+    """
+
+    step: int
+    total: int
+    values: dict[str, float] = field(default_factory=dict)
+    phase: str = "train"
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.total if self.total else 0.0
+
+
+@dataclass
+class Dataset:
+    """Images ``x`` (N, 1, H, W) float32 in [0, 1], or feature vectors ``x`` (N, D) (face
+    descriptors), and integer labels ``y`` (N,).
+
+    ``source`` records what was actually read (name, split, folder, files with their
+    SHA-256, counts, and any limit applied); it goes into evaluation reports and into the
+    provenance of posteriors trained on the data.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    name: str = "data"
+    class_names: tuple[str, ...] = ()
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.x.ndim not in (2, 4):
+            raise ValueError(
+                f"inputs must be images of shape (N, C, H, W) or feature vectors of shape (N, D), "
+                f"got {tuple(self.x.shape)}"
+            )
+        if len(self.x) != len(self.y):
+            raise ValueError(f"{len(self.x)} images but {len(self.y)} labels")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def subset(self, index: torch.Tensor | slice) -> Dataset:
+        return Dataset(self.x[index], self.y[index], self.name, self.class_names, dict(self.source))
+
+    def first(self, limit: int | None) -> Dataset:
+        """The first ``limit`` examples (all when ``limit`` is None), the limit recorded."""
+        if limit is None or limit >= len(self):
+            return self
+        if limit < 1:
+            raise ValueError(f"a limit must be at least 1 image, got {limit}")
+        out = self.subset(slice(0, limit))
+        out.source["used"] = limit
+        return out
+
+
+FitGenerator = Generator[ProgressRecord, None, "Posterior"]
+
+
+class Posterior(ABC):
+    """A distribution over the weights of one architecture, able to predict.
+
+    Subclasses set :attr:`kind` (how the tensors are interpreted, used by :mod:`core.engine.store`)
+    and implement :meth:`predict_proba`, :meth:`state_tensors` and :meth:`from_state`.
+
+    Attributes
+    ----------
+    method
+        The inference method that produced it (``"map"``, ``"mc_dropout"``, ``"sghmc"`` ...).
+    arch
+        The architecture the weights belong to.
+    config
+        The method's hyperparameters (a plain dict, as saved).
+    seed
+        The seed the fit started from.
+    dataset
+        Name of the training data set.
+    info
+        Free-form facts about the fit (plain numbers/strings): accuracy, wall time ...
+    """
+
+    kind: ClassVar[str]
+    default_num_samples: int = 100
+
+    def __init__(
+        self,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        self.method = method
+        self.arch = arch
+        self.config = dict(config)
+        self.seed = int(seed)
+        self.dataset = dataset
+        self.info = dict(info or {})
+
+    @property
+    def num_classes(self) -> int:
+        return self.arch.num_classes
+
+    @abstractmethod
+    def predict_proba(
+        self,
+        x: torch.Tensor,
+        num_samples: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Class probabilities of S posterior samples for a batch: shape (S, N, K)."""
+
+    @abstractmethod
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors that, with the metadata, rebuild this posterior."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(
+        cls,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        info: dict[str, Any],
+        tensors: dict[str, torch.Tensor],
+    ) -> Posterior:
+        """Rebuild from what :meth:`state_tensors` returned; raise ``ValueError`` on mismatch."""
+
+    def describe(self) -> str:
+        return f"{self.method} · {self.arch.name} · {self.dataset}"
+
+    def effective_num_samples(self, num_samples: int | None) -> int:
+        """How many samples a prediction with ``num_samples`` (None: the default) draws."""
+        return self.default_num_samples if num_samples is None else int(num_samples)
+
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        """Estimated peak bytes of one ``predict_proba`` call on ``batch_size`` images.
+
+        S weight sets (drawn or thinned copies) plus S·N forward passes, in float32.
+        Posteriors that hold no per-sample weights override this.
+        """
+        s = self.effective_num_samples(num_samples)
+        return 4.0 * s * (self.arch.parameter_count() + batch_size * self.arch.activations_per_image())
+
+    def check_prediction(self, num_samples: int | None, batch_size: int = 1) -> int:
+        """Validate a user-chosen sample count; return the effective S.
+
+        Raises ``ValueError`` for S < 1 and :class:`~core.engine.memory.MemoryEstimateError` (with
+        the estimate) when the prediction cannot fit in memory.
+        """
+        if num_samples is not None and (isinstance(num_samples, bool) or int(num_samples) != num_samples):
+            raise ValueError(f"the number of samples must be a whole number, got {num_samples!r}")
+        if num_samples is not None and num_samples < 1:
+            raise ValueError(f"the number of samples must be at least 1, got {num_samples}")
+        s = self.effective_num_samples(num_samples)
+        check_fits(
+            self.prediction_bytes(s, batch_size),
+            f"{s} samples of this {self.method} posterior for {batch_size} image(s)",
+            "use fewer samples",
+        )
+        return s
+
+
+def check_param_shapes(arch: ArchSpec, params: dict[str, torch.Tensor], lead: int) -> None:
+    """Raise ``ValueError`` unless ``params`` fit ``arch`` after ``lead`` leading dimensions."""
+    reference = dict(build_model(arch).named_parameters())
+    if set(reference) != set(params):
+        missing = sorted(set(reference) - set(params))
+        extra = sorted(set(params) - set(reference))
+        raise ValueError(
+            f"weights do not match architecture {arch.name!r}: missing {missing}, unexpected {extra}"
+        )
+    for name, ref in reference.items():
+        if tuple(params[name].shape[lead:]) != tuple(ref.shape):
+            raise ValueError(
+                f"weight {name!r} has shape {tuple(params[name].shape[lead:])}, "
+                f"architecture {arch.name!r} expects {tuple(ref.shape)}"
+            )
+
+
+def _logits_to_proba(logits: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits.float(), dim=-1)
+
+
+def _evenly_spaced(total: int, wanted: int | None) -> torch.Tensor | None:
+    if wanted is None or wanted >= total:
+        return None
+    if wanted < 1:
+        raise ValueError("num_samples must be at least 1")
+    return torch.linspace(0, total - 1, wanted).round().long()
+
+
+class SampledPosterior(Posterior):
+    """A posterior represented by stacked weight samples with leading dims (chain, draw).
+
+    MAP is the degenerate case of one chain with one draw; SG-MCMC, HMC and deep ensembles
+    store many. Prediction evaluates all samples at once with
+    :func:`core.engine.models.stacked_forward` (``chunk_size`` bounds memory), never a Python loop.
+    """
+
+    kind = "sampled"
+
+    def __init__(
+        self,
+        method: str,
+        arch: ArchSpec,
+        config: dict[str, Any],
+        seed: int,
+        dataset: str,
+        samples: dict[str, torch.Tensor],
+        info: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        check_param_shapes(arch, samples, lead=2)
+        shapes = {tuple(t.shape[:2]) for t in samples.values()}
+        if len(shapes) != 1:
+            raise ValueError(f"samples disagree on (chain, draw) dimensions: {sorted(shapes)}")
+        (self.num_chains, self.num_draws), = shapes
+        self.samples = {k: v.detach().float().contiguous() for k, v in samples.items()}
+        self.chunk_size = chunk_size
+        self._model = build_model(arch)
+        self.default_num_samples = self.num_chains * self.num_draws
+
+    @property
+    def num_samples(self) -> int:
+        return self.num_chains * self.num_draws
+
+    def flat_samples(self, num_samples: int | None = None) -> dict[str, torch.Tensor]:
+        """Samples with (chain, draw) merged into one leading dim S, optionally thinned."""
+        flat = {k: v.reshape(self.num_samples, *v.shape[2:]) for k, v in self.samples.items()}
+        index = _evenly_spaced(self.num_samples, num_samples)
+        if index is not None:
+            flat = {k: v[index] for k, v in flat.items()}
+        return flat
+
+    def effective_num_samples(self, num_samples: int | None) -> int:
+        return self.num_samples if num_samples is None else min(int(num_samples), self.num_samples)
+
+    def chain_ids(self, num_samples: int | None = None) -> torch.Tensor:
+        """Chain of each sample that ``flat_samples(num_samples)`` (and prediction) returns."""
+        ids = torch.arange(self.num_chains).repeat_interleave(self.num_draws)
+        index = _evenly_spaced(self.num_samples, num_samples)
+        return ids if index is None else ids[index]
+
+    def predict_logits(self, x: torch.Tensor, num_samples: int | None = None) -> torch.Tensor:
+        with torch.no_grad():
+            return stacked_forward(self._model, self.flat_samples(num_samples), x, self.chunk_size)
+
+    def predict_proba(self, x, num_samples=None, generator=None):
+        return _logits_to_proba(self.predict_logits(x, num_samples))
+
+    def state_tensors(self):
+        return dict(self.samples)
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
+
+
+class DropoutPosterior(Posterior):
+    """MC dropout (Gal & Ghahramani 2016): one weight set, dropout kept on at prediction.
+
+    The S stochastic passes run as one batch of S·N inputs, so one call draws S independent
+    dropout masks per input. Masks come from ``generator``, or, without one, from the
+    posterior's fixed bank (:func:`interactive_generator`): the same S masks on every call.
+    """
+
+    kind = "dropout"
+    default_num_samples = 100
+
+    def __init__(self, method, arch, config, seed, dataset, params, info=None) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        if arch.drop_rate <= 0:
+            raise ValueError("MC dropout needs an architecture with drop_rate > 0")
+        check_param_shapes(arch, params, lead=0)
+        self.model = build_model(arch)
+        self.model.load_state_dict(params, strict=False)
+        self._split = split_before_dropout(self.model)
+        self._masks: dict[tuple[int, ...], list[torch.Tensor]] = {}
+
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        s = self.effective_num_samples(num_samples)
+        return 4.0 * (self.arch.parameter_count() + s * batch_size * self.arch.activations_per_image())
+
+    def predict_proba(self, x, num_samples=None, generator=None):
+        s = self.effective_num_samples(num_samples)
+        if s < 1:
+            raise ValueError(f"the number of samples must be at least 1, got {s}")
+        n = x.shape[0]
+        shared, rest = self._split
+        with torch.no_grad():
+            h = shared(x)  # the same for every draw: computed once per input
+            h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
+            if generator is None and isinstance(rest, nn.Sequential) and s * n <= self.MASK_BANK_ROWS:
+                masks = iter(self._fixed_masks(rest, h))
+                for layer in rest:  # Dropout.forward's rule, with the bank's masks drawn once
+                    h = h * next(masks) / (1.0 - layer.p) if isinstance(layer, nn.Dropout) else layer(h)
+                logits = h
+            else:
+                g = generator if generator is not None else interactive_generator(self.seed)
+                with mc_dropout(self.model, generator=g):
+                    logits = rest(h)
+        return _logits_to_proba(logits.reshape(s, n, -1))
+
+    #: The fixed bank's masks are kept for batches of at most this many rows (S·N).
+    MASK_BANK_ROWS = 1024
+
+    def _fixed_masks(self, rest: nn.Sequential, h: torch.Tensor) -> list[torch.Tensor]:
+        """The masks the fixed bank (:func:`interactive_generator`) draws for a batch shaped
+        like ``h``, drawn once and kept (for the last two shapes): bit for bit the masks a
+        fresh generator gives each call, without drawing them on every stroke."""
+        key = tuple(h.shape)
+        if key not in self._masks:
+            g, masks = interactive_generator(self.seed), []
+            for layer in rest:  # the layers' order is the order the generator is used in
+                if isinstance(layer, nn.Dropout):
+                    masks.append(torch.empty_like(h).bernoulli_(1.0 - layer.p, generator=g))
+                    h = h * masks[-1] / (1.0 - layer.p)
+                else:
+                    h = layer(h)
+            self._masks = {**dict(list(self._masks.items())[-1:]), key: masks}
+        return self._masks[key]
+
+    def state_tensors(self):
+        return {k: v.detach().clone() for k, v in self.model.named_parameters()}
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
+
+
+POSTERIOR_KINDS: dict[str, type[Posterior]] = {
+    SampledPosterior.kind: SampledPosterior,
+    DropoutPosterior.kind: DropoutPosterior,
+}
+
+
+def register_posterior_kind(cls: type[Posterior]) -> type[Posterior]:
+    """Class decorator: make a new posterior kind loadable by :mod:`core.engine.store`."""
+    POSTERIOR_KINDS[cls.kind] = cls
+    return cls
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Indices of one epoch in random order, in batches (the last may be smaller)."""
+    order = torch.randperm(n, generator=generator)
+    yield from order.split(batch_size)
+
+
+def accuracy_progress(
+    posterior: Posterior,
+    data: Dataset,
+    num_samples: int | None = 1,
+    generator: torch.Generator | None = None,
+) -> Generator[ProgressRecord, None, float]:
+    """Accuracy of the mean predictive over ``num_samples`` samples, yielding progress.
+
+    Batches hold about 8192 sample-inputs (S·B), so memory stays bounded for any S; the
+    sample count is checked (and its memory estimated) before the first batch.
+    """
+    s = posterior.check_prediction(num_samples, batch_size=1)
+    if len(data) == 0:
+        raise ValueError(f"{data.name} holds no images to measure the accuracy on")
+    batch_size = max(1, 8192 // s)
+    posterior.check_prediction(s, batch_size=min(batch_size, len(data)))
+    total = math.ceil(len(data) / batch_size)
+    correct = 0
+    for i, start in enumerate(range(0, len(data), batch_size), start=1):
+        x = data.x[start : start + batch_size]
+        p = posterior.predict_proba(x, num_samples=s, generator=generator).mean(0)
+        correct += int((p.argmax(-1) == data.y[start : start + batch_size]).sum())
+        yield ProgressRecord(i, total, {"accuracy": correct / min(start + batch_size, len(data))}, "eval")
+    return correct / len(data)
+
+
+def accuracy(
+    posterior: Posterior,
+    data: Dataset,
+    num_samples: int | None = 1,
+    generator: torch.Generator | None = None,
+) -> float:
+    """:func:`accuracy_progress` run to its end."""
+    run = accuracy_progress(posterior, data, num_samples, generator)
+    while True:
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value
+
+
+def squared_norm(params: Iterator[torch.Tensor] | list[torch.Tensor]) -> torch.Tensor:
+    return sum((p.pow(2).sum() for p in params), torch.zeros(()))
+
+
+def optimise(
+    model: nn.Module,
+    data: Dataset,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    penalty: float,
+    generator: torch.Generator,
+    report_every: int = 20,
+) -> Generator[ProgressRecord, None, None]:
+    """Minimise mean cross-entropy + ``penalty``·‖θ‖² with Adam, yielding progress.
+
+    The model is trained in place, in training mode (dropout on), and left in eval mode.
+    Mini-batch order and dropout masks both come from ``generator``, so the fit is
+    reproducible from its seed whatever else uses torch's global generator meanwhile.
+    """
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    steps_per_epoch = math.ceil(len(data) / batch_size)
+    total = epochs * steps_per_epoch
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(total, 1))
+    step = 0
+    model.train()
+    try:
+        with dropout_generator(model, generator):
+            for epoch in range(epochs):
+                running, seen, correct = 0.0, 0, 0
+                for idx in minibatches(len(data), batch_size, generator):
+                    x, y = data.x[idx], data.y[idx]
+                    logits = model(x)
+                    nll = nn.functional.cross_entropy(logits, y)
+                    loss = nll + penalty * squared_norm(list(model.parameters()))
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    step += 1
+                    running += nll.item() * len(y)
+                    seen += len(y)
+                    correct += int((logits.argmax(-1) == y).sum())
+                    if not math.isfinite(loss.item()):
+                        raise FloatingPointError(
+                            f"the loss became {loss.item()} at step {step}; lower the learning rate"
+                        )
+                    if step % report_every == 0 or step == total:
+                        yield ProgressRecord(
+                            step,
+                            total,
+                            {
+                                "loss": running / seen,
+                                "train_accuracy": correct / seen,
+                                "epoch": epoch + seen / len(data),
+                                "lr": sched.get_last_lr()[0],
+                            },
+                        )
+    finally:
+        model.eval()

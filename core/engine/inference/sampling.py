@@ -1,0 +1,547 @@
+"""Machinery shared by the samplers: targets, chains, the sample store and diagnostics.
+
+Parameters of C chains are a dict of tensors with a leading chain dimension (C, ...). A
+*target* returns the log posterior of every chain, log p(θ_c | D) up to a constant, and its
+gradient; a sampler's ``step(state, batch, generator, *, config, target)`` moves all chains
+at once. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
+traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
+with a warning, before it exceeds its memory budget. :func:`split_rhat` and
+:func:`effective_sample_size` summarise scalar traces (Gelman et al., *BDA3*, §11.4–11.5;
+Vehtari et al. 2021 for the split chains).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from core.engine.inference.base import Dataset, ProgressRecord, SampledPosterior
+from core.engine.models import ArchSpec, build_model
+
+Params = dict[str, torch.Tensor]
+BudgetPolicy = Literal["refuse", "thin"]
+"""What a full sample store does: ``"refuse"`` raises before sampling starts; ``"thin"``
+keeps every k-th draw instead (k as small as fits) and warns."""
+
+
+class SampleBudgetError(ValueError):
+    """Storing the requested draws would exceed the memory budget."""
+
+
+class SampleBudgetWarning(UserWarning):
+    """The sample store thinned the chains further to stay within its memory budget."""
+
+
+class SamplerDivergedError(FloatingPointError):
+    """The log posterior of a chain became NaN or infinite."""
+
+
+# ------------------------------------------------------------------------------ targets
+
+
+class Target(Protocol):
+    """A log density over chain-stacked parameters."""
+
+    def log_prob_and_grad(self, params: Params, batch: Any) -> tuple[torch.Tensor, Params]:
+        """Log posterior of each chain, shape (C,), and its gradient (same shapes as params)."""
+        ...
+
+
+class FunctionTarget:
+    """A target from ``log_prob(params, batch) -> (C,)``; gradients by autograd.
+
+    Chains are independent, so the gradient of the sum over chains is each chain's own.
+    """
+
+    def __init__(self, log_prob: Callable[[Params, Any], torch.Tensor]) -> None:
+        self.log_prob = log_prob
+
+    def log_prob_and_grad(self, params: Params, batch: Any) -> tuple[torch.Tensor, Params]:
+        with torch.enable_grad():
+            leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+            value = self.log_prob(leaves, batch)
+            grads = torch.autograd.grad(value.sum(), list(leaves.values()))
+        return value.detach(), {k: g.detach() for k, g in zip(leaves, grads, strict=True)}
+
+
+class ModelTarget(FunctionTarget):
+    """Posterior of a classifier: (N/B) Σ_batch log p(y | x, θ) − ‖θ‖² / (2σ²).
+
+    ``batch`` is ``(x, y)`` with a leading chain dim, ``x`` (C, B, ...) and ``y`` (C, B): each
+    chain sees its own mini-batch (and, for D-SGHMC, its own input mask). The model runs
+    under ``vmap(functional_call)`` over the chains, in eval mode (its dropout layers off).
+    """
+
+    def __init__(self, model: nn.Module, num_data: int, prior_std: float) -> None:
+        self.model = model.eval()
+        self.num_data = num_data
+        self.prior_std = prior_std
+        super().__init__(self._log_prob)
+
+    def _log_prob(self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        model = self.model
+
+        def log_lik(p: Params, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+            logits = functional_call(model, p, (xb,))
+            return -nn.functional.cross_entropy(logits, yb, reduction="sum")
+
+        scale = self.num_data / y.shape[1]
+        return scale * vmap(log_lik)(params, x, y) + gaussian_log_prior(params, self.prior_std)
+
+
+def gaussian_log_prior(params: Params, prior_std: float) -> torch.Tensor:
+    """log N(θ_c; 0, σ²I) per chain, up to a constant: shape (C,)."""
+    sq = sum(p.flatten(1).pow(2).sum(1) for p in params.values())
+    return -0.5 * sq / prior_std**2
+
+
+# ------------------------------------------------------------------------ tensor helpers
+
+
+def normal_like(params: Params, generator: torch.Generator) -> Params:
+    """Independent standard normal draws shaped like ``params`` (the samplers' only noise)."""
+    return {
+        k: torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
+        for k, v in params.items()
+    }
+
+
+def per_chain(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Reshape a (C,) tensor to broadcast against ``like`` (C, ...)."""
+    return value.reshape(-1, *([1] * (like.ndim - 1)))
+
+
+def chain_norm(tree: Params) -> torch.Tensor:
+    """Euclidean norm of each chain's flattened parameters: shape (C,)."""
+    return sum(v.flatten(1).pow(2).sum(1) for v in tree.values()).sqrt()
+
+
+def stack_chains(models: list[nn.Module]) -> Params:
+    """Parameters of several models with a leading chain dimension."""
+    names = [k for k, _ in models[0].named_parameters()]
+    return {
+        k: torch.stack([dict(m.named_parameters())[k].detach() for m in models]) for k in names
+    }
+
+
+@dataclass
+class RmsPreconditioner:
+    """Diagonal RMSprop preconditioner G = 1 / (λ + √V), V ← ρV + (1 − ρ) g ⊙ g.
+
+    Li, Chen, Carlson & Carin (2016), "Preconditioned SGLD"; the Γ(θ) correction term is
+    dropped, as in their experiments. While G adapts the chain is therefore only
+    approximately invariant (on a Gaussian with exact gradients the covariance comes out
+    ~20% off); once :meth:`update` is called with ``adapt=False`` G stays fixed, and a
+    constant preconditioner needs no correction.
+    """
+
+    decay: float
+    epsilon: float
+    square: Params = field(default_factory=dict)
+    current: Params = field(default_factory=dict)
+
+    def update(self, grad: Params, adapt: bool = True) -> Params:
+        if self.current and not adapt:
+            return self.current
+        if not self.square:
+            self.square = {k: g.pow(2) for k, g in grad.items()}
+        else:
+            for k, g in grad.items():
+                self.square[k].mul_(self.decay).addcmul_(g, g, value=1.0 - self.decay)
+        self.current = {k: 1.0 / (self.epsilon + v.sqrt()) for k, v in self.square.items()}
+        return self.current
+
+
+def preconditioner_adapting(adapt_steps: int, t: int) -> bool:
+    """Whether an RMSprop preconditioner still adapts at step t (``adapt_steps`` < 0: always)."""
+    return adapt_steps < 0 or t < adapt_steps
+
+
+# -------------------------------------------------------------------------- sample store
+
+
+def bytes_per_draw(params: Params) -> int:
+    """Bytes of one draw of all chains (float32)."""
+    return sum(v.numel() for v in params.values()) * 4
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """How many draws a run keeps: every ``thin``-th step after ``burn_in``."""
+
+    burn_in: int
+    thin: int
+    num_draws: int
+    message: str = ""
+
+
+def plan_storage(
+    num_steps: int,
+    burn_in: int,
+    thin: int,
+    draw_bytes: int,
+    budget_mb: float,
+    policy: BudgetPolicy = "refuse",
+) -> StoragePlan:
+    """Decide the thinning before sampling so the store never exceeds ``budget_mb``.
+
+    Raises
+    ------
+    SampleBudgetError
+        With ``policy="refuse"`` when the draws would not fit, or when not even one fits.
+    """
+    if not 0 <= burn_in < num_steps:
+        raise ValueError(f"burn-in ({burn_in}) must be below the number of steps ({num_steps})")
+    if thin < 1:
+        raise ValueError("thin must be at least 1")
+    budget = budget_mb * 2**20
+    draws = (num_steps - burn_in) // thin
+    if draws < 1:
+        raise ValueError(f"thinning by {thin} after {burn_in} burn-in steps keeps no draw")
+    needed = draws * draw_bytes
+    if needed <= budget:
+        return StoragePlan(burn_in, thin, draws)
+    fits = int(budget // draw_bytes)
+    text = (
+        f"storing {draws} draws needs {needed / 2**20:.1f} MB, over the sample budget of "
+        f"{budget_mb:g} MB"
+    )
+    if policy == "refuse" or fits < 1:
+        raise SampleBudgetError(
+            f"{text}; raise memory_budget_mb, thin more, sample fewer chains or steps"
+        )
+    new_thin = math.ceil((num_steps - burn_in) / fits)
+    draws = (num_steps - burn_in) // new_thin
+    return StoragePlan(
+        burn_in, new_thin, draws, f"{text}: thinning by {new_thin} instead of {thin} ({draws} draws)"
+    )
+
+
+class SampleStore:
+    """Preallocated draws with leading dims (chain, draw)."""
+
+    def __init__(self, template: Params, num_draws: int) -> None:
+        self.samples = {
+            k: torch.empty((v.shape[0], num_draws, *v.shape[1:]), dtype=torch.float32)
+            for k, v in template.items()
+        }
+        self.num_draws = num_draws
+        self.filled = 0
+
+    def append(self, params: Params) -> None:
+        if self.filled >= self.num_draws:
+            raise IndexError("the sample store is full")
+        for k, v in params.items():
+            self.samples[k][:, self.filled] = v.detach()
+        self.filled += 1
+
+    def result(self) -> Params:
+        return {k: v[:, : self.filled] for k, v in self.samples.items()}
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class ChainResult:
+    """What :func:`sample_chains` returns."""
+
+    samples: Params
+    traces: dict[str, torch.Tensor]
+    """Per-chain traces (C, steps) of every per-chain info value, burn-in included."""
+    state: Any
+    plan: StoragePlan
+
+
+def sample_chains(
+    step: Callable[..., tuple[Any, dict[str, torch.Tensor]]],
+    state: Any,
+    *,
+    config: Any,
+    target: Target,
+    batches: Iterator[Any],
+    num_steps: int,
+    plan: StoragePlan,
+    generator: torch.Generator,
+    phase: str = "sampling",
+    report_every: int = 50,
+    step_offset: int = 0,
+    total: int | None = None,
+) -> Generator[ProgressRecord, None, ChainResult]:
+    """Run ``num_steps`` steps of all chains, keeping every ``plan.thin``-th after burn-in.
+
+    ``step(state, batch, generator, config=..., target=...)`` returns the new state and an
+    info dict of per-chain (C,) tensors (``log_posterior`` at least) and scalars; the state
+    exposes ``params``. Progress records carry the chain means. Raises
+    :class:`SamplerDivergedError` when a chain's log posterior is no longer finite.
+    """
+    store = SampleStore(state.params, plan.num_draws)
+    traces: dict[str, list[torch.Tensor]] = {}
+    total = total if total is not None else num_steps
+    for t in range(num_steps):
+        state, info = step(state, next(batches), generator, config=config, target=target)
+        logp = info["log_posterior"]
+        if not bool(torch.isfinite(logp).all()):
+            bad = torch.nonzero(~torch.isfinite(logp)).flatten().tolist()
+            raise SamplerDivergedError(
+                f"the log posterior of chain(s) {bad} became non-finite at step {t + 1}; "
+                "lower the step size"
+            )
+        for k, v in info.items():
+            traces.setdefault(k, []).append(torch.as_tensor(v, dtype=torch.float32).detach())
+        kept = t - plan.burn_in + 1
+        if kept > 0 and kept % plan.thin == 0 and store.filled < store.num_draws:
+            store.append(state.params)
+        if (t + 1) % report_every == 0 or t + 1 == num_steps:
+            yield ProgressRecord(
+                step_offset + t + 1,
+                total,
+                {k: float(torch.as_tensor(v).float().mean()) for k, v in info.items()},
+                phase if t >= plan.burn_in else "burn-in",
+            )
+    stacked = {k: torch.stack(v, dim=-1) for k, v in traces.items()}
+    return ChainResult(store.result(), stacked, state, plan)
+
+
+def epoch_batches(
+    data: Dataset, num_chains: int, batch_size: int, generator: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Endless per-chain mini-batches: each chain its own random order, epoch after epoch.
+
+    Yields ``(x, y)`` of shapes (C, B, ...) and (C, B); the last batch of an epoch may be
+    smaller (the same size for all chains).
+    """
+    n = len(data)
+    while True:
+        orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(num_chains)])
+        for idx in orders.split(batch_size, dim=1):
+            yield data.x[idx], data.y[idx]
+
+
+def constant_batches(batch: Any = None) -> Iterator[Any]:
+    """The same batch forever (full-batch samplers and densities without data)."""
+    while True:
+        yield batch
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def split_rhat(trace: np.ndarray | torch.Tensor) -> float:
+    """Split-R̂ of a scalar trace of shape (chains, draws) (Gelman et al., BDA3 §11.4).
+
+    Each chain is cut in half, so a single drifting chain also shows R̂ > 1.
+    """
+    x = np.asarray(trace, dtype=np.float64)
+    n = x.shape[1] // 2
+    if n < 2:
+        return float("nan")
+    halves = np.concatenate([x[:, :n], x[:, -n:]], axis=0)
+    within = halves.var(axis=1, ddof=1).mean()
+    between = n * halves.mean(axis=1).var(ddof=1)
+    var_plus = (n - 1) / n * within + between / n
+    if within <= 0:
+        return float("nan")
+    return float(math.sqrt(var_plus / within))
+
+
+def _autocovariance(x: np.ndarray) -> np.ndarray:
+    """Autocovariance of each row at all lags, by FFT."""
+    n = x.shape[1]
+    centred = x - x.mean(axis=1, keepdims=True)
+    size = 2 ** math.ceil(math.log2(2 * n))
+    f = np.fft.rfft(centred, n=size, axis=1)
+    return np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :n] / n
+
+
+def effective_sample_size(trace: np.ndarray | torch.Tensor) -> float:
+    """Multi-chain ESS of a scalar trace (chains, draws) with Geyer's initial monotone sequence.
+
+    ρ̂_t = 1 − (W − mean_c acov_c(t)) / var⁺ (BDA3 eq. 11.7); ESS = C·n / (−1 + 2 Σ P̂_k)
+    with P̂_k = ρ̂_{2k} + ρ̂_{2k+1} summed while positive and made non-increasing.
+    """
+    x = np.asarray(trace, dtype=np.float64)
+    chains, n = x.shape
+    if n < 4:
+        return float("nan")
+    acov = _autocovariance(x)
+    within = acov[:, 0].mean() * n / (n - 1)
+    var_plus = within * (n - 1) / n
+    if chains > 1:
+        var_plus += x.mean(axis=1).var(ddof=1)
+    if var_plus <= 0:
+        return float("nan")
+    rho = 1.0 - (within - acov.mean(axis=0)) / var_plus
+    rho[0] = 1.0
+    total = 0.0
+    previous = math.inf
+    for k in range(0, n - 1, 2):
+        pair = rho[k] + rho[k + 1]
+        if pair <= 0:
+            break
+        pair = min(pair, previous)
+        total += pair
+        previous = pair
+    tau = max(-1.0 + 2.0 * total, 1.0 / math.log10(max(chains * n, 10)))
+    return float(chains * n / tau)
+
+
+def diagnostics(traces: dict[str, torch.Tensor], burn_in: int) -> dict[str, float]:
+    """R̂ and ESS of every per-chain trace after burn-in, keyed ``rhat_<name>``, ``ess_<name>``."""
+    out: dict[str, float] = {}
+    for name, trace in traces.items():
+        if trace.ndim != 2 or trace.shape[0] < 1:
+            continue
+        kept = trace[:, burn_in:].numpy()
+        if kept.shape[1] < 4 or np.ptp(kept) == 0:
+            continue
+        out[f"rhat_{name}"] = split_rhat(kept)
+        out[f"ess_{name}"] = effective_sample_size(kept)
+    return out
+
+
+def downsampled_traces(traces: dict[str, torch.Tensor], points: int = 500) -> dict[str, list]:
+    """Per-chain traces thinned to at most ``points`` values, as plain lists (for ``info``)."""
+    out = {}
+    for name, trace in traces.items():
+        if trace.ndim != 2:
+            continue
+        step = max(1, math.ceil(trace.shape[1] / points))
+        out[name] = trace[:, ::step].tolist()
+    return out
+
+
+def warn_plan(plan: StoragePlan) -> None:
+    if plan.message:
+        warnings.warn(plan.message, SampleBudgetWarning, stacklevel=3)
+
+
+# ------------------------------------------------------------------- SG-MCMC on models
+
+InitName = Literal["default", "prior"]
+"""Starting values: ``"default"``: the architecture's own initialisation, drawn per chain;
+``"prior"``: a draw θ ~ N(0, σ²I) from the prior (the D-SGHMC authors' choice)."""
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    """Settings every mini-batch sampler shares.
+
+    Attributes
+    ----------
+    num_chains
+        Independent chains, run together (vectorised over a leading chain dim).
+    epochs, batch_size
+        Length of the run in passes over the data, and the mini-batch size B.
+    burn_in_epochs
+        Epochs discarded before the first stored draw.
+    thin
+        Steps between stored draws.
+    prior_std
+        σ of the isotropic Gaussian prior N(0, σ²I) on all weights and biases.
+    init
+        ``"default"`` or ``"prior"`` starting values (see :data:`InitName`).
+    memory_budget_mb
+        Most memory the stored draws may take.
+    on_budget
+        ``"refuse"`` (stop before sampling, with the numbers) or ``"thin"`` (thin more, warn).
+    """
+
+    num_chains: int = 4
+    epochs: int = 20
+    batch_size: int = 100
+    burn_in_epochs: int = 5
+    thin: int = 500
+    prior_std: float = 1.0
+    init: InitName = "default"
+    memory_budget_mb: float = 1024.0
+    on_budget: BudgetPolicy = "refuse"
+
+    def __post_init__(self) -> None:
+        if self.num_chains < 1 or self.epochs < 1 or self.batch_size < 1 or self.thin < 1:
+            raise ValueError("num_chains, epochs, batch_size and thin must be positive")
+        if not 0 <= self.burn_in_epochs < self.epochs:
+            raise ValueError("burn_in_epochs must lie in [0, epochs)")
+        if self.prior_std <= 0 or self.memory_budget_mb <= 0:
+            raise ValueError("prior_std and memory_budget_mb must be positive")
+        if self.init not in ("default", "prior"):
+            raise ValueError(f"init must be 'default' or 'prior', got {self.init!r}")
+        if self.on_budget not in ("refuse", "thin"):
+            raise ValueError(f"on_budget must be 'refuse' or 'thin', got {self.on_budget!r}")
+
+
+def initial_params(
+    arch: ArchSpec, num_chains: int, init: InitName, prior_std: float, generator: torch.Generator
+) -> Params:
+    """Chain-stacked starting values for ``arch``, reproducible from ``generator``."""
+    models = []
+    for _ in range(num_chains):
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            models.append(build_model(arch))
+    params = stack_chains(models)
+    if init == "prior":
+        params = {k: prior_std * v for k, v in normal_like(params, generator).items()}
+    return params
+
+
+def fit_sgmcmc(
+    method: str,
+    init: Callable[..., Any],
+    step: Callable[..., tuple[Any, dict[str, torch.Tensor]]],
+    config: ChainConfig,
+    arch: ArchSpec,
+    data: Dataset,
+    seed: int,
+    make_posterior: Callable[[Params, dict[str, Any]], Any] | None = None,
+) -> Generator[ProgressRecord, None, Any]:
+    """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
+
+    Returns a :class:`~core.engine.inference.base.SampledPosterior` (or ``make_posterior(samples,
+    info)``) whose ``info`` holds R̂ and ESS of the log posterior and of ‖θ‖, the storage
+    plan and per-chain traces downsampled to 500 points.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    params = initial_params(arch, config.num_chains, config.init, config.prior_std, generator)
+    target = ModelTarget(build_model(arch), len(data), config.prior_std)
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    num_steps = config.epochs * steps_per_epoch
+    plan = plan_storage(
+        num_steps,
+        config.burn_in_epochs * steps_per_epoch,
+        config.thin,
+        bytes_per_draw(params),
+        config.memory_budget_mb,
+        config.on_budget,
+    )
+    warn_plan(plan)
+    state = init(params, config=config, generator=generator)
+    batches = epoch_batches(data, config.num_chains, config.batch_size, generator)
+    result = yield from sample_chains(
+        step, state, config=config, target=target, batches=batches, num_steps=num_steps,
+        plan=plan, generator=generator,
+    )
+    info: dict[str, Any] = {
+        "num_chains": config.num_chains,
+        "num_draws": int(next(iter(result.samples.values())).shape[1]),
+        "thin": plan.thin,
+        "burn_in_steps": plan.burn_in,
+        "num_steps": num_steps,
+        **diagnostics(result.traces, plan.burn_in),
+        "traces": downsampled_traces(result.traces),
+    }
+    if plan.message:
+        info["sample_store"] = plan.message
+    if make_posterior is not None:
+        return make_posterior(result.samples, info)
+    return SampledPosterior(method, arch, asdict(config), seed, data.name, result.samples, info)

@@ -1,0 +1,370 @@
+"""Classifier architectures: the D-SGHMC paper's softmax regression, an MLP and a LeNet.
+
+Every model maps a batch ``(N, 1, 28, 28)`` of images in [0, 1] to ``(N, K)`` logits; with
+``ArchSpec.input_dim`` set, the softmax regression and the MLP read ``(N, D)`` feature vectors
+instead (face descriptors: the D-SGHMC paper's softmax layer on a pretrained descriptor).
+Dropout layers are :class:`Dropout` modules (``torch.nn.Dropout`` that can draw its masks
+from an explicit ``torch.Generator``); :func:`mc_dropout` switches them on at prediction time
+without touching anything else (Gal & Ghahramani 2016), and :func:`dropout_generator` makes
+training masks reproducible from a seed without touching torch's global random state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from typing import Literal
+
+import torch
+from torch import nn
+
+from core.engine.memory import check_fits
+
+ArchName = Literal["softmax", "mlp", "lenet"]
+ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet")
+
+#: Bounds on the sizes an architecture record may ask for. They are far above anything
+#: trained here and exist so that a damaged or hostile file (10⁸ classes) is refused with a
+#: sentence before any tensor is allocated; :func:`check_model_fits` then asks for memory.
+MAX_CLASSES = 100_000
+MAX_HIDDEN = 1_000_000
+MAX_IMAGE_SIZE = 4096
+#: Longest feature vector a model may read (as many values as the largest image).
+MAX_INPUT_DIM = MAX_IMAGE_SIZE**2
+#: Architectures that can read a feature vector instead of an image.
+VECTOR_ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp")
+#: LeNet's two 5×5 convolutions and 2×2 poolings need at least this input side.
+LENET_MIN_SIZE = 16
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Everything needed to rebuild a model; saved with every posterior.
+
+    Attributes
+    ----------
+    name
+        ``"softmax"`` (multinomial logistic regression, the D-SGHMC paper's model),
+        ``"mlp"`` (784-H-H-K with ReLU) or ``"lenet"`` (LeNet-5-style CNN, 20-50-500).
+    num_classes
+        Number of output classes K.
+    drop_rate
+        Probability that a unit is *dropped* by each dropout layer (0 disables them).
+    hidden
+        Width of the MLP's hidden layers (ignored by the other architectures).
+    image_size
+        Side of the square grey-scale input.
+    input_dim
+        Length D of a feature-vector input, e.g. a face descriptor (the models then read
+        ``(N, D)``); 0, the default, means an image of ``image_size²`` pixels. Only
+        ``"softmax"`` and ``"mlp"`` read vectors. Left out of :meth:`to_dict` when 0, so
+        image posteriors are written exactly as before the field existed.
+    """
+
+    name: ArchName = "lenet"
+    num_classes: int = 10
+    drop_rate: float = 0.0
+    hidden: int = 100
+    image_size: int = 28
+    input_dim: int = 0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if not self.input_dim:
+            del out["input_dim"]
+        return out
+
+    @property
+    def input_size(self) -> int:
+        """Number of input values per example: D for vectors, image_size² for images."""
+        return self.input_dim or self.image_size**2
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one input: ``(D,)`` or ``(1, image_size, image_size)``."""
+        return (self.input_dim,) if self.input_dim else (1, self.image_size, self.image_size)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ArchSpec:
+        if not isinstance(data, dict):
+            raise ValueError("the architecture record is not a table of fields")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown architecture fields: {sorted(map(str, unknown))}")
+        return cls(**data)
+
+    def __post_init__(self) -> None:
+        # Types first: a file may hold anything, and e.g. a float width or a string class
+        # count must not reach nn.Linear (or pass a comparison by accident).
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                ok = isinstance(value, str)
+            elif f.name == "drop_rate":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            if not ok:
+                raise ValueError(f"architecture field {f.name} has an invalid value {value!r}")
+        if self.name not in ARCHITECTURES:
+            raise ValueError(f"unknown architecture {self.name!r}; choose from {ARCHITECTURES}")
+        if not 0.0 <= self.drop_rate < 1.0:
+            raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
+        if not 2 <= self.num_classes <= MAX_CLASSES:
+            raise ValueError(
+                f"a classifier needs between 2 and {MAX_CLASSES} classes, got {self.num_classes}"
+            )
+        if not 1 <= self.hidden <= MAX_HIDDEN:
+            raise ValueError(f"the hidden width must lie between 1 and {MAX_HIDDEN}, got {self.hidden}")
+        if self.input_dim:
+            if self.name not in VECTOR_ARCHITECTURES:
+                raise ValueError(f"the {self.name} architecture reads images, not feature vectors")
+            if not 1 <= self.input_dim <= MAX_INPUT_DIM:
+                raise ValueError(
+                    f"the input length must lie between 1 and {MAX_INPUT_DIM} features, got {self.input_dim}"
+                )
+        low = LENET_MIN_SIZE if self.name == "lenet" else 1
+        if not low <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ValueError(
+                f"the {self.name} architecture needs an image size between {low} and "
+                f"{MAX_IMAGE_SIZE} pixels, got {self.image_size}"
+            )
+
+    def parameter_count(self) -> int:
+        """Number of weights of the model, computed without building it."""
+        d, k, h = self.input_size, self.num_classes, self.hidden
+        if self.name == "softmax":
+            return d * k + k
+        if self.name == "mlp":
+            return d * h + h + h * h + h + h * k + k
+        side = _lenet_side(self.image_size)
+        return (25 * 20 + 20) + (20 * 25 * 50 + 50) + (50 * side * side * 500 + 500) + (500 * k + k)
+
+    def activations_per_image(self) -> int:
+        """Floats one image's forward pass holds (every layer's output), for memory estimates."""
+        d, k, h = self.input_size, self.num_classes, self.hidden
+        if self.name == "softmax":
+            return 2 * d + k
+        if self.name == "mlp":
+            return 2 * d + 6 * h + k
+        s1 = self.image_size - 4
+        s2 = s1 // 2 - 4
+        return d + 3 * 20 * s1 * s1 + 3 * 50 * s2 * s2 + 3 * 500 + k
+
+
+def _lenet_side(image_size: int) -> int:
+    return ((image_size - 4) // 2 - 4) // 2
+
+
+def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None) -> None:
+    """Refuse (with the estimate) an architecture whose ``copies`` weight sets cannot fit.
+
+    Training holds the weights, their gradients and the optimiser's two moments, so callers
+    pass ``copies`` of at least 4 for a fit.
+    """
+    nbytes = 4.0 * spec.parameter_count() * copies
+    check_fits(
+        nbytes,
+        what or f"a {spec.name} model with {spec.parameter_count():,} weights",
+        "choose a smaller architecture (fewer classes or a narrower hidden layer)",
+    )
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` that draws its masks from :attr:`generator` when one is set.
+
+    ``nn.Dropout`` always uses torch's global generator, which makes training masks depend on
+    whatever else ran before (another thread, another model) and prediction masks impossible
+    to pin to a posterior. With ``generator`` set, masks are z ~ Bernoulli(1 − p) from it and
+    the output is x ⊙ z / (1 − p), exactly ``nn.Dropout``'s rule.
+    """
+
+    generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0 or self.generator is None:
+            return super().forward(x)
+        keep = 1.0 - self.p
+        mask = torch.empty_like(x).bernoulli_(keep, generator=self.generator)
+        return x * mask / keep
+
+
+class SoftmaxRegression(nn.Module):
+    """p(y | x, W, b) = softmax(W x + b), the model of the D-SGHMC paper's MNIST experiment."""
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        self.dropout = Dropout(spec.drop_rate)
+        self.linear = nn.Linear(spec.input_size, spec.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.dropout(x.flatten(1)))
+
+
+class MLP(nn.Module):
+    """784-H-H-K (or D-H-H-K) ReLU network with dropout before each hidden and the output layer."""
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        h = spec.hidden
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(spec.input_size, h),
+            nn.ReLU(),
+            Dropout(spec.drop_rate),
+            nn.Linear(h, h),
+            nn.ReLU(),
+            Dropout(spec.drop_rate),
+            nn.Linear(h, spec.num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class LeNet(nn.Module):
+    """LeNet-5-style CNN (conv 20, conv 50, fc 500) with dropout after every hidden layer.
+
+    This is the "LeNet-all" placement of Gal & Ghahramani's MNIST experiments: dropout after
+    each convolution block and after the fully connected layer.
+    """
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        side = _lenet_side(spec.image_size)
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 20, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            Dropout(spec.drop_rate),
+            nn.Conv2d(20, 50, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            Dropout(spec.drop_rate),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(50 * side * side, 500),
+            nn.ReLU(),
+            Dropout(spec.drop_rate),
+            nn.Linear(500, spec.num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+_CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet}
+
+
+def build_model(spec: ArchSpec) -> nn.Module:
+    """Build a freshly initialised model in eval mode (dropout off).
+
+    Its weights are checked against the available memory first (:func:`check_model_fits`).
+    """
+    check_model_fits(spec)
+    return _CLASSES[spec.name](spec).eval()
+
+
+@contextlib.contextmanager
+def dropout_generator(model: nn.Module, generator: torch.Generator | None) -> Iterator[nn.Module]:
+    """Let the model's :class:`Dropout` layers draw their masks from ``generator`` in the block."""
+    layers = [m for m in model.modules() if isinstance(m, Dropout)]
+    before = [m.generator for m in layers]
+    for m in layers:
+        m.generator = generator
+    try:
+        yield model
+    finally:
+        for m, g in zip(layers, before, strict=True):
+            m.generator = g
+
+
+@contextlib.contextmanager
+def mc_dropout(
+    model: nn.Module, enabled: bool = True, generator: torch.Generator | None = None
+) -> Iterator[nn.Module]:
+    """Switch the dropout layers (only them) to sampling mode inside the block.
+
+    Batch-norm or other mode-dependent layers keep their current mode, so this is the
+    prediction-time dropout of MC dropout, not a switch to training mode. With a
+    ``generator`` the masks come from it (see :class:`Dropout`).
+    """
+    layers = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    before = [m.training for m in layers]
+    for m in layers:
+        m.train(enabled)
+    try:
+        with dropout_generator(model, generator):
+            yield model
+    finally:
+        for m, mode in zip(layers, before, strict=True):
+            m.train(mode)
+
+
+def split_before_dropout(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """``(shared, rest)`` with ``rest(shared(x)) == model(x)``; ``shared`` holds no dropout.
+
+    Under MC dropout the layers before the first dropout give the same output for every
+    draw, so a prediction runs them once per input instead of once per draw (LeNet's first
+    convolution block is most of its memory traffic). Other models: ``shared`` is identity.
+    """
+    layers = [*model.features, *model.classifier] if isinstance(model, LeNet) else (
+        list(model.net) if isinstance(model, MLP) else [])
+    first = next((i for i, m in enumerate(layers) if isinstance(m, nn.Dropout)), 0)
+    if first == 0:
+        return nn.Identity(), model
+    return nn.Sequential(*layers[:first]), nn.Sequential(*layers[first:])
+
+
+def num_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def stacked_forward(
+    model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, chunk_size: int | None = None
+) -> torch.Tensor:
+    """Logits (S, N, K) of ``model`` at S weight sets ``params`` (leading dim S), dropout off.
+
+    The same as ``vmap(functional_call(model, p, (x,)))(params)`` (equal to float rounding),
+    written out for the three architectures here because on one input the vmap machinery
+    costs more than the arithmetic: LeNet at 16 weight sets took 4.8 ms through vmap and
+    2.3–2.7 ms written out (one 28×28 input, timed in a script; the posteriors' whole
+    predictions in benchmarks/bench_interactive.py). The input is shared by all S, so a
+    model's first layer is one ordinary convolution or matrix product over the stacked
+    weights; later layers are grouped convolutions and batched matrix products. Other
+    modules (and a model in training mode, whose dropout would be on) go through vmap.
+    ``chunk_size`` bounds how many weight sets are evaluated at once (memory).
+    """
+    s = next(iter(params.values())).shape[0]
+    if chunk_size is not None and chunk_size < s:
+        return torch.cat([
+            stacked_forward(model, {k: v[i : i + chunk_size] for k, v in params.items()}, x)
+            for i in range(0, s, chunk_size)
+        ])
+    if model.training or not isinstance(model, (LeNet, MLP, SoftmaxRegression)):
+        from torch.func import functional_call, vmap
+
+        return vmap(lambda p: functional_call(model, p, (x,)))(params)
+    n = x.shape[0]
+
+    def linear(h: torch.Tensor, name: str) -> torch.Tensor:  # (S, N, in) → (S, N, out)
+        return torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
+
+    def first_linear(name: str) -> torch.Tensor:  # the shared input (N, in) → (S, N, out)
+        flat = x.flatten(1)
+        return torch.matmul(flat, params[f"{name}.weight"].transpose(1, 2)) + params[f"{name}.bias"].unsqueeze(1)
+
+    if isinstance(model, SoftmaxRegression):
+        return first_linear("linear")
+    if isinstance(model, MLP):
+        h = first_linear("net.1").relu_()
+        return linear(linear(h, "net.4").relu_(), "net.7")
+    w1, w2 = params["features.0.weight"], params["features.4.weight"]
+    h = nn.functional.conv2d(x, w1.reshape(-1, *w1.shape[2:]), params["features.0.bias"].reshape(-1))
+    h = nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·20, side, side)
+    h = nn.functional.conv2d(h, w2.reshape(-1, *w2.shape[2:]), params["features.4.bias"].reshape(-1), groups=s)
+    h = nn.functional.max_pool2d(h.relu_(), 2)  # (N, S·50, side, side)
+    h = h.reshape(n, s, -1).transpose(0, 1)  # each weight set's features, flattened as nn.Flatten does
+    return linear(linear(h, "classifier.1").relu_(), "classifier.4")

@@ -1,0 +1,76 @@
+"""Names a person reads: methods and architectures in words, posteriors as column titles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the window imports this module before the engine (torch) loads
+    from core.engine.inference.base import Posterior
+
+#: Short name of each method as shown in headers and tables.
+METHOD_LABELS: dict[str, str] = {
+    "map": "MAP",
+    "mc_dropout": "MC dropout",
+    "sgld": "SGLD",
+    "sghmc": "SGHMC",
+    "dsghmc": "Dropout-SGHMC",
+    "hmc": "HMC",
+    "ensemble": "Deep ensemble",
+    "mfvi": "Mean-field VI",
+    "snvi": "Low-rank VI",
+    "sgmmvi": "Mixture VI",
+    "vdropout": "Variational dropout",
+}
+
+#: One line on each method for a person who never read the paper.
+METHOD_DESCRIPTIONS: dict[str, str] = {
+    "map": "maximum a posteriori: one best set of weights, no spread of belief",
+    "mc_dropout": "Monte Carlo dropout: random units switched off at every prediction",
+    "sgld": "stochastic gradient Langevin dynamics: noisy gradient steps that sample weights",
+    "sghmc": "stochastic gradient Hamiltonian Monte Carlo: sampling with momentum and friction",
+    "dsghmc": "SGHMC with a fresh dropout mask on the inputs at every step",
+    "hmc": "Hamiltonian Monte Carlo: exact full-data sampling with accept/reject",
+    "ensemble": "several networks trained from different starting points",
+    "mfvi": "a Gaussian over the weights, each weight independent",
+    "snvi": "a Gaussian over the weights whose covariance has a few shared directions",
+    "sgmmvi": "a mixture of low-rank Gaussians over the weights",
+    "vdropout": "dropout rates learned per weight (local reparameterisation)",
+}
+
+ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet"}
+
+
+#: A class whose probability has a standard deviation across draws below this is faded in
+#: the correlation view (window and export alike): its correlations are exact but concern
+#: changes too small to matter (classes at 1e-9 that move together would otherwise light up
+#: as strongly as a real trade).
+FADE_SD = 0.01
+
+
+def method_label(method: str) -> str:
+    """``"sghmc"`` → ``"SGHMC"``; unknown names are shown as they are."""
+    return METHOD_LABELS.get(method, method)
+
+
+def fixed_sample_count(posterior: Posterior) -> int | None:
+    """How many draws a posterior holds when it cannot draw more (sampled posteriors), else None."""
+    from core.engine.inference.base import SampledPosterior
+
+    return posterior.num_samples if isinstance(posterior, SampledPosterior) else None
+
+
+def samples_used(posterior: Posterior, requested: int) -> int:
+    """The number of samples a prediction with ``requested`` samples actually uses."""
+    fixed = fixed_sample_count(posterior)
+    return requested if fixed is None else min(fixed, requested)
+
+
+def plural(count: int, word: str) -> str:
+    """``plural(1, "draw")`` → ``"1 draw"``; ``plural(8, "draw")`` → ``"8 draws"``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def posterior_title(posterior: Posterior, num_samples: int) -> str:
+    """A column header: ``"SGHMC, LeNet, 8 draws"``."""
+    arch = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
+    return f"{method_label(posterior.method)}, {arch}, {plural(num_samples, 'draw')}"

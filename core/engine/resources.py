@@ -1,0 +1,51 @@
+"""Where the bundled resources live: posteriors, example inputs. Used by the app and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def resources_dir() -> Path:
+    """The installed ``resources`` package folder (source tree or frozen app alike)."""
+    import resources
+
+    return Path(resources.__file__).parent
+
+
+def default_posterior_path() -> Path:
+    """The bundled MC-dropout LeNet trained on MNIST."""
+    return resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"
+
+
+#: Bundled posteriors whose name starts so are face heads (age groups from face
+#: descriptors, :mod:`core.engine.faces.heads`), not digit classifiers.
+FACE_PREFIX = "face_"
+
+
+def bundled_posteriors() -> list[Path]:
+    """The bundled digit posterior files, the default first, then by name."""
+    default = default_posterior_path()
+    files = [p for p in (resources_dir() / "models").glob("*.pt") if not p.name.startswith(FACE_PREFIX)]
+    return sorted(files, key=lambda p: (p != default, p.name))
+
+
+def bundled_face_posteriors() -> list[Path]:
+    """The bundled face heads (``face_*.pt``), the default (SGHMC) first, then by name."""
+    files = (resources_dir() / "models").glob(f"{FACE_PREFIX}*.pt")
+    return sorted(files, key=lambda p: (p.name != "face_sghmc.pt", p.name))
+
+
+ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
+
+
+def icon_path(size: int) -> Path:
+    """The application icon as a ``size``-pixel PNG (one of :data:`ICON_SIZES`)."""
+    return resources_dir() / "icons" / f"bayescope-{size}.png"
+
+
+#: The bundled head ``predict --task age`` uses when no posterior is given.
+DEFAULT_FACE_POSTERIOR = "face_sghmc.pt"
+
+
+def default_face_posterior_path() -> Path:
+    return resources_dir() / "models" / DEFAULT_FACE_POSTERIOR

@@ -1,0 +1,94 @@
+"""Drive a ``fit`` generator to its end, headless (the GUI uses a worker thread instead);
+record what a fit was trained on; turn termination signals into a clean unwinding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # types only: the atomic writer leans on this module and stays free of torch
+    from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+    from core.engine.models import ArchSpec
+
+T = TypeVar("T")
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop by a signal (SIGTERM, SIGHUP) other than Ctrl-C.
+
+    A subclass of ``KeyboardInterrupt`` so that every ``finally`` and every handler that
+    cleans up after a cancel (temporary files, partial downloads) runs for it too.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Inside the block, SIGTERM and SIGHUP raise :class:`Terminated` instead of killing.
+
+    Python only lets the main thread install handlers; elsewhere (a GUI worker) this does
+    nothing, and the stale temporary files of a killed save are swept by the next save.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {}
+    for signum in wanted:
+        try:
+            previous[signum] = signal.signal(signum, _raise_terminated)
+        except (ValueError, OSError):  # e.g. an embedded interpreter that forbids it
+            continue
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def drain(
+    generator: Generator[ProgressRecord, None, T],
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+) -> T:
+    """Run ``generator`` to completion, passing each record to ``on_progress``; return its value.
+
+    If ``on_progress`` raises (for example ``KeyboardInterrupt``), the generator is closed so
+    its cleanup runs, and the exception propagates.
+    """
+    try:
+        while True:
+            record = next(generator)
+            if on_progress is not None:
+                on_progress(record)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        generator.close()
+
+
+def fit_posterior(
+    method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int
+) -> Generator[ProgressRecord, None, Posterior]:
+    """``method.fit`` (an entry of :data:`core.engine.inference.METHODS`) with its provenance recorded.
+
+    The returned posterior's ``info`` gains ``training_data`` (what was actually read: name,
+    folder, files and their SHA-256, the number of images used) and ``train_seconds``, so a
+    saved posterior says what it was trained on. The CLI and the GUI both train through here.
+    """
+    start = time.perf_counter()
+    posterior = yield from method.fit(config, arch, data, seed)
+    posterior.info["training_data"] = {"name": data.name, "images": len(data), **data.source}
+    posterior.info["train_seconds"] = round(time.perf_counter() - start, 1)
+    return posterior

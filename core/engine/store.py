@@ -1,0 +1,292 @@
+"""Saving and loading posteriors, atomically, with their integrity and provenance checked.
+
+A posterior file is a ``torch.save`` archive (loaded with ``weights_only=True``) holding::
+
+    {"format": "bayescope-posterior", "format_version": 2, "code_version": "0.1.0",
+     "kind": "sampled" | "dropout" | ..., "method": "mc_dropout", "config": {...},
+     "seed": 0, "arch": {...}, "dataset": "mnist-train", "info": {...},
+     "storage": "float32" | "float16", "tensors": {...}, "checksum": "sha256:..."}
+
+``checksum`` is the SHA-256 of every other record (as canonical JSON) and of every tensor's
+name, dtype, shape and bytes, computed at save time and verified on load, so one flipped bit
+anywhere is reported as a damaged file instead of silently changing a prediction. Version 1
+files (no checksum) are refused with the command that upgrades them
+(``python -m core.commands.upgrade FILE``), which re-saves their tensors bit for bit.
+
+Loading is one validation layer: file → archive → records → checksum → weights (floating
+point, finite) → kind, method and architecture (bounded, and estimated against the free
+memory before anything is built) → the posterior. Every failure is a
+:class:`PosteriorFileError` with one sentence.
+
+Files are written through :func:`core.engine.files.atomic_write`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.engine.files import atomic_write, code_version
+from core.engine.inference.base import POSTERIOR_KINDS, Posterior
+from core.engine.memory import MemoryEstimateError, check_fits
+from core.engine.models import ArchSpec, check_model_fits
+
+FORMAT = "bayescope-posterior"
+
+FORMAT_VERSION = 2
+
+#: The records a version-2 file must hold, with the Python type each must have.
+RECORDS: dict[str, type | tuple[type, ...]] = {
+    "format_version": int,
+    "kind": str,
+    "method": str,
+    "config": dict,
+    "seed": int,
+    "arch": dict,
+    "dataset": str,
+    "info": dict,
+    "storage": str,
+    "tensors": dict,
+}
+
+STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+#: Weights may be stored in these dtypes; anything else (integers, booleans, complex) is
+#: not a set of network weights.
+WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class PosteriorFileError(ValueError):
+    """A posterior file that cannot be used, with the reason in words."""
+
+
+def payload_checksum(payload: dict[str, Any]) -> str:
+    """SHA-256 of a payload's records (canonical JSON) and tensors (name, dtype, shape, bytes).
+
+    Raises ``TypeError``/``ValueError`` when a record cannot be written as JSON.
+    """
+    h = hashlib.sha256()
+    meta = {k: v for k, v in payload.items() if k not in ("tensors", "checksum")}
+    h.update(json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=True).encode())
+    tensors = payload.get("tensors", {})
+    for name in sorted(tensors):
+        t = tensors[name]
+        header = f"\0{name}\0{str(t.dtype).removeprefix('torch.')}\0{list(t.shape)}\0"
+        h.update(header.encode())
+        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return "sha256:" + h.hexdigest()
+
+
+def save_posterior(posterior: Posterior, path: str | os.PathLike, storage: str = "float32") -> Path:
+    """Write ``posterior`` to ``path`` atomically, with its checksum, and return the path.
+
+    ``storage="float16"`` halves the file (bundled posteriors); tensors are computed with
+    in float32 again after loading. Weights that are not finite (a diverged fit), or that
+    overflow float16, are refused: such a file could not be loaded again.
+    """
+    if storage not in STORAGE_DTYPES:
+        raise ValueError(f"storage must be one of {sorted(STORAGE_DTYPES)}, got {storage!r}")
+    dtype = STORAGE_DTYPES[storage]
+
+    def stored(name: str, t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().cpu().contiguous()
+        if not t.is_floating_point():
+            raise ValueError(f"weight {name!r} is not floating point; the posterior cannot be saved")
+        if not torch.isfinite(t).all():
+            raise FloatingPointError(
+                f"weight {name!r} holds NaN or infinite values (the fit diverged); "
+                "the posterior was not saved: train again with a smaller step size or learning rate"
+            )
+        out = t.to(dtype)
+        if not torch.isfinite(out).all():
+            raise ValueError(f"weight {name!r} is too large for {storage} storage; save with float32 storage")
+        return out
+
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "code_version": code_version(),
+        "kind": posterior.kind,
+        "method": posterior.method,
+        "config": posterior.config,
+        "seed": posterior.seed,
+        "arch": posterior.arch.to_dict(),
+        "dataset": posterior.dataset,
+        "info": posterior.info,
+        "storage": storage,
+        "tensors": {k: stored(k, v) for k, v in posterior.state_tensors().items()},
+    }
+    try:
+        payload["checksum"] = payload_checksum(payload)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the posterior's settings or facts cannot be recorded ({exc})") from None
+    return atomic_write(path, lambda fh: torch.save(payload, fh), "the posterior")
+
+
+def _read_payload(path: Path) -> dict[str, Any]:
+    """The unpickled payload of a posterior file (any version), or a PosteriorFileError."""
+    if not path.exists():
+        raise PosteriorFileError(f"{path}: no such posterior file")
+    if path.is_dir():
+        raise PosteriorFileError(f"{path} is a folder, not a posterior file")
+    if not path.is_file():
+        raise PosteriorFileError(f"{path} is not a regular file, so it cannot be a posterior")
+    damaged = f"{path}: not a readable posterior file (it is damaged, incomplete or of another kind)"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
+        raise PosteriorFileError(damaged) from None
+    # float16 weights double when computed with in float32: estimate before unpacking.
+    try:
+        check_fits(2.0 * unpacked, f"loading {path.name}", "the file is probably damaged")
+    except MemoryEstimateError as exc:
+        raise PosteriorFileError(str(exc)) from None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # torch raises many types for a damaged archive: all mean the same here
+        raise PosteriorFileError(damaged) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise PosteriorFileError(f"{path}: not a bayescope posterior file")
+    return payload
+
+
+def _check_records(path: Path, payload: dict[str, Any], need_checksum: bool) -> None:
+    wanted = dict(RECORDS, checksum=str) if need_checksum else RECORDS
+    for key, kind in wanted.items():
+        if key not in payload:
+            raise PosteriorFileError(f"{path}: the file lacks its {key!r} record (it is damaged or incomplete)")
+        value = payload[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise PosteriorFileError(f"{path}: the {key!r} record is invalid (the file is damaged)")
+    for name, t in payload["tensors"].items():
+        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
+            raise PosteriorFileError(f"{path}: the weights record holds something other than tensors")
+
+
+def _check_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    if not tensors:
+        raise PosteriorFileError(f"{path}: the file holds no weights")
+    for name, t in tensors.items():
+        if t.dtype not in WEIGHT_DTYPES:
+            raise PosteriorFileError(
+                f"{path}: weight {name!r} is stored as {str(t.dtype).removeprefix('torch.')}, "
+                "not as floating-point numbers; the file is not a valid posterior"
+            )
+        if not torch.isfinite(t).all():
+            raise PosteriorFileError(f"{path}: weight {name!r} holds NaN or infinite values; the file is not usable")
+
+
+def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tuple[ArchSpec, str, str]:
+    """Every check short of building the posterior; returns (arch, kind, method)."""
+    from core.engine.inference import METHODS  # registers every posterior kind too
+
+    _check_records(path, payload, need_checksum)
+    if need_checksum:
+        try:
+            ok = payload_checksum(payload) == payload["checksum"]
+        except (TypeError, ValueError, RuntimeError):
+            ok = False
+        if not ok:
+            raise PosteriorFileError(
+                f"{path}: the file is damaged (its contents do not match the checksum written "
+                "when it was saved); use another copy or train the posterior again"
+            )
+    _check_weights(path, payload["tensors"])
+    kind, method = payload["kind"], payload["method"]
+    if kind not in POSTERIOR_KINDS:
+        raise PosteriorFileError(f"{path}: unknown posterior kind {kind!r}")
+    if method not in METHODS:
+        raise PosteriorFileError(
+            f"{path}: unknown inference method {method!r}; this bayescope knows {', '.join(sorted(METHODS))}"
+        )
+    if payload["storage"] not in STORAGE_DTYPES:
+        raise PosteriorFileError(f"{path}: unknown weight storage {payload['storage']!r}")
+    try:
+        arch = ArchSpec.from_dict(payload["arch"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PosteriorFileError(f"{path}: invalid architecture record ({exc})") from None
+    try:
+        check_model_fits(arch, copies=2, what=f"the model of {path.name}")
+    except MemoryEstimateError as exc:
+        raise PosteriorFileError(str(exc)) from None
+    return arch, kind, method
+
+
+def load_posterior(
+    path: str | os.PathLike,
+    expect_arch: ArchSpec | None = None,
+    expect_method: str | None = None,
+) -> Posterior:
+    """Load a posterior, checking integrity, format, version, kind, architecture and weights.
+
+    Raises
+    ------
+    PosteriorFileError
+        With a one-line reason: missing file, not a posterior, damaged (checksum), older or
+        newer format, unknown kind or method, weights that are not finite floating-point
+        numbers, an architecture out of bounds or too large for memory, or one different
+        from what was expected.
+    """
+    path = Path(path)
+    payload = _read_payload(path)
+    version = payload.get("format_version")
+    if version == 1:
+        raise PosteriorFileError(
+            f"{path} was written by an older bayescope (format 1, without an integrity "
+            f"checksum); upgrade it once with: bayescope-cli upgrade {path}"
+        )
+    if version != FORMAT_VERSION:
+        raise PosteriorFileError(
+            f"{path}: posterior format version {version!r} (written by bayescope "
+            f"{payload.get('code_version', '?')}); this bayescope reads version {FORMAT_VERSION}"
+        )
+    arch, kind, method = _validated(path, payload, need_checksum=True)
+    if expect_arch is not None and arch != expect_arch:
+        raise PosteriorFileError(f"{path}: architecture {arch} differs from the expected {expect_arch}")
+    if expect_method is not None and method != expect_method:
+        raise PosteriorFileError(f"{path}: method {method!r}, expected {expect_method!r}")
+    tensors = {k: v.float() for k, v in payload["tensors"].items()}
+    try:
+        return POSTERIOR_KINDS[kind].from_state(
+            method, arch, payload["config"], payload["seed"], payload["dataset"], payload["info"], tensors
+        )
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise PosteriorFileError(f"{path}: {exc}") from None
+
+
+def upgrade_posterior_file(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Re-save a format-1 posterior file as format 2, its tensors unchanged bit for bit.
+
+    Every check of :func:`load_posterior` except the checksum (version 1 had none) runs
+    first, including building the posterior, so only a usable file is upgraded.
+    """
+    path = Path(path)
+    payload = _read_payload(path)
+    if payload.get("format_version") == FORMAT_VERSION:
+        return path
+    if payload.get("format_version") != 1:
+        raise PosteriorFileError(f"{path}: format version {payload.get('format_version')!r} cannot be upgraded")
+    if "storage" not in payload and isinstance(payload.get("tensors"), dict):
+        # the earliest version-1 files predate the record: it is the weights' own dtype
+        dtypes = {getattr(t, "dtype", None) for t in payload["tensors"].values()}
+        payload["storage"] = "float16" if dtypes == {torch.float16} else "float32"
+    arch, kind, method = _validated(path, payload, need_checksum=False)
+    tensors = {k: v.float() for k, v in payload["tensors"].items()}
+    try:
+        POSTERIOR_KINDS[kind].from_state(
+            method, arch, payload["config"], payload["seed"], payload["dataset"], payload["info"], tensors
+        )
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise PosteriorFileError(f"{path}: {exc}") from None
+    payload["format_version"] = FORMAT_VERSION
+    payload["upgraded_by"] = code_version()
+    payload.pop("checksum", None)
+    payload["checksum"] = payload_checksum(payload)
+    return atomic_write(out or path, lambda fh: torch.save(payload, fh), "the upgraded posterior")

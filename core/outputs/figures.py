@@ -1,0 +1,299 @@
+"""Static matplotlib figures of the data-set and sweep analytics, for headless export.
+
+Every function takes results from :mod:`core.analysis.metrics` keyed by posterior name (one column
+or colour per posterior, side by side) and returns a :class:`matplotlib.figure.Figure`
+drawn with the Agg canvas; :func:`save_figure` writes it. No pyplot, so no global state and
+no display are involved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from core.analysis.metrics import (
+    DropRateSensitivity,
+    ReliabilityDiagram,
+    RotationSweep,
+    score_edges,
+)
+
+SCORE_LABELS = {
+    "total": "total H[p̄] (nats)",
+    "aleatoric": "aleatoric E H[p] (nats)",
+    "epistemic": "epistemic MI (nats)",
+    "epistemic_variance": "epistemic Σ Var p",
+    "one_minus_max_prob": "1 − max p̄",
+    "top_two_overlap": "top-two overlap (BC)",
+}
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _colours(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
+    """Write ``fig`` (format from the suffix: .png, .svg, .pdf)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
+
+
+def reliability_figure(diagrams: Mapping[str, ReliabilityDiagram]) -> Figure:
+    """Reliability diagram per posterior: accuracy per confidence bin against the diagonal."""
+    n = len(diagrams)
+    fig = _new_figure(3.2 * n + 0.4, 3.6)
+    axes = fig.subplots(1, n, squeeze=False, sharey=True)[0]
+    for ax, (name, d) in zip(axes, diagrams.items(), strict=True):
+        lo, hi = d.edges[:-1], d.edges[1:]
+        filled = d.counts > 0
+        width = hi - lo
+        ax.bar(lo[filled], d.accuracy[filled], width=width[filled], align="edge",
+               color="tab:blue", alpha=0.8, edgecolor="white", label="accuracy")
+        gap_lo = np.minimum(d.accuracy, d.confidence)[filled]
+        gap = np.abs(d.accuracy - d.confidence)[filled]
+        ax.bar(lo[filled], gap, bottom=gap_lo, width=width[filled], align="edge",
+               facecolor="none", edgecolor="tab:red", hatch="////", linewidth=0.8, label="gap to confidence")
+        ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=1)
+        share = d.counts / max(d.counts.sum(), 1)
+        ax.step(np.r_[lo, 1.0], np.r_[share, share[-1]], where="post", color="0.4",
+                linewidth=0.8, label="share of inputs")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("equal")
+        ax.set_title(f"{name}\nECE {d.ece:.4f}", fontsize=9)
+        ax.set_xlabel("confidence max p̄")
+    axes[0].set_ylabel("accuracy")
+    axes[0].legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def confusion_figure(
+    matrices: Mapping[str, np.ndarray],
+    class_names: Sequence[str],
+    title: str,
+    normalise_rows: bool = False,
+) -> Figure:
+    """Heat map per posterior (rows: true class, columns: predicted), values written in."""
+    n = len(matrices)
+    k = len(class_names)
+    size = max(3.4, 0.36 * k + 1.2)
+    fig = _new_figure(size * n + 0.6, size + 0.5)
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    image = None
+    for ax, (name, m) in zip(axes, matrices.items(), strict=True):
+        values = np.asarray(m, dtype=np.float64)
+        if normalise_rows:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = values / values.sum(1, keepdims=True)
+        image = ax.imshow(values, cmap="Blues", vmin=0, vmax=1)
+        for i in range(k):
+            for j in range(k):
+                v = values[i, j]
+                if np.isfinite(v) and v >= 0.005:
+                    ax.text(j, i, f"{v:.2f}"[1:] if v < 1 else "1", ha="center", va="center",
+                            fontsize=6 if k > 6 else 8, color="white" if v > 0.6 else "black")
+        ax.set_xticks(range(k), class_names, fontsize=7)
+        ax.set_yticks(range(k), class_names, fontsize=7)
+        ax.set_xlabel("predicted class")
+        ax.set_ylabel("true class")
+        ax.set_title(name, fontsize=9)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes), shrink=0.8)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def per_class_error_figure(errors: Mapping[str, np.ndarray], class_names: Sequence[str]) -> Figure:
+    """Box plots of each class's error rate over chains; posteriors side by side per class."""
+    n = len(errors)
+    k = len(class_names)
+    fig = _new_figure(min(14.0, max(6.0, 0.4 * k * (n + 1) + 1.5)), 3.8)
+    ax = fig.subplots()
+    width = 0.8 / n
+    handles = []
+    for i, ((name, err), colour) in enumerate(zip(errors.items(), _colours(n), strict=True)):
+        err = np.atleast_2d(np.asarray(err, dtype=np.float64)) * 100
+        positions = np.arange(k) + (i - (n - 1) / 2) * width
+        data = [col[np.isfinite(col)] for col in err.T]
+        box = ax.boxplot(data, positions=positions, widths=width * 0.85, patch_artist=True,
+                         manage_ticks=False, showfliers=False, medianprops={"color": "black"})
+        for patch in box["boxes"]:
+            patch.set_facecolor(colour)
+            patch.set_alpha(0.45)
+        # every chain as a dot: with few chains (or one) the box alone says little
+        offsets = np.linspace(-0.25, 0.25, err.shape[0]) * width if err.shape[0] > 1 else [0.0]
+        for c, row in enumerate(err):
+            ax.plot(positions + offsets[c], row, linestyle="none", marker="o", markersize=3.5,
+                    color=colour, markeredgecolor="black", markeredgewidth=0.4)
+        handles.append((box["boxes"][0], f"{name} ({err.shape[0]} chain{'s' * (err.shape[0] != 1)})"))
+    ax.set_xticks(range(k), class_names)
+    ax.set_xlabel("true class")
+    ax.set_ylabel("error rate (%)")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend([h for h, _ in handles], [label for _, label in handles], fontsize=8)
+    ax.set_title("Per-class error over chains", fontsize=10)
+    return fig
+
+
+def rejection_figure(
+    curves: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]],
+    oracle: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Figure:
+    """Accuracy on kept inputs against the referred fraction; one panel per score."""
+    scores = list(next(iter(curves.values())))
+    fig = _new_figure(3.6 * len(scores) + 0.4, 3.6)
+    axes = fig.subplots(1, len(scores), squeeze=False, sharey=True)[0]
+    colours = _colours(len(curves))
+    lowest = 1.0
+    for ax, score in zip(axes, scores, strict=True):
+        for (name, by_score), colour in zip(curves.items(), colours, strict=True):
+            rates, acc = by_score[score]
+            ax.plot(rates * 100, acc * 100, color=colour, label=name)
+            lowest = min(lowest, float(np.nanmin(acc)))
+            if oracle and name in oracle:
+                ax.plot(oracle[name][0] * 100, oracle[name][1] * 100, color=colour,
+                        linestyle=":", linewidth=1)
+        ax.set_title(f"referred by {SCORE_LABELS.get(score, score)}", fontsize=9)
+        ax.set_xlabel("inputs referred (%)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy on kept inputs (%)")
+    axes[0].set_ylim(max(0.0, lowest * 100 - 1), 100.2)
+    axes[0].legend(fontsize=8, title="dotted: oracle", title_fontsize=7)
+    return fig
+
+
+def ood_histogram_figure(
+    in_scores: Mapping[str, Mapping[str, np.ndarray]],
+    ood_scores: Mapping[str, Mapping[str, np.ndarray]],
+    aurocs: Mapping[str, Mapping[str, float]],
+    num_classes: int,
+    in_name: str = "in-distribution",
+    ood_name: str = "OOD",
+    scores: Sequence[str] | None = None,
+    bins: int = 30,
+) -> Figure:
+    """Histograms of each score on the in-distribution and OOD sets: rows = posteriors.
+
+    All panels of one score share their bins (:func:`core.analysis.metrics.score_edges`).
+    """
+    names = list(in_scores)
+    scores = list(scores or next(iter(in_scores.values())))
+    fig = _new_figure(2.7 * len(scores) + 0.3, 2.2 * len(names) + 0.5)
+    axes = fig.subplots(len(names), len(scores), squeeze=False)
+    shared = {
+        score: score_edges(score, num_classes, [s[n][score] for s in (in_scores, ood_scores) for n in names], bins)
+        for score in scores
+    }
+    for r, name in enumerate(names):
+        for c, score in enumerate(scores):
+            ax = axes[r, c]
+            edges = shared[score]
+            lo, hi = edges[0], edges[-1]
+            for values, colour, label in (
+                (in_scores[name][score], "tab:blue", in_name),
+                (ood_scores[name][score], "tab:orange", ood_name),
+            ):
+                weights = np.full(len(values), 1.0 / max(len(values), 1))
+                ax.hist(np.clip(values, lo, hi), bins=edges, weights=weights, color=colour,
+                        alpha=0.55, label=label)
+            ax.set_yscale("log")
+            ax.set_ylim(1e-4, 1.5)
+            ax.set_xlim(lo, hi)
+            ax.tick_params(labelsize=7)
+            auc = aurocs.get(name, {}).get(score)
+            ax.set_title(f"AUROC {auc:.3f}" if auc is not None else "", fontsize=8)
+            if r == len(names) - 1:
+                ax.set_xlabel(SCORE_LABELS.get(score, score), fontsize=8)
+            if c == 0:
+                ax.set_ylabel(f"{name}\nfraction", fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    return fig
+
+
+def rotation_figure(
+    sweeps: Mapping[str, RotationSweep],
+    class_names: Sequence[str],
+    images: np.ndarray | None = None,
+    min_probability: float = 0.1,
+) -> Figure:
+    """Gal & Ghahramani's rotated-image plot: per posterior, class probabilities (median and
+    credible band) and the three uncertainties against the angle; the rotated images on top.
+
+    Only classes whose band's upper edge reaches ``min_probability`` somewhere are drawn.
+    """
+    names = list(sweeps)
+    first = sweeps[names[0]]
+    strip = images is not None and len(images) > 0
+    rows = len(names) + (1 if strip else 0)
+    heights = ([0.55] if strip else []) + [2.4] * len(names)
+    fig = _new_figure(10.0, sum(heights) + 0.6)
+    grid = fig.add_gridspec(rows, 2, height_ratios=heights, width_ratios=[1.25, 1])
+    if strip:
+        ax = fig.add_subplot(grid[0, :])
+        ax.imshow(np.concatenate(list(images), axis=1), cmap="gray", vmin=0, vmax=1)
+        side = images.shape[-1]
+        ax.set_xticks(side * np.arange(len(images)) + side / 2,
+                      [f"{a:g}°" for a in first.angles], fontsize=7)
+        ax.set_yticks([])
+    cmap = _colours(len(class_names))
+    for r, name in enumerate(names):
+        sweep = sweeps[name]
+        row = r + (1 if strip else 0)
+        ax_p = fig.add_subplot(grid[row, 0])
+        for k, label in enumerate(class_names):
+            if sweep.upper[:, k].max() < min_probability:
+                continue
+            ax_p.fill_between(sweep.angles, sweep.lower[:, k], sweep.upper[:, k], color=cmap[k], alpha=0.2)
+            ax_p.plot(sweep.angles, sweep.median[:, k], color=cmap[k], label=str(label))
+        ax_p.set_ylim(-0.02, 1.02)
+        ax_p.set_xlim(sweep.angles[0], sweep.angles[-1])
+        ax_p.set_ylabel(f"{name}\np (median, {int(sweep.level * 100)}% band)", fontsize=8)
+        ax_p.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="class",
+                    title_fontsize=7, frameon=False)
+        ax_p.grid(alpha=0.3)
+        ax_u = fig.add_subplot(grid[row, 1])
+        ax_u.plot(sweep.angles, sweep.aleatoric, color="tab:green", label="aleatoric")
+        ax_u.plot(sweep.angles, sweep.epistemic, color="tab:red", label="epistemic")
+        ax_u.plot(sweep.angles, sweep.total, color="black", linestyle="--", label="total")
+        ax_u.set_ylim(0, np.log(len(class_names)) * 1.02)
+        ax_u.set_xlim(sweep.angles[0], sweep.angles[-1])
+        ax_u.set_ylabel("nats", fontsize=8)
+        ax_u.legend(fontsize=7)
+        ax_u.grid(alpha=0.3)
+        if r == len(names) - 1:
+            ax_p.set_xlabel("rotation (degrees)")
+            ax_u.set_xlabel("rotation (degrees)")
+    return fig
+
+
+def drop_rate_figure(result: DropRateSensitivity) -> Figure:
+    """Accuracy over chains for each drop rate (box per rate, mean joined by a line)."""
+    fig = _new_figure(5.5, 3.6)
+    ax = fig.subplots()
+    positions = np.arange(len(result.rates))
+    ax.boxplot([a * 100 for a in result.accuracies], positions=positions, widths=0.5,
+               manage_ticks=False, medianprops={"color": "black"})
+    ax.plot(positions, result.mean * 100, marker="o", color="tab:blue", label="mean over chains")
+    ax.set_xticks(positions, [f"{r:g}" for r in result.rates])
+    ax.set_xlabel("drop rate")
+    ax.set_ylabel("test accuracy (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

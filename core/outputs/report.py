@@ -1,0 +1,358 @@
+"""Reports of a data-set evaluation: the CLI's report folder and the self-contained HTML page.
+
+:func:`write_report` writes every table (CSV + JSON) and figure of an evaluation into a
+folder; the folder is written beside ``--out`` and renamed into place at the end, so
+``--out`` holds either the earlier report or the complete new one, and a folder holding
+other files is refused before anything is computed. :func:`write_html_report` writes the
+one-file HTML report that the GUI's "Export report" and ``bayescope-cli evaluate --report``
+share; :func:`export_dataset_view` writes one view as the CLI writes it (figure + CSV + JSON).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.analysis.comparison import provenance
+from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, DatasetViews, dataset_words
+from core.analysis.evaluation import (
+    Evaluation,
+    evaluation_tables,
+)
+from core.analysis.metrics import (
+    ECE_BINS,
+    REJECTION_SCORES,
+    confusion_matrix,
+    ood_detection,
+    oracle_rejection_curve,
+    per_class_error,
+    rejection_curve,
+    reliability_diagram,
+    soft_confusion_matrix,
+)
+from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
+from core.engine.files import (
+    NotSavedError,
+    atomic_write,
+    check_output_file,
+    check_output_folder,
+    code_version,
+    replacing_folder,
+)
+from core.engine.naming import METHOD_DESCRIPTIONS, method_label, plural
+from core.outputs.export import write_table
+
+
+def evaluation_figures(ev: Evaluation) -> dict[str, Any]:
+    """Every figure of the report, by file stem (matplotlib Figures)."""
+    from core.outputs import figures as fg
+
+    res = ev.results
+    k = len(ev.class_names)
+    out = {
+        "reliability": fg.reliability_figure(
+            {n: reliability_diagram(r.data.mean_proba, r.data.labels) for n, r in res.items()}
+        ),
+        "confusion_soft": fg.confusion_figure(
+            {n: soft_confusion_matrix(r.data.mean_proba, r.data.labels) for n, r in res.items()},
+            ev.class_names, f"Soft confusion: mean p̄ per true class ({ev.dataset})",
+        ),
+        "confusion_hard": fg.confusion_figure(
+            {n: confusion_matrix(r.data.predictions, r.data.labels, k) for n, r in res.items()},
+            ev.class_names, f"Confusion, fraction of each true class ({ev.dataset})", normalise_rows=True,
+        ),
+        "per_class_error": fg.per_class_error_figure(
+            {n: per_class_error(r.data.chain_predictions, r.data.labels, k) for n, r in res.items()},
+            ev.class_names,
+        ),
+    }
+    curves, oracle = {}, {}
+    for n, r in res.items():
+        curves[n] = {s: rejection_curve(r.data.correct, r.data.scores[s]) for s in REJECTION_SCORES}
+        rates, acc = curves[n]["total"]
+        oracle[n] = (rates, oracle_rejection_curve(acc[0], rates))
+    out["rejection"] = fg.rejection_figure(curves, oracle)
+    if ev.ood_dataset:
+        aurocs = {
+            n: {o.score: o.auroc for o in ood_detection(r.data.scores, r.ood.scores)}
+            for n, r in res.items()
+        }
+        out["ood_histograms"] = fg.ood_histogram_figure(
+            {n: r.data.scores for n, r in res.items()},
+            {n: r.ood.scores for n, r in res.items()},
+            aurocs, k, ev.dataset, ev.ood_dataset,
+        )
+    if ev.rotation_label:
+        fig = fg.rotation_figure({n: r.rotation for n, r in res.items()}, ev.class_names, ev.rotation_images)
+        fig.suptitle(f"Rotation sweep of {ev.rotation_label}", fontsize=10)
+        out["rotation"] = fig
+    return out
+
+
+REPORT_FORMAT = "bayescope-evaluation"
+
+_REPORT_SUFFIXES = {".csv", ".json", ".png", ".svg", ".pdf"}
+
+
+def is_report_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier evaluation report (and nothing else)."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    return (folder / "evaluation.json").is_file() and all(
+        e.is_file() and not e.is_symlink() and e.suffix.lower() in _REPORT_SUFFIXES for e in entries
+    )
+
+
+def check_report_folder(out_dir: str | os.PathLike) -> Path:
+    """Refuse, before evaluating, an ``--out`` that a report must not replace."""
+    return check_output_folder(out_dir, is_report_folder, "the evaluation report")
+
+
+def write_report(ev: Evaluation, out_dir: str | os.PathLike, figure_format: str = "png") -> list[Path]:
+    """Write every table (CSV + JSON), every figure and ``evaluation.json``; return the paths.
+
+    Everything goes into a temporary folder that replaces ``out_dir`` (new, empty, or an
+    earlier report) in one rename at the end: a failure, a full disk or Ctrl-C leave
+    ``out_dir`` as it was.
+    """
+    final = check_report_folder(out_dir)
+    written: list[str] = []
+    try:
+        with replacing_folder(final, is_report_folder, "the evaluation report") as tmp:
+            _write_report_files(ev, tmp, figure_format, written)
+    except NotSavedError:
+        raise
+    except OSError as exc:
+        # the temporary folder is gone: name the folder the person chose, not the stand-in
+        reason = exc.strerror or "the system refused the write"
+        raise NotSavedError(
+            f"could not write the report into {final}: {reason[0].lower()}{reason[1:]}; "
+            "nothing was changed there"
+        ) from None
+    return [final / name for name in written]
+
+
+def _write_report_files(ev: Evaluation, tmp: Path, figure_format: str, written: list[str]) -> None:
+    """Write the report's files into ``tmp``, appending each file name to ``written``."""
+    from core.outputs.figures import save_figure
+
+    tables = evaluation_tables(ev)
+    for name, rows in tables.items():
+        written += [p.name for p in write_table(rows, tmp, name)]
+    for name, fig in evaluation_figures(ev).items():
+        written.append(save_figure(fig, tmp / f"{name}.{figure_format}").name)
+    meta = {
+        "format": REPORT_FORMAT,
+        "dataset": ev.dataset, "ood_dataset": ev.ood_dataset, "rotation": ev.rotation_label,
+        "data": ev.data_source, "ood_data": ev.ood_source,
+        "class_names": list(ev.class_names), "settings": ev.settings,
+        "posteriors": {
+            n: {"method": r.posterior.method, "arch": r.posterior.arch.to_dict(),
+                "config": r.posterior.config, "seed": r.posterior.seed,
+                "trained_on": r.posterior.dataset,
+                "training_data": r.posterior.info.get("training_data"),
+                **ev.settings.get("posterior_files", {}).get(n, {})}
+            for n, r in ev.results.items()
+        },
+        "summary": tables["summary"],
+        "ood_detection": tables.get("ood_detection", []),
+    }
+    atomic_write(tmp / "evaluation.json",
+                 lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode()))
+    written.append("evaluation.json")
+
+
+def export_dataset_view(views: DatasetViews, view: str, path: str | os.PathLike) -> list[Path]:
+    """Write one view of every posterior side by side, as ``bayescope-cli evaluate`` does.
+
+    ``.png``/``.svg`` → the figure plus ``<stem>.csv`` and ``<stem>.json`` beside it;
+    ``.csv``/``.json`` → the numbers only. The metrics view has no figure (CSV or JSON only).
+    """
+    from core.outputs.export import export_view as export_view
+    from core.outputs.export import writing_into
+
+    if view not in DATASET_VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose from {', '.join(DATASET_VIEWS)}")
+    rows = views.tables.get(view, [])
+    if view == "ood_histograms":
+        rows = views.tables.get("ood_histograms", [])
+        if not rows:
+            raise ValueError("no out-of-distribution set was evaluated, so there are no histograms to export")
+    path = Path(path)
+    if view == "summary":
+        if path.suffix.lower() not in (".csv", ".json"):
+            raise ValueError("the metrics are a table: export them as .csv or .json")
+        from core.outputs.export import write_table
+
+        with writing_into(path.parent):
+            return write_table(rows, path.parent, path.stem, formats=(path.suffix.lower().lstrip("."),))
+
+    def figure() -> Any:
+        return evaluation_figures(views.evaluation)[view]
+
+    return export_view(figure, rows, path)
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 80em; color: #222; padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 2em; } h3 { font-size: 1.05em; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figcaption { font-size: 0.9em; color: #444; max-width: 60em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
+th { background: #f3f3f3; } td.text { text-align: left; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
+"""
+
+#: What each figure shows, for a person who never read the papers.
+_CAPTIONS: dict[str, str] = {
+    "reliability": "Reliability: for the inputs a posterior answers with a given confidence, how often it is "
+                   "right. Bars on the dashed diagonal mean the confidence can be trusted; the hatched gaps "
+                   "are the calibration error (ECE is their weighted mean).",
+    "confusion_soft": "Soft confusion: for each true class (row), the mean probability given to each class "
+                      "(column), as the D-SGHMC paper's correlation matrices. Mass off the diagonal shows which "
+                      "classes a posterior hesitates between.",
+    "confusion_hard": "Confusion: for each true class (row), the share of its images predicted as each class.",
+    "per_class_error": "Error rate per true class; for posteriors with several chains, a box over the chains "
+                       "and a dot per chain (the D-SGHMC paper's box plots).",
+    "rejection": "Accuracy on the inputs kept when the most uncertain are referred to a person, by each "
+                 "uncertainty score; the dotted line is the best possible (errors referred first).",
+    "ood_histograms": "How uncertain each posterior is on the test set and on the out-of-distribution set, per "
+                      "score (log scale). The further apart, the better the score tells unfamiliar inputs "
+                      "apart (AUROC: 0.5 = chance, 1 = perfect).",
+    "rotation": "One image rotated from 0° to 180°: class probabilities and uncertainty against the angle.",
+}
+
+_SVG_PROLOG = re.compile(r"^.*?(?=<svg\b)", re.S)
+
+_SVG_ID = re.compile(r'(\bid="|href="#|url\(#)')
+
+
+def _inline_svg(fig: Any, prefix: str) -> str:
+    """A figure as inline SVG (text kept as text), its ids prefixed so several can share a page."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    # a fixed salt and no date: the same evaluation gives the same page, from the app or the CLI
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "bayescope"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    text = _SVG_PROLOG.sub("", buffer.getvalue(), count=1)
+    return _SVG_ID.sub(lambda m: m.group(1) + prefix, text)
+
+
+def _cell(value: Any, digits: int = 4) -> str:
+    if isinstance(value, bool):
+        return f"<td>{'yes' if value else 'no'}</td>"
+    if isinstance(value, float):
+        return f"<td>{value:.{digits}f}</td>" if math.isfinite(value) else "<td>–</td>"
+    if isinstance(value, int):
+        return f"<td>{value:,}</td>"
+    if value is None:
+        return "<td>–</td>"
+    return f'<td class="text">{html.escape(str(value))}</td>'
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def report_provenance(ev: Evaluation) -> dict[str, Any]:
+    """Where everything in the report comes from: settings, data sets and posteriors."""
+    files = ev.settings.get("posterior_files", {})
+    return {
+        "bayescope": code_version(),
+        "settings": {k: v for k, v in ev.settings.items() if k != "posterior_files"},
+        "data": ev.data_source,
+        "ood_data": ev.ood_source,
+        "posteriors": {
+            name: {**provenance(r.posterior, files.get(name, {}).get("file")),
+                   "file_sha256": files.get(name, {}).get("file_sha256"),
+                   "samples_used": r.data.num_samples, "chains": r.data.num_chains}
+            for name, r in ev.results.items()
+        },
+    }
+
+
+def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The self-contained HTML report of an evaluation: figures as inline SVG, tables, provenance."""
+    tables = tables if tables is not None else evaluation_tables(ev)
+    n = len(ev.results)
+    data_words = dataset_words(ev.dataset)
+    images = ev.data_source.get("images")
+    heading = f"{plural(n, 'posterior')} on the {data_words}"
+    if ev.ood_dataset:
+        heading += f", against the {dataset_words(ev.ood_dataset)}"
+    asked = ev.settings.get("num_samples")
+    settings = [f"{images:,} test images" if isinstance(images, int) else "",
+                f"{ev.ood_source['images']:,} out-of-distribution images" if ev.ood_source else "",
+                f"up to {plural(asked, 'draw')} per posterior" if asked else "each posterior's own number of draws",
+                f"seed {ev.settings.get('seed')}", f"{ev.settings.get('ece_bins', ECE_BINS)} calibration bins"]
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>bayescope: {html.escape(heading)}</title>", f"<style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(heading)}</h1>",
+        f"<p>{html.escape('; '.join(s for s in settings if s))}.</p>",
+        "<h2>At a glance</h2>",
+    ]
+    summary_rows = [
+        [row["posterior"], method_label(row["method"]), row["samples"], row["chains"],
+         None if row["accuracy"] is None else 100 * row["accuracy"], row["nll"], row["brier"], row["ece"],
+         row["classwise_ece"], None if row["uncertain_fraction"] is None else 100 * row["uncertain_fraction"]]
+        for row in tables["summary"]
+    ]
+    parts.append(_table(["posterior", "method", "draws", "chains", "accuracy %", "NLL (nats)", "Brier",
+                         "ECE", "classwise ECE", "uncertain %"], summary_rows))
+    parts.append("<p>NLL: mean −log of the probability given to the true class. Brier: mean squared distance "
+                 "between the probabilities and the true class. ECE: mean gap between confidence and accuracy. "
+                 f"Uncertain: the top two classes' draws overlap (Bhattacharyya coefficient above "
+                 f"{UNCERTAIN_THRESHOLD:g}).</p>")
+    if tables.get("ood_detection"):
+        parts.append(f"<h2>Telling the {html.escape(dataset_words(ev.ood_dataset or ''))} apart</h2>")
+        parts.append(_table(
+            ["posterior", "score", "AUROC", "AUPR (out-of-distribution)", "AUPR (in-distribution)"],
+            [[row["posterior"], SCORE_WORDS.get(row["score"], row["score"]), row["auroc"], row["aupr_out"],
+              row["aupr_in"]] for row in tables["ood_detection"]]))
+    parts.append("<h2>Figures</h2>")
+    for i, (key, fig) in enumerate(evaluation_figures(ev).items()):
+        title = DATASET_VIEWS.get(key, "Rotation sweep" if key == "rotation" else key)
+        parts.append(f'<figure id="{key}"><h3>{html.escape(title)}</h3>{_inline_svg(fig, f"f{i}-")}'
+                     f"<figcaption>{html.escape(_CAPTIONS.get(key, ''))}</figcaption></figure>")
+    names = list(ev.class_names)
+    parts.append("<h2>Per class</h2><h3>Classwise calibration error</h3>")
+    parts.append(_table(["posterior", *names], [
+        [name, *[row["ece"] for row in tables["classwise_ece"] if row["posterior"] == name]] for name in ev.results]))
+    parts.append("<h3>Error rate per true class (%, median over chains)</h3>")
+    parts.append(_table(["posterior", *names], [
+        [name, *[None if row["median"] is None else 100 * row["median"]
+                 for row in tables["per_class_error_box"] if row["posterior"] == name]] for name in ev.results]))
+    record = report_provenance(ev)
+    parts.append("<h2>Provenance</h2>")
+    for name, info in record["posteriors"].items():
+        words = METHOD_DESCRIPTIONS.get(info["method"], "")
+        parts.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(words)}</p>")
+        parts.append(f"<pre>{html.escape(json.dumps(info, indent=2, default=str))}</pre>")
+    parts.append("<h3>Data and settings</h3>")
+    rest = {k: v for k, v in record.items() if k != "posteriors"}
+    parts.append(f"<pre>{html.escape(json.dumps(rest, indent=2, default=str))}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_html_report(ev: Evaluation, path: str | os.PathLike,
+                      tables: dict[str, list[dict[str, Any]]] | None = None) -> Path:
+    """Write :func:`report_html` to ``path`` atomically (a failure leaves no partial file)."""
+    path = Path(path)
+    check_output_file(path, "the report")
+    page = report_html(ev, tables).encode("utf-8")
+    return atomic_write(path, lambda fh: fh.write(page), "the report")
