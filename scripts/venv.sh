@@ -2,12 +2,20 @@
 # Make (or reuse) the project's virtual environment and print its path.
 #
 # The environment lives outside the checkout, under ${BAYESCOPE_VENV_ROOT:-~/.cache/bayescope-ci},
-# keyed on pyproject.toml and this script, so a fresh clone reuses it and a change of
+# keyed on the dependencies in pyproject.toml and this script, so a fresh clone reuses it and a change of
 # dependencies builds a new one. The project itself is re-installed (editable, no deps) on
 # every call so the environment always points at the checkout it was called from.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-key=$(cat "$root/pyproject.toml" "$root/scripts/venv.sh" | sha256sum | cut -c1-16)
+# The key is what gets installed (the dependency lists and this script), not the rest of
+# pyproject.toml: a new lint rule or contract must not rebuild the environment.
+deps=$(python3 - "$root/pyproject.toml" <<'PY' 2>/dev/null || cat "$root/pyproject.toml"
+import json, sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print(json.dumps([project["dependencies"], project.get("optional-dependencies", {})], sort_keys=True))
+PY
+)
+key=$( { echo "$deps"; cat "$root/scripts/venv.sh"; } | sha256sum | cut -c1-16)
 base=${BAYESCOPE_VENV_ROOT:-$HOME/.cache/bayescope-ci}
 venv=$base/venv-$key
 quiet() { "$@" 2> >(grep -v "^WARNING: Location" >&2) >/dev/null; }
