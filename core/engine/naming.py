@@ -20,6 +20,7 @@ METHOD_LABELS: dict[str, str] = {
     "snvi": "Low-rank VI",
     "sgmmvi": "Mixture VI",
     "vdropout": "Variational dropout",
+    "swag": "SWAG",
 }
 
 #: One line on each method for a person who never read the paper.
@@ -35,6 +36,7 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "snvi": "a Gaussian over the weights whose covariance has a few shared directions",
     "sgmmvi": "a mixture of low-rank Gaussians over the weights",
     "vdropout": "dropout rates learned per weight (local reparameterisation)",
+    "swag": "a Gaussian fitted to the weights that training visits around its best point",
 }
 
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet"}

@@ -415,6 +415,40 @@ PER_METHOD: dict[tuple[str, str], SettingHelp] = {
     ),
     ("mfvi", "num_samples"): replace(_VI_NUM_SAMPLES, shown_when=("local_reparam", False)),
     ("snvi", "rank"): replace(COMMON["rank"], minimum=1),
+    ("swag", "epochs"): replace(
+        _EPOCHS, label="Passes to the best weights",
+        tooltip="Passes over the training images that first find one best set of weights (as MAP "
+        "does) before the averaging starts.",
+    ),
+    ("swag", "swa_epochs"): SettingHelp(
+        "Passes of averaging",
+        "Passes over the training images after the best weights are found, during which the "
+        "weights keep moving around them and snapshots are taken.",
+        unit="passes", minimum=1, maximum=100_000,
+    ),
+    ("swag", "swa_lr"): SettingHelp(
+        "Averaging step size",
+        "The constant learning rate of the averaging passes (plain SGD). Larger steps wander "
+        "further from the best weights, so the fitted spread is wider.",
+        minimum=1e-7, maximum=10.0, log_scale=True,
+    ),
+    ("swag", "momentum"): SettingHelp(
+        "Momentum",
+        "How much of the previous step each averaging step keeps (SGD momentum, between 0 and 1).",
+        minimum=0.0, maximum=0.999, decimals=3, advanced=True,
+    ),
+    ("swag", "snapshots_per_epoch"): SettingHelp(
+        "Snapshots per pass",
+        "How many times per averaging pass the weights are recorded. Their mean is the centre "
+        "of the fitted Gaussian, their spread its width.",
+        unit="snapshots", minimum=1, maximum=10_000,
+    ),
+    ("swag", "rank"): SettingHelp(
+        "Shared directions",
+        "How many of the last snapshots shape the directions the weights vary along together "
+        "(the rank K of the low-rank part). At least 2, at most the number of snapshots.",
+        unit="directions", minimum=2, maximum=512,
+    ),
 }
 
 
@@ -430,6 +464,7 @@ SINGULAR_UNITS: dict[str, str] = {
     "directions": "direction",
     "components": "component",
     "units": "unit",
+    "snapshots": "snapshot",
 }
 
 

@@ -15,6 +15,7 @@ from core.engine.inference import map as map_
 from core.engine.inference import mfvi as mfvi
 from core.engine.inference import sgmmvi as sgmmvi
 from core.engine.inference import snvi as snvi
+from core.engine.inference import swag as swag
 from core.engine.inference import vdropout as vdropout
 from core.engine.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
 from core.engine.models import ArchSpec
@@ -116,6 +117,7 @@ register(
 register(
     Method("sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)")
 )
+register(Method("swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)"))
 register(
     Method("vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)")
 )
