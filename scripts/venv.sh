@@ -32,7 +32,7 @@ if [[ ! -f $venv/.complete ]]; then
   # The CPU build of torch: the packaged app ships it, and it needs no GPU.
   quiet "$venv/bin/pip" install "torch==2.13.0" \
     || quiet "$venv/bin/pip" install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
-  quiet "$venv/bin/pip" install -e "$root[dev,faces]"
+  quiet "$venv/bin/pip" install -e "$root[dev,faces,laplace]"
   touch "$venv/.complete"
 fi
 quiet "$venv/bin/pip" install --no-deps --no-build-isolation -e "$root"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
@@ -22,15 +23,15 @@ from core.commands.console import (
     progress_bar,
 )
 from core.engine.data.datasets import load_split
-from core.engine.files import check_output_file
+from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import accuracy_progress
 from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
-from core.engine.runner import drain, fit_posterior
-from core.engine.store import save_posterior
+from core.engine.runner import drain, fit_posterior, start_weights
+from core.engine.store import load_posterior, save_posterior
 
 
-def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec]:
+def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object]:
     """Check every ``train`` argument (and the output path) before any data is read."""
     method = get_method(args.method)
     config = method.parse_settings(parse_settings(args.set))
@@ -51,11 +52,16 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec]:
         arch = face_arch(descriptor_info(), args.model, drop, args.hidden)
     else:
         arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
+    start = None
+    if args.start_from:
+        start = load_posterior(args.start_from)
+        start_weights(method, start)  # refuses a method or a file that cannot start a fit
+        arch = start.arch
     # weights, gradients and Adam's two moments, for every chain or member trained at once
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
     check_output_file(args.out, "the posterior")
-    return method, config, arch
+    return method, config, arch, start
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,10 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="where to write the posterior (.pt)")
     parser.add_argument("--storage", choices=("float32", "float16"), default="float32",
                         help="precision of the saved weights (float16 halves the file)")
+    parser.add_argument("--start-from", metavar="MAP.pt",
+                        help="laplace, swag: start from this saved MAP posterior instead of training one "
+                        "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
 
 
 def run(args: argparse.Namespace) -> int:
-    method, config, arch = _train_plan(args)
+    method, config, arch, start = _train_plan(args)
     if args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
         from core.engine.data.utkface import load_utkface
 
@@ -99,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
               f"the data set is recorded as {train.name}", file=sys.stderr)
     bar = progress_bar(0, f"{args.method} {args.model}")
     try:
-        posterior = drain(fit_posterior(method, config, arch, train, args.seed), bar_callback(bar))
+        source = None if start is None else {"file": str(Path(args.start_from).absolute()),
+                                             "file_sha256": file_sha256(args.start_from)}
+        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
     finally:
         bar.close()
     try:

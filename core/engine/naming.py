@@ -21,6 +21,7 @@ METHOD_LABELS: dict[str, str] = {
     "sgmmvi": "Mixture VI",
     "vdropout": "Variational dropout",
     "swag": "SWAG",
+    "laplace": "Laplace",
 }
 
 #: One line on each method for a person who never read the paper.
@@ -37,6 +38,7 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "sgmmvi": "a mixture of low-rank Gaussians over the weights",
     "vdropout": "dropout rates learned per weight (local reparameterisation)",
     "swag": "a Gaussian fitted to the weights that training visits around its best point",
+    "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
 }
 
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet"}
@@ -55,10 +57,9 @@ def method_label(method: str) -> str:
 
 
 def fixed_sample_count(posterior: Posterior) -> int | None:
-    """How many draws a posterior holds when it cannot draw more (sampled posteriors), else None."""
-    from core.engine.inference.base import SampledPosterior
-
-    return posterior.num_samples if isinstance(posterior, SampledPosterior) else None
+    """How many draws a posterior holds when it cannot draw more (stored samples, or one
+    deterministic predictive), else None."""
+    return posterior.fixed_num_samples
 
 
 def samples_used(posterior: Posterior, requested: int) -> int:
@@ -72,7 +73,19 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+#: Words for a Laplace posterior's settings in its column title.
+LAPLACE_WORDS = {"last_layer": "last layer", "all": "all layers", "kron": "Kronecker", "diag": "diagonal",
+                 "full": "full"}
+
+
 def posterior_title(posterior: Posterior, num_samples: int) -> str:
-    """A column header: ``"SGHMC, LeNet, 8 draws"``."""
+    """A column header: ``"SGHMC, LeNet, 8 draws"``; a Laplace column says its subset and
+    structure, and ``probit`` instead of draws when it predicts by the probit formula."""
     arch = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
-    return f"{method_label(posterior.method)}, {arch}, {plural(num_samples, 'draw')}"
+    label = method_label(posterior.method)
+    if posterior.method == "laplace":
+        c = posterior.config
+        label += f" ({LAPLACE_WORDS.get(c.get('subset'), c.get('subset'))}, {LAPLACE_WORDS.get(c.get('structure'), c.get('structure'))})"
+        if c.get("predictive") == "probit":
+            return f"{label}, {arch}, probit formula (no draws)"
+    return f"{label}, {arch}, {plural(num_samples, 'draw')}"

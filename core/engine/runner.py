@@ -79,16 +79,35 @@ def drain(
 
 
 def fit_posterior(
-    method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int
+    method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
+    start: Posterior | None = None, start_source: dict[str, Any] | None = None,
 ) -> Generator[ProgressRecord, None, Posterior]:
     """``method.fit`` (an entry of :data:`core.engine.inference.METHODS`) with its provenance recorded.
 
     The returned posterior's ``info`` gains ``training_data`` (what was actually read: name,
     folder, files and their SHA-256, the number of images used) and ``train_seconds``, so a
     saved posterior says what it was trained on. The CLI and the GUI both train through here.
+    With ``start`` (a MAP posterior), methods that can start from given weights (Laplace, SWAG)
+    skip their own MAP training; ``info["started_from"]`` records it and ``start_source``.
     """
-    start = time.perf_counter()
-    posterior = yield from method.fit(config, arch, data, seed)
+    began = time.perf_counter()
+    if start is None:
+        posterior = yield from method.fit(config, arch, data, seed)
+    else:
+        posterior = yield from method.fit_from(start_weights(method, start), config, arch, data, seed)
+        posterior.info["started_from"] = {"method": start.method, **(start_source or {})}
     posterior.info["training_data"] = {"name": data.name, "images": len(data), **data.source}
-    posterior.info["train_seconds"] = round(time.perf_counter() - start, 1)
+    posterior.info["train_seconds"] = round(time.perf_counter() - began, 1)
     return posterior
+
+
+def start_weights(method: Any, start: Posterior) -> dict[str, Any]:
+    """The weights of a one-draw posterior (MAP) to start ``method`` from, checked."""
+    if method.fit_from is None:
+        raise ValueError(f"{method.name} cannot start from a saved posterior; only methods that "
+                         "start from the best weights can (laplace, swag)")
+    samples = getattr(start, "samples", None)
+    if samples is None or start.fixed_num_samples != 1:
+        raise ValueError(f"a {method.name} fit starts from one set of best weights (a MAP posterior); "
+                         f"the file holds a {start.method} posterior")
+    return {name: tensor[0, 0] for name, tensor in samples.items()}

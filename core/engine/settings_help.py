@@ -415,6 +415,44 @@ PER_METHOD: dict[tuple[str, str], SettingHelp] = {
     ),
     ("mfvi", "num_samples"): replace(_VI_NUM_SAMPLES, shown_when=("local_reparam", False)),
     ("snvi", "rank"): replace(COMMON["rank"], minimum=1),
+    ("laplace", "epochs"): replace(
+        _EPOCHS, label="Passes to the best weights",
+        tooltip="Passes over the training images that find the best weights (as MAP does); the "
+        "Gaussian is then fitted around them.",
+        minimum=0,
+    ),
+    ("laplace", "subset"): SettingHelp(
+        "Weights that vary",
+        "Which weights get a spread: the output layer only (fast, the usual choice) or every "
+        "weight of the network. The others stay at their best values.",
+        choices={"last_layer": "output layer", "all": "all layers"},
+    ),
+    ("laplace", "structure"): SettingHelp(
+        "Shape of the spread",
+        "How the curvature of the loss is stored: per layer as two small factors (Kronecker), "
+        "one number per weight (diagonal), or the whole matrix (full, only for a few thousand "
+        "weights: its size is checked before it is built).",
+        choices={"kron": "Kronecker factors", "diag": "diagonal", "full": "full matrix"},
+    ),
+    ("laplace", "prior_precision"): SettingHelp(
+        "Width of the prior",
+        "How strongly the prior pulls the weights to zero, which sets the Gaussian's overall "
+        "width: chosen to make the training data most probable (marginal likelihood), or taken "
+        "from the prior spread above.",
+        choices={"marglik": "fitted to the data", "prior": "from the prior spread"},
+    ),
+    ("laplace", "predictive"): SettingHelp(
+        "Prediction",
+        "Average the predictions of weight draws, or use the probit formula: one exact-in-"
+        "closed-form prediction without draws (output layer only; the column then shows no "
+        "spread over draws).",
+        choices={"sample": "weight draws", "probit": "probit formula"},
+    ),
+    ("laplace", "memory_budget_mb"): replace(
+        _MEMORY, label="Memory for the curvature",
+        tooltip="The most memory the curvature matrix may take. A larger one is refused "
+        "before it is built, with a cheaper shape suggested.",
+    ),
     ("swag", "epochs"): replace(
         _EPOCHS, label="Passes to the best weights",
         tooltip="Passes over the training images that first find one best set of weights (as MAP "

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.engine.inference import dsghmc, ensemble, hmc, mc_dropout, sghmc, sgld
+from core.engine.inference import dsghmc, ensemble, hmc, laplace, mc_dropout, sghmc, sgld
 from core.engine.inference import map as map_
 from core.engine.inference import mfvi as mfvi
 from core.engine.inference import sgmmvi as sgmmvi
@@ -30,6 +30,9 @@ class Method:
     fit: Callable[[Any, ArchSpec, Dataset, int], FitGenerator]
     summary: str
     needs_dropout: bool = False
+    #: ``fit_from(weights, config, arch, data, seed)`` for methods that start from given MAP
+    #: weights (a saved MAP posterior) instead of training them; None for the others.
+    fit_from: Callable[..., FitGenerator] | None = None
 
     def make_config(self, **overrides: Any) -> Any:
         known = {f.name for f in fields(self.config_cls)}
@@ -117,7 +120,10 @@ register(
 register(
     Method("sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)")
 )
-register(Method("swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)"))
+register(Method("laplace", laplace.LaplaceConfig, laplace.fit, "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
+                fit_from=laplace.fit_from))
+register(Method("swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
+                fit_from=swag.fit_from))
 register(
     Method("vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)")
 )

@@ -204,6 +204,12 @@ class Posterior(ABC):
     def describe(self) -> str:
         return f"{self.method} · {self.arch.name} · {self.dataset}"
 
+    @property
+    def fixed_num_samples(self) -> int | None:
+        """How many draws it holds when it cannot draw more (stored samples, a deterministic
+        predictive), else None."""
+        return None
+
     def effective_num_samples(self, num_samples: int | None) -> int:
         """How many samples a prediction with ``num_samples`` (None: the default) draws."""
         return self.default_num_samples if num_samples is None else int(num_samples)
@@ -296,6 +302,10 @@ class SampledPosterior(Posterior):
         self.chunk_size = chunk_size
         self._model = build_model(arch)
         self.default_num_samples = self.num_chains * self.num_draws
+
+    @property
+    def fixed_num_samples(self) -> int | None:
+        return self.num_samples
 
     @property
     def num_samples(self) -> int:

@@ -112,18 +112,35 @@ def swag_tensors(snapshots: torch.Tensor, rank: int) -> dict[str, torch.Tensor]:
 
 
 def fit(config: SwagConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
+    """Train the MAP network, then average around it."""
     generator = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_model(arch)
-    penalty = 1.0 / (2.0 * len(data) * config.prior_std**2)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
-    map_steps, swa_steps = config.epochs * steps_per_epoch, config.swa_epochs * steps_per_epoch
-    total = map_steps + swa_steps
+    total = (config.epochs + config.swa_epochs) * steps_per_epoch
     for record in optimise(model, data, epochs=config.epochs, batch_size=config.batch_size,
-                           lr=config.lr, penalty=penalty, generator=generator):
+                           lr=config.lr, penalty=_penalty(config, data), generator=generator):
         yield ProgressRecord(record.step, total, record.values, "MAP")
-    snapshots = yield from _averaging_phase(model, data, config, penalty, generator, map_steps, total)
+    return (yield from _swag(model, config, arch, data, seed, generator, config.epochs * steps_per_epoch, total))
+
+
+def fit_from(weights: dict[str, torch.Tensor], config: SwagConfig, arch: ArchSpec, data: Dataset,
+             seed: int) -> FitGenerator:
+    """Average around given MAP weights (a saved MAP posterior's); ``epochs`` is not used."""
+    model = build_model(arch)
+    model.load_state_dict(weights)
+    total = config.swa_epochs * math.ceil(len(data) / config.batch_size)
+    return (yield from _swag(model, config, arch, data, seed, torch.Generator().manual_seed(seed), 0, total))
+
+
+def _penalty(config: SwagConfig, data: Dataset) -> float:
+    return 1.0 / (2.0 * len(data) * config.prior_std**2)
+
+
+def _swag(model: nn.Module, config: SwagConfig, arch: ArchSpec, data: Dataset, seed: int,
+          generator: torch.Generator, done: int, total: int) -> FitGenerator:
+    snapshots = yield from _averaging_phase(model, data, config, _penalty(config, data), generator, done, total)
     tensors = swag_tensors(torch.stack(snapshots), config.rank)
     info = {"snapshots": len(snapshots), "rank": config.rank, "family": "SWAG Gaussian (diagonal + low-rank)",
             "components": 1}

@@ -1,0 +1,532 @@
+"""The Laplace approximation around a MAP network (MacKay 1992; Ritter, Botev & Barber 2018;
+Daxberger et al. 2021, "Laplace Redux"; Immer et al. 2021 for the prior precision).
+
+With θ* the MAP weights (:mod:`core.engine.inference.map`), H the generalised Gauss-Newton
+matrix of the summed negative log-likelihood at θ* over the N training images, and a prior
+θ ~ N(0, δ⁻¹ I), the posterior over a subset S of the weights (the last layer, or all) is
+
+    q(θ_S) = N(θ*_S, (H_SS + δ I)⁻¹),        the other weights fixed at θ*.
+
+H_SS comes from the curvature library curvlinops (no torchvision needed, so the app's
+CPU-only torch can fit it), in one of three structures:
+
+- ``kron``: per layer, the Kronecker factors G ⊗ A of K-FAC with the exact output Hessian
+  (curvlinops' type-2 K-FAC); eigenvalues λ_G,i · λ_A,j;
+- ``full``: the exact GGN block, for small subsets (its size is estimated first, and a
+  matrix that cannot fit is refused with a sentence naming a cheaper structure);
+- ``diag``: the exact diagonal of the GGN, Σₙ Σ_k (∂ (L_nᵀ f_n)_k / ∂θ)² with
+  L_n Lₙᵀ = diag(p_n) − p_n p_nᵀ, from per-image Jacobians (torch.func).
+
+The prior precision δ either follows the MAP's prior (δ = 1/σ²) or maximises the Laplace
+evidence (``marglik``), for fixed θ*:
+
+    log Z(δ) = log p(D | θ*) − ½ δ ‖θ*_S‖² + ½ P_S log δ − ½ Σᵢ log(λᵢ + δ),
+
+whose stationary point solves P_S/δ − Σᵢ 1/(λᵢ + δ) = ‖θ*_S‖² (MacKay's fixed point; a unique
+root, found by bisection in log δ). Predictions either average ``predict_samples`` weight draws
+(``sample``) or, for the last layer, use the probit approximation of the linearised
+predictive, p ≈ softmax(μ_f / √(1 + π/8 · diag Σ_f)) with the logits' exact mean μ_f and
+covariance Σ_f (``probit``: one deterministic predictive, no draws).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from core.engine.inference.base import (
+    Dataset,
+    FitGenerator,
+    Posterior,
+    ProgressRecord,
+    optimise,
+    register_posterior_kind,
+)
+from core.engine.inference.variational import ParamLayout, stacked_logits
+from core.engine.memory import check_fits, format_bytes
+from core.engine.models import ArchSpec, build_model
+
+Subset = Literal["last_layer", "all"]
+Structure = Literal["kron", "diag", "full"]
+
+
+@dataclass(frozen=True)
+class LaplaceConfig:
+    """Hyperparameters of the Laplace approximation.
+
+    Attributes
+    ----------
+    prior_std, epochs, batch_size, lr
+        The MAP fit it starts from (as :class:`~core.engine.inference.map.MapConfig`);
+        ``batch_size`` also batches the curvature's pass over the data.
+    subset
+        ``last_layer``: a Gaussian over the final layer only; ``all``: over every weight.
+    structure
+        ``kron`` (Kronecker-factored), ``diag`` (exact diagonal) or ``full`` (exact, small
+        subsets only) curvature.
+    prior_precision
+        ``marglik``: δ maximises the Laplace evidence; ``prior``: δ = 1/prior_std².
+    predictive
+        ``sample``: average ``predict_samples`` weight draws; ``probit``: the probit
+        approximation of the linearised predictive (last layer only).
+    memory_budget_mb
+        The most memory the curvature may take; a larger one is refused before it is built.
+    """
+
+    prior_std: float = 1.0
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    subset: Subset = "last_layer"
+    structure: Structure = "kron"
+    prior_precision: Literal["marglik", "prior"] = "marglik"
+    predictive: Literal["sample", "probit"] = "sample"
+    predict_samples: int = 30
+    memory_budget_mb: float = 2048.0
+
+    def __post_init__(self) -> None:
+        if self.prior_std <= 0 or self.lr <= 0 or self.memory_budget_mb <= 0:
+            raise ValueError("prior_std, lr and memory_budget_mb must be positive")
+        if self.epochs < 0 or self.batch_size < 1 or self.predict_samples < 1:
+            raise ValueError("epochs must be ≥ 0, batch_size and predict_samples ≥ 1")
+        for name, allowed in (("subset", ("last_layer", "all")), ("structure", ("kron", "diag", "full")),
+                              ("prior_precision", ("marglik", "prior")), ("predictive", ("sample", "probit"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.predictive == "probit" and self.subset != "last_layer":
+            raise ValueError("the probit predictive needs subset=last_layer (the logits are then "
+                             "linear in the weights); use predictive=sample for all weights")
+
+
+# ----------------------------------------------------------------------------- the subset
+
+
+def last_linear(model: nn.Module) -> str:
+    """The module name of the model's final ``nn.Linear`` (its output layer)."""
+    names = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not names:
+        raise ValueError("the network has no linear output layer for a last-layer Laplace")
+    return names[-1]
+
+
+def subset_names(model: nn.Module, subset: Subset) -> list[str]:
+    """The parameter names of the subset, in the model's order."""
+    if subset == "all":
+        return [n for n, _ in model.named_parameters()]
+    layer = last_linear(model)
+    return [n for n, _ in model.named_parameters() if n.rpartition(".")[0] == layer]
+
+
+def subset_index(layout: ParamLayout, names: list[str]) -> torch.Tensor:
+    """Positions of the subset's weights in the flat θ, in the order of ``names``."""
+    return torch.cat([torch.arange(*layout.offsets[n]) for n in names])
+
+
+def kron_blocks(model: nn.Module, names: list[str]) -> list[tuple[str, str, str | None]]:
+    """(module, weight name, bias name) of every layer whose weights are in ``names``."""
+    blocks = []
+    for module_name, module in model.named_modules():
+        if isinstance(module, nn.Linear | nn.Conv2d):
+            weight = f"{module_name}.weight"
+            if weight in names:
+                bias = f"{module_name}.bias" if module.bias is not None else None
+                blocks.append((module_name, weight, bias))
+    return blocks
+
+
+def curvature_bytes(model: nn.Module, names: list[str], structure: Structure) -> float:
+    """Bytes (float64, with room for its eigendecomposition) the curvature needs."""
+    params = dict(model.named_parameters())
+    if structure == "diag":
+        return 8.0 * 3 * sum(params[n].numel() for n in names)
+    if structure == "full":
+        p = sum(params[n].numel() for n in names)
+        return 8.0 * 3 * p * p
+    total = 0.0
+    for _module_name, weight, bias in kron_blocks(model, names):
+        out = params[weight].shape[0]
+        inp = params[weight][0].numel() + (1 if bias else 0)
+        total += 8.0 * 3 * (out * out + inp * inp)
+    return total
+
+
+def check_curvature_fits(model: nn.Module, names: list[str], config: LaplaceConfig, arch: ArchSpec) -> None:
+    """Refuse, before building it, a curvature larger than the budget or the free memory."""
+    need = curvature_bytes(model, names, config.structure)
+    count = sum(dict(model.named_parameters())[n].numel() for n in names)
+    what = (f"the {config.structure} curvature of {count:,} weights "
+            f"({'the last layer' if config.subset == 'last_layer' else 'all layers'} of {arch.name})")
+    cheaper = {"full": "use structure=kron or structure=diag, or subset=last_layer",
+               "kron": "use structure=diag or subset=last_layer", "diag": "use subset=last_layer"}[config.structure]
+    if need > config.memory_budget_mb * 1e6:
+        raise ValueError(f"{what} would need about {format_bytes(need)}, more than the "
+                         f"{format_bytes(config.memory_budget_mb * 1e6)} allowed; {cheaper}")
+    check_fits(need, what, cheaper)
+
+
+# ----------------------------------------------------------------------------- curvature
+
+
+def _batches(data: Dataset, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(data.x[i : i + batch_size], data.y[i : i + batch_size]) for i in range(0, len(data), batch_size)]
+
+
+def _curvlinops() -> Any:
+    try:
+        import curvlinops
+    except ImportError:
+        raise ValueError(
+            "fitting a Laplace approximation needs the curvature package curvlinops, which is not "
+            "installed; install it with: pip install 'bayescope[laplace]' (predicting with a "
+            "saved Laplace posterior does not need it)"
+        ) from None
+    return curvlinops
+
+
+def kron_factors(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(G, A) per layer of ``kron_blocks``: K-FAC of the summed loss, H ≈ G ⊗ A on [W b]."""
+    cl = _curvlinops()
+    params = dict(model.named_parameters())
+    blocks = kron_blocks(model, names)
+    chosen = [params[n] for _, w, b in blocks for n in (w, b) if n]
+    kfac = cl.KFACLinearOperator(
+        model, nn.CrossEntropyLoss(reduction="sum"), chosen, _batches(data, batch_size),
+        fisher_type="type-2", separate_weight_and_bias=False, check_deterministic=False,
+        num_data=len(data),
+    )
+    kfac.compute_kronecker_factors()
+    state = kfac.state_dict()
+    factors = []
+    for module_name, _, _bias in blocks:
+        g = state["gradient_covariances"][module_name].double()
+        a = state["input_covariances"].get(module_name)
+        if a is None:  # a layer without bias whose inputs curvlinops did not record
+            raise ValueError(f"no input factor was computed for layer {module_name!r}")
+        factors.append((g, a.double()))
+    return factors
+
+
+def full_ggn(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> torch.Tensor:
+    """The exact GGN block of ``names`` (P_S × P_S) of the summed loss."""
+    cl = _curvlinops()
+    params = dict(model.named_parameters())
+    chosen = [params[n] for n in names]
+    ggn = cl.GGNLinearOperator(model, nn.CrossEntropyLoss(reduction="sum"), chosen,
+                               _batches(data, batch_size), check_deterministic=False, num_data=len(data))
+    size = sum(p.numel() for p in chosen)
+    eye = torch.eye(size, dtype=chosen[0].dtype)
+    columns = [ggn @ eye[:, i : i + 256] for i in range(0, size, 256)]
+    h = torch.cat(columns, dim=1).double()
+    return (h + h.T) / 2
+
+
+def diag_ggn(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> Iterator[torch.Tensor]:
+    """The exact GGN diagonal of ``names`` of the summed loss; yields after every batch, then
+    returns it (a generator, so a long pass reports progress)."""
+    fixed = {n: p.detach() for n, p in model.named_parameters() if n not in names}
+    chosen = {n: p.detach() for n, p in model.named_parameters() if n in names}
+
+    def logits_of(subset: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(model, {**fixed, **subset}, (x.unsqueeze(0),))[0]
+
+    jacobian = torch.func.vmap(torch.func.jacrev(logits_of), in_dims=(None, 0))
+    total = {n: torch.zeros_like(p, dtype=torch.float64) for n, p in chosen.items()}
+    small = max(1, min(batch_size, 16))
+    for i in range(0, len(data), small):
+        x = data.x[i : i + small]
+        with torch.no_grad():
+            p = torch.softmax(model(x), -1).double()
+        root = torch.diag_embed(p.sqrt()) - p.unsqueeze(-1) * p.sqrt().unsqueeze(-2)  # L, (B, K, K)
+        jac = jacobian(chosen, x)  # name → (B, K, *shape)
+        for n, j in jac.items():
+            flat = j.reshape(*j.shape[:2], -1).double()  # (B, K, m)
+            # diag(Jᵀ L Lᵀ J) = Σ_k ((Lᵀ J)_k)², summed over the images
+            total[n] += torch.einsum("blk,blm->bkm", root, flat).square().sum((0, 1)).reshape(total[n].shape)
+        yield torch.empty(0)
+    return torch.cat([total[n].reshape(-1) for n in names])
+
+
+# ----------------------------------------------------------------------------- prior precision
+
+
+def laplace_log_evidence(log_likelihood: float, theta_norm2: float, eigenvalues: torch.Tensor, delta: float) -> float:
+    """log Z(δ) of the Laplace approximation (see the module's docstring)."""
+    lam = eigenvalues.double()
+    return float(log_likelihood - 0.5 * delta * theta_norm2 + 0.5 * lam.numel() * math.log(delta)
+                 - 0.5 * torch.log(lam + delta).sum())
+
+
+def optimise_prior_precision(eigenvalues: torch.Tensor, theta_norm2: float) -> float:
+    """The δ > 0 that maximises :func:`laplace_log_evidence` for fixed θ* (bisection in log δ)."""
+    lam = eigenvalues.double().clamp_min(0.0)
+    p = lam.numel()
+    if theta_norm2 <= 0:
+        raise ValueError("the MAP weights are all zero: the evidence has no maximum in δ")
+
+    def slope(log_delta: float) -> float:  # d log Z / d δ · 2, decreasing in δ
+        d = math.exp(log_delta)
+        return p / d - float((1.0 / (lam + d)).sum()) - theta_norm2
+
+    lo, hi = -30.0, 30.0
+    if slope(hi) > 0:
+        return math.exp(hi)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+    return math.exp((lo + hi) / 2)
+
+
+# ----------------------------------------------------------------------------- the posterior
+
+
+@register_posterior_kind
+class LaplacePosterior(Posterior):
+    """N(θ*_S, (H_SS + δ I)⁻¹) over a subset S of the weights, the rest at the MAP θ*.
+
+    Tensors: ``mean`` (P,), ``prior_precision`` (1,), and by structure ``curvature`` (P_S,)
+    for ``diag``; ``eigenvectors`` (P_S, P_S) and ``eigenvalues`` (P_S,) for ``full``;
+    ``kron{i}_qg``, ``kron{i}_lg``, ``kron{i}_qa``, ``kron{i}_la`` per layer for ``kron``
+    (eigendecompositions of G and A). Subset and structure are in the config.
+    """
+
+    kind = "laplace"
+    default_num_samples = 30
+
+    def __init__(self, method: str, arch: ArchSpec, config: dict[str, Any], seed: int, dataset: str,
+                 tensors: dict[str, torch.Tensor], info: dict[str, Any] | None = None) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        self.settings = LaplaceConfig(**{k: v for k, v in config.items() if k in LaplaceConfig.__dataclass_fields__})
+        self._model = build_model(arch).eval()
+        self.layout = ParamLayout.of(self._model)
+        self.names = subset_names(self._model, self.settings.subset)
+        self.index = subset_index(self.layout, self.names)
+        mean = tensors.get("mean")
+        if mean is None or mean.shape != (self.layout.size,):
+            raise ValueError(f"the Laplace mean must hold the {self.layout.size} weights of {arch.name}")
+        self.mean = mean.float()
+        self.tensors = {k: v.double() for k, v in tensors.items() if k != "mean"}
+        delta = self.tensors.get("prior_precision")
+        if delta is None or delta.numel() != 1 or not float(delta) > 0:
+            raise ValueError("the Laplace posterior needs a positive prior precision")
+        self.delta = float(delta)
+        self._check_structure()
+        self.default_num_samples = 1 if self.settings.predictive == "probit" else int(self.settings.predict_samples)
+        self._model.load_state_dict({k: v for k, v in self.layout.unflatten(self.mean).items()})
+        self._bank: tuple[int | None, torch.Generator | None, torch.Tensor] | None = None
+
+    def _check_structure(self) -> None:
+        size = self.index.numel()
+        structure = self.settings.structure
+        shapes: dict[str, tuple[int, ...]] = {}
+        if structure == "diag":
+            shapes = {"curvature": (size,)}
+        elif structure == "full":
+            shapes = {"eigenvectors": (size, size), "eigenvalues": (size,)}
+        else:
+            params = dict(self._model.named_parameters())
+            for i, (_, weight, bias) in enumerate(kron_blocks(self._model, self.names)):
+                out, inp = params[weight].shape[0], params[weight][0].numel() + (1 if bias else 0)
+                shapes.update({f"kron{i}_qg": (out, out), f"kron{i}_lg": (out,),
+                               f"kron{i}_qa": (inp, inp), f"kron{i}_la": (inp,)})
+        for name, shape in shapes.items():
+            got = self.tensors.get(name)
+            if got is None or tuple(got.shape) != shape:
+                raise ValueError(f"the {structure} Laplace posterior's {name!r} should have shape {shape}, "
+                                 f"it has {None if got is None else tuple(got.shape)}")
+
+    @property
+    def fixed_num_samples(self) -> int | None:
+        return 1 if self.settings.predictive == "probit" else None
+
+    # -- draws -------------------------------------------------------------------------
+    def sample_subset(self, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Deviations ε ~ N(0, (H + δI)⁻¹) of the subset, shape (S, P_S), in ``names`` order."""
+        structure, d = self.settings.structure, self.delta
+        size = self.index.numel()
+        if structure == "diag":
+            std = (self.tensors["curvature"].clamp_min(0) + d).rsqrt()
+            return (torch.randn(num_samples, size, generator=generator, dtype=torch.float64) * std).float()
+        if structure == "full":
+            q, lam = self.tensors["eigenvectors"], self.tensors["eigenvalues"].clamp_min(0)
+            z = torch.randn(num_samples, size, generator=generator, dtype=torch.float64)
+            return ((z * (lam + d).rsqrt()) @ q.T).float()
+        params = dict(self._model.named_parameters())
+        parts: dict[str, torch.Tensor] = {}
+        for i, (_, weight, bias) in enumerate(kron_blocks(self._model, self.names)):
+            qg, lg = self.tensors[f"kron{i}_qg"], self.tensors[f"kron{i}_lg"].clamp_min(0)
+            qa, la = self.tensors[f"kron{i}_qa"], self.tensors[f"kron{i}_la"].clamp_min(0)
+            scale = (lg[:, None] * la[None, :] + d).rsqrt()
+            z = torch.randn(num_samples, len(lg), len(la), generator=generator, dtype=torch.float64)
+            e = qg @ (z * scale) @ qa.T  # (S, out, in [+1]) on [W b]
+            w_shape = params[weight].shape
+            if bias:
+                parts[bias] = e[..., -1]
+                e = e[..., :-1]
+            parts[weight] = e.reshape(num_samples, *w_shape)
+        return torch.cat([parts[n].reshape(num_samples, -1) for n in self.names], dim=1).float()
+
+    def fixed_draws(self, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Full weight sets θ = θ* + ε (S, P), drawn once per generator object and reused (as
+        :meth:`VariationalPosterior.fixed_draws`, so strokes and batches share one set of S models)."""
+        key = id(generator) if generator is not None else None
+        if self._bank is None or self._bank[0] != key or self._bank[2].shape[0] < num_samples:
+            g = generator or torch.Generator().manual_seed(self.seed + 104729)
+            s = max(num_samples, self.default_num_samples)
+            theta = self.mean.expand(s, -1).clone()
+            theta[:, self.index] += self.sample_subset(s, g)
+            self._bank = (key, generator, theta)
+        return self._bank[2][:num_samples]
+
+    # -- prediction ----------------------------------------------------------------------
+    def _features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The MAP logits and the output layer's input [φ(x), 1] for a batch."""
+        layer = dict(self._model.named_modules())[last_linear(self._model)]
+        seen: list[torch.Tensor] = []
+        handle = layer.register_forward_hook(lambda _m, args, _out: seen.append(args[0]))
+        try:
+            logits = self._model(x)
+        finally:
+            handle.remove()
+        phi = seen[0].flatten(1)
+        return logits, torch.cat([phi, torch.ones(len(phi), 1, dtype=phi.dtype)], dim=1)
+
+    def logit_covariance_diagonal(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The MAP logits μ_f (N, K) and diag Σ_f (N, K) of the last-layer Gaussian."""
+        with torch.no_grad():
+            mu, phi = self._features(x)
+            phi = phi.double()
+            d, structure = self.delta, self.settings.structure
+            k = mu.shape[1]
+            if structure == "kron":
+                qg, lg = self.tensors["kron0_qg"], self.tensors["kron0_lg"].clamp_min(0)
+                qa, la = self.tensors["kron0_qa"], self.tensors["kron0_la"].clamp_min(0)
+                m2 = 1.0 / (lg[:, None] * la[None, :] + d)  # (K, in+1)
+                proj = (phi @ qa).square()  # (N, in+1)
+                var = (proj @ m2.T) @ qg.T.square()  # Σ_j M_ij² (Q_Aᵀφ)_j², through Q_G
+                return mu, var.float()
+            # [W row-major, b] order: J_n = [I_K ⊗ φᵀ, I_K]
+            jac_index = torch.cat([torch.arange(k * (phi.shape[1] - 1)).reshape(k, -1),
+                                   k * (phi.shape[1] - 1) + torch.arange(k)[:, None]], dim=1)  # (K, in+1)
+            if structure == "diag":
+                var_w = (self.tensors["curvature"].clamp_min(0) + d).reciprocal()[jac_index]  # (K, in+1)
+                return mu, (phi.square() @ var_w.T).float()
+            q, lam = self.tensors["eigenvectors"], self.tensors["eigenvalues"].clamp_min(0)
+            f = q * (lam + d).rsqrt()  # Σ = F Fᵀ
+            jf = torch.einsum("nj,kjr->nkr", phi, f[jac_index])  # (N, K, P_S)
+            return mu, jf.square().sum(-1).float()
+
+    def predict_logits(self, x: torch.Tensor, num_samples: int | None = None,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        s = num_samples or self.default_num_samples
+        with torch.no_grad():
+            theta = self.fixed_draws(s, generator)
+            if self.settings.subset == "last_layer":  # the body is fixed: one pass, S output layers
+                _, phi = self._features(x)
+                sub = theta[:, self.index]
+                k = self.arch.num_classes
+                w = sub[:, : -k].reshape(s, k, -1)
+                b = sub[:, -k:]
+                return torch.einsum("nj,skj->snk", phi[:, :-1], w) + b[:, None, :]
+            return stacked_logits(self._model, self.layout, theta, x)
+
+    def predict_proba(self, x: torch.Tensor, num_samples: int | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        if self.settings.predictive == "probit":
+            mu, var = self.logit_covariance_diagonal(x)
+            return torch.softmax(mu / (1.0 + math.pi / 8.0 * var).sqrt(), dim=-1).unsqueeze(0)
+        return torch.softmax(self.predict_logits(x, num_samples, generator).float(), dim=-1)
+
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        s = 1 if self.settings.predictive == "probit" else self.effective_num_samples(num_samples)
+        return 4.0 * (s * self.arch.parameter_count() + (1 if self.settings.subset == "last_layer" else s)
+                      * batch_size * self.arch.activations_per_image())
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"mean": self.mean, **{k: v.float() if k != "prior_precision" else v for k, v in self.tensors.items()}}
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
+
+
+# ----------------------------------------------------------------------------- fitting
+
+
+def fit(config: LaplaceConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
+    """Train the MAP network, then fit the Laplace approximation around it."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(arch)
+    names = subset_names(model, config.subset)
+    check_curvature_fits(model, names, config, arch)  # before minutes of training
+    penalty = 1.0 / (2.0 * len(data) * config.prior_std**2)
+    if config.epochs:
+        for record in optimise(model, data, epochs=config.epochs, batch_size=config.batch_size,
+                               lr=config.lr, penalty=penalty, generator=generator):
+            yield ProgressRecord(record.step, record.total, record.values, "MAP")
+    return (yield from fit_around(model, config, arch, data, seed))
+
+
+def fit_from(weights: dict[str, torch.Tensor], config: LaplaceConfig, arch: ArchSpec, data: Dataset,
+             seed: int) -> FitGenerator:
+    """Fit the Laplace approximation around given MAP weights (a saved MAP posterior's)."""
+    model = build_model(arch)
+    model.load_state_dict(weights)
+    return (yield from fit_around(model, config, arch, data, seed))
+
+
+def fit_around(model: nn.Module, config: LaplaceConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    names = subset_names(model, config.subset)
+    check_curvature_fits(model, names, config, arch)
+    layout = ParamLayout.of(model)
+    mean = layout.flatten({n: p.detach() for n, p in model.named_parameters()})
+    theta_s = mean[subset_index(layout, names)].double()
+    yield ProgressRecord(0, 1, {}, "curvature")
+    tensors: dict[str, torch.Tensor] = {}
+    if config.structure == "kron":
+        eigenvalues = []
+        for i, (g, a) in enumerate(kron_factors(model, names, data, config.batch_size)):
+            lg, qg = torch.linalg.eigh(g)
+            la, qa = torch.linalg.eigh(a)
+            tensors.update({f"kron{i}_qg": qg, f"kron{i}_lg": lg, f"kron{i}_qa": qa, f"kron{i}_la": la})
+            eigenvalues.append((lg.clamp_min(0)[:, None] * la.clamp_min(0)[None, :]).reshape(-1))
+        lam = torch.cat(eigenvalues)
+    elif config.structure == "full":
+        lam, q = torch.linalg.eigh(full_ggn(model, names, data, config.batch_size))
+        tensors.update({"eigenvectors": q, "eigenvalues": lam})
+    else:
+        run = diag_ggn(model, names, data, config.batch_size)
+        done, total = 0, math.ceil(len(data) / max(1, min(config.batch_size, 16)))
+        try:
+            while True:
+                next(run)
+                done += 1
+                if done % 20 == 0:
+                    yield ProgressRecord(done, total, {}, "curvature")
+        except StopIteration as stop:
+            lam = stop.value
+        tensors["curvature"] = lam
+    with torch.no_grad():
+        nll = sum(float(nn.functional.cross_entropy(model(x), y, reduction="sum"))
+                  for x, y in _batches(data, config.batch_size))
+    norm2 = float(theta_s.square().sum())
+    delta = (optimise_prior_precision(lam, norm2) if config.prior_precision == "marglik"
+             else 1.0 / config.prior_std**2)
+    tensors["prior_precision"] = torch.tensor([delta], dtype=torch.float64)
+    info = {
+        "prior_precision": round(delta, 6),
+        "log_evidence": round(laplace_log_evidence(-nll, norm2, lam, delta), 3),
+        "subset_weights": int(theta_s.numel()),
+        "structure": config.structure,
+    }
+    yield ProgressRecord(1, 1, {"prior_precision": delta}, "curvature")
+    return LaplacePosterior("laplace", arch, asdict(config), seed, data.name, {"mean": mean, **tensors}, info)
