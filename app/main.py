@@ -84,7 +84,7 @@ def missing_columns_note(gone: list[str], failed: list[str], defaults: bool, las
         parts.append(f"{names(gone)} {'is' if len(gone) == 1 else 'are'} no longer there")
     if failed:
         parts.append(f"{names(failed)} could not be opened")
-    after = "; the default posteriors are shown instead." if defaults else "; the other columns are shown."
+    after = "; the default posteriors are shown instead." if defaults else "; the rest are shown."
     return ("Of last time's posteriors, " if last_time else "Of the default posteriors, ") + " and ".join(parts) + after
 
 

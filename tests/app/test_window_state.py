@@ -206,7 +206,7 @@ def test_a_gone_file_beside_columns_that_open_leaves_those_columns(qtbot, tmp_pa
     win = open_window(qtbot)
     assert names(win) == ["mnist_softmax_map.pt"]
     assert win.statusBar().currentMessage() == ("Of last time's posteriors, “a.pt” and “b.pt” are no longer "
-                                                "there; the other columns are shown.")
+                                                "there; the rest are shown.")
 
 
 # ------------------------------------------- 4. state saved as it changes, not on quit
