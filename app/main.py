@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
@@ -57,6 +57,10 @@ PREVIEW_THREADS = 1
 INPUT_TICK_MS = 4
 DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, confusion, "
                "uncertainty in and out of distribution")
+#: Where the columns of each task are remembered between launches.
+SAVED_COLUMNS = {"digits": "workspace/columns", "faces": "workspace/face_columns"}
+#: How long the window's size and place must rest before they are saved.
+GEOMETRY_SAVE_MS = 500
 LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
@@ -66,6 +70,22 @@ def preview_note(face: bool, shown: bool) -> str:
     if face:
         return "The posteriors see this aligned face." if shown else "The aligned face the posteriors judge will show here."
     return "The model sees this 28×28 image." if shown else "The 28×28 image the model judges will show here."
+
+
+def missing_columns_note(gone: list[str], failed: list[str], defaults: bool, last_time: bool = True) -> str:
+    """One sentence for the status bar: the posteriors of last time (or the default ones) that
+    are not shown, and why."""
+    def names(files: list[str]) -> str:
+        quoted = [f"“{name}”" for name in files]
+        return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+    parts = []
+    if gone:
+        parts.append(f"{names(gone)} {'is' if len(gone) == 1 else 'are'} no longer there")
+    if failed:
+        parts.append(f"{names(failed)} could not be opened")
+    after = "; the default posteriors are shown instead." if defaults else "; the rest are shown."
+    return ("Of last time's posteriors, " if last_time else "Of the default posteriors, ") + " and ".join(parts) + after
 
 
 def readable(exc: BaseException, path: Path) -> str:
@@ -103,6 +123,7 @@ class MainWindow(QMainWindow):
         self._export_worker = None
         self._datasets: dict[str, object] = {}
         self.last_update_ms: float | None = None
+        self._failures_told: set[str] = set()  # columns whose failure the status bar has told
         self._request_started = 0.0
         self._input_waiting = False  # an input change arrived while the frame's timer ran
 
@@ -230,6 +251,7 @@ class MainWindow(QMainWindow):
         self.inference.prediction_computed.connect(self._on_inference_prediction_computed)
         self.inference.request_finished.connect(self._on_inference_request_finished)
         self.inference.prediction_failed.connect(self._on_inference_prediction_failed)
+        self.inference.column_failed.connect(self._on_inference_column_failed)
         self.sweep_view.export_requested.connect(self._on_sweep_export_requested)
         for box in self.findChildren(QAbstractSpinBox):
             box.installEventFilter(self)
@@ -237,9 +259,18 @@ class MainWindow(QMainWindow):
         self._build_menus()
         # Posterior files per task, read when the task's tab first opens (after load_columns).
         self._unread_columns: dict[str, list[Path]] = {}
+        self._columns_from_last_time: set[str] = set()
         self._columns_allowed = False
+        self._state_ready = False  # nothing is saved before the settings were read back
+        self._loading_columns = False
+        self._geometry_timer = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
+        self._geometry_timer.timeout.connect(self._save_state)
         self._restore_settings(posteriors)
         self._on_modes_current_changed(self.modes.currentIndex())
+        self._state_ready = True
+        self.workspace.columns_changed.connect(self._save_state)
+        self.draw_panel.brush.valueChanged.connect(self._save_state)
+        self.modes.currentChanged.connect(self._save_state)
         if image:
             self.load_image_file(Path(image))
         if not defer_columns:
@@ -308,34 +339,29 @@ class MainWindow(QMainWindow):
 
     # --------------------------------------------------------------- settings
     def _restore_settings(self, posteriors: list[str] | None) -> None:
-        s = app_settings.settings()
-        geometry = s.value("window/geometry")
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-        else:  # first launch: 1400×860, or the screen's free area when it is smaller
-            free = self.screen().availableGeometry()
+        """Every value read back is checked (``app.settings.read_*``): a value that is not
+        what this window would have written gives way to its default, never to an error."""
+        geometry = app_settings.read_bytes("window/geometry")
+        if geometry is None or not self.restoreGeometry(geometry):
+            free = self.screen().availableGeometry()  # first launch: 1400×860, or the free area
             self.resize(min(1400, free.width()), min(860, free.height()))
-        self.draw_panel.brush.setValue(int(s.value("draw/brush", self.canvas.brush_size)))
+        brush = self.draw_panel.brush
+        brush.setValue(app_settings.read_int("draw/brush", self.canvas.brush_size, brush.minimum(), brush.maximum()))
         for box, key in ((self.samples, "sampling/samples"), (self.level, "sampling/level")):
             box.blockSignals(True)
-            box.setValue(int(s.value(key, box.value())))
+            box.setValue(app_settings.read_int(key, box.value(), box.minimum(), box.maximum()))
             box.blockSignals(False)
         self.workspace.set_sampling(self.samples.value(), self.level.value() / 100)
+        saved = {task: [app_settings.resolve_reference(r) for r in app_settings.read_list(key)]
+                 for task, key in SAVED_COLUMNS.items()}
+        self._unread_columns = {"digits": saved["digits"] or app_settings.default_columns(),
+                                "faces": saved["faces"] or app_settings.default_face_columns()}
         if posteriors:
-            paths = [Path(p) for p in posteriors]
-        else:
-            saved = s.value("workspace/columns")
-            paths = [Path(p) for p in saved] if isinstance(saved, list) and saved else app_settings.default_columns()
-            if isinstance(saved, str) and saved:
-                paths = [Path(saved)]
-        saved_faces = s.value("workspace/face_columns")
-        if isinstance(saved_faces, str):
-            saved_faces = [saved_faces] if saved_faces else []
-        face_paths = [Path(p) for p in saved_faces] if isinstance(saved_faces, list) and saved_faces \
-            else app_settings.default_face_columns()
-        self._unread_columns = {"digits": paths, "faces": face_paths}
+            self._unread_columns["digits"] = [Path(p) for p in posteriors]
+        # Tasks whose columns come from last time: a file gone since is said once, then forgotten.
+        self._columns_from_last_time = {task for task in SAVED_COLUMNS if saved[task]} - ({"digits"} if posteriors else set())
         self._columns_asked = bool(posteriors)  # asked for on the command line: failures get a dialog
-        self.modes.setCurrentIndex(int(s.value("workspace/mode", 0)))
+        self.modes.setCurrentIndex(app_settings.read_int("workspace/mode", 0, 0, self.modes.count() - 1))
 
     def load_columns(self) -> None:
         """Read the current task's posteriors (the other task's wait for its tab)."""
@@ -346,13 +372,31 @@ class MainWindow(QMainWindow):
         if not self._columns_allowed or task not in self._unread_columns:
             return
         paths = self._unread_columns.pop(task)
+        from_last_time = task in self._columns_from_last_time
         if paths:
             self.empty_note.setText(LOADING_NOTE)
             self.empty_note.repaint()  # say so before the weights are read
-        failed = [path.name for path in paths if not self.add_posterior(path, quiet=not self._columns_asked)]
+        self._loading_columns = True
+        try:
+            gone = [path.name for path in paths if from_last_time and not path.exists()]
+            failed = [path.name for path in paths if not (from_last_time and not path.exists())
+                      and not self.add_posterior(path, quiet=not self._columns_asked)]
+            defaults = from_last_time and (gone or failed) and not self.workspace.columns_of(task)
+            if defaults:
+                for path in app_settings.default_columns() if task == "digits" else app_settings.default_face_columns():
+                    self.add_posterior(path, quiet=True)
+        finally:
+            self._loading_columns = False
         self.empty_note.setText(EMPTY_NOTE)
-        if failed and not self._columns_asked:
-            self.statusBar().showMessage(f"{len(failed)} posterior(s) from last time could not be opened.", 8000)
+        if (gone or failed) and not self._columns_asked:
+            self.statusBar().showMessage(missing_columns_note(gone, failed, bool(defaults), from_last_time), 20_000)
+        self._save_state()  # what could not be opened is said once, not at every start
+
+    def _save_state(self) -> None:
+        """Save the window's state as it changes (columns, samples, interval, mode, brush):
+        a crash or a killed process keeps what the person set up."""
+        if self._state_ready and not self._loading_columns:
+            self.save_settings()
 
     def save_settings(self) -> None:
         s = app_settings.settings()
@@ -360,10 +404,11 @@ class MainWindow(QMainWindow):
         s.setValue("draw/brush", self.draw_panel.brush.value())
         s.setValue("sampling/samples", self.samples.value())
         s.setValue("sampling/level", self.level.value())
-        for task, key in (("digits", "workspace/columns"), ("faces", "workspace/face_columns")):
+        for task, key in SAVED_COLUMNS.items():
             unread = self._unread_columns.get(task)  # a tab never opened keeps last time's columns
-            s.setValue(key, [str(p) for p in unread] if unread is not None
-                       else [c.key for c in self.workspace.columns_of(task)])
+            # A column whose posterior failed on its input is not reopened at the next start.
+            paths = unread if unread is not None else [c.key for c in self.workspace.columns_of(task) if c.failure is None]
+            s.setValue(key, [app_settings.column_reference(p) for p in paths])
         s.setValue("workspace/mode", self.modes.currentIndex())
         s.sync()
 
@@ -594,7 +639,27 @@ class MainWindow(QMainWindow):
     def _on_inference_prediction_computed(self, request: int, key: str, prediction) -> None:
         if self.workspace.image is None:  # the input was cleared meanwhile
             return
+        column = self.workspace.column(key)
+        recovered = column is not None and column.failure is not None
         self.workspace.set_prediction(key, prediction)
+        if recovered:  # it judges again: it is reopened at the next start
+            self._save_state()
+
+    def _on_inference_column_failed(self, request: int, key: str, message: str) -> None:
+        """One column's posterior could not judge the input: that column says why, the others
+        keep their predictions, and it is left out of the columns reopened at the next start."""
+        column = self.workspace.column(key)
+        if self.workspace.image is None or column is None:
+            return
+        first = column.failure is None
+        self.workspace.set_failure(key, message)
+        if first:
+            self._save_state()
+        if key not in self._failures_told:  # once per column and session
+            self._failures_told.add(key)
+            self.statusBar().showMessage(
+                f"“{Path(key).name}” could not judge the input (its column says why); "
+                "it will not be reopened at the next start.", 20_000)
 
     def _on_inference_request_finished(self, request: int) -> None:
         self.last_update_ms = (time.perf_counter() - self._request_started) * 1000
@@ -617,6 +682,7 @@ class MainWindow(QMainWindow):
             view = self.column_views.get(column.key)
             if view is not None:
                 view.set_header(column, self.workspace.num_samples)
+        self._save_state()
         self._request_predictions()
 
     def open_image_dialog(self) -> None:
@@ -855,6 +921,18 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, ABOUT_TITLE, about_text())
 
     # ------------------------------------------------------------------ close
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._geometry_changed()
+
+    def moveEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().moveEvent(event)
+        self._geometry_changed()
+
+    def _geometry_changed(self) -> None:
+        if getattr(self, "_state_ready", False):
+            self._geometry_timer.start()  # saved once the size and place rest
+
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.training_dialog is not None and self.training_dialog.running:
             self.training_dialog.close()
@@ -862,6 +940,8 @@ class MainWindow(QMainWindow):
                 event.ignore()
                 return
         self.save_settings()
+        self._geometry_timer.stop()
+        self._state_ready = False  # a closed window saves nothing more (a new one may be reading)
         self.cancel_sweep()
         self.inference.shutdown()
         from PySide6.QtCore import QThreadPool

@@ -6,8 +6,12 @@ through :func:`core.engine.resources.resources_dir`, which follows the ``resourc
 1. every bundled posterior loads;
 2. each of them reads every bundled example digit (``resources/examples/digit-<class>.png``)
    as that class, with finite probabilities that sum to one;
-3. the main window opens, shows, handles its first events and closes (offscreen when there
-   is no display), with no error raised inside Qt's event loop.
+3. the face descriptor describes a face-sized patch, every bundled face head reads it, and two
+   worker processes extract the descriptors of two pictures (the path the Dataset tab's face
+   sets take: a packaged build whose worker processes cannot start fails here);
+4. the main window opens, shows, handles its first events and closes (offscreen when there
+   is no display), with no error raised inside Qt's event loop. It reads and writes its
+   settings in a temporary file: the person's window size and columns are left alone.
 
 One line per check, ``ok   ...`` or ``FAIL ...`` followed by the reason; exit status 1 if any
 check failed. No network and no user files are needed.
@@ -15,8 +19,12 @@ check failed. No network and no user files are needed.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -173,6 +181,56 @@ def check_faces(results: list[bool]) -> None:
         _check(results, f"face head {path.stem}", predict)
 
 
+class GeneratedPictures:
+    """Pictures of noise for the worker processes to describe (an image source of
+    :func:`core.engine.faces.extract.extract_descriptors`): no face is needed to run them,
+    the assumed box is described."""
+
+    def __init__(self, count: int) -> None:
+        import numpy as np
+        from PIL import Image
+
+        rng = np.random.default_rng(0)
+        self.blobs: list[bytes] = []
+        for _ in range(count):
+            buffer = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (160, 160, 3), dtype=np.uint8)).save(buffer, format="PNG")
+            self.blobs.append(buffer.getvalue())
+        self.names = tuple(f"picture-{i}.png" for i in range(count))
+        self.key = hashlib.sha256(b"".join(self.blobs)).hexdigest()[:16]
+
+    def read(self, wanted: set[int]):
+        for i in sorted(wanted):
+            yield i, self.blobs[i]
+
+    def describe(self) -> str:
+        return "the self-test's generated pictures"
+
+
+#: Worker processes (and pictures, one chunk each) of the multi-process extraction check.
+EXTRACTION_WORKERS = 2
+
+
+def check_face_workers(results: list[bool]) -> None:
+    """Two worker processes describe two pictures, as the Dataset tab's face sets are described."""
+
+    def extract() -> str:
+        import numpy as np
+
+        from core.engine.faces.extract import extract_descriptors
+        from core.engine.runner import drain
+
+        source = GeneratedPictures(EXTRACTION_WORKERS)
+        with tempfile.TemporaryDirectory(prefix="bayescope-self-test-") as root:
+            table = drain(extract_descriptors(source, root=Path(root), workers=EXTRACTION_WORKERS, chunk_size=1,
+                                              assumed_box=(0.1, 0.1, 0.9, 0.9)))
+        if table.computed != len(source.names) or not np.isfinite(table.descriptors).all():
+            _fail(f"the workers described {int(table.usable().sum())} of {len(source.names)} pictures")
+        return f"{EXTRACTION_WORKERS} worker processes, {len(source.names)} pictures"
+
+    _check(results, "extract face descriptors in worker processes", extract)
+
+
 def _fail(message: str) -> None:
     raise CheckFailed(message)
 
@@ -185,6 +243,8 @@ def check_window(results: list[bool]) -> None:
         from PySide6.QtCore import QCoreApplication, QEventLoop
         from PySide6.QtWidgets import QApplication
 
+        from app.settings import separate_settings
+
         app = QApplication.instance() or QApplication(["bayescope"])
         errors: list[str] = []
         previous_hook = sys.excepthook
@@ -194,7 +254,11 @@ def check_window(results: list[bool]) -> None:
             errors.append(f"{kind.__name__}: {value}".splitlines()[0])
 
         sys.excepthook = record
-        try:
+        with contextlib.ExitStack() as stack:
+            # The window's settings go to a file of its own: never the person's.
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bayescope-self-test-"))
+            stack.enter_context(separate_settings(Path(folder) / "bayescope.ini"))
+            stack.callback(setattr, sys, "excepthook", previous_hook)
             from app.main import MainWindow
 
             window = MainWindow()
@@ -213,8 +277,6 @@ def check_window(results: list[bool]) -> None:
             window.deleteLater()
             QCoreApplication.sendPostedEvents(None, 0)
             app.processEvents()
-        finally:
-            sys.excepthook = previous_hook
         if errors:
             raise CheckFailed("error inside the window: " + errors[0])
         return f"{app.platformName()} platform, {size}"
@@ -232,6 +294,7 @@ def run_self_test() -> int:
         return 1
     check_posteriors(results)
     check_faces(results)
+    check_face_workers(results)
     check_window(results)
     failed = results.count(False)
     if failed:

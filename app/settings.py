@@ -3,26 +3,176 @@
 Settings live in ``QSettings`` under the organisation and application name "bayescope" (the
 platform's usual place); posteriors trained in the window go to the user data folder.
 Nothing depends on the current directory.
+
+A settings file is the user's to edit, break or carry between versions, so nothing read from
+it is trusted: every value goes through a typed reader (:func:`read_int`, :func:`read_str`,
+:func:`read_list`, :func:`read_bytes`) that falls back to the default and logs why, and a file
+that Qt cannot read at all is set aside (renamed) before it is used. A column is remembered
+as a reference (:func:`column_reference`): a bundled posterior by its name, so that a moved or
+upgraded copy of the app finds it again, a person's own file by its path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import platformdirs
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings
 
-from core.engine.resources import bundled_face_posteriors, bundled_posteriors
+from core.engine.resources import bundled_face_posteriors, bundled_posteriors, resources_dir
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "bayescope"
 
 #: The columns a first launch shows: one posterior of each family.
 DEFAULT_COLUMNS = ("mnist_lenet_mc_dropout.pt", "mnist_lenet_sghmc.pt", "mnist_lenet_mfvi.pt", "mnist_mlp_snvi_r8.pt")
 
+#: How a saved column names a bundled posterior: ``bundled:<file name>``.
+BUNDLED = "bundled:"
+
+_file: Path | None = None  # an INI file used instead of the user's settings (the self-test's)
+_checked: set[str] = set()  # the settings files already checked in this process
+
 
 def settings() -> QSettings:
-    return QSettings(APP_NAME, APP_NAME)
+    """The app's settings: the user's, or the file :func:`separate_settings` put in their place.
+
+    The first time a process opens a settings file, a file Qt cannot read (a broken section
+    line, a folder in its place) is renamed ``….unreadable-<time>`` with a line in the log, and
+    a fresh one begins: a broken settings file is never a reason not to start.
+    """
+    s = QSettings(str(_file), QSettings.Format.IniFormat) if _file is not None else QSettings(APP_NAME, APP_NAME)
+    name = s.fileName()
+    if name not in _checked:
+        _checked.add(name)
+        if s.status() != QSettings.Status.NoError:
+            del s
+            _set_aside(Path(name))
+            return settings()
+    return s
+
+
+def _set_aside(path: Path) -> None:
+    aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        log.error("the settings file %s can neither be read nor set aside (%s); the defaults are used", path, exc)
+    else:
+        log.warning("the settings file %s could not be read; it was set aside as %s and the defaults are used",
+                    path, aside.name)
+
+
+@contextlib.contextmanager
+def separate_settings(path: Path) -> Iterator[None]:
+    """Meanwhile, read and write the settings in the INI file ``path`` instead of the user's
+    (the self-test opens a window without touching the person's window size or columns)."""
+    global _file
+    previous, _file = _file, Path(path)
+    try:
+        yield
+    finally:
+        _file = previous
+
+
+# ----------------------------------------------------------------- typed readers
+def _rejected(key: str, value: object, default: object, why: str) -> None:
+    log.warning("the setting %s = %r %s; %r is used instead", key, value, why, default)
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and "\x00" not in value
+
+
+def read_int(key: str, default: int, lo: int, hi: int) -> int:
+    """The whole number stored under ``key`` if it lies in [lo, hi], else ``default``."""
+    value = settings().value(key)
+    if value is None:
+        return default
+    try:
+        number = float(value) if isinstance(value, str) else value
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number != int(number):
+            raise ValueError(value)
+        number = int(number)
+    except (TypeError, ValueError, OverflowError):
+        _rejected(key, value, default, "is not a whole number")
+        return default
+    if not lo <= number <= hi:
+        _rejected(key, value, default, f"is outside {lo}–{hi}")
+        return default
+    return number
+
+
+def read_str(key: str, default: str = "") -> str:
+    """The text stored under ``key``, else ``default``."""
+    value = settings().value(key)
+    if value is None:
+        return default
+    if not _text(value):
+        _rejected(key, value, default, "is not a text")
+        return default
+    return value
+
+
+def read_list(key: str) -> list[str]:
+    """The texts stored under ``key`` (a single text reads as a list of one); [] when there
+    are none or they cannot be read."""
+    value = settings().value(key)
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(_text(v) and v for v in value):
+        _rejected(key, value, [], "is not a list of texts")
+        return []
+    return list(value)
+
+
+def read_bytes(key: str) -> QByteArray | None:
+    """The bytes stored under ``key`` (a window geometry), or None."""
+    value = settings().value(key)
+    if value is None:
+        return None
+    if not isinstance(value, QByteArray) or value.isEmpty():
+        _rejected(key, value, None, "is not saved bytes")
+        return None
+    return value
+
+
+# ------------------------------------------------------------------ saved columns
+def bundled_folder() -> Path:
+    """The folder of the bundled posteriors in this copy of the app."""
+    return resources_dir() / "models"
+
+
+def column_reference(path: str | Path) -> str:
+    """How a column is remembered: ``bundled:<name>`` for a bundled posterior, else its path."""
+    resolved = Path(path).expanduser().resolve()
+    if resolved.parent == bundled_folder().resolve():
+        return BUNDLED + resolved.name
+    return str(resolved)
+
+
+def resolve_reference(reference: str) -> Path:
+    """The posterior file a saved reference means in this copy of the app.
+
+    A path to a bundled posterior that is gone (saved, before references by name, by a copy of
+    the app that was moved or upgraded since) means the bundled posterior of that name here.
+    """
+    if reference.startswith(BUNDLED):
+        return bundled_folder() / Path(reference[len(BUNDLED):]).name
+    path = Path(reference)
+    bundled = bundled_folder() / path.name
+    if (not path.exists() and path.parent.name == "models" and path.parent.parent.name == "resources"
+            and bundled.is_file()):
+        return bundled
+    return path
 
 
 def user_models_dir() -> Path:
@@ -39,8 +189,6 @@ def bundled_models() -> list[Path]:
 
 def available_models() -> list[Path]:
     """Bundled digit posteriors, then the bundled face heads, then the user's own."""
-    from core.engine.resources import bundled_face_posteriors
-
     return bundled_models() + bundled_face_posteriors() + sorted(user_models_dir().glob("*.pt"))
 
 
@@ -69,7 +217,7 @@ def data_folder() -> Path | None:
     env = os.environ.get("BAYESCOPE_DATA_DIR")
     if env:
         return Path(env)
-    value = settings().value("data/folder", "")
+    value = read_str("data/folder")
     return Path(value) if value else None
 
 
@@ -79,7 +227,7 @@ def set_data_folder(path: Path) -> None:
 
 def last_folder(kind: str) -> str:
     """The folder last used for ``kind`` ("posterior", "image", "export"), or the home folder."""
-    value = settings().value(f"folders/{kind}", "")
+    value = read_str(f"folders/{kind}")
     return value if value and Path(value).is_dir() else str(Path.home())
 
 

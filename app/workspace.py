@@ -51,6 +51,8 @@ class Column:
     posterior: Posterior
     prediction: Prediction | None = None
     sweep: object | None = None  # core.analysis.metrics.RotationSweep of the last sweep, if any
+    #: Why the posterior could not judge the latest input it was given (a sentence), or None.
+    failure: str | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -72,7 +74,7 @@ class Workspace(QObject):
     input_changed
         The input changed (``image`` may be None: nothing to judge).
     prediction_changed(str)
-        A column's prediction changed (the column key).
+        A column's prediction changed, or its posterior failed to judge the input (the column key).
     settings_changed
         Number of samples or interval level changed.
     """
@@ -191,6 +193,15 @@ class Workspace(QObject):
         column = self.column(key)
         if column is not None:
             column.prediction = prediction
+            column.failure = None
+            self.prediction_changed.emit(key)
+
+    def set_failure(self, key: str, message: str) -> None:
+        """The column's posterior could not judge the input: it shows ``message`` instead."""
+        column = self.column(key)
+        if column is not None:
+            column.prediction = None
+            column.failure = message
             self.prediction_changed.emit(key)
 
     def set_sampling(self, num_samples: int | None = None, level: float | None = None) -> None:

@@ -5,8 +5,13 @@ On Linux there is one executable and ``bayescope-cli`` is a link to it; on Windo
 macOS the spec builds two executables from this script (the window one without a console).
 Both accept ``--self-test``: on Windows and macOS the window program cannot print, so the
 release workflow reads the self-test's lines from ``bayescope-cli --self-test``.
+
+Worker processes (the face-descriptor extraction's, started with "spawn") run this same
+executable with multiprocessing's own arguments: ``multiprocessing.freeze_support()`` must see
+them first, or the child parses them as the app's and dies, and every extraction fails.
 """
 
+import multiprocessing
 import os
 import sys
 
@@ -57,6 +62,9 @@ class ImportProfile:
 
 
 def main() -> int:
+    # First of all: in a worker process this runs the worker and exits (PyInstaller makes it
+    # work on every platform; unfrozen it does nothing).
+    multiprocessing.freeze_support()
     program = os.path.basename(sys.argv[0]).lower()
     if os.environ.get("BAYESCOPE_IMPORTTIME"):
         ImportProfile(float(os.environ["BAYESCOPE_IMPORTTIME"]))

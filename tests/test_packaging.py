@@ -430,8 +430,9 @@ def test_self_test_passes_from_the_source_tree(tmp_path):
     posteriors = bundled_posteriors()  # the digit posteriors
     faces = bundled_face_posteriors()
     # One load and one prediction line per digit posterior, one face description, one line
-    # per face head, and the window.
-    assert len(checks) == 2 * len(posteriors) + 1 + len(faces) + 1, lines
+    # per face head, the descriptors from worker processes, and the window.
+    assert len(checks) == 2 * len(posteriors) + 1 + len(faces) + 1 + 1, lines
     assert any("main window" in line for line in checks)
     assert any("describe a face" in line for line in checks)
+    assert any("face descriptors in worker processes" in line for line in checks)
     assert lines[-1].startswith("self-test passed")

@@ -10,6 +10,7 @@ request waits; older ones are dropped, never queued.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see ap
     from core.analysis.predictive import Prediction
     from core.engine.inference.base import Posterior
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ColumnRequest:
@@ -31,30 +34,53 @@ class ColumnRequest:
     num_samples: int
 
 
+@dataclass(frozen=True)
+class ColumnFailure:
+    """A column whose posterior could not judge the input; ``message`` is for a person."""
+
+    message: str
+
+
+def failure_in_words(exc: BaseException) -> str:
+    """Why a column could not judge the input, as a sentence a person can act on.
+
+    The engine's refusals (a descriptor of another kind, too many draws for the memory) are
+    ``ValueError`` with a sentence; anything else is a fault of the posterior file or of
+    bayescope, said as such, with the details in the log.
+    """
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, ValueError) and text:
+        return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+    return ("Its file loads but its model fails when it computes (the log file has the details): "
+            "remove this column with ✕ and train or open the posterior again.")
+
+
 def predict_columns(
     image: np.ndarray, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
-) -> list[tuple[str, Prediction]]:
-    """``(key, prediction)`` per column; ``seed=None`` lets each posterior use its own
-    randomness (a variational posterior's fixed bank of draws, dropout's masks). ``threads``:
-    torch's intra-op threads for these predictions (``None``: its default)."""
+) -> list[tuple[str, Prediction | ColumnFailure]]:
+    """``(key, prediction)`` per column, or ``(key, ColumnFailure)`` for a column whose
+    posterior raised: one broken posterior never keeps the others from judging. ``seed=None``
+    lets each posterior use its own randomness (a variational posterior's fixed bank of draws,
+    dropout's masks). ``threads``: torch's intra-op threads for these predictions (``None``:
+    its default)."""
     with torch_threads(threads):
-        return _predict_columns(image, columns, level)
+        return [(column.key, _predict_column(image, column, level)) for column in columns]
 
 
-def _predict_columns(image: np.ndarray, columns: Sequence[ColumnRequest], level: float) -> list[tuple[str, Prediction]]:
+def _predict_column(image: np.ndarray, column: ColumnRequest, level: float) -> Prediction | ColumnFailure:
     from core.analysis.predictive import predict_features, predict_image
 
-    if image.ndim == 1:  # a face descriptor: each posterior must read this descriptor
-        from core.engine.faces import descriptor_info
-        from core.engine.faces.heads import check_descriptor
+    try:
+        if image.ndim == 1:  # a face descriptor: the posterior must read this descriptor
+            from core.engine.faces import descriptor_info
+            from core.engine.faces.heads import check_descriptor
 
-        info = descriptor_info()
-        for column in columns:
-            check_descriptor(column.posterior, info)
-        return [(column.key, predict_features(column.posterior, image, column.num_samples, seed=None, level=level))
-                for column in columns]
-    return [(column.key, predict_image(column.posterior, image, column.num_samples, seed=None, level=level))
-            for column in columns]
+            check_descriptor(column.posterior, descriptor_info())
+            return predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
+        return predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
+    except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
+        log.warning("column %s could not judge the input", column.key, exc_info=True)
+        return ColumnFailure(failure_in_words(exc))
 
 
 class InferenceController(QObject):
@@ -62,13 +88,17 @@ class InferenceController(QObject):
     -------
     prediction_computed(int, str, Prediction)
         Request number, column key and its prediction.
+    column_failed(int, str, str)
+        Request number, column key and why that column's posterior could not judge the input
+        (a sentence for a person); the other columns' predictions arrive as usual.
     request_finished(int)
         Every column of that request is done.
     prediction_failed(str)
-        A prediction raised; the message is for a person.
+        The request as a whole raised; the message is for a person.
     """
 
     prediction_computed = Signal(int, str, object)
+    column_failed = Signal(int, str, str)
     request_finished = Signal(int)
     prediction_failed = Signal(str)
 
@@ -104,9 +134,12 @@ class InferenceController(QObject):
         self._worker = worker
         worker.start()
 
-    def _on_worker_returned(self, predictions: list[tuple[str, Prediction]]) -> None:
-        for key, prediction in predictions:
-            self.prediction_computed.emit(self._running_id, key, prediction)
+    def _on_worker_returned(self, predictions: list[tuple[str, Prediction | ColumnFailure]]) -> None:
+        for key, outcome in predictions:
+            if isinstance(outcome, ColumnFailure):
+                self.column_failed.emit(self._running_id, key, outcome.message)
+            else:
+                self.prediction_computed.emit(self._running_id, key, outcome)
 
     def _on_worker_errored(self, exc: Exception) -> None:
         self.prediction_failed.emit(str(exc) or "the prediction could not be computed")

@@ -6,6 +6,8 @@ what it holds. It asks for changes through signals (remove, move, export), never
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
@@ -121,6 +123,7 @@ class ColumnView(QFrame):
         self._verdict_room.setWordWrap(True)
         self._verdict_room.setTextFormat(Qt.TextFormat.RichText)
 
+        self._failed = False  # the verdict holds a failure's sentence
         self.plots: dict[str, InputPlot] = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -139,7 +142,18 @@ class ColumnView(QFrame):
         width = self._verdict_holder.width()
         if width > 0 and width != getattr(self, "_verdict_width", None):
             self._verdict_width = width
-            self._verdict_holder.setFixedHeight(self._verdict_room.heightForWidth(width) + 2)
+            self._fit_verdict()
+
+    def _fit_verdict(self) -> None:
+        """The verdict's room for this width; a failure's longer sentence gets the room it needs."""
+        width = self._verdict_holder.width()
+        if width <= 0:
+            return
+        height = self._verdict_room.heightForWidth(width) + 2
+        if self._failed:
+            height = max(height, self.verdict.heightForWidth(width) + 2)
+        if self._verdict_holder.height() != height:
+            self._verdict_holder.setFixedHeight(height)
 
     def _button(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton(text=text)
@@ -169,9 +183,15 @@ class ColumnView(QFrame):
         the input is moving) says so.
         """
         prediction = column.prediction
+        if column.failure is not None:
+            self.show_failure(column.failure)
+            return
         if prediction is None:
             self.clear_column()
             return
+        if self._failed:
+            self._failed = False
+            self._fit_verdict()
         for plot in self.plots.values():
             plot.show(prediction, level)
         s = prediction.summary
@@ -192,7 +212,19 @@ class ColumnView(QFrame):
             verdict += f"<br><i>first {s.num_samples} of {full} draws while you draw…</i>"
         self.verdict.setText(verdict)
 
+    def show_failure(self, message: str) -> None:
+        """Say, in this column only, that its posterior could not judge the input, and why."""
+        for plot in self.plots.values():
+            plot.clear_view()
+        self.verdict.setText(f"<span style='color:{WARNING}'><b>Could not judge this input.</b> "
+                             f"{html.escape(message)}</span>")
+        self._failed = True
+        self._fit_verdict()
+
     def clear_column(self, message: str = "") -> None:
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.setText(message)
+        if self._failed:
+            self._failed = False
+            self._fit_verdict()

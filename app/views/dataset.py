@@ -492,10 +492,11 @@ class DatasetView(QWidget):
         return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.columns()]
 
     def _restore_settings(self) -> None:
-        s = app_settings.settings()
-        self.set_choice(str(s.value("dataset/test", "mnist-test")), str(s.value("dataset/ood", "notmnist")),
-                        int(s.value("dataset/images", 0)), int(s.value("dataset/samples", 30)))
-        index = self.score.findData(str(s.value("dataset/score", "total")))
+        read_int, read_str = app_settings.read_int, app_settings.read_str  # a bad value gives way to its default
+        self.set_choice(read_str("dataset/test", "mnist-test"), read_str("dataset/ood", "notmnist"),
+                        read_int("dataset/images", 0, self.images.minimum(), self.images.maximum()),
+                        read_int("dataset/samples", 30, self.samples.minimum(), self.samples.maximum()))
+        index = self.score.findData(read_str("dataset/score", "total"))
         self.score.setCurrentIndex(max(index, 0))
 
     def save_settings(self, evaluated: bool | None = None) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QHideEvent, QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 
 from app.plots import style
 from app.settings import default_data_dir, user_models_dir
+from app.settings import settings as app_settings
 from app.workers import ComputationError, generator_worker
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.engine.data.idx import IdxFormatError
@@ -629,7 +630,7 @@ class TrainingDialog(QDialog):
     # ------------------------------------------------------------------ settings that persist
 
     def _load_settings(self) -> None:
-        settings = QSettings()
+        settings = app_settings()
         settings.beginGroup(self.SETTINGS_GROUP)
         try:
             method = settings.value("method")
@@ -669,7 +670,7 @@ class TrainingDialog(QDialog):
     def save_settings(self) -> None:
         """Remember every field for the next dialog (QSettings)."""
         self._stash_method_values()
-        settings = QSettings()
+        settings = app_settings()
         settings.beginGroup(self.SETTINGS_GROUP)
         settings.setValue("method", self.method_name)
         settings.setValue("model", self.model_name)

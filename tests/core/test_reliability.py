@@ -530,6 +530,10 @@ def test_a_real_full_disk_keeps_the_old_file(tiny_tmpfs):
 
 
 _SLOW_SAVE = textwrap.dedent("""
+    import signal
+    # Ctrl-C as a terminal delivers it, whatever this process inherited: a background job of
+    # a non-interactive shell starts with SIGINT ignored, and so would every child it starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import os, sys, time, torch
     from core.engine.inference.base import SampledPosterior
     from core.engine.store import save_posterior
@@ -552,14 +556,15 @@ _SLOW_SAVE = textwrap.dedent("""
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, signum):
     target = tmp_path / "p.pt"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "writing"
-        proc.send_signal(signum)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    with subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target)], cwd=ROOT,
+                          stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout.readline().strip() == "writing"
+            proc.send_signal(signum)
+            out, _ = proc.communicate(timeout=30)
+        finally:  # a child that outlived a failure is stopped and reaped here, not by a later test
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 3 and "unwound" in out
     assert list(tmp_path.iterdir()) == []
 
