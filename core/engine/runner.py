@@ -87,6 +87,9 @@ def fit_posterior(
     folder, files and their SHA-256, the number of images used) and ``train_seconds``, so a
     saved posterior says what it was trained on. The CLI and the GUI both train through here.
     """
+    from core.engine.inference.base import check_data_fits  # torch: only when a fit runs
+
+    check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
     start = time.perf_counter()
     posterior = yield from method.fit(config, arch, data, seed)
     posterior.info["training_data"] = {"name": data.name, "images": len(data), **data.source}

@@ -13,12 +13,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from core.commands.main import main
 from core.engine.data.datasets import load_split
+from core.engine.data.idx import write_idx
 from core.engine.data.preprocess import EmptyDrawingError, load_image
 from core.engine.faces.photo import load_photo
+from core.engine.inference.base import DropoutPosterior, SampledPosterior
+from core.engine.inference.variational import VariationalPosterior
+from core.engine.models import ArchSpec, build_model
+from core.engine.store import PosteriorFileError, load_posterior, payload_checksum, save_posterior
 
 ORIENTATION = 0x0112
 
@@ -94,3 +100,128 @@ def test_a_blank_first_frame_is_named_not_called_empty(fmt, seven, tmp_path, cap
     blank.save(tmp_path / "one.gif")
     assert main(["predict", str(tmp_path / "one.gif")]) == 2
     assert "the image is empty" in _one_line_error(capsys)
+
+
+# ============================================================== 2–3. posteriors that load but cannot predict
+
+
+def _sampled(chains: int = 2, draws: int = 3) -> SampledPosterior:
+    g = torch.Generator().manual_seed(0)
+    samples = {"linear.weight": 0.01 * torch.randn(chains, draws, 10, 784, generator=g),
+               "linear.bias": torch.zeros(chains, draws, 10)}
+    return SampledPosterior("sghmc", ArchSpec("softmax"), {"step_size": 0.1}, 0, "mnist-train", samples)
+
+
+def _reseal(path: Path, change) -> Path:
+    """Change a saved payload and give it a valid checksum, as a careful forger would."""
+    payload = torch.load(path, weights_only=True)
+    change(payload)
+    payload["checksum"] = payload_checksum(payload)
+    torch.save(payload, path)
+    return path
+
+
+def _lenet(size: int) -> DropoutPosterior:
+    arch = ArchSpec("lenet", drop_rate=0.5, image_size=size)
+    return DropoutPosterior("mc_dropout", arch, {"num_samples": 10}, 0, "x-train",
+                            dict(build_model(arch).named_parameters()))
+
+
+def _variational(tmp_path: Path) -> Path:
+    arch = ArchSpec("softmax")
+    p = build_model(arch).linear.weight.numel() + 10
+    q = VariationalPosterior("mfvi", arch, {"predict_samples": 20}, 0, "x-train",
+                             {"mean": torch.zeros(1, p), "diag_std": torch.full((1, p), 0.01),
+                              "factors": torch.zeros(1, p, 0), "log_weights": torch.zeros(1)})
+    return save_posterior(q, tmp_path / "q.pt")
+
+
+def _unusable(kind: str, tmp_path: Path) -> Path:
+    """A posterior file with a valid checksum that passed the loader before issue 20."""
+    if kind in ("lenet-20", "lenet-32"):
+        return save_posterior(_lenet(int(kind[-2:])), tmp_path / "p.pt")
+    if kind == "no draws":
+        path = save_posterior(_sampled(), tmp_path / "p.pt")
+        return _reseal(path, lambda p: p.update(tensors={k: v[:, :0] for k, v in p["tensors"].items()}))
+    if kind == "no chains":
+        path = save_posterior(_sampled(), tmp_path / "p.pt")
+        return _reseal(path, lambda p: p.update(tensors={k: v[:0] for k, v in p["tensors"].items()}))
+    if kind.startswith("dropout samples "):
+        value = {"0": 0, "-3": -3, "many": "many", "true": True}[kind.split()[-1]]
+        path = save_posterior(_lenet(28), tmp_path / "p.pt")
+        return _reseal(path, lambda p: p["config"].update(num_samples=value))
+    if kind == "variational samples 0":
+        return _reseal(_variational(tmp_path), lambda p: p["config"].update(predict_samples=0))
+    if kind == "no components":
+        return _reseal(_variational(tmp_path), lambda p: p.update(tensors={
+            k: v[:0] for k, v in p["tensors"].items()}))
+    raise AssertionError(kind)
+
+
+UNUSABLE = {
+    "lenet-20": "reads 20×20-pixel images, but every image here is 28×28",
+    "lenet-32": "reads 32×32-pixel images, but every image here is 28×28",
+    "no draws": "holds 2 chain\\(s\\) of 0 draw\\(s\\); it needs at least one draw",
+    "no chains": "holds 0 chain\\(s\\) of 3 draw\\(s\\); it needs at least one draw",
+    "dropout samples 0": "num_samples setting is 0, but a prediction needs a whole number of samples of at least 1",
+    "dropout samples -3": "num_samples setting is -3",
+    "dropout samples many": "num_samples setting is 'many'",
+    "dropout samples true": "num_samples setting is True",
+    "variational samples 0": "predict_samples setting is 0",
+    "no components": "needs at least one mixture component",
+}
+
+
+@pytest.mark.parametrize("kind", list(UNUSABLE))
+def test_a_posterior_that_cannot_predict_is_refused_on_loading(kind, tmp_path):
+    path = _unusable(kind, tmp_path)
+    with pytest.raises(PosteriorFileError, match=UNUSABLE[kind]):
+        load_posterior(path)
+
+
+@pytest.fixture
+def small_digits(tmp_path) -> Path:
+    """A ten-class MNIST-layout folder of 40 random images per split (not the official files)."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "digits"
+    folder.mkdir()
+    for prefix, labels in (("train", np.arange(40) % 10), ("t10k", np.arange(40) % 10)):
+        write_idx(folder / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 255, (40, 28, 28)).astype(np.uint8))
+        write_idx(folder / f"{prefix}-labels-idx1-ubyte.gz", labels.astype(np.uint8))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["lenet-20", "no draws", "no chains", "dropout samples many"])
+def test_predict_and_evaluate_refuse_such_a_posterior_in_one_line(kind, tmp_path, small_digits, capsys):
+    path = _unusable(kind, tmp_path)
+    image = tmp_path / "digit.png"
+    Image.fromarray(np.pad(np.full((16, 4), 255, np.uint8), 6)).save(image)
+    assert main(["predict", str(image), "--posterior", str(path)]) == 2
+    assert str(path) in _one_line_error(capsys)
+    rc = main(["evaluate", "--posterior", str(path), "--dataset", str(small_digits), "--out", str(tmp_path / "r")])
+    assert rc == 2
+    assert str(path) in _one_line_error(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def test_mc_dropout_predicts_with_the_sample_count_it_records(tmp_path):
+    path = save_posterior(_lenet(28), tmp_path / "p.pt")  # recorded num_samples: 10
+    posterior = load_posterior(path)
+    assert posterior.predict_proba(torch.zeros(1, 1, 28, 28)).shape[0] == 10
+
+
+def test_train_refuses_labels_beyond_the_models_classes(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    folder = tmp_path / "twelve"
+    folder.mkdir()
+    for prefix in ("train", "t10k"):
+        write_idx(folder / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 255, (24, 28, 28)).astype(np.uint8))
+        write_idx(folder / f"{prefix}-labels-idx1-ubyte.gz", (np.arange(24) % 12).astype(np.uint8))
+    out = tmp_path / "p.pt"
+    rc = main(["train", "--dataset", str(folder), "--model", "softmax", "--method", "map",
+               "--set", "epochs=1", "--out", str(out)])
+    assert rc == 2
+    line = _one_line_error(capsys)
+    assert "has labels from 0 to 11, but the model has only 10 classes (labels 0 to 9)" in line
+    assert not out.exists()
+

@@ -40,14 +40,12 @@ import torch
 
 from core.engine.data.idx import IdxFile, IdxFormatError, load_idx
 from core.engine.inference.base import Dataset
-from core.engine.models import MAX_CLASSES
+from core.engine.models import IMAGE_SIZE, MAX_CLASSES
 from core.engine.runner import signals_raise
 
 SPLIT_PREFIX = {"train": "train", "test": "t10k"}
 DIGITS = tuple(str(i) for i in range(10))
 LETTERS = tuple("ABCDEFGHIJ")
-#: The image side every model here reads.
-IMAGE_SIZE = 28
 #: Seconds a whole download may take (a server trickling bytes is cut off after this).
 DOWNLOAD_DEADLINE_S = 600.0
 #: Seconds a single read from the server may wait.
