@@ -13,6 +13,8 @@ import contextlib
 import errno
 import hashlib
 import io
+import json
+import math
 import os
 import re
 import secrets
@@ -285,3 +287,31 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON types: non-finite floats → None, numpy/torch values → numbers
+    and lists, mapping keys → text, anything else (a path) → its text."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy scalars and arrays, tensors
+        return _plain(value.tolist())
+    return str(value)
+
+
+def strict_json(value: Any, indent: int | None = None) -> str:
+    """The one JSON writer: text any strict parser reads.
+
+    JSON has no NaN or infinity (``json.dumps`` would write bare ``NaN``, which browsers,
+    ``jq`` and most languages refuse), so they become ``null``; numpy and torch values become
+    plain numbers and lists, and anything else (a path) its text.
+    """
+    return json.dumps(_plain(value), indent=indent, allow_nan=False)

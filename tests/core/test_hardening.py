@@ -24,6 +24,7 @@ from core.engine.faces.photo import load_photo
 from core.engine.inference.base import DropoutPosterior, SampledPosterior
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
+from core.engine.files import strict_json
 from core.engine.store import PosteriorFileError, load_posterior, payload_checksum, save_posterior
 
 ORIENTATION = 0x0112
@@ -225,3 +226,38 @@ def test_train_refuses_labels_beyond_the_models_classes(tmp_path, capsys):
     assert "has labels from 0 to 11, but the model has only 10 classes (labels 0 to 9)" in line
     assert not out.exists()
 
+
+# ============================================================== 4. evaluation.json
+
+
+def _strict_load(path: Path):
+    """Parse as strict JSON: bare NaN / Infinity (which json.dumps writes by default) fail."""
+    def refuse(constant: str):
+        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_evaluation_json_is_strict_and_records_what_was_used(tmp_path, small_digits, capsys):
+    nan_setting = _sampled(chains=2, draws=5)
+    nan_setting.config = {"step_size": float("nan"), "prior_std": float("inf"), "note": "x"}
+    path = save_posterior(nan_setting, tmp_path / "nan.pt")
+    out = tmp_path / "report"
+    assert main(["evaluate", "--posterior", str(path), "--dataset", str(small_digits), "--samples", "4",
+                 "--out", str(out)]) == 0
+    meta = _strict_load(out / "evaluation.json")
+    record = meta["posteriors"]["nan"]
+    assert record["config"] == {"step_size": None, "prior_std": None, "note": "x"}
+    assert record["samples_used"] == 4 and record["chains"] == 2  # 4 of its 10 draws, from both chains
+    for table in out.glob("*.json"):
+        _strict_load(table)
+    # and without --samples: every draw it holds
+    assert main(["evaluate", "--posterior", str(path), "--dataset", str(small_digits), "--out", str(out)]) == 0
+    assert _strict_load(out / "evaluation.json")["posteriors"]["nan"]["samples_used"] == 10
+
+
+def test_strict_json_writes_no_bare_nan():
+    text = strict_json({"a": float("nan"), "b": [float("-inf"), np.float32(0.5)], "c": np.arange(2),
+                        3: Path("p"), "d": torch.tensor([float("nan")])})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(c)) == {
+        "a": None, "b": [None, 0.5], "c": [0, 1], "3": "p", "d": [None]}
