@@ -8,6 +8,8 @@ file's size; 6. untrusted text on the terminal; 7. misleading words; 8. ``--out`
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,13 +20,13 @@ from PIL import Image
 
 from core.commands.main import main
 from core.engine.data.datasets import load_split
-from core.engine.data.idx import write_idx
+from core.engine.data.idx import IdxFormatError, load_idx, write_idx
 from core.engine.data.preprocess import EmptyDrawingError, load_image
 from core.engine.faces.photo import load_photo
+from core.engine.files import strict_json
 from core.engine.inference.base import DropoutPosterior, SampledPosterior
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
-from core.engine.files import strict_json
 from core.engine.store import PosteriorFileError, load_posterior, payload_checksum, save_posterior
 
 ORIENTATION = 0x0112
@@ -261,3 +263,48 @@ def test_strict_json_writes_no_bare_nan():
                         3: Path("p"), "d": torch.tensor([float("nan")])})
     assert json.loads(text, parse_constant=lambda c: pytest.fail(c)) == {
         "a": None, "b": [None, 0.5], "c": [0, 1], "3": "p", "d": [None]}
+
+
+# ============================================================== 5. IDX headers against the file's size
+
+
+@pytest.fixture
+def no_whole_reads(monkeypatch):
+    """Fail the test if any file is read whole (``Path.read_bytes``): sizes come from headers."""
+    def refuse(self):
+        raise AssertionError(f"{self} was read whole")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+
+
+def _header(shape: tuple[int, ...]) -> bytes:
+    return bytes([0, 0, 0x08, len(shape)]) + np.asarray(shape, dtype=">u4").tobytes()
+
+
+def test_a_header_that_lies_about_a_sparse_file_is_refused_before_reading(tmp_path, no_whole_reads):
+    path = tmp_path / "t10k-images-idx3-ubyte"
+    with path.open("wb") as fh:
+        fh.write(_header((10, 28, 28)) + bytes(10 * 28 * 28))
+        fh.truncate(20 * 10**9)  # 20 GB, sparse: nothing is stored
+    extra = 20 * 10**9 - len(_header((10, 28, 28))) - 10 * 28 * 28
+    with pytest.raises(IdxFormatError, match=rf"{extra} unexpected bytes after the data of shape \(10, 28, 28\)"):
+        load_idx(path)
+
+
+def test_a_header_that_declares_more_than_the_file_holds_is_refused(tmp_path, no_whole_reads):
+    path = tmp_path / "t10k-images-idx3-ubyte"
+    with path.open("wb") as fh:
+        fh.write(_header((60000, 28, 28)) + bytes(100))
+    with pytest.raises(IdxFormatError, match=r"truncated: shape \(60000, 28, 28\) needs 47040000 data bytes, found 100"):
+        load_idx(path)
+
+
+def test_a_gzip_file_is_streamed_not_read_whole(tmp_path, no_whole_reads):
+    array = np.arange(2 * 28 * 28, dtype=np.uint8).reshape(2, 28, 28)
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(_header(array.shape) + array.tobytes())
+    loaded = load_idx(path)
+    np.testing.assert_array_equal(loaded.array, array)
+    with path.open("rb") as fh:
+        assert loaded.sha256 == hashlib.sha256(fh.read()).hexdigest()
