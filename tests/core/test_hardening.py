@@ -18,6 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
+from core.commands.console import printable
 from core.commands.main import main
 from core.engine.data.datasets import load_split
 from core.engine.data.idx import IdxFormatError, load_idx, write_idx
@@ -308,3 +309,48 @@ def test_a_gzip_file_is_streamed_not_read_whole(tmp_path, no_whole_reads):
     np.testing.assert_array_equal(loaded.array, array)
     with path.open("rb") as fh:
         assert loaded.sha256 == hashlib.sha256(fh.read()).hexdigest()
+
+
+# ============================================================== 6. untrusted text on the terminal
+
+
+def test_a_posteriors_records_cannot_drive_the_terminal(tmp_path, capsys):
+    hostile = _sampled(1, 2)
+    hostile.dataset = "\x1b[2J\x1b[H\nerror: your disk is failing, run rm -rf ~"
+    path = save_posterior(hostile, tmp_path / "p.pt")
+    image = tmp_path / "digit.png"
+    Image.fromarray(np.pad(np.full((16, 4), 255, np.uint8), 6)).save(image)
+    assert main(["predict", str(image), "--posterior", str(path), "--samples", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and not any(line.startswith("error:") for line in out.splitlines())
+    assert "\\x1b[2J\\x1b[H\\nerror: your disk is failing" in out.splitlines()[0]
+
+
+def test_a_newline_in_a_file_name_keeps_the_error_on_one_line(tmp_path, capsys):
+    image = tmp_path / "seven\nerror: forged.png"
+    image.write_bytes(b"not an image")
+    assert main(["predict", str(image)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert "seven\\nerror: forged.png: not a readable image" in err
+
+
+def test_printable_escapes_only_what_is_not_printable():
+    assert printable("p(7) ≥ 0.9 × θ – ok") == "p(7) ≥ 0.9 × θ – ok"
+    assert printable("a\rb\tc\x07d\u202ee") == "a\\rb\\tc\\x07d\\u202ee"
+
+
+# ============================================================== 7. misleading words
+
+
+def test_a_certain_prediction_never_prints_minus_zero(tmp_path, capsys):
+    certain = SampledPosterior("map", ArchSpec("softmax"), {}, 0, "x-train", {
+        "linear.weight": torch.zeros(1, 1, 10, 784),
+        "linear.bias": torch.tensor([0.0] * 7 + [500.0] + [0.0] * 2).reshape(1, 1, 10)})
+    path = save_posterior(certain, tmp_path / "p.pt")
+    image = tmp_path / "digit.png"
+    Image.fromarray(np.pad(np.full((16, 4), 255, np.uint8), 6)).save(image)
+    assert main(["predict", str(image), "--posterior", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "uncertainty (nats): total 0.0000 = aleatoric 0.0000 + epistemic 0.0000" in out
+    assert "-0.0" not in out
