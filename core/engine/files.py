@@ -259,8 +259,11 @@ def replacing_folder(
                     os.rename(old, out)
                     raise
                 shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, NotSavedError) and str(tmp) in str(exc):
+            # the person chose `out`, never the hidden stand-in: name the folder they know
+            raise NotSavedError(str(exc).replace(str(tmp), str(out))) from None
         raise
     _fsync_folder(out.parent)
 

@@ -156,6 +156,13 @@ def _read_payload(path: Path) -> dict[str, Any]:
         raise PosteriorFileError(damaged) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise PosteriorFileError(f"{path}: not a bayescope posterior file")
+    version = payload.get("format_version")
+    # a bool is an int to Python: True would pass for version 1 and be called "format 1"
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise PosteriorFileError(
+            f"{path}: the 'format_version' record is invalid ({version!r} is not a version number); "
+            "the file is damaged: use another copy or train the posterior again"
+        )
     return payload
 
 

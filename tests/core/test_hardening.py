@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,13 @@ from core.engine.files import strict_json
 from core.engine.inference.base import DropoutPosterior, SampledPosterior
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
-from core.engine.store import PosteriorFileError, load_posterior, payload_checksum, save_posterior
+from core.engine.store import (
+    PosteriorFileError,
+    load_posterior,
+    payload_checksum,
+    save_posterior,
+    upgrade_posterior_file,
+)
 
 ORIENTATION = 0x0112
 
@@ -354,3 +361,25 @@ def test_a_certain_prediction_never_prints_minus_zero(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "uncertainty (nats): total 0.0000 = aleatoric 0.0000 + epistemic 0.0000" in out
     assert "-0.0" not in out
+
+
+@pytest.mark.parametrize("version", [True, False, 2.0, "2"])
+def test_a_format_version_that_is_not_a_whole_number_is_invalid(version, tmp_path):
+    path = _reseal(save_posterior(_sampled(1, 1), tmp_path / "p.pt"), lambda p: p.update(format_version=version))
+    with pytest.raises(PosteriorFileError, match=r"'format_version' record is invalid") as caught:
+        load_posterior(path)
+    assert "format 1" not in str(caught.value)
+    with pytest.raises(PosteriorFileError, match=r"'format_version' record is invalid"):
+        upgrade_posterior_file(path)
+
+
+def test_a_full_disk_during_a_report_names_the_out_folder(tmp_path, small_digits, monkeypatch, capsys):
+    path = save_posterior(_sampled(1, 2), tmp_path / "p.pt")
+    out = tmp_path / "report"
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=0))
+    assert main(["evaluate", "--posterior", str(path), "--dataset", str(small_digits), "--out", str(out)]) == 2
+    line = _one_line_error(capsys)
+    assert line.startswith(f"error: no space left on {out}: ")
+    assert ".partial" not in line
+    assert list(tmp_path.glob(".report*")) == [] and not out.exists()
