@@ -154,11 +154,17 @@ def atomic_write(
     Serialising first means the size is known (and checked against the free space) before
     the disk is touched, and a writer's own failure can never leave a partial file. A full
     disk raises :class:`NotSavedError` saying how much space was needed; Ctrl-C or SIGTERM
-    (in the main thread) leave no temporary file behind.
+    (in the main thread) leave no temporary file behind. A ``path`` that is a symbolic link
+    is written through: its target gets the new content, the link stays a link.
     """
-    path = Path(path)
+    given = path = Path(path)
     what = what or path.name
     check_output_file(path, what)
+    if path.is_symlink():
+        # write through the link: renaming over it would replace the link with a file and
+        # leave its target (the file the person meant) as it was
+        path = Path(os.path.realpath(path))
+        check_output_file(path, what)
     buffer = io.BytesIO()
     write(buffer)
     data = buffer.getbuffer()
@@ -199,7 +205,7 @@ def atomic_write(
                 raise NotSavedError(f"could not write {path}: {reason}; {what} was not saved") from None
             raise
     _fsync_folder(folder)
-    return path
+    return given
 
 
 def check_output_folder(

@@ -21,7 +21,7 @@ from PIL import Image
 
 from core.commands.console import printable
 from core.commands.main import main
-from core.engine.data.datasets import load_split
+from core.engine.data.datasets import DatasetContentError, load_split
 from core.engine.data.idx import IdxFormatError, load_idx, write_idx
 from core.engine.data.preprocess import EmptyDrawingError, load_image
 from core.engine.faces.photo import load_photo
@@ -383,3 +383,44 @@ def test_a_full_disk_during_a_report_names_the_out_folder(tmp_path, small_digits
     assert line.startswith(f"error: no space left on {out}: ")
     assert ".partial" not in line
     assert list(tmp_path.glob(".report*")) == [] and not out.exists()
+
+
+# ============================================================== 8. --out links, X.gz beside X
+
+
+def test_out_given_as_a_link_is_written_through_to_its_target(tmp_path, small_digits, capsys):
+    models = tmp_path / "models"
+    models.mkdir()
+    target = models / "current.pt"
+    save_posterior(_sampled(1, 1), target)
+    link = tmp_path / "p.pt"
+    link.symlink_to(target)
+    assert main(["train", "--dataset", str(small_digits), "--model", "softmax", "--method", "map",
+                 "--set", "epochs=1", "--eval-samples", "1", "--out", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert load_posterior(target).method == "map"  # the target holds the new posterior
+    assert sorted(p.name for p in models.iterdir()) == ["current.pt"]  # no temporary file left
+
+
+def test_a_broken_link_as_out_is_refused_before_training(tmp_path, small_digits, capsys):
+    link = tmp_path / "p.pt"
+    link.symlink_to(tmp_path / "missing" / "p.pt")
+    assert main(["train", "--dataset", str(small_digits), "--model", "softmax", "--method", "map",
+                 "--set", "epochs=1", "--out", str(link)]) == 2
+    assert "is a broken link" in _one_line_error(capsys)
+    assert link.is_symlink()
+
+
+def test_a_gz_beside_a_different_plain_file_is_refused(tmp_path):
+    folder = tmp_path / "digits"
+    folder.mkdir()
+    images = np.zeros((3, 28, 28), np.uint8)
+    write_idx(folder / "t10k-images-idx3-ubyte.gz", images)
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.array([0, 1, 2], np.uint8))
+    write_idx(folder / "t10k-labels-idx1-ubyte", np.array([0, 1, 3], np.uint8))  # another copy, edited
+    with pytest.raises(DatasetContentError, match=r"holds both t10k-labels-idx1-ubyte\.gz and t10k-labels-idx1-ubyte, "
+                                                  r"with different data"):
+        load_split(str(folder), "test")
+    # the same data, compressed and not (gunzip -k), is read
+    write_idx(folder / "t10k-labels-idx1-ubyte", np.array([0, 1, 2], np.uint8))
+    assert load_split(str(folder), "test").y.tolist() == [0, 1, 2]

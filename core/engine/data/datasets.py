@@ -38,7 +38,7 @@ import numpy as np
 import platformdirs
 import torch
 
-from core.engine.data.idx import IdxFile, IdxFormatError, load_idx
+from core.engine.data.idx import IdxFile, IdxFormatError, load_idx, same_content
 from core.engine.inference.base import Dataset
 from core.engine.models import IMAGE_SIZE, MAX_CLASSES
 from core.engine.runner import signals_raise
@@ -107,7 +107,15 @@ def _file_names(split: str) -> tuple[str, str]:
 
 
 def _find(folder: Path, stem: str) -> Path | None:
-    for candidate in (folder / f"{stem}.gz", folder / stem):
+    """``stem.gz`` or ``stem`` in ``folder``; both only when they hold the same data."""
+    compressed, plain = folder / f"{stem}.gz", folder / stem
+    if compressed.is_file() and plain.is_file() and not same_content(compressed, plain):
+        # reading either one silently could train or evaluate on the files not meant
+        raise DatasetContentError(
+            f"{folder} holds both {stem}.gz and {stem}, with different data; "
+            "remove or move away the one that should not be read"
+        )
+    for candidate in (compressed, plain):
         if candidate.is_file():
             return candidate
     return None

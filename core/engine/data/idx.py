@@ -125,6 +125,27 @@ def _size_mismatch(name: str, head: bytes, expected: int, found: int) -> str:
     return f"{name}: {found - expected} unexpected bytes after the data of shape {shape}"
 
 
+def same_content(compressed: str | os.PathLike, plain: str | os.PathLike) -> bool:
+    """Whether a gzip file unpacks to exactly the bytes of a plain file.
+
+    Both are streamed; unpacking stops as soon as it exceeds the plain file's size, so a
+    compression bomb beside a small file costs no more than that file. A damaged gzip
+    stream holds other content.
+    """
+    size = Path(plain).stat().st_size
+    digest, unpacked = hashlib.sha256(), 0
+    try:
+        with gzip.GzipFile(compressed) as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                unpacked += len(block)
+                if unpacked > size:
+                    return False
+                digest.update(block)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return unpacked == size and digest.hexdigest() == file_sha256(plain)
+
+
 def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
     """Parse the bytes of an (uncompressed) IDX file into an array of its declared shape."""
     if len(raw) < 4:
