@@ -50,7 +50,7 @@ from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
 from core.engine.data.preprocess import image_to_input, load_image
-from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+from core.engine.inference.base import Dataset, Posterior, ProgressRecord, check_data_fits
 from core.engine.memory import check_fits
 from core.engine.store import load_posterior
 
@@ -185,35 +185,13 @@ class Evaluation:
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
     p = next(iter(posteriors.values()))
-    if p.arch.input_dim:  # a head over face descriptors reads vectors (N, D)
+    if p.arch.input_dim and data.x.ndim == 2 and "descriptor" in data.source:
         from core.engine.faces.descriptor import DescriptorInfo
         from core.engine.faces.heads import check_descriptor
 
-        if data.x.ndim != 2:
-            raise ValueError(f"{role} {data.name} holds images; these posteriors read "
-                             f"{p.arch.input_dim}-number face descriptors (choose {FACE_TEST_SET})")
-        if "descriptor" in data.source:
-            for posterior in posteriors.values():
-                check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
-        if data.x.shape[1] != p.arch.input_dim:
-            raise ValueError(f"{role} {data.name} has vectors of {data.x.shape[1]} numbers; "
-                             f"the posteriors read {p.arch.input_dim}")
-    else:
-        side = p.arch.image_size
-        if data.x.ndim == 2:
-            raise ValueError(f"{role} {data.name} holds face descriptors; these posteriors read "
-                             f"{side}×{side} images (evaluate face heads on it)")
-        if tuple(data.x.shape[1:]) != (1, side, side):
-            raise ValueError(
-                f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
-                f"the posteriors expect (1, {side}, {side})"
-            )
-    if role == "data set" and len(data) and int(data.y.max()) >= p.num_classes:
-        raise ValueError(
-            f"{data.name} has labels up to {int(data.y.max())}, the posteriors only {p.num_classes} classes"
-        )
-    if len(data) == 0:
-        raise ValueError(f"{role} {data.name} is empty")
+        for posterior in posteriors.values():  # a head over face descriptors: the same descriptor
+            check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
+    check_data_fits(p.arch, data, role, "the posteriors", labels=role == "data set")
 
 
 def evaluate(

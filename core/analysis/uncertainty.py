@@ -41,9 +41,9 @@ CONSTANT_STD = 1e-12
 
 
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Shannon entropy in nats, with 0·log 0 = 0."""
+    """Shannon entropy in nats, with 0·log 0 = 0 (never −0: it would print as "-0.0000")."""
     p = p.clamp_min(0)
-    return -(torch.special.xlogy(p, p)).sum(dim)
+    return -(torch.special.xlogy(p, p)).sum(dim) + 0.0  # −0.0 + 0.0 is +0.0
 
 
 def predictive_mean(samples: torch.Tensor) -> torch.Tensor:
@@ -63,7 +63,7 @@ def expected_entropy(samples: torch.Tensor) -> torch.Tensor:
 
 def mutual_information(samples: torch.Tensor) -> torch.Tensor:
     """Epistemic uncertainty H[p̄] − mean_s H[p_s], clamped at 0."""
-    return (predictive_entropy(samples) - expected_entropy(samples)).clamp_min(0)
+    return (predictive_entropy(samples) - expected_entropy(samples)).clamp_min(0) + 0.0
 
 
 def credible_interval(samples: torch.Tensor, level: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
@@ -253,7 +253,7 @@ def summarise(
         bin_edges=edges,
         total=total,
         aleatoric=aleatoric,
-        epistemic=max(total - aleatoric, 0.0),
+        epistemic=max(total - aleatoric, 0.0) + 0.0,  # max(−0.0, 0.0) is −0.0
         num_samples=samples.shape[0],
         total_variance=(mean * (1 - mean)).float(),
         aleatoric_variance=(samples * (1 - samples)).mean(0).float(),

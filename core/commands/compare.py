@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.analysis.comparison import compare
+from core.commands.console import say
 from core.outputs.comparison import check_output_folder, write_comparison
 from core.outputs.export import FIGURE_FORMATS
 
@@ -44,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
         s = column.prediction.summary
         k = s.predicted_class
         flag = "  uncertain (top two overlap)" if s.uncertain else ""
-        print(f"{column.title:{width}s}  class {comparison.class_names[k]}  mean {float(s.mean[k]):.3f}{flag}")
-    print(f"wrote {len(written)} files to {args.out} (open index.html)")
+        say(f"{column.title:{width}s}  class {comparison.class_names[k]}  mean {float(s.mean[k]):.3f}{flag}")
+    say(f"wrote {len(written)} files to {args.out} (open index.html)")
     return 0

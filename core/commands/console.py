@@ -4,6 +4,7 @@ message, exit codes, progress bars and checked arguments."""
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.idx import IdxFormatError
@@ -37,6 +38,23 @@ USER_ERRORS = (
 
 #: Seeds index torch generators, which take 64-bit values.
 MAX_SEED = 2**63 - 1
+
+
+def printable(text: object) -> str:
+    """``text`` safe for one terminal line: every character that is not printable (escape
+    codes, newlines, carriage returns, invisible format characters) is written as Python
+    writes it in a string literal (``\\x1b``, ``\\n``, ``\\u202e``).
+
+    File names, folder names and a posterior's records are untrusted: raw, an escape code
+    in them can clear the screen or forge an ``error:`` line, and a newline splits the
+    one-line error a script reads.
+    """
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+
+
+def say(text: object = "", file: TextIO | None = None) -> None:
+    """Print one line on the terminal (stdout, or ``file``), untrusted parts escaped."""
+    print(printable(text), file=file)
 
 
 def parse_settings(pairs: list[str]) -> dict[str, str]:

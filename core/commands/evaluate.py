@@ -23,6 +23,7 @@ from core.analysis.metrics import (
     SCORES,
     rotation_angles,
 )
+from core.commands.console import printable, say
 from core.engine.files import file_sha256
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.outputs.report import check_report_folder, write_report
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_progress(record: ProgressRecord) -> None:
         bar.total = record.total
-        bar.set_description(record.phase, refresh=False)
+        bar.set_description(printable(record.phase), refresh=False)
         bar.update(record.step - bar.n)  # rate-limited by tqdm's mininterval
 
     try:
@@ -141,19 +142,19 @@ def run(args: argparse.Namespace) -> int:
         from core.outputs.report import write_html_report
 
         write_html_report(ev, args.report, tables)
-    print(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
-    print(f"{'posterior':20s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
+    say(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
+    say(f"{'posterior':20s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
     for row in tables["summary"]:
-        print(f"{row['posterior'][:20]:20s} {row['samples']:4d} {row['chains']:3d} "
-              f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
+        say(f"{row['posterior'][:20]:20s} {row['samples']:4d} {row['chains']:3d} "
+            f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
               f"{row['ece']:7.4f} {row['classwise_ece']:7.4f}")
     if ood is not None:
-        print("OOD AUROC  " + "  ".join(f"{s}" for s in SCORES))
+        say("OOD AUROC  " + "  ".join(f"{s}" for s in SCORES))
         for name in ev.results:
             values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
-            print(f"{name[:20]:20s} " + "  ".join(f"{values[s]:.4f}" for s in SCORES))
+            say(f"{name[:20]:20s} " + "  ".join(f"{values[s]:.4f}" for s in SCORES))
     if args.out:
-        print(f"wrote {len(written)} files to {args.out}")
+        say(f"wrote {len(written)} files to {args.out}")
     if args.report:
-        print(f"wrote the report {args.report}")
+        say(f"wrote the report {args.report}")
     return 0

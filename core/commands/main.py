@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from core.commands import compare, evaluate, methods, predict, reproduce, train, upgrade
-from core.commands.console import USER_ERRORS, cancel_code, describe_error
+from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
 
 #: Every command: its module (``add_arguments(parser)`` and ``run(args)``) and its one-line help.
@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except KeyboardInterrupt as exc:
         stopped = "terminated" if isinstance(exc, Terminated) else "cancelled"
-        print(f"{stopped}: nothing was written", file=sys.stderr)
+        say(f"{stopped}: nothing was written", sys.stderr)
         return cancel_code(exc)
     except (*USER_ERRORS, MemoryError) as exc:
-        print(f"error: {describe_error(exc)}", file=sys.stderr)
+        say(f"error: {describe_error(exc)}", sys.stderr)
         return 2
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from core.analysis.uncertainty import summarise
-from core.commands.console import check_seed
+from core.commands.console import check_seed, say
 from core.engine.data.preprocess import (
     EmptyDrawingError,
     image_to_input,
@@ -84,14 +84,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{posterior.describe()}  ({summary.num_samples} samples)")
-    print(f"predicted class: {names[summary.predicted_class]}")
-    print(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    say(f"predicted class: {names[summary.predicted_class]}")
+    say(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
     for row in result["classes"]:
-        print(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+        say(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
     u = result["uncertainty"]
-    print(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
-          f" + epistemic {u['epistemic']:.4f}")
+    say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
+        f" + epistemic {u['epistemic']:.4f}")
     return 0
 
 
@@ -131,15 +131,15 @@ def run_predict(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     box = boxes[face - 1]
-    print(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    say(f"{posterior.describe()}  ({summary.num_samples} samples)")
     others = f"; {len(boxes)} faces found, this is number {face} by size (--face N picks another)" if len(boxes) > 1 else ""
-    print(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
-          f"{found['size'][0]}×{found['size'][1]} image{others}")
-    print(f"predicted age group: {names[summary.predicted_class]} years")
-    print(f"{'group':>6}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
+        f"{found['size'][0]}×{found['size'][1]} image{others}")
+    say(f"predicted age group: {names[summary.predicted_class]} years")
+    say(f"{'group':>6}  {'mean':>6}  {int(args.level * 100)}% interval")
     for row in result["groups"]:
-        print(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+        say(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
     u = result["uncertainty"]
-    print(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
-          f" + epistemic {u['epistemic']:.4f}")
+    say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
+        f" + epistemic {u['epistemic']:.4f}")
     return 0

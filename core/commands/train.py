@@ -21,6 +21,7 @@ from core.commands.console import (
     describe_error,
     parse_settings,
     progress_bar,
+    say,
 )
 from core.engine.data.datasets import load_split
 from core.engine.files import check_output_file, file_sha256
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
         train, test = train.first(args.limit), test.first(args.limit)
     if not train.source.get("official", True) and args.dataset in ("mnist",):
-        print(f"note: the files in {train.source['folder']} are not the official MNIST files; "
-              f"the data set is recorded as {train.name}", file=sys.stderr)
+        say(f"note: the files in {train.source['folder']} are not the official MNIST files; "
+            f"the data set is recorded as {train.name}", sys.stderr)
     bar = progress_bar(0, f"{args.method} {args.model}")
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
@@ -116,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = save_posterior(posterior, args.out, storage=args.storage)  # save first: never lose a fit
     except KeyboardInterrupt as exc:
-        print("cancelled while saving: the posterior was not saved", file=sys.stderr)
+        say("cancelled while saving: the posterior was not saved", sys.stderr)
         return cancel_code(exc)
     wall = posterior.info.get("train_seconds", 0.0)
-    print(f"trained in {wall:.0f} s, saved to {path}")
+    say(f"trained in {wall:.0f} s, saved to {path}")
     bar = progress_bar(0, "test accuracy")
     generator = torch.Generator().manual_seed(args.seed)
     try:
@@ -128,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()  # before any message, so that it stays the last line
     except KeyboardInterrupt as exc:
-        print(f"cancelled: the posterior is saved in {path}; its test accuracy was not measured", file=sys.stderr)
+        say(f"cancelled: the posterior is saved in {path}; its test accuracy was not measured", sys.stderr)
         return cancel_code(exc)
     except (*USER_ERRORS, MemoryError) as exc:
-        print(f"error: the posterior is saved in {path}, but its test accuracy could not be measured: "
-              f"{describe_error(exc)}", file=sys.stderr)
+        say(f"error: the posterior is saved in {path}, but its test accuracy could not be measured: "
+            f"{describe_error(exc)}", sys.stderr)
         return 2
     posterior.info.update(
         {"test_accuracy": acc, "eval_samples": args.eval_samples,
@@ -142,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
         save_posterior(posterior, path, storage=args.storage)
     except (KeyboardInterrupt, *USER_ERRORS) as exc:
         reason = "cancelled" if isinstance(exc, KeyboardInterrupt) else describe_error(exc)
-        print(f"error: the posterior is saved in {path} without its test accuracy "
-              f"({acc * 100:.2f}%), which could not be added: {reason}", file=sys.stderr)
+        say(f"error: the posterior is saved in {path} without its test accuracy "
+            f"({acc * 100:.2f}%), which could not be added: {reason}", sys.stderr)
         return 2
-    print(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples, {len(test)} images), "
-          f"recorded in {path}")
+    say(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples, {len(test)} images), "
+        f"recorded in {path}")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from core.commands.console import say
 from core.engine.store import FORMAT_VERSION, upgrade_posterior_file
 
 
@@ -18,5 +19,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     for name in args.files:
-        print(f"{upgrade_posterior_file(name)}: format {FORMAT_VERSION}")
+        say(f"{upgrade_posterior_file(name)}: format {FORMAT_VERSION}")
     return 0

@@ -13,6 +13,8 @@ import contextlib
 import errno
 import hashlib
 import io
+import json
+import math
 import os
 import re
 import secrets
@@ -152,11 +154,17 @@ def atomic_write(
     Serialising first means the size is known (and checked against the free space) before
     the disk is touched, and a writer's own failure can never leave a partial file. A full
     disk raises :class:`NotSavedError` saying how much space was needed; Ctrl-C or SIGTERM
-    (in the main thread) leave no temporary file behind.
+    (in the main thread) leave no temporary file behind. A ``path`` that is a symbolic link
+    is written through: its target gets the new content, the link stays a link.
     """
-    path = Path(path)
+    given = path = Path(path)
     what = what or path.name
     check_output_file(path, what)
+    if path.is_symlink():
+        # write through the link: renaming over it would replace the link with a file and
+        # leave its target (the file the person meant) as it was
+        path = Path(os.path.realpath(path))
+        check_output_file(path, what)
     buffer = io.BytesIO()
     write(buffer)
     data = buffer.getbuffer()
@@ -197,7 +205,7 @@ def atomic_write(
                 raise NotSavedError(f"could not write {path}: {reason}; {what} was not saved") from None
             raise
     _fsync_folder(folder)
-    return path
+    return given
 
 
 def check_output_folder(
@@ -257,8 +265,11 @@ def replacing_folder(
                     os.rename(old, out)
                     raise
                 shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, NotSavedError) and str(tmp) in str(exc):
+            # the person chose `out`, never the hidden stand-in: name the folder they know
+            raise NotSavedError(str(exc).replace(str(tmp), str(out))) from None
         raise
     _fsync_folder(out.parent)
 
@@ -285,3 +296,31 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON types: non-finite floats → None, numpy/torch values → numbers
+    and lists, mapping keys → text, anything else (a path) → its text."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy scalars and arrays, tensors
+        return _plain(value.tolist())
+    return str(value)
+
+
+def strict_json(value: Any, indent: int | None = None) -> str:
+    """The one JSON writer: text any strict parser reads.
+
+    JSON has no NaN or infinity (``json.dumps`` would write bare ``NaN``, which browsers,
+    ``jq`` and most languages refuse), so they become ``null``; numpy and torch values become
+    plain numbers and lists, and anything else (a path) its text.
+    """
+    return json.dumps(_plain(value), indent=indent, allow_nan=False)

@@ -90,6 +90,9 @@ def fit_posterior(
     With ``start`` (a MAP posterior), methods that can start from given weights (Laplace, SWAG)
     skip their own MAP training; ``info["started_from"]`` records it and ``start_source``.
     """
+    from core.engine.inference.base import check_data_fits  # torch: only when a fit runs
+
+    check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
     began = time.perf_counter()
     if start is None:
         posterior = yield from method.fit(config, arch, data, seed)

@@ -14,9 +14,11 @@ files (no checksum) are refused with the command that upgrades them
 (``python -m core.commands.upgrade FILE``), which re-saves their tensors bit for bit.
 
 Loading is one validation layer: file → archive → records → checksum → weights (floating
-point, finite) → kind, method and architecture (bounded, and estimated against the free
-memory before anything is built) → the posterior. Every failure is a
-:class:`PosteriorFileError` with one sentence.
+point, finite) → kind, method and architecture (bounded, reading the 28×28 images every
+input here has, and estimated against the free memory before anything is built) → the
+posterior, whose constructor checks what prediction relies on (weight shapes against the
+architecture, at least one chain, draw or mixture component, a prediction sample count of
+at least 1). Every failure is a :class:`PosteriorFileError` with one sentence.
 
 Files are written through :func:`core.engine.files.atomic_write`.
 """
@@ -35,7 +37,7 @@ import torch
 from core.engine.files import atomic_write, code_version
 from core.engine.inference.base import POSTERIOR_KINDS, Posterior
 from core.engine.memory import MemoryEstimateError, check_fits
-from core.engine.models import ArchSpec, check_model_fits
+from core.engine.models import IMAGE_SIZE, ArchSpec, check_model_fits
 
 FORMAT = "bayescope-posterior"
 
@@ -154,6 +156,13 @@ def _read_payload(path: Path) -> dict[str, Any]:
         raise PosteriorFileError(damaged) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise PosteriorFileError(f"{path}: not a bayescope posterior file")
+    version = payload.get("format_version")
+    # a bool is an int to Python: True would pass for version 1 and be called "format 1"
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise PosteriorFileError(
+            f"{path}: the 'format_version' record is invalid ({version!r} is not a version number); "
+            "the file is damaged: use another copy or train the posterior again"
+        )
     return payload
 
 
@@ -212,6 +221,12 @@ def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tupl
         arch = ArchSpec.from_dict(payload["arch"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PosteriorFileError(f"{path}: invalid architecture record ({exc})") from None
+    if not arch.input_dim and arch.image_size != IMAGE_SIZE:
+        side = arch.image_size
+        raise PosteriorFileError(
+            f"{path}: its model reads {side}×{side}-pixel images, but every image here is "
+            f"{IMAGE_SIZE}×{IMAGE_SIZE} (MNIST's size), so it cannot predict; train it again on {IMAGE_SIZE}×{IMAGE_SIZE} images"
+        )
     try:
         check_model_fits(arch, copies=2, what=f"the model of {path.name}")
     except MemoryEstimateError as exc:

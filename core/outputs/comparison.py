@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from core.analysis.comparison import (
     provenance_record,
 )
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
-from core.engine.files import atomic_write, replacing_folder
+from core.engine.files import atomic_write, replacing_folder, strict_json
 from core.engine.files import check_output_folder as io_check_output_folder
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
@@ -124,7 +123,7 @@ def write_comparison(
     names = list(comparison.class_names)
     written: list[Path] = []
     with replacing_folder(out, _is_comparison_export, "the comparison") as tmp, writing_into(out, stand_in=tmp):
-        _write_bytes(tmp / MARKER, json.dumps({"format": "bayescope-comparison", "version": 1}).encode())
+        _write_bytes(tmp / MARKER, strict_json({"format": "bayescope-comparison", "version": 1}).encode())
         input_png = _input_png(comparison.image)
         written.append(_write_bytes(tmp / "input.png", input_png))
         embedded: list[list[tuple[str, bytes]]] = []
@@ -147,7 +146,7 @@ def write_comparison(
         written += write_table(table, tmp, "numbers")
         origins = provenance_record(comparison)
         written.append(_write_bytes(tmp / "provenance.json",
-                                    json.dumps(origins, indent=2, default=str).encode()))
+                                    strict_json(origins, indent=2).encode()))
         page = _report_html(comparison, input_png, embedded, table, origins)
         written.append(_write_bytes(tmp / "index.html", page.encode("utf-8")))
     return [out / p.relative_to(tmp) for p in written]
@@ -254,6 +253,6 @@ def _report_html(
     parts.append("<h2>Provenance</h2>")
     for record in origins["columns"]:
         parts.append(f"<h3>{html.escape(record['title'])}</h3>")
-        parts.append(f"<pre>{html.escape(json.dumps(record, indent=2, default=str))}</pre>")
+        parts.append(f"<pre>{html.escape(strict_json(record, indent=2))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)

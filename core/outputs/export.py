@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.engine.files import atomic_write
+from core.engine.files import atomic_write, strict_json
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -45,7 +44,7 @@ def write_table(
         text.detach()
 
     def write_json(fh: Any) -> None:
-        fh.write(json.dumps({"columns": columns, "data": data}).encode())
+        fh.write(strict_json({"columns": columns, "data": data}).encode())
 
     writers = {"csv": write_csv, "json": write_json}
     return [atomic_write(out_dir / f"{name}.{fmt}", writers[fmt]) for fmt in formats]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import math
 import os
 import re
@@ -45,6 +44,7 @@ from core.engine.files import (
     check_output_folder,
     code_version,
     replacing_folder,
+    strict_json,
 )
 from core.engine.naming import METHOD_DESCRIPTIONS, method_label, plural
 from core.outputs.export import write_table
@@ -160,14 +160,15 @@ def _write_report_files(ev: Evaluation, tmp: Path, figure_format: str, written: 
                 "config": r.posterior.config, "seed": r.posterior.seed,
                 "trained_on": r.posterior.dataset,
                 "training_data": r.posterior.info.get("training_data"),
+                # what was used, beside the settings recorded in the file
+                "samples_used": r.data.num_samples, "chains": r.data.num_chains,
                 **ev.settings.get("posterior_files", {}).get(n, {})}
             for n, r in ev.results.items()
         },
         "summary": tables["summary"],
         "ood_detection": tables.get("ood_detection", []),
     }
-    atomic_write(tmp / "evaluation.json",
-                 lambda fh: fh.write(json.dumps(meta, indent=2, default=str).encode()))
+    atomic_write(tmp / "evaluation.json", lambda fh: fh.write(strict_json(meta, indent=2).encode()))
     written.append("evaluation.json")
 
 
@@ -341,10 +342,10 @@ def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None =
     for name, info in record["posteriors"].items():
         words = METHOD_DESCRIPTIONS.get(info["method"], "")
         parts.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(words)}</p>")
-        parts.append(f"<pre>{html.escape(json.dumps(info, indent=2, default=str))}</pre>")
+        parts.append(f"<pre>{html.escape(strict_json(info, indent=2))}</pre>")
     parts.append("<h3>Data and settings</h3>")
     rest = {k: v for k, v in record.items() if k != "posteriors"}
-    parts.append(f"<pre>{html.escape(json.dumps(rest, indent=2, default=str))}</pre>")
+    parts.append(f"<pre>{html.escape(strict_json(rest, indent=2))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
 

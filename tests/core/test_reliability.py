@@ -109,9 +109,9 @@ def tiny_digits(tmp_path) -> Path:
 
 
 def _toy_posterior(num_classes: int = 2) -> SampledPosterior:
-    arch = ArchSpec("softmax", num_classes=num_classes, image_size=4)
+    arch = ArchSpec("softmax", num_classes=num_classes, image_size=28)  # the loader reads 28×28 only
     g = torch.Generator().manual_seed(0)
-    samples = {"linear.weight": torch.randn(2, 3, num_classes, 16, generator=g),
+    samples = {"linear.weight": torch.randn(2, 3, num_classes, 784, generator=g),
                "linear.bias": torch.randn(2, 3, num_classes, generator=g)}
     return SampledPosterior("sghmc", arch, {"step_size": 0.1}, 7, "toy-train", samples, {"note": "toy"})
 

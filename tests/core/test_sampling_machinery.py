@@ -33,10 +33,11 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-def toy_data(n: int = 60, seed: int = 0) -> Dataset:
+def toy_data(n: int = 60, seed: int = 0, side: int = 4) -> Dataset:
     g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 1, 4, 4, generator=g)
-    y = (x.flatten(1)[:, :8].sum(1) > x.flatten(1)[:, 8:].sum(1)).long()
+    x = torch.rand(n, 1, side, side, generator=g)
+    half = side * side // 2
+    y = (x.flatten(1)[:, :half].sum(1) > x.flatten(1)[:, half:].sum(1)).long()
     return Dataset(x, y, "toy")
 
 
@@ -188,11 +189,12 @@ def test_dsghmc_step_masks_each_iteration_afresh():
 @pytest.mark.parametrize("mask", [True, False])
 def test_input_dropout_posterior_round_trip(tmp_path, mask):
     config = dsghmc.DsghmcConfig(**SMALL, step_size=1e-4, drop_rate=0.5, mask_at_prediction=mask)
-    post = drain(dsghmc.fit(config, ARCH, toy_data(), 0))
+    arch = ArchSpec("softmax", num_classes=2)  # 28×28: the only image size a posterior file may read
+    post = drain(dsghmc.fit(config, arch, toy_data(side=28), 0))
     assert isinstance(post, InputDropoutPosterior)
     loaded = load_posterior(save_posterior(post, tmp_path / "d.pt"))
     assert isinstance(loaded, InputDropoutPosterior) and loaded.mask_at_prediction is mask
-    x = toy_data().x[:4]
+    x = toy_data(side=28).x[:4]
     a = loaded.predict_proba(x, generator=torch.Generator().manual_seed(1))
     b = loaded.predict_proba(x, generator=torch.Generator().manual_seed(2))
     assert a.shape == (post.num_samples, 4, 2)

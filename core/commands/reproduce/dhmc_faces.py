@@ -60,6 +60,7 @@ from core.commands.reproduce.dhmc import ChainMasks, SoftmaxRegressionTarget
 from core.engine.faces.age_groups import ADIENCE_GROUP_NAMES, AGE_GROUP_NAMES
 from core.engine.faces.descriptor import DescriptorInfo
 from core.engine.faces.heads import face_arch
+from core.engine.files import strict_json
 from core.engine.inference import get_method, hmc, mc_dropout, mfvi, sghmc, sgld
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 from core.engine.inference.dsghmc import DsghmcConfig, InputDropoutPosterior
@@ -604,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
             "runs_config": {p: {label: {"method": run.method, **asdict(run.config)}
                                 for label, run in r.runs.items()} for p, r in results.items()},
         }
-        (tmp / "provenance.json").write_text(json.dumps(provenance, indent=1, default=str))
+        (tmp / "provenance.json").write_text(strict_json(provenance, indent=1))
     print(summary)
     return 0
 

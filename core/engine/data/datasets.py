@@ -38,16 +38,14 @@ import numpy as np
 import platformdirs
 import torch
 
-from core.engine.data.idx import IdxFile, IdxFormatError, load_idx
+from core.engine.data.idx import IdxFile, IdxFormatError, load_idx, same_content
 from core.engine.inference.base import Dataset
-from core.engine.models import MAX_CLASSES
+from core.engine.models import IMAGE_SIZE, MAX_CLASSES
 from core.engine.runner import signals_raise
 
 SPLIT_PREFIX = {"train": "train", "test": "t10k"}
 DIGITS = tuple(str(i) for i in range(10))
 LETTERS = tuple("ABCDEFGHIJ")
-#: The image side every model here reads.
-IMAGE_SIZE = 28
 #: Seconds a whole download may take (a server trickling bytes is cut off after this).
 DOWNLOAD_DEADLINE_S = 600.0
 #: Seconds a single read from the server may wait.
@@ -109,7 +107,15 @@ def _file_names(split: str) -> tuple[str, str]:
 
 
 def _find(folder: Path, stem: str) -> Path | None:
-    for candidate in (folder / f"{stem}.gz", folder / stem):
+    """``stem.gz`` or ``stem`` in ``folder``; both only when they hold the same data."""
+    compressed, plain = folder / f"{stem}.gz", folder / stem
+    if compressed.is_file() and plain.is_file() and not same_content(compressed, plain):
+        # reading either one silently could train or evaluate on the files not meant
+        raise DatasetContentError(
+            f"{folder} holds both {stem}.gz and {stem}, with different data; "
+            "remove or move away the one that should not be read"
+        )
+    for candidate in (compressed, plain):
         if candidate.is_file():
             return candidate
     return None

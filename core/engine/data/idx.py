@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import math
 import os
 import zlib
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.engine.files import file_sha256
 from core.engine.memory import check_fits
 
 _TYPES: dict[int, np.dtype] = {
@@ -78,33 +78,72 @@ def _check_memory(declared: int, name: str) -> None:
     )
 
 
-def _read_bytes(path: Path) -> tuple[bytes, str]:
-    """The uncompressed IDX bytes of a file and the SHA-256 of the file as stored.
+def _read_bytes(path: Path) -> tuple[bytes, bool]:
+    """The uncompressed IDX bytes of a file, checked against its header before allocation,
+    and whether the file is gzip-compressed.
 
-    A gzip stream is decompressed only as far as its header declares (plus one byte, to
-    detect trailing data), after checking that the declared size fits in memory, so a
-    damaged header or a compression bomb is refused before it is unpacked.
+    A plain file's header is compared with the file's real size first (a header that lies
+    about a sparse 20 GB file is refused before a byte of data is read), then the declared
+    size is checked against the free memory. A gzip stream is decompressed only as far as
+    its header declares (plus one byte, to detect trailing data), after the same memory
+    check, so a damaged header or a compression bomb is refused before it is unpacked.
     """
-    raw = path.read_bytes()
-    file_sha = hashlib.sha256(raw).hexdigest()
     name = str(path)
-    if raw[:2] != b"\x1f\x8b":
-        declared = _declared_bytes(raw, name)
-        if declared is not None:
+    with path.open("rb") as fh:
+        compressed = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        if not compressed:
+            head = fh.read(4)
+            head += fh.read(_header_size(head, name) - len(head)) if len(head) == 4 else b""
+            declared = _declared_bytes(head, name)
+            if declared is None:  # malformed: let parse_idx name the problem
+                return head + fh.read(64), False
+            found = os.fstat(fh.fileno()).st_size - len(head)
+            if found != declared:
+                raise IdxFormatError(_size_mismatch(name, head, declared, found))
             _check_memory(declared, name)
-        return raw, file_sha
+            return head + fh.read(declared), False
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+        with gzip.GzipFile(path) as stream:
             head = stream.read(4)
             size = _header_size(head, name) if len(head) == 4 else 4
             head += stream.read(size - len(head))
             declared = _declared_bytes(head, name)
             if declared is None:  # malformed: let parse_idx name the problem
-                return head + stream.read(64), file_sha
+                return head + stream.read(64), True
             _check_memory(declared, name)
-            return head + stream.read(declared + 1), file_sha
+            return head + stream.read(declared + 1), True
     except (OSError, EOFError, zlib.error) as exc:
         raise IdxFormatError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
+
+
+def _size_mismatch(name: str, head: bytes, expected: int, found: int) -> str:
+    """parse_idx's sentence for data that does not have the size its header declares."""
+    shape = tuple(int(s) for s in np.frombuffer(head, dtype=">u4", count=head[3], offset=4))
+    if found < expected:
+        return f"{name}: truncated: shape {shape} needs {expected} data bytes, found {found}"
+    return f"{name}: {found - expected} unexpected bytes after the data of shape {shape}"
+
+
+def same_content(compressed: str | os.PathLike, plain: str | os.PathLike) -> bool:
+    """Whether a gzip file unpacks to exactly the bytes of a plain file.
+
+    Both are streamed; unpacking stops as soon as it exceeds the plain file's size, so a
+    compression bomb beside a small file costs no more than that file. A damaged gzip
+    stream holds other content.
+    """
+    size = Path(plain).stat().st_size
+    digest, unpacked = hashlib.sha256(), 0
+    try:
+        with gzip.GzipFile(compressed) as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                unpacked += len(block)
+                if unpacked > size:
+                    return False
+                digest.update(block)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return unpacked == size and digest.hexdigest() == file_sha256(plain)
 
 
 def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
@@ -125,14 +164,8 @@ def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
     dtype = _TYPES[type_code]
     expected = math.prod(shape) * dtype.itemsize  # Python ints: no overflow on absurd headers
     found = len(raw) - header
-    if found < expected:
-        raise IdxFormatError(
-            f"{name}: truncated: shape {shape} needs {expected} data bytes, found {found}"
-        )
-    if found > expected:
-        raise IdxFormatError(
-            f"{name}: {found - expected} unexpected bytes after the data of shape {shape}"
-        )
+    if found != expected:
+        raise IdxFormatError(_size_mismatch(name, raw[:header], expected, found))
     data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
     return data.astype(dtype.newbyteorder("="), copy=True)
 
@@ -142,9 +175,12 @@ def load_idx(path: str | os.PathLike) -> IdxFile:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    raw, file_sha = _read_bytes(path)
+    raw, compressed = _read_bytes(path)
     array = parse_idx(raw, str(path))
-    return IdxFile(path, array, file_sha, hashlib.sha256(raw).hexdigest())
+    content_sha = hashlib.sha256(raw).hexdigest()
+    # a plain file is its content; a .gz is hashed as stored, streamed, once it has parsed
+    file_sha = file_sha256(path) if compressed else content_sha
+    return IdxFile(path, array, file_sha, content_sha)
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:

@@ -14,10 +14,10 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 if TYPE_CHECKING:  # torch is imported where tensors are made: drawing needs only NumPy
     import torch
@@ -155,6 +155,30 @@ def reading_image(what: str, error: Callable[[str], Exception]) -> Iterator[None
         raise error(f"{what}: not a readable image (the file is damaged or not in a format Pillow reads)") from None
 
 
+@contextlib.contextmanager
+def upright_image(
+    source: str | os.PathLike | IO[bytes],
+    what: str,
+    error: Callable[[str], Exception],
+    draft_side: int | None = None,
+) -> Iterator[tuple[Image.Image, int]]:
+    """Open, decode and turn upright an image file; yield ``(image, number of frames)``.
+
+    The one reader of image files (digits and face photos alike): Pillow's failures become
+    one sentence (:func:`reading_image`), and the EXIF orientation tag is applied, so a phone
+    photo stored sideways is judged as every viewer shows it. Only the first frame of a GIF
+    or TIFF is decoded; the number of frames is yielded so a caller can say which was read.
+    ``draft_side`` lets a JPEG larger than it decode directly at a reduced size.
+    """
+    with reading_image(what, error), Image.open(source) as img:
+        if draft_side and max(img.size) > draft_side and img.format == "JPEG":
+            scale = draft_side / max(img.size)
+            img.draft(img.mode, (int(img.size[0] * scale) + 1, int(img.size[1] * scale) + 1))
+        frames = int(getattr(img, "n_frames", 1) or 1)
+        img.load()
+        yield ImageOps.exif_transpose(img), frames
+
+
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """Read an image file as a grey float array in [0, 1] with light ink on a 0 ground.
 
@@ -170,6 +194,8 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
         Missing file, a folder, an unreadable or damaged image, or one above Pillow's
         decompression-bomb limit ``Image.MAX_IMAGE_PIXELS`` (checked from the header,
         before decoding; Pillow only warns between 1× and 2× the limit, we refuse).
+    EmptyDrawingError
+        A GIF or TIFF of several frames whose first frame (the one read) is blank.
     """
     path = Path(path)
     if not path.exists():
@@ -177,8 +203,7 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
     if path.is_dir():
         raise ImageLoadError(f"{path} is a folder, not an image")
     # Image.open checks the size in the header, before anything is decoded
-    with reading_image(str(path), ImageLoadError), Image.open(path) as img:
-        img.load()
+    with upright_image(path, str(path), ImageLoadError) as (img, frames):
         grey, alpha = _grey_and_alpha(img)
     if grey.ndim != 2 or grey.size == 0:
         raise ImageLoadError(f"{path}: not a readable image (it has no pixels)")
@@ -190,6 +215,12 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
     ground = float(np.median(border))
     if ground > 0.0:
         grey = np.clip((grey - ground) / (1.0 - ground), 0.0, 1.0) if ground < 1.0 else np.zeros_like(grey)
+    if frames > 1 and not (grey > INK_THRESHOLD).any():
+        # "empty" would be wrong: the digit may be on a later frame, which is never read
+        raise EmptyDrawingError(
+            f"{path}: the first of its {frames} frames is blank, and only the first frame is read; "
+            "save the frame with the digit as an image of its own"
+        )
     return grey.astype(np.float32, copy=False)
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image
 
 # the digit reader's error and its Pillow translation, so callers catch one type
 # (core.engine.data.preprocess imports no torch: the descriptor worker processes stay light)
-from core.engine.data.preprocess import ImageLoadError, reading_image
+from core.engine.data.preprocess import ImageLoadError, upright_image
 from core.engine.faces.descriptor import (
     MIN_FACE_SIZE,
     FaceTooSmallError,
@@ -51,12 +51,7 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def _decode(source: str | os.PathLike | io.BytesIO, what: str) -> np.ndarray:
-    with reading_image(what, ImageLoadError), Image.open(source) as img:
-        if max(img.size) > MAX_WORK_SIDE and img.format == "JPEG":
-            scale = MAX_WORK_SIDE / max(img.size)
-            img.draft(img.mode, (int(img.size[0] * scale) + 1, int(img.size[1] * scale) + 1))
-        img.load()
-        img = ImageOps.exif_transpose(img)
+    with upright_image(source, what, ImageLoadError, draft_side=MAX_WORK_SIDE) as (img, _):
         img = _to_rgb(img)
         if max(img.size) > MAX_WORK_SIDE:
             scale = MAX_WORK_SIDE / max(img.size)

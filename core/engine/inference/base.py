@@ -126,6 +126,41 @@ class Dataset:
         return out
 
 
+def check_data_fits(
+    arch: ArchSpec, data: Dataset, role: str = "the data set", model: str = "the model", labels: bool = True
+) -> None:
+    """Refuse, with one ``ValueError`` sentence, data that ``arch`` cannot read.
+
+    The one check where data meets a model (training in :func:`core.engine.runner.fit_posterior`,
+    evaluation in :mod:`core.analysis.evaluation`): images of the model's size or feature
+    vectors of its length, at least one example, and (with ``labels``) every label one of the
+    model's classes, which would otherwise fail deep inside the loss as an index error.
+    """
+    if arch.input_dim:
+        if data.x.ndim != 2:
+            raise ValueError(f"{role} {data.name} holds images; {model} reads "
+                             f"{arch.input_dim}-number face descriptors")
+        if data.x.shape[1] != arch.input_dim:
+            raise ValueError(f"{role} {data.name} has vectors of {data.x.shape[1]} numbers; "
+                             f"{model} reads {arch.input_dim}")
+    else:
+        side = arch.image_size
+        if data.x.ndim == 2:
+            raise ValueError(f"{role} {data.name} holds face descriptors; {model} reads {side}×{side} images")
+        if tuple(data.x.shape[1:]) != (1, side, side):
+            raise ValueError(f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
+                             f"{model} reads (1, {side}, {side})")
+    if len(data) == 0:
+        raise ValueError(f"{role} {data.name} is empty")
+    if labels:
+        low, high = int(data.y.min()), int(data.y.max())
+        if low < 0 or high >= arch.num_classes:
+            raise ValueError(
+                f"{role} {data.name} has labels from {low} to {high}, but {model} has only "
+                f"{arch.num_classes} classes (labels 0 to {arch.num_classes - 1})"
+            )
+
+
 FitGenerator = Generator[ProgressRecord, None, "Posterior"]
 
 
@@ -242,6 +277,20 @@ class Posterior(ABC):
         return s
 
 
+def sample_count_setting(config: dict[str, Any], key: str, default: int) -> int:
+    """The number of prediction samples a posterior's ``config[key]`` records (``default``
+    when absent), or a ``ValueError`` sentence: it must be a whole number of at least 1,
+    because it is what a prediction without an explicit count draws."""
+    if key not in config:
+        return default
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"its {key} setting is {value!r}, but a prediction needs a whole number of samples of at least 1"
+        )
+    return value
+
+
 def check_param_shapes(arch: ArchSpec, params: dict[str, torch.Tensor], lead: int) -> None:
     """Raise ``ValueError`` unless ``params`` fit ``arch`` after ``lead`` leading dimensions."""
     reference = dict(build_model(arch).named_parameters())
@@ -298,6 +347,11 @@ class SampledPosterior(Posterior):
         if len(shapes) != 1:
             raise ValueError(f"samples disagree on (chain, draw) dimensions: {sorted(shapes)}")
         (self.num_chains, self.num_draws), = shapes
+        if self.num_chains < 1 or self.num_draws < 1:
+            raise ValueError(
+                f"the posterior holds {self.num_chains} chain(s) of {self.num_draws} draw(s); "
+                "it needs at least one draw of one chain to predict"
+            )
         self.samples = {k: v.detach().float().contiguous() for k, v in samples.items()}
         self.chunk_size = chunk_size
         self._model = build_model(arch)
@@ -359,6 +413,8 @@ class DropoutPosterior(Posterior):
         if arch.drop_rate <= 0:
             raise ValueError("MC dropout needs an architecture with drop_rate > 0")
         check_param_shapes(arch, params, lead=0)
+        # the count the fit chose (McDropoutConfig.num_samples) is the one a prediction uses
+        self.default_num_samples = sample_count_setting(self.config, "num_samples", DropoutPosterior.default_num_samples)
         self.model = build_model(arch)
         self.model.load_state_dict(params, strict=False)
         self._split = split_before_dropout(self.model)

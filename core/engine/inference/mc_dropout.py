@@ -89,5 +89,4 @@ def fit(config: McDropoutConfig, arch: ArchSpec, data: Dataset, seed: int) -> Fi
     posterior = DropoutPosterior(
         "mc_dropout", arch, asdict(config), seed, data.name, params, {"weight_decay": lam}
     )
-    posterior.default_num_samples = config.num_samples
     return posterior

@@ -55,6 +55,7 @@ from core.engine.inference.base import (
     check_param_shapes,
     minibatches,
     register_posterior_kind,
+    sample_count_setting,
 )
 from core.engine.models import ArchSpec, build_model, stacked_forward
 
@@ -644,6 +645,11 @@ class VariationalPosterior(Posterior):
         self.layout = ParamLayout.of(self._model)
         mean, std = tensors["mean"].float(), tensors["diag_std"].float()
         factors, logw = tensors["factors"].float(), tensors["log_weights"].float()
+        if logw.ndim != 1 or len(logw) < 1 or factors.ndim != 3:
+            raise ValueError(
+                f"variational tensors have shapes log_weights {tuple(logw.shape)}, factors "
+                f"{tuple(factors.shape)}; q(θ) needs at least one mixture component"
+            )
         c = logw.shape[0]
         p = self.layout.size
         if mean.shape != (c, p) or std.shape != (c, p) or factors.shape[:2] != (c, p):
@@ -656,8 +662,7 @@ class VariationalPosterior(Posterior):
         self.mean, self.diag_std, self.factors, self.log_weights = mean, std, factors, logw
         self.chunk_size = chunk_size
         self._bank: tuple[int | None, torch.Generator | None, torch.Tensor] | None = None
-        if "predict_samples" in self.config:
-            self.default_num_samples = int(self.config["predict_samples"])
+        self.default_num_samples = sample_count_setting(self.config, "predict_samples", self.default_num_samples)
 
     @property
     def rank(self) -> int:

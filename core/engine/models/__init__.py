@@ -34,6 +34,9 @@ MAX_IMAGE_SIZE = 4096
 MAX_INPUT_DIM = MAX_IMAGE_SIZE**2
 #: Architectures that can read a feature vector instead of an image.
 VECTOR_ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp")
+#: The side of every image bayescope reads (data sets, drawings, image files: MNIST's size);
+#: a posterior over images must read it, or it could predict nothing here.
+IMAGE_SIZE = 28
 #: LeNet's two 5×5 convolutions and 2×2 poolings need at least this input side.
 LENET_MIN_SIZE = 16
 
