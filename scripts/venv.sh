@@ -32,7 +32,11 @@ if [[ ! -f $venv/.complete ]]; then
   # The CPU build of torch: the packaged app ships it, and it needs no GPU.
   quiet "$venv/bin/pip" install "torch==2.13.0" \
     || quiet "$venv/bin/pip" install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
-  quiet "$venv/bin/pip" install -e "$root[dev,faces,laplace]"
+  quiet "$venv/bin/pip" install -e "$root[dev,faces]"
+  # The 'laplace' extra (curvlinops) without the torchvision that BackPACK lists for its examples
+  # only: torchvision would replace the app's CPU torch 2.13 by another torch build.
+  quiet "$venv/bin/pip" install --no-deps curvlinops-for-pytorch backpack-for-pytorch einconv unfoldNd linear_operator
+  quiet "$venv/bin/pip" install einops opt-einsum
   touch "$venv/.complete"
 fi
 quiet "$venv/bin/pip" install --no-deps --no-build-isolation -e "$root"
