@@ -334,6 +334,7 @@ class MainWindow(QMainWindow):
         face_paths = [Path(p) for p in saved_faces] if isinstance(saved_faces, list) and saved_faces \
             else app_settings.default_face_columns()
         self._unread_columns = {"digits": paths, "faces": face_paths}
+        self.workspace.unread_tasks = {task for task, unread in self._unread_columns.items() if unread}
         self._columns_asked = bool(posteriors)  # asked for on the command line: failures get a dialog
         self.modes.setCurrentIndex(int(s.value("workspace/mode", 0)))
 
@@ -351,6 +352,7 @@ class MainWindow(QMainWindow):
             self.empty_note.repaint()  # say so before the weights are read
         failed = [path.name for path in paths if not self.add_posterior(path, quiet=not self._columns_asked)]
         self.empty_note.setText(EMPTY_NOTE)
+        self.workspace.columns_read(task)
         if failed and not self._columns_asked:
             self.statusBar().showMessage(f"{len(failed)} posterior(s) from last time could not be opened.", 8000)
 
