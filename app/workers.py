@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from functools import cache
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker
 
 #: Workers started and not yet released (see the module's docstring).
@@ -103,6 +104,22 @@ def _guarded_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def running_workers() -> list[object]:
     """The workers started here whose threads have not yet been released."""
     return list(_RUNNING)
+
+
+def stop_workers(timeout_s: float = 10.0) -> bool:
+    """Ask every running worker to stop and wait up to ``timeout_s`` for their threads; True
+    when all have ended. Called when the app quits: a face description's worker processes
+    would otherwise go on describing every face before the process could exit."""
+    deadline = time.monotonic() + timeout_s
+    running = list(_RUNNING)
+    for worker in running:
+        if hasattr(worker, "quit"):
+            worker.quit()
+    threads = [w._thread for w in running if isinstance(w, PythonThreadCall | PythonThreadGenerator)]
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    pool_done = QThreadPool.globalInstance().waitForDone(int(max(0.0, deadline - time.monotonic()) * 1000))
+    return pool_done and not any(thread.is_alive() for thread in threads)
 
 
 def _keep_until_released(worker: Any, thread_done: Callable[[Any], bool]) -> None:

@@ -204,3 +204,23 @@ def test_a_cancelled_python_thread_generator_closes_its_generator_in_its_own_thr
     with qtbot.waitSignal(worker.finished, timeout=5000):
         worker.start()
     assert closed_in == ["bayescope-generator"]
+
+
+def test_stop_workers_at_quit_ends_every_running_worker_and_closes_its_generator(qtbot):
+    from app.workers import PythonThreadGenerator, stop_workers
+
+    closed: list[str] = []
+
+    def endless(name):
+        try:
+            yield from endless_records()
+        finally:
+            closed.append(name)
+
+    python_thread = PythonThreadGenerator(endless("python thread"))
+    pool = generator_worker(endless("pool"))
+    for worker in (python_thread, pool):
+        worker.start()
+    qtbot.waitUntil(lambda: pool.is_running, timeout=5000)
+    assert stop_workers(timeout_s=10)
+    assert sorted(closed) == ["pool", "python thread"]
