@@ -330,7 +330,8 @@ class DatasetView(QWidget):
         self.ood_set.setCurrentIndex(1)
         self.images = QSpinBox(minimum=0, maximum=100_000, value=0, singleStep=500)
         self.images.setSpecialValueText("all")
-        self.images.setToolTip("How many images of each set to use, from the first; “all” takes the whole set.")
+        self.images.setToolTip("How many images of each set to use: the first ones (faces: spread over the ages, "
+                               "and only those are described); “all” takes the whole set.")
         self.samples = QSpinBox(minimum=1, maximum=1000, value=30, singleStep=10)
         self.samples.setToolTip("Posterior draws per image. Sampled posteriors (SGHMC, …) use at most the draws "
                                 "they hold. More draws: smoother uncertainty, longer evaluation.")
@@ -618,11 +619,22 @@ class DatasetView(QWidget):
             if record.values.get("cached"):
                 self.status.setText("Read the face descriptors from the cache.")
                 return
+            from core.engine.training_plan import duration_in_words
+
             self.progress.setRange(0, max(record.total, 1))
             self.progress.setValue(record.step)
-            self.progress.setFormat("describing faces: %v / %m")
-            self.status.setText("Describing the test faces with dlib, once: they are kept in the cache, and a "
-                                "cancelled run resumes where it stopped.")
+            left = ""
+            if "to_describe" in record.values:  # the first record, before any face is described
+                faces = int(record.values["to_describe"])
+                kept = f" ({record.step:,} described before)" if record.step else ""
+                self.status.setText(
+                    f"Describing {plural(faces, 'face')} with dlib takes "
+                    f"{duration_in_words(record.values['estimated_seconds'])}{kept}. They are kept: a "
+                    "cancelled run, or a later one with more images, goes on from them.")
+            elif record.values.get("faces_per_second"):
+                seconds = (record.total - record.step) / record.values["faces_per_second"]
+                left = f", {duration_in_words(seconds).replace('a few seconds', 'seconds')} left"
+            self.progress.setFormat(f"describing faces: %v / %m{left}")
             self.progress_reported.emit(record.step, record.total, "describing faces")
             return
         self.progress.setFormat("%v / %m images")

@@ -511,3 +511,22 @@ def test_evaluate_pressed_while_the_columns_are_still_read_starts_when_they_are(
     with qtbot.waitSignal(view.run_ended, timeout=120_000):
         win.load_columns()  # what the start-up does once the engine is imported
     assert view.results is not None and len(view.results.columns) == len(FILES)
+
+
+def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, face_window):
+    """Asked for N faces, the tab described the whole split first (4,741 faces, 15 minutes)."""
+    from app.views.dataset import FACE_SET
+
+    window = face_window
+    view = window.dataset_view
+    window.modes.setCurrentWidget(window.face_panel)
+    view.set_choice(FACE_SET, None, 3, SAMPLES)
+    seen: list[tuple[int, int, str]] = []
+    view.progress_reported.connect(
+        lambda done, total, name: name == "describing faces" and seen.append((done, total, view.status.text())))
+    with qtbot.waitSignal(view.run_ended, timeout=180_000):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+    assert {total for _, total, _ in seen} == {3} and seen[-1][0] == 3  # 3 faces asked, 3 described
+    assert seen[0][2].startswith("Describing 3 faces with dlib takes ")  # the estimate, before any work
+    assert len(view.results.data) == 3 - view.results.data.source["dropped"]
