@@ -823,11 +823,15 @@ class MainWindow(QMainWindow):
         from core.outputs.comparison import write_comparison
 
         comparison = comparison or self.comparison()
-        if comparison is None or self._export_worker is not None:
+        if comparison is None:
+            return
+        if self._export_worker is not None:
+            self.statusBar().showMessage("An export is still being written: export the comparison when it is done.")
             return
         worker = function_worker(write_comparison, comparison, folder)
+        # stays until the next message: the folder is where a person looks next
         worker.returned.connect(lambda paths: self.statusBar().showMessage(
-            f"Wrote the comparison ({len(paths)} files) to the folder {folder.name}.", 10000))
+            f"Saved the comparison ({len(paths)} files) to {folder}"))
         worker.errored.connect(lambda exc: QMessageBox.warning(self, "Could not export the comparison", str(exc)))
         worker.finished.connect(self._on_export_worker_finished)
         self._export_worker = worker
