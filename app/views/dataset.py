@@ -213,10 +213,11 @@ class DatasetColumn(QFrame):
     cell_clicked = Signal(str, bool, int, int)
     bin_clicked = Signal(str, int, bool)
 
-    MIN_WIDTH = 280
+    #: Four columns fit beside the left panel in a 1600-pixel-wide window.
+    MIN_WIDTH = 228
 
     def __init__(self, column: ColumnViews, title: str, class_names: tuple[str, ...], score: str,
-                 parent: QWidget | None = None) -> None:
+                 set_names: tuple[str, str | None] = ("test set", None), parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.column = column
         self.name = column.name
@@ -235,6 +236,7 @@ class DatasetColumn(QFrame):
         self.errors = ClassErrorPlot(class_names)
         self.rejection = RejectionPlot()
         self.histogram = OodHistogramPlot()
+        self.histogram.set_set_names(*set_names)
         self.plots = {"reliability": self.reliability, "ood_histograms": self.histogram, "rejection": self.rejection,
                       "confusion_soft": self.soft, "confusion_hard": self.hard, "per_class_error": self.errors}
         for widget in (self.metrics, *self.plots.values()):
@@ -718,7 +720,9 @@ class DatasetView(QWidget):
         self._shown_task = self.task
         score = self.score.currentData()
         for column in views.columns:
-            widget = DatasetColumn(column, column.name, views.evaluation.class_names, score)
+            ev = views.evaluation
+            sets = (dataset_words(ev.dataset), dataset_words(ev.ood_dataset) if ev.ood_dataset else None)
+            widget = DatasetColumn(column, column.name, ev.class_names, score, sets)
             widget.export_requested.connect(self.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)
             widget.bin_clicked.connect(self.show_bin_images)

@@ -530,3 +530,23 @@ def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, fa
     assert {total for _, total, _ in seen} == {3} and seen[-1][0] == 3  # 3 faces asked, 3 described
     assert seen[0][2].startswith("Describing 3 faces with dlib takes ")  # the estimate, before any work
     assert len(view.results.data) == 3 - view.results.data.source["dropped"]
+
+
+def test_four_columns_fit_a_1600_pixel_window_and_the_histograms_name_their_sets(qtbot, monkeypatch, shared_data):
+    """The fourth column was cut off at 1600 px, and nothing said which colour was which set."""
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    files = FILES + [MODELS / "mnist_lenet_mfvi.pt", MODELS / "mnist_lenet_vdropout.pt"]
+    win = MainWindow([str(p) for p in files])
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    view = win.dataset_view
+    view.set_choice("mnist-test", "notmnist", 100, SAMPLES)
+    run_to_end(qtbot, view)
+    qtbot.wait(50)
+    assert len(view.column_widgets) == 4
+    assert not view.scroll.horizontalScrollBar().isVisible()
+    for widget in view.column_widgets.values():
+        assert widget.histogram.legend_names() == ["MNIST test digits", "notMNIST letters"]
