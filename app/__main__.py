@@ -67,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     # The engine (torch) and the plots take a second or two to import: say so at once.
     splash = _starting_splash()
     from app.main import MainWindow
-    from app.workers import PythonThreadCall, collect_garbage_in_gui_thread
+    from app.workers import PythonThreadCall, collect_garbage_in_gui_thread, stop_workers
 
     garbage_collector = collect_garbage_in_gui_thread()  # noqa: F841 — kept alive until exit
+    app.aboutToQuit.connect(stop_workers)  # a cancelled face description stops its processes
     window = MainWindow(posteriors=args.posterior, defer_columns=True)
     window.show()
     splash.close()

@@ -360,6 +360,7 @@ class MainWindow(QMainWindow):
             self._unread_columns["digits"] = [Path(p) for p in posteriors]
         # Tasks whose columns come from last time: a file gone since is said once, then forgotten.
         self._columns_from_last_time = {task for task in SAVED_COLUMNS if saved[task]} - ({"digits"} if posteriors else set())
+        self.workspace.unread_tasks = {task for task, unread in self._unread_columns.items() if unread}
         self._columns_asked = bool(posteriors)  # asked for on the command line: failures get a dialog
         self.modes.setCurrentIndex(app_settings.read_int("workspace/mode", 0, 0, self.modes.count() - 1))
 
@@ -388,6 +389,7 @@ class MainWindow(QMainWindow):
         finally:
             self._loading_columns = False
         self.empty_note.setText(EMPTY_NOTE)
+        self.workspace.columns_read(task)
         if (gone or failed) and not self._columns_asked:
             self.statusBar().showMessage(missing_columns_note(gone, failed, bool(defaults), from_last_time), 20_000)
         self._save_state()  # what could not be opened is said once, not at every start
@@ -887,11 +889,15 @@ class MainWindow(QMainWindow):
         from core.outputs.comparison import write_comparison
 
         comparison = comparison or self.comparison()
-        if comparison is None or self._export_worker is not None:
+        if comparison is None:
+            return
+        if self._export_worker is not None:
+            self.statusBar().showMessage("An export is still being written: export the comparison when it is done.")
             return
         worker = function_worker(write_comparison, comparison, folder)
+        # stays until the next message: the folder is where a person looks next
         worker.returned.connect(lambda paths: self.statusBar().showMessage(
-            f"Wrote the comparison ({len(paths)} files) to the folder {folder.name}.", 10000))
+            f"Saved the comparison ({len(paths)} files) to {folder}"))
         worker.errored.connect(lambda exc: QMessageBox.warning(self, "Could not export the comparison", str(exc)))
         worker.finished.connect(self._on_export_worker_finished)
         self._export_worker = worker

@@ -3,19 +3,34 @@
 superqt reports a ``RuntimeError`` raised in a worker only as a warning (it takes it for a
 deleted Qt object), so errors are re-raised as :class:`ComputationError` to reach the
 ``errored`` signal and the dialog that shows them.
+
+Every worker made here is kept alive by this module from ``start()`` until its thread is
+done with it and its ``finished`` signal has reached the GUI thread (:func:`running_workers`).
+A view may drop its reference at once when it cancels or replaces a run: the worker's
+signal object is then freed by the GUI thread, never by the worker's own thread while
+queued signals to it are still being delivered (that crashed the window in libQt6Core when
+a long face evaluation was cancelled).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-from superqt.utils import FunctionWorker, GeneratorWorker, create_worker
+import shiboken6
+from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
+from superqt.utils import FunctionWorker, GeneratorWorker
+
+#: Workers started and not yet released (see the module's docstring).
+_RUNNING: set[object] = set()
+#: Milliseconds between looks at whether a finished worker's thread has let go of it.
+RELEASE_RETRY_MS = 20
 
 
 def collect_garbage_in_gui_thread() -> object:
@@ -86,17 +101,88 @@ def _guarded_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise ComputationError(str(exc)) from exc
 
 
+def running_workers() -> list[object]:
+    """The workers started here whose threads have not yet been released."""
+    return list(_RUNNING)
+
+
+def stop_workers(timeout_s: float = 10.0) -> bool:
+    """Ask every running worker to stop and wait up to ``timeout_s`` for their threads; True
+    when all have ended. Called when the app quits: a face description's worker processes
+    would otherwise go on describing every face before the process could exit."""
+    deadline = time.monotonic() + timeout_s
+    running = list(_RUNNING)
+    for worker in running:
+        if hasattr(worker, "quit"):
+            worker.quit()
+    threads = [w._thread for w in running if isinstance(w, PythonThreadCall | PythonThreadGenerator)]
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    pool_done = QThreadPool.globalInstance().waitForDone(int(max(0.0, deadline - time.monotonic()) * 1000))
+    return pool_done and not any(thread.is_alive() for thread in threads)
+
+
+def _keep_until_released(worker: Any, thread_done: Callable[[Any], bool]) -> None:
+    """Hold ``worker`` from now until its ``finished`` signal has reached the GUI thread and
+    ``thread_done(worker)`` says its thread no longer touches it; the last reference then
+    goes in the GUI thread, a turn of the event loop after its last signal was delivered."""
+    _RUNNING.add(worker)
+    ref = weakref.ref(worker)  # a strong one in the slot would keep the worker alive for ever
+
+    def release() -> None:
+        held = ref()
+        if held is None:
+            return
+        if thread_done(held):
+            _RUNNING.discard(held)
+        else:
+            QTimer.singleShot(RELEASE_RETRY_MS, release)
+
+    worker.finished.connect(lambda: QTimer.singleShot(0, release))
+
+
+def _pool_let_go(worker: Any) -> bool:
+    # the pool deletes a finished runnable (autoDelete) in its own thread; only then is it done
+    return not shiboken6.isValid(worker)
+
+
+class _GeneratorWorker(GeneratorWorker):
+    """superqt's generator worker, closing the generator in its own thread when it stops
+    (superqt leaves a cancelled one open, to be closed by whichever thread frees it)."""
+
+    def work(self) -> Any:
+        try:
+            return super().work()
+        finally:
+            self._gen.close()
+
+    def start(self) -> None:
+        _keep_until_released(self, _pool_let_go)
+        super().start()
+
+
+class _FunctionWorker(FunctionWorker):
+    def start(self) -> None:
+        _keep_until_released(self, _pool_let_go)
+        super().start()
+
+
 def generator_worker(gen: Generator) -> GeneratorWorker:
-    """A not-yet-started worker iterating ``gen``; ``quit()`` cancels between steps.
+    """A not-yet-started worker iterating ``gen``; ``quit()`` cancels between steps and closes
+    ``gen`` in the worker's thread.
 
     Errors go to ``errored`` only: connect it (superqt would otherwise re-raise them).
     """
-    return create_worker(_guarded, gen, _start_thread=False, _ignore_errors=True)
+    return _GeneratorWorker(_guarded, gen)
 
 
 def function_worker(func: Callable[..., Any], *args: Any, **kwargs: Any) -> FunctionWorker:
     """A not-yet-started worker calling ``func(*args, **kwargs)`` once."""
-    return create_worker(_guarded_call, func, *args, _start_thread=False, _ignore_errors=True, **kwargs)
+    return _FunctionWorker(_guarded_call, func, *args, **kwargs)
+
+
+def _thread_ended(worker: PythonThreadCall | PythonThreadGenerator) -> bool:
+    return not worker._thread.is_alive()
 
 
 class PythonThreadCall(QObject):
@@ -126,6 +212,7 @@ class PythonThreadCall(QObject):
             self.finished.emit()
 
     def start(self) -> None:
+        _keep_until_released(self, _thread_ended)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
@@ -154,6 +241,7 @@ class PythonThreadGenerator(QObject):
         self._thread = threading.Thread(target=self._run, name="bayescope-generator", daemon=True)
 
     def start(self) -> None:
+        _keep_until_released(self, _thread_ended)
         self._thread.start()
 
     def quit(self) -> None:

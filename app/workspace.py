@@ -96,6 +96,9 @@ class Workspace(QObject):
         self.class_names: tuple[str, ...] = DIGITS
         self.num_samples = 100
         self.level = 0.9
+        #: Tasks whose saved columns are still to be read (the engine imports in the background
+        #: at start-up; face heads wait for the Face tab): "no column" there means "not yet".
+        self.unread_tasks: set[str] = set()
 
     @property
     def columns(self) -> list[Column]:
@@ -123,6 +126,12 @@ class Workspace(QObject):
         self.input_changed.emit()
 
     # ------------------------------------------------------------------ columns
+    def columns_read(self, task: str) -> None:
+        """The saved columns of ``task`` have been read (or failed): say so to the views."""
+        if task in self.unread_tasks:
+            self.unread_tasks.discard(task)
+            self.columns_changed.emit()
+
     def column(self, key: str) -> Column | None:
         return next((c for c in self.columns if c.key == key), None)
 

@@ -321,7 +321,23 @@ class OodHistogramPlot(DatasetPlot):
         self.marker = pg.PlotDataItem([], [], pen=pg.mkPen(MEAN, width=2))
         for it in (self.test_bars, self.ood_bars, self.marker):
             item.addItem(it)
+        # which colour is which set: the sets' names (set_set_names), top right, over the bars
+        self.legend = pg.LegendItem(offset=(-5, 2), labelTextSize="7pt", verSpacing=-6,
+                                    brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend.setParentItem(item.getViewBox())
+        self.legend.setZValue(10)
+        self.set_set_names("test set", None)
         self.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+
+    def set_set_names(self, test: str, ood: str | None) -> None:
+        """Name the test set's bars and the out-of-distribution set's (None: no such set)."""
+        self.legend.clear()
+        self.legend.addItem(self.test_bars, test)
+        if ood:
+            self.legend.addItem(self.ood_bars, ood)
+
+    def legend_names(self) -> list[str]:
+        return [label.text for _, label in self.legend.items]
 
     @staticmethod
     def _heights(fraction: np.ndarray) -> np.ndarray:

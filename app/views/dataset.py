@@ -90,6 +90,10 @@ NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a
                  "known ages are at hand).")
 NOT_FOR_DIGITS = ("The columns are digit posteriors: they read 28×28 images, so the faces test split is not "
                   "offered (open the Face tab on the left to evaluate the face heads on it).")
+IDLE_TEXT = "Choose the images and press Evaluate to judge every column's posterior on them."
+#: The columns of each task, and the modes that show them, in words.
+TASK_WORDS = {"digits": "digit posteriors", "faces": "face heads"}
+MODE_WORDS = {"digits": "a digit mode on the left (Draw, Rotate or Image)", "faces": "the Face mode on the left"}
 
 
 def readable_by(task: str, spec: str, ood: bool) -> bool:
@@ -209,10 +213,11 @@ class DatasetColumn(QFrame):
     cell_clicked = Signal(str, bool, int, int)
     bin_clicked = Signal(str, int, bool)
 
-    MIN_WIDTH = 280
+    #: Four columns fit beside the left panel in a 1600-pixel-wide window.
+    MIN_WIDTH = 228
 
     def __init__(self, column: ColumnViews, title: str, class_names: tuple[str, ...], score: str,
-                 parent: QWidget | None = None) -> None:
+                 set_names: tuple[str, str | None] = ("test set", None), parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.column = column
         self.name = column.name
@@ -231,6 +236,7 @@ class DatasetColumn(QFrame):
         self.errors = ClassErrorPlot(class_names)
         self.rejection = RejectionPlot()
         self.histogram = OodHistogramPlot()
+        self.histogram.set_set_names(*set_names)
         self.plots = {"reliability": self.reliability, "ood_histograms": self.histogram, "rejection": self.rejection,
                       "confusion_soft": self.soft, "confusion_hard": self.hard, "per_class_error": self.errors}
         for widget in (self.metrics, *self.plots.values()):
@@ -303,6 +309,12 @@ class DatasetView(QWidget):
         #: The sets last chosen for each task's columns (switching tasks brings them back).
         self._choices: dict[str, tuple[str, str]] = {"digits": ("mnist-test", "notmnist"), "faces": (FACE_SET, "")}
         self._offered_task: str | None = None
+        #: Each task's latest results and the column keys they are of: a mode change shows its own.
+        self._kept: dict[str, tuple[DatasetViews, list[str]]] = {}
+        self._shown_task = workspace.task
+        self._run_task = workspace.task
+        #: An Evaluate waiting for the columns read at start-up (True: only the silent cache look).
+        self._waiting_for_columns: bool | None = None
 
         self.test_set = QComboBox()
         self.test_set.setToolTip("The images every posterior is judged on. Their true classes give accuracy and "
@@ -320,7 +332,8 @@ class DatasetView(QWidget):
         self.ood_set.setCurrentIndex(1)
         self.images = QSpinBox(minimum=0, maximum=100_000, value=0, singleStep=500)
         self.images.setSpecialValueText("all")
-        self.images.setToolTip("How many images of each set to use, from the first; “all” takes the whole set.")
+        self.images.setToolTip("How many images of each set to use: the first ones (faces: spread over the ages, "
+                               "and only those are described); “all” takes the whole set.")
         self.samples = QSpinBox(minimum=1, maximum=1000, value=30, singleStep=10)
         self.samples.setToolTip("Posterior draws per image. Sampled posteriors (SGHMC, …) use at most the draws "
                                 "they hold. More draws: smoother uncertainty, longer evaluation.")
@@ -350,7 +363,7 @@ class DatasetView(QWidget):
         self.progress.setToolTip("Images judged by the posterior being evaluated now, out of its total "
                                  "(test and out-of-distribution sets together)")
         self.progress.setVisible(False)
-        self.status = QLabel("Choose the images and press Evaluate to judge every column's posterior on them.")
+        self.status = QLabel(IDLE_TEXT)
         self.status.setWordWrap(True)
         self.sets_note = QLabel()
         self.sets_note.setWordWrap(True)
@@ -517,7 +530,7 @@ class DatasetView(QWidget):
             self._watching_window = True
         if not self._restored:
             self._restored = True
-            if app_settings.settings().value("dataset/evaluated", False) in (True, "true") and self.columns():
+            if app_settings.settings().value("dataset/evaluated", False) in (True, "true"):
                 self.evaluate(cache_only=True)  # last session's results, only if all are cached
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
@@ -531,7 +544,10 @@ class DatasetView(QWidget):
         return self._worker is not None
 
     def evaluate(self, cache_only: bool = False) -> bool:
-        """Start evaluating every column (False when nothing to do or already running)."""
+        """Start evaluating every column (False when nothing to do or already running).
+
+        Right after start-up the columns may still be being read: the evaluation then starts
+        when they are (True is returned)."""
         from core.outputs.evaluation_cache import run_evaluation
 
         if self.running:
@@ -541,6 +557,13 @@ class DatasetView(QWidget):
             self._worker = None
             self._set_running(False)
         items = self.items()
+        if not items and self.task in self.workspace.unread_tasks:
+            waiting = self._waiting_for_columns
+            self._waiting_for_columns = cache_only and (waiting is None or waiting)
+            if not cache_only:
+                self.status.setText("The posteriors are still being read (the engine starts in the background): "
+                                    "the evaluation starts as soon as they are ready.")
+            return True
         if not items:
             if not cache_only:
                 kind = "face head" if self.task == "faces" else "digit posterior"
@@ -551,6 +574,7 @@ class DatasetView(QWidget):
         self.result_keys_pending = [c.key for c in self.columns()]
         self._run += 1
         run = self._run
+        self._run_task = self.task
         self._current_request = (dataset, ood, limit, samples, cache_only)
         gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
                              cache_only=cache_only)
@@ -576,6 +600,7 @@ class DatasetView(QWidget):
         self._worker = None
         self._run += 1  # late signals of the stopped run are ignored
         self._set_running(False)
+        self.offer_sets()
         if not quiet:
             self.status.setText("Evaluation cancelled; nothing of it was kept.")
         self.run_ended.emit()
@@ -597,11 +622,22 @@ class DatasetView(QWidget):
             if record.values.get("cached"):
                 self.status.setText("Read the face descriptors from the cache.")
                 return
+            from core.engine.training_plan import duration_in_words
+
             self.progress.setRange(0, max(record.total, 1))
             self.progress.setValue(record.step)
-            self.progress.setFormat("describing faces: %v / %m")
-            self.status.setText("Describing the test faces with dlib, once: they are kept in the cache, and a "
-                                "cancelled run resumes where it stopped.")
+            left = ""
+            if "to_describe" in record.values:  # the first record, before any face is described
+                faces = int(record.values["to_describe"])
+                kept = f" ({record.step:,} described before)" if record.step else ""
+                self.status.setText(
+                    f"Describing {plural(faces, 'face')} with dlib takes "
+                    f"{duration_in_words(record.values['estimated_seconds'])}{kept}. They are kept: a "
+                    "cancelled run, or a later one with more images, goes on from them.")
+            elif record.values.get("faces_per_second"):
+                seconds = (record.total - record.step) / record.values["faces_per_second"]
+                left = f", {duration_in_words(seconds).replace('a few seconds', 'seconds')} left"
+            self.progress.setFormat(f"describing faces: %v / %m{left}")
             self.progress_reported.emit(record.step, record.total, "describing faces")
             return
         self.progress.setFormat("%v / %m images")
@@ -617,9 +653,15 @@ class DatasetView(QWidget):
         if run != self._run:
             return
         if views is None:
-            self.status.setText("Choose the images and press Evaluate to judge every column's posterior on them.")
+            self.status.setText(IDLE_TEXT)
             return
         elapsed = time.perf_counter() - self._started
+        if self._run_task != self.task:  # the mode changed meanwhile: kept for when it comes back
+            self._kept[self._run_task] = (views, list(self.result_keys_pending))
+            self.status.setText(f"The evaluation of the {TASK_WORDS[self._run_task]} has finished: choose "
+                                f"{MODE_WORDS[self._run_task]} to see it.")
+            self.save_settings(evaluated=True)
+            return
         self.show_results(views)
         cached = sum(c.cached for c in views.columns)
         ev = views.evaluation
@@ -637,7 +679,7 @@ class DatasetView(QWidget):
         if run != self._run:
             return
         if self._current_request and self._current_request[-1]:  # the silent look into the cache
-            self.status.setText("Choose the images and press Evaluate to judge every column's posterior on them.")
+            self.status.setText(IDLE_TEXT)
             return
         self.status.setText("The evaluation stopped.")
         QMessageBox.critical(self, "The evaluation stopped", self._explain(exc))
@@ -665,17 +707,23 @@ class DatasetView(QWidget):
             return
         self._worker = None
         self._set_running(False)
+        self.offer_sets()
         self.run_ended.emit()
 
     # --------------------------------------------------------------- results
-    def show_results(self, views: DatasetViews) -> None:
-        """Draw one column per evaluated posterior, in the order evaluated."""
+    def show_results(self, views: DatasetViews, keys: list[str] | None = None) -> None:
+        """Draw one column per evaluated posterior, in the order evaluated; ``keys``: the
+        workspace columns they are of (default: those of the run that made them)."""
         self.clear_results()
         self.results = views
-        self.result_keys = list(self.result_keys_pending)
+        self.result_keys = list(self.result_keys_pending if keys is None else keys)
+        self._kept[self.task] = (views, self.result_keys)
+        self._shown_task = self.task
         score = self.score.currentData()
         for column in views.columns:
-            widget = DatasetColumn(column, column.name, views.evaluation.class_names, score)
+            ev = views.evaluation
+            sets = (dataset_words(ev.dataset), dataset_words(ev.ood_dataset) if ev.ood_dataset else None)
+            widget = DatasetColumn(column, column.name, ev.class_names, score, sets)
             widget.export_requested.connect(self.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)
             widget.bin_clicked.connect(self.show_bin_images)
@@ -697,9 +745,25 @@ class DatasetView(QWidget):
         for widget in self.column_widgets.values():
             widget.set_score(self.score.currentData())
 
+    def _show_kept(self, task: str) -> None:
+        """After a mode change: the new task's own latest results, or none (never the other's)."""
+        self.clear_results()
+        self._shown_task = task
+        kept = self._kept.get(task)
+        if kept is not None:
+            self.show_results(*kept)
+        if not self.running:
+            self.status.setText(IDLE_TEXT if kept is None else
+                                f"The latest results of the {TASK_WORDS[task]}: press Evaluate to update them.")
+
     def _on_workspace_columns_changed(self) -> None:
         if not self.running:
             self.offer_sets()
+        if self.task != self._shown_task:
+            self._show_kept(self.task)
+        if self._waiting_for_columns is not None and self.task not in self.workspace.unread_tasks:
+            cache_only, self._waiting_for_columns = self._waiting_for_columns, None
+            self.evaluate(cache_only=cache_only)
         if self.results is not None and [c.key for c in self.columns()] != self.result_keys:
             self.status.setText("The columns changed since this evaluation: press Evaluate to update it "
                                 "(posteriors evaluated before come back from the cache at once).")

@@ -129,10 +129,10 @@ def open_sets(
     """:func:`load_sets` with progress, and the photos of the faces test split.
 
     The faces test split (:data:`core.engine.faces.testset.FACE_TEST_SET`) yields the descriptor
-    extraction's progress (phase ``"descriptors"``; nothing when they are cached), takes
-    ``limit`` faces spread over the split, has no OOD set, and comes with its photos
-    (the third item; None for other sets). With ``cache_only``, returns None rather than
-    computing descriptors.
+    extraction's progress (phase ``"descriptors"``), takes ``limit`` faces spread over the
+    split (:func:`core.engine.faces.testset.spread_order`; only those are described), has no
+    OOD set, and comes with its photos (the third item; None for other sets). With
+    ``cache_only``, returns None rather than computing descriptors.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"the number of images must be at least 1, got {limit}")
@@ -142,10 +142,10 @@ def open_sets(
                              "of faces, and no other set of faces with known ages is at hand")
         from core.engine.faces.testset import load_face_test_set, utkface_location
 
-        faces = yield from load_face_test_set(utkface_location(data_dir), cache_only=cache_only)
+        # only the faces asked for are described (the first of the split's spread order)
+        faces = yield from load_face_test_set(utkface_location(data_dir), cache_only=cache_only, limit=limit)
         if faces is None:
             return None
-        faces = faces.spread(limit)
         return faces.data, None, faces
     data = resolve_dataset(dataset, data_dir).first(limit)
     other = resolve_dataset(ood, data_dir).first(limit) if ood else None

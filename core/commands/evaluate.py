@@ -143,16 +143,17 @@ def run(args: argparse.Namespace) -> int:
 
         write_html_report(ev, args.report, tables)
     say(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
-    say(f"{'posterior':20s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
+    width = max([len("posterior"), *(len(name) for name in ev.results)])  # whole names, never cut
+    say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
     for row in tables["summary"]:
-        say(f"{row['posterior'][:20]:20s} {row['samples']:4d} {row['chains']:3d} "
+        say(f"{row['posterior']:{width}s} {row['samples']:4d} {row['chains']:3d} "
             f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
               f"{row['ece']:7.4f} {row['classwise_ece']:7.4f}")
     if ood is not None:
-        say("OOD AUROC  " + "  ".join(f"{s}" for s in SCORES))
+        say(f"{'OOD AUROC':{width}s} " + "  ".join(SCORES))
         for name in ev.results:
             values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
-            say(f"{name[:20]:20s} " + "  ".join(f"{values[s]:.4f}" for s in SCORES))
+            say(f"{name:{width}s} " + "  ".join(f"{values[s]:<{len(s)}.4f}" for s in SCORES))
     if args.out:
         say(f"wrote {len(written)} files to {args.out}")
     if args.report:

@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
-from PySide6.QtCore import QThreadPool
+from PySide6.QtCore import QCoreApplication, QThreadPool
 
 
 @pytest.fixture(autouse=True)
 def no_worker_outlives_its_test():
-    """Workers finish within their test, and garbage is collected in the GUI thread only.
+    """Workers finish (and are let go) within their test, and garbage is collected in the GUI thread only.
 
     As in the app (``app.workers.collect_garbage_in_gui_thread``), automatic collection is
     off while a test runs: a collection triggered in a worker thread that frees an earlier
@@ -19,6 +20,13 @@ def no_worker_outlives_its_test():
     yield
     pool = QThreadPool.globalInstance()
     assert pool.waitForDone(30_000), "a worker thread outlived its test"
+    from app.workers import running_workers
+
+    deadline = time.monotonic() + 30
+    while running_workers() and time.monotonic() < deadline and QCoreApplication.instance() is not None:
+        QCoreApplication.processEvents()  # a finished worker is let go by the GUI thread's event loop
+        time.sleep(0.01)
+    assert not running_workers(), "a worker (a plain Python thread) outlived its test"
     gc.collect()
     if was_enabled:
         gc.enable()

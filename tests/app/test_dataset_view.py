@@ -400,3 +400,153 @@ def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot
     plot.resize(900, 200)
     qtbot.waitUntil(lambda: item.titleLabel.text == title)
     assert item.getAxis("bottom").labelText == label
+
+
+def slow_evaluation(started: list[str]):
+    """A stand-in for run_evaluation that never ends on its own: a stream of progress records
+    (the faces' description first for the faces test split), as fast as the GUI takes them."""
+
+    def run(items, dataset, ood=None, data_dir=None, limit=None, **kwargs):
+        import time
+
+        from app.views.dataset import FACE_SET
+        from core.engine.inference.base import ProgressRecord
+
+        started.append(dataset)
+        yield ProgressRecord(0, 0, {}, "loading")
+        for i in range(10**9):
+            if dataset == FACE_SET:
+                yield ProgressRecord(i, 4741, {"faces_per_second": 5.0}, "descriptors")
+            else:
+                yield ProgressRecord(i, 10**9, {"index": 0.0, "images_done": float(i), "images_total": 1e9,
+                                                "cached": 0.0}, items[0].name)
+            time.sleep(0.0002)
+
+    return run
+
+
+def test_cancelling_long_evaluations_at_any_point_leaves_the_window_working(qtbot, window, monkeypatch):
+    """Cancel (or replace, or close the window on) a long face or digit evaluation, early and
+    late, with the other mode's results on screen: each worker is let go by the GUI thread and
+    the window works on. A face evaluation cancelled after minutes crashed the window (exit 139)."""
+    import gc
+    import threading
+    import weakref
+
+    from app import workers
+    from app.views.dataset import FACE_SET
+    from core.outputs import evaluation_cache
+
+    view = window.dataset_view
+    run_to_end(qtbot, view)  # digit results on screen
+    digit_results = view.results
+    started: list[str] = []
+    monkeypatch.setattr(evaluation_cache, "run_evaluation", slow_evaluation(started))
+    freed_in: list[str] = []
+    records: list[int] = []
+    view.progress_reported.connect(lambda done, total, name: records.append(done))
+
+    def start(mode_panel) -> None:
+        window.modes.setCurrentWidget(mode_panel)
+        records.clear()
+        assert view.evaluate()
+        weakref.finalize(view._worker, lambda: freed_in.append(threading.current_thread().name))
+
+    points = (0, 1, 40, 400)
+    for panel in (window.face_panel, window.draw_panel):
+        for point in points:
+            start(panel)
+            qtbot.waitUntil(lambda p=point: len(records) >= p, timeout=20_000)
+            with qtbot.waitSignal(view.run_ended, timeout=1000):
+                view.cancel_button.click()
+            assert not view.running and view.evaluate_button.isEnabled()
+            gc.collect()
+    assert set(started) == {FACE_SET, "mnist-test"}  # a run cancelled before its first step never starts
+    # a face evaluation running while the digit mode (and its results) are on screen, cancelled there
+    start(window.face_panel)
+    qtbot.waitUntil(lambda: len(records) >= 100, timeout=20_000)
+    window.modes.setCurrentWidget(window.draw_panel)
+    assert view.results is digit_results  # the digit mode's own results come back
+    view.cancel_button.click()
+    # the silent look into the cache replaced by Evaluate, then the window closed during a run
+    window.modes.setCurrentWidget(window.face_panel)
+    assert view.evaluate(cache_only=True)
+    start(window.face_panel)
+    qtbot.waitUntil(lambda: len(records) >= 100, timeout=20_000)
+    window.close()
+    assert not view.running
+    qtbot.waitUntil(lambda: not workers.running_workers(), timeout=20_000)
+    gc.collect()
+    qtbot.waitUntil(lambda: len(freed_in) == 2 * len(points) + 2, timeout=20_000)
+    assert set(freed_in) == {threading.main_thread().name}
+
+
+def test_the_other_modes_results_leave_the_tab_and_come_back_with_their_mode(qtbot, window):
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    digit_results = view.results
+    window.modes.setCurrentWidget(window.face_panel)  # the columns become face heads
+    assert view.results is None and not view.column_widgets
+    assert not view.report_button.isEnabled()  # nothing of the digits to export under the faces split
+    assert "press Evaluate" in view.status.text()
+    window.modes.setCurrentWidget(window.draw_panel)
+    assert view.results is digit_results and list(view.column_widgets) == [c.name for c in digit_results.columns]
+    assert view.report_button.isEnabled() and "latest results of the digit posteriors" in view.status.text()
+
+
+def test_evaluate_pressed_while_the_columns_are_still_read_starts_when_they_are(qtbot, monkeypatch, shared_data):
+    """Right after launch the engine imports in the background and the columns come after it:
+    an Evaluate pressed then was answered "Add a digit posterior first" and did nothing."""
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow([str(p) for p in FILES], defer_columns=True)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    view = win.dataset_view
+    view.set_choice("mnist-test", None, IMAGES, SAMPLES)
+    assert not view.columns()
+    assert view.evaluate()
+    assert "still being read" in view.status.text()
+    with qtbot.waitSignal(view.run_ended, timeout=120_000):
+        win.load_columns()  # what the start-up does once the engine is imported
+    assert view.results is not None and len(view.results.columns) == len(FILES)
+
+
+def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, face_window):
+    """Asked for N faces, the tab described the whole split first (4,741 faces, 15 minutes)."""
+    from app.views.dataset import FACE_SET
+
+    window = face_window
+    view = window.dataset_view
+    window.modes.setCurrentWidget(window.face_panel)
+    view.set_choice(FACE_SET, None, 3, SAMPLES)
+    seen: list[tuple[int, int, str]] = []
+    view.progress_reported.connect(
+        lambda done, total, name: name == "describing faces" and seen.append((done, total, view.status.text())))
+    with qtbot.waitSignal(view.run_ended, timeout=180_000):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+    assert {total for _, total, _ in seen} == {3} and seen[-1][0] == 3  # 3 faces asked, 3 described
+    assert seen[0][2].startswith("Describing 3 faces with dlib takes ")  # the estimate, before any work
+    assert len(view.results.data) == 3 - view.results.data.source["dropped"]
+
+
+def test_four_columns_fit_a_1600_pixel_window_and_the_histograms_name_their_sets(qtbot, monkeypatch, shared_data):
+    """The fourth column was cut off at 1600 px, and nothing said which colour was which set."""
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    files = FILES + [MODELS / "mnist_lenet_mfvi.pt", MODELS / "mnist_lenet_vdropout.pt"]
+    win = MainWindow([str(p) for p in files])
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    view = win.dataset_view
+    view.set_choice("mnist-test", "notmnist", 100, SAMPLES)
+    run_to_end(qtbot, view)
+    qtbot.wait(50)
+    assert len(view.column_widgets) == 4
+    assert not view.scroll.horizontalScrollBar().isVisible()
+    for widget in view.column_widgets.values():
+        assert widget.histogram.legend_names() == ["MNIST test digits", "notMNIST letters"]

@@ -278,7 +278,12 @@ def test_export_comparison_writes_one_folder_with_everything(qtbot, window, tmp_
     settle(qtbot, window)
     out = tmp_path / "comparison"
     window.export_comparison(out)
+    assert window.statusBar().currentMessage() == "Exporting the comparison…"
+    window.export_comparison(tmp_path / "second")  # while one is written: said, not silently dropped
+    assert "still being written" in window.statusBar().currentMessage()
     qtbot.waitUntil(lambda: window._export_worker is None, timeout=120_000)
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage().startswith("Saved the comparison"))
+    assert window.statusBar().currentMessage().endswith(f" files) to {out}")
     index = (out / "index.html").read_text()
     for column in window.workspace.columns:
         assert column.title(window.samples.value()) in index

@@ -68,11 +68,9 @@ def test_cancel_stops_between_steps_and_closes_the_generator(qtbot):
     gen = endless()
     worker = generator_worker(gen)
     worker.yielded.connect(lambda r: r.step == 3 and worker.quit())
-    with qtbot.waitSignal(worker.aborted, timeout=5000):
+    with qtbot.waitSignals([worker.aborted, worker.finished], timeout=5000):
         worker.start()
-    qtbot.waitSignal(worker.finished, timeout=5000)
-    gen.close()
-    assert closed == [True]
+    assert closed == [True]  # closed by the worker's thread, not left to whichever thread frees it
 
 
 def test_garbage_holding_a_widget_is_collected_in_the_gui_thread(qtbot):
@@ -144,3 +142,85 @@ def test_a_worker_that_starts_during_a_one_thread_preview_keeps_the_default_thre
     assert seen["unpinned"] == 1  # the hazard is real: a bare thread would keep 1
     assert seen["pinned"] == default and result.args == [default]  # a worker pins torch's default
     assert seen["preview"] == 1 and seen["preview after"] == default
+
+
+def endless_records():
+    i = 0
+    while True:
+        i += 1
+        yield ProgressRecord(i, 0)
+
+
+@pytest.mark.parametrize("kind", ["generator", "function", "python generator", "python call"])
+def test_a_worker_dropped_by_its_owner_is_freed_in_the_gui_thread(qtbot, kind):
+    """A view drops its worker when it cancels or replaces a run. The worker's last reference
+    must then go in the GUI thread: freed by its own thread while queued signals to it were
+    being delivered, it crashed the window (segfault in libQt6Core) on a cancelled face evaluation."""
+    import time
+    import weakref
+
+    from app import workers
+    from app.workers import PythonThreadCall, PythonThreadGenerator
+
+    freed_in: list[str] = []
+    seen: list[int] = []
+
+    def slow_call():
+        time.sleep(0.2)
+        return 1
+
+    worker = {"generator": lambda: generator_worker(endless_records()),
+              "function": lambda: function_worker(slow_call),
+              "python generator": lambda: PythonThreadGenerator(endless_records()),
+              "python call": lambda: PythonThreadCall(slow_call)}[kind]()
+    weakref.finalize(worker, lambda: freed_in.append(threading.current_thread().name))
+    if hasattr(worker, "yielded"):
+        worker.yielded.connect(lambda record: seen.append(record.step))
+    worker.start()
+    if hasattr(worker, "yielded"):
+        qtbot.waitUntil(lambda: len(seen) > 20, timeout=5000)
+    if hasattr(worker, "quit"):
+        worker.quit()
+    del worker  # what the view does on Cancel
+    gc.collect()
+    qtbot.waitUntil(lambda: freed_in != [], timeout=10_000)
+    assert freed_in == [threading.main_thread().name]
+    assert workers.running_workers() == []
+
+
+def test_a_cancelled_python_thread_generator_closes_its_generator_in_its_own_thread(qtbot):
+    from app.workers import PythonThreadGenerator
+
+    closed_in: list[str] = []
+
+    def endless():
+        try:
+            yield from endless_records()
+        finally:
+            closed_in.append(threading.current_thread().name)
+
+    worker = PythonThreadGenerator(endless())
+    worker.yielded.connect(lambda record: record.step == 5 and worker.quit())
+    with qtbot.waitSignal(worker.finished, timeout=5000):
+        worker.start()
+    assert closed_in == ["bayescope-generator"]
+
+
+def test_stop_workers_at_quit_ends_every_running_worker_and_closes_its_generator(qtbot):
+    from app.workers import PythonThreadGenerator, stop_workers
+
+    closed: list[str] = []
+
+    def endless(name):
+        try:
+            yield from endless_records()
+        finally:
+            closed.append(name)
+
+    python_thread = PythonThreadGenerator(endless("python thread"))
+    pool = generator_worker(endless("pool"))
+    for worker in (python_thread, pool):
+        worker.start()
+    qtbot.waitUntil(lambda: pool.is_running, timeout=5000)
+    assert stop_workers(timeout_s=10)
+    assert sorted(closed) == ["pool", "python thread"]

@@ -172,3 +172,23 @@ def test_core_does_not_import_qt():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'superqt', 'app')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_printed_table_shows_whole_posterior_names(tiny, capsys):
+    """The table cut names to 20 characters: two long names could read the same."""
+    import shutil
+
+    long_names = [f"{tiny['sampled'].stem}-with-a-rather-long-name-{i}" for i in (1, 2)]
+    paths = [tiny["sampled"].with_name(f"{name}{tiny['sampled'].suffix}") for name in long_names]
+    for path in paths:
+        shutil.copy(tiny["sampled"], path)
+    code = main(["evaluate", "--posterior", *map(str, paths), "--dataset", str(tiny["digits"]),
+                 "--ood", str(tiny["letters"]), "--samples", "4", "--out", str(tiny["out"])])
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name in long_names:
+        rows = [line for line in lines if line.startswith(name + " ")]
+        assert len(rows) == 2  # the summary row and the AUROC row, each with the whole name
+    header = next(line for line in lines if line.startswith("OOD AUROC"))
+    row = next(line for line in lines if line.startswith(long_names[0]) and line.count(".") == 6)
+    assert len(row.rstrip()) <= len(header.rstrip()) + 1  # each AUROC under its score's name

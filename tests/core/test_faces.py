@@ -631,8 +631,8 @@ def test_face_test_set_is_the_heads_test_split_and_the_cli_evaluates_it(real_fac
     assert photo.ndim == 3 and photo.dtype == np.uint8 and max(small.shape[:2]) <= 40
     assert faces.photo_path(2) == real_faces / faces.names[2]
     three = faces.spread(3)
-    assert len(three) == 3 and three.names == (faces.names[0], faces.names[4], faces.names[7])
-    assert torch.equal(three.data.x, faces.data.x[[0, 4, 7]])
+    assert len(three) == 3 and torch.equal(three.data.x, faces.data.x[faces.ranks < 3])
+    assert three.names == tuple(n for n, r in zip(faces.names, faces.ranks, strict=True) if r < 3)
     # the CLI takes the same split (UTKFace under --data-dir) through the same code
     heads = [str(p) for p in bundled_face_posteriors()[:2]]
     if heads:
@@ -651,3 +651,60 @@ def test_face_test_set_is_the_heads_test_split_and_the_cli_evaluates_it(real_fac
         assert main(["evaluate", "--posterior", *digits, "--dataset", FACE_TEST_SET, "--data-dir",
                      str(real_faces.parent), "--out", str(tmp_path / "y")]) == 2
         assert "face descriptors" in capsys.readouterr().err
+
+
+def test_spread_order_gives_every_group_its_share_in_every_prefix():
+    from core.engine.faces.testset import spread_order
+
+    groups = np.repeat(np.arange(8), [400, 300, 200, 100, 100, 50, 30, 20])
+    order = spread_order(groups)
+    assert sorted(order.tolist()) == list(range(len(groups)))  # a permutation
+    assert np.array_equal(order, spread_order(groups))  # seeded
+    share = np.bincount(groups) / len(groups)
+    for n in (50, 200, 600):
+        counts = np.bincount(groups[order[:n]], minlength=8)
+        assert np.all(np.abs(counts - share * n) <= 2), (n, counts)  # a group of n·share ± 1 or 2
+    assert not np.array_equal(order[:50], np.arange(50))  # not the name order
+
+
+@needs_dlib
+def test_a_limit_describes_only_the_faces_asked_for_and_keeps_them(real_faces, tmp_path, monkeypatch):
+    """Asked for N faces, the extraction describes N (it described the whole split first), and a
+    larger request or the whole split goes on from them."""
+    from core.engine.faces import _worker
+    from core.engine.faces.testset import load_face_test_set
+
+    asked: list[int] = []
+    run_chunk = _worker.run_chunk
+
+    def counting(task):
+        asked.append(len(task.indices))
+        return run_chunk(task)
+
+    monkeypatch.setattr(_worker, "run_chunk", counting)
+    root = tmp_path / "faces"
+    records = []
+    three = drain(load_face_test_set(real_faces, root=root, workers=1, limit=3), records.append)
+    assert sum(asked) == 3 and len(three) == 3
+    assert records[0].total == 3 and records[0].values["to_describe"] == 3
+    assert records[0].values["estimated_seconds"] > 0
+    asked.clear()
+    assert drain(load_face_test_set(real_faces, root=root, limit=3, cache_only=True)).names == three.names
+    assert asked == []  # kept: asked again, nothing is described
+    whole = drain(load_face_test_set(real_faces, root=root, workers=1))
+    assert sum(asked) == 8 and len(whole) == 8  # the one chunk the 8 share is computed again, whole
+    asked.clear()
+    again = drain(load_face_test_set(real_faces, root=root, workers=1, limit=3))
+    assert asked == [] and again.names == three.names == whole.spread(3).names
+    assert torch.equal(again.data.x, whole.spread(3).data.x)
+    # chunks of 4: a count of 6 describes a chunk and 2 faces of the next; the whole set goes on
+    # from there, computing only that part-chunk again
+    source = open_utkface(real_faces)
+    asked.clear()
+    part = drain(extract_descriptors(source, root=tmp_path / "chunks", workers=1, chunk_size=4,
+                                     assumed_box=ASSUMED_BOX, count=6))
+    assert asked == [4, 2] and len(part) == 6 and part.names == source.names[:6]
+    asked.clear()
+    full = drain(extract_descriptors(source, root=tmp_path / "chunks", workers=1, chunk_size=4,
+                                     assumed_box=ASSUMED_BOX))
+    assert sum(asked) == len(source.names) - 4 and np.array_equal(full.descriptors[:6], part.descriptors)

@@ -10,7 +10,9 @@
   so an interrupted extraction (Ctrl-C, a closed window, a killed process) resumes where it
   stopped and loses at most the chunks in flight;
 - when every chunk is done, merges the shards into one ``descriptors.npz`` and removes
-  them; later calls read that file.
+  them; later calls read that file;
+- with ``count``, describes only the first ``count`` images (the last chunk they reach is
+  written holding just its wanted images; a later, larger request computes that chunk again).
 
 The cache folder is ``<user cache>/faces/<descriptor name>-<version>/<source key>/``: a
 change of the descriptor's version (its model files or pipeline) or of the images (the
@@ -50,6 +52,14 @@ CHUNK_SIZE = 32
 WORKER_NICE = 10
 #: Seconds between progress records while chunks are running (a cancel waits at most this).
 HEARTBEAT_S = 0.5
+#: Faces one core describes per second (HOG detection, alignment, the ResNet): the estimate
+#: given before a description starts (:func:`describe_seconds`).
+FACES_PER_SECOND_PER_CORE = 4.0
+
+
+def describe_seconds(faces: int, workers: int | None = None) -> float:
+    """About how long describing ``faces`` images takes on ``workers`` processes (default: one per core)."""
+    return faces / (FACES_PER_SECOND_PER_CORE * max(1, workers or os.cpu_count() or 1))
 
 
 class ImageSource(Protocol):
@@ -203,19 +213,35 @@ def _chunks(n: int, chunk_size: int) -> list[range]:
     return [range(start, min(start + chunk_size, n)) for start in range(0, n, chunk_size)]
 
 
-def _done_chunks(folder: Path, source: ImageSource, chunks: list[range], dim: int) -> set[int]:
-    done = set()
+def _held_chunks(folder: Path, source: ImageSource, chunks: list[range], dim: int) -> dict[int, int]:
+    """How many images (from its first) each chunk's shard holds; a damaged shard is removed."""
+    held = {}
     for c, span in enumerate(chunks):
         path = shard_path(folder, c)
         if not path.exists():
             continue
         try:
-            _check_part(_load_npz(path), list(span), [source.names[i] for i in span], dim, path)
+            arrays = _load_npz(path)
+            count = len(arrays.get("indices", ()))
+            if not 0 < count <= len(span):
+                raise DescriptorCacheError(f"{path} holds {count} images")
+            part = span[:count]
+            _check_part(arrays, list(part), [source.names[i] for i in part], dim, path)
         except (DescriptorCacheError, FileNotFoundError):
             path.unlink(missing_ok=True)  # damaged (a disk error): compute it again
             continue
-        done.add(c)
-    return done
+        held[c] = count
+    return held
+
+
+def _first_rows(folder: Path, chunks: list[range], wanted: int, dim: int) -> dict[str, np.ndarray]:
+    """The shards' rows of the first ``wanted`` images, without merging or removing the shards."""
+    parts = [_load_npz(shard_path(folder, c)) for c, span in enumerate(chunks) if span.start < wanted]
+    keys = ("descriptors", "status", "boxes")
+    if not parts:
+        return {"descriptors": np.zeros((0, dim), np.float32), "status": np.zeros(0, np.int8),
+                "boxes": np.zeros((0, 4), np.int32)}
+    return {k: np.concatenate([p[k] for p in parts])[:wanted] for k in keys}
 
 
 def _merge(folder: Path, source: ImageSource, chunks: list[range], info: DescriptorInfo) -> dict[str, np.ndarray]:
@@ -233,12 +259,14 @@ def _merge(folder: Path, source: ImageSource, chunks: list[range], info: Descrip
     return merged
 
 
-def _table(arrays: dict[str, np.ndarray], source: ImageSource, info: DescriptorInfo, folder: Path) -> DescriptorTable:
+def _table(arrays: dict[str, np.ndarray], source: ImageSource, info: DescriptorInfo, folder: Path,
+           count: int | None = None) -> DescriptorTable:
+    n = len(source.names) if count is None else count
     return DescriptorTable(
-        names=tuple(source.names),
-        descriptors=arrays["descriptors"],
-        status=arrays["status"],
-        boxes=arrays["boxes"],
+        names=tuple(source.names[:n]),
+        descriptors=arrays["descriptors"][:n],
+        status=arrays["status"][:n],
+        boxes=arrays["boxes"][:n],
         info=info,
         source_key=source.key,
         folder=folder,
@@ -254,8 +282,11 @@ def extract_descriptors(
     chunk_size: int = CHUNK_SIZE,
     assumed_box: tuple[float, float, float, float] | None = None,
     nice: int = WORKER_NICE,
-) -> Generator[ProgressRecord, None, DescriptorTable]:
-    """Descriptors of every image of ``source``, from the cache or computed, with progress.
+    count: int | None = None,
+    cache_only: bool = False,
+) -> Generator[ProgressRecord, None, DescriptorTable | None]:
+    """Descriptors of every image of ``source`` (or of its first ``count``), from the cache or
+    computed, with progress.
 
     Parameters
     ----------
@@ -274,9 +305,14 @@ def extract_descriptors(
         bottom) of the image, described when the detector finds no face.
     nice
         Priority increment of the worker processes.
+    count
+        Describe only the first ``count`` images (all when None); the table then holds those.
+    cache_only
+        Return None instead of computing anything when they are not all in the cache.
 
-    Yields ``ProgressRecord(step=images done, total=images, phase="descriptors")`` with
-    ``faces_per_second`` and, at the end, the counts of each outcome.
+    Yields ``ProgressRecord(step=images done, total=images wanted, phase="descriptors")``: the
+    first (before any work) with ``to_describe`` (images left to compute), ``workers`` and
+    ``estimated_seconds`` (:func:`describe_seconds`), later ones with ``faces_per_second``.
     """
     if chunk_size < 1:
         raise ValueError(f"a chunk must hold at least one image, got {chunk_size}")
@@ -285,6 +321,7 @@ def extract_descriptors(
     folder = cache_folder(root or cache_root(), info, source.key)
     manifest = _manifest(info, source, chunk_size, assumed_box)
     n = len(source.names)
+    wanted = n if count is None else max(0, min(int(count), n))
     start = time.perf_counter()
     try:
         _prepare_folder(folder, manifest)
@@ -298,42 +335,52 @@ def extract_descriptors(
         except (DescriptorCacheError, FileNotFoundError):
             merged_path.unlink(missing_ok=True)
         else:
-            yield ProgressRecord(n, n, {"cached": 1.0}, "descriptors")
-            table = _table(arrays, source, info, folder)
+            yield ProgressRecord(wanted, wanted, {"cached": 1.0}, "descriptors")
+            table = _table(arrays, source, info, folder, wanted)
             table.seconds = time.perf_counter() - start
             return table
     from core.engine.files import sweep_stale_temp_files
 
     sweep_stale_temp_files(folder)
     chunks = _chunks(n, chunk_size)
-    done = _done_chunks(folder, source, chunks, info.dim)
-    todo = [c for c in range(len(chunks)) if c not in done]
-    images_done = sum(len(chunks[c]) for c in done)
-    resumed = images_done
-    yield ProgressRecord(images_done, n, {"resumed_images": float(resumed)}, "descriptors")
+    held = _held_chunks(folder, source, chunks, info.dim)
+    # each chunk's wanted images: all of it, or the first ones of the last chunk a count reaches
+    need = {c: span[:max(0, wanted - span.start)] for c, span in enumerate(chunks) if span.start < wanted}
+    todo = [c for c, part in need.items() if held.get(c, 0) < len(part)]
+    resumed = sum(len(part) for c, part in need.items() if c not in todo)
+    images_done = resumed
+    if todo and cache_only:
+        return None
+    to_describe = wanted - resumed
+    workers = max(1, min(workers or (os.cpu_count() or 1), len(todo) or 1))
+    yield ProgressRecord(images_done, wanted, {
+        "resumed_images": float(resumed), "to_describe": float(to_describe), "workers": float(workers),
+        "estimated_seconds": describe_seconds(to_describe, workers)}, "descriptors")
     if todo:
-        wanted = {i for c in todo for i in chunks[c]}
-        blobs = dict(source.read(wanted))
-        missing = wanted - set(blobs)
+        indices = {i for c in todo for i in need[c]}
+        blobs = dict(source.read(indices))
+        missing = indices - set(blobs)
         if missing:
             raise ValueError(f"{source.describe()}: {len(missing)} image(s) could not be read from the source")
         tasks = [
-            ChunkTask(c, str(folder), descriptor, list(chunks[c]), [source.names[i] for i in chunks[c]],
-                      [blobs[i] for i in chunks[c]], assumed_box)
+            ChunkTask(c, str(folder), descriptor, list(need[c]), [source.names[i] for i in need[c]],
+                      [blobs[i] for i in need[c]], assumed_box)
             for c in todo
         ]
         del blobs
-        workers = max(1, min(workers or (os.cpu_count() or 1), len(tasks)))
         computing = time.perf_counter()
         results = _run_inline(tasks) if workers == 1 else _run_pool(tasks, workers, descriptor, nice)
         for finished in results:
             images_done += finished
             rate = (images_done - resumed) / max(time.perf_counter() - computing, 1e-9)
-            yield ProgressRecord(images_done, n, {"faces_per_second": rate}, "descriptors")
-    arrays = _merge(folder, source, chunks, info)
-    table = _table(arrays, source, info, folder)
+            yield ProgressRecord(images_done, wanted, {"faces_per_second": rate}, "descriptors")
+    if wanted == n:
+        arrays = _merge(folder, source, chunks, info)
+    else:  # a part: the shards stay (a later, larger request goes on from them)
+        arrays = _first_rows(folder, chunks, wanted, info.dim)
+    table = _table(arrays, source, info, folder, wanted)
     table.seconds = time.perf_counter() - start
-    table.computed = n - resumed
+    table.computed = to_describe
     return table
 
 

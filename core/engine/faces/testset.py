@@ -17,6 +17,10 @@ cache, resumable, in worker processes, with progress):
 
 Either way the rows are the faces of :func:`core.engine.data.utkface.split_datasets`' test set, in
 the same order, so an evaluation here is an evaluation of the heads' own test set.
+
+A limit of N faces takes the first N of :func:`spread_order` (seeded; every age group in about
+its share) and describes only those: the test faces are described in that order, so the
+descriptors of a smaller limit are reused by a larger one and by the whole split.
 """
 
 from __future__ import annotations
@@ -51,6 +55,24 @@ from core.engine.inference.base import Dataset, ProgressRecord
 FACE_TEST_SET = "utkface-test"
 #: Progress records of the descriptor extraction carry this phase.
 DESCRIBING = "descriptors"
+#: The seed of :func:`spread_order`.
+SPREAD_SEED = 0
+
+
+def spread_order(groups: np.ndarray, seed: int = SPREAD_SEED) -> np.ndarray:
+    """An order of faces whose every prefix holds each age group in about its share.
+
+    Each group's faces are shuffled (seeded); the j-th of a group of n is placed at
+    (j + u)/n with u uniform in [0, 1), and all faces are sorted by their place. The split is in
+    name order, and names start with the age as text ("1_", "10_", "100_", "11_", …): its first
+    faces would be of a few ages only.
+    """
+    rng = np.random.default_rng(seed)
+    place = np.empty(len(groups))
+    for group in np.unique(groups):
+        members = rng.permutation(np.flatnonzero(groups == group))
+        place[members] = (np.arange(len(members)) + rng.random(len(members))) / len(members)
+    return np.argsort(place, kind="stable")
 
 
 def is_face_set(spec: str | None) -> bool:
@@ -73,33 +95,29 @@ class FaceTestSet:
     """The faces test split: descriptors and age groups, and where each face's photo is.
 
     ``names[i]`` is the photo of ``data.x[i]`` in ``source`` (a member of the archive, or a
-    file of the folder).
+    file of the folder); ``ranks[i]`` its place in the split's :func:`spread_order`.
     """
 
     data: Dataset
     names: tuple[str, ...]
     source: UtkfaceSource
+    ranks: np.ndarray
 
     def __len__(self) -> int:
         return len(self.names)
 
     def spread(self, limit: int | None) -> FaceTestSet:
-        """``limit`` faces spread evenly over the split (all when None or larger).
-
-        The split is in name order, and names start with the age as text ("1_", "10_",
-        "100_", "11_", …): the first faces would all be of a few ages, so a limit takes every
-        n-th face instead of the first ones.
-        """
-        n = len(self)
-        if limit is None or limit >= n:
+        """The faces among the first ``limit`` of the split's :func:`spread_order` (all when None):
+        the faces ``load_face_test_set(limit=limit)`` gives, in split order."""
+        if limit is None or limit > self.ranks.max(initial=-1):
             return self
         if limit < 1:
             raise ValueError(f"a limit must be at least 1 face, got {limit}")
-        rows = np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
+        rows = np.flatnonzero(self.ranks < limit)
         data = self.data.subset(torch.from_numpy(rows))
         data.source["used"] = len(rows)
         data.source["class_counts"] = class_counts(data.y.numpy())
-        return FaceTestSet(data, tuple(self.names[i] for i in rows), self.source)
+        return FaceTestSet(data, tuple(self.names[i] for i in rows), self.source, self.ranks[rows])
 
     def photo_path(self, row: int) -> Path | None:
         """The file of a face's photo when the faces are a folder (None inside an archive)."""
@@ -146,17 +164,25 @@ def descriptors_cached(path: str | os.PathLike | None = None, descriptor: str = 
     info = get_descriptor(descriptor).info
     root = root or cache_root()
     return any((cache_folder(root, info, s.key) / MERGED).is_file()
-               for s in (source, _test_source(source)[0]))
+               for s in (source, _test_source(source)[0], _test_source(source, _split_order(source))[0]))
 
 
-def _test_source(source: UtkfaceSource) -> tuple[UtkfaceSource, np.ndarray]:
-    """The test faces alone as a source (its own cache key), and their indices in ``source``."""
+def _test_source(source: UtkfaceSource, order: np.ndarray | None = None) -> tuple[UtkfaceSource, np.ndarray]:
+    """The test faces alone as a source (its own cache key), and their indices in ``source``;
+    with ``order`` (positions in the split), those faces in that order."""
     _, test = stratified_split(source.names, source.groups, TEST_FRACTION, SPLIT_SEED)
-    subset = UtkfaceSource(
-        source.path, source.kind, tuple(source.names[i] for i in test), source.ages[test],
-        f"{source.key}-test{TEST_FRACTION:g}-seed{SPLIT_SEED}", source.skipped,
-    )
+    key = f"{source.key}-test{TEST_FRACTION:g}-seed{SPLIT_SEED}"
+    if order is not None:
+        test, key = test[order], f"{key}-spread{SPREAD_SEED}"
+    subset = UtkfaceSource(source.path, source.kind, tuple(source.names[i] for i in test), source.ages[test],
+                           key, source.skipped)
     return subset, test
+
+
+def _split_order(source: UtkfaceSource) -> np.ndarray:
+    """:func:`spread_order` of the test split's faces (positions in the split)."""
+    _, test = stratified_split(source.names, source.groups, TEST_FRACTION, SPLIT_SEED)
+    return spread_order(source.groups[test])
 
 
 def load_face_test_set(
@@ -166,9 +192,11 @@ def load_face_test_set(
     root: Path | None = None,
     workers: int | None = None,
     cache_only: bool = False,
+    limit: int | None = None,
 ) -> Generator[ProgressRecord, None, FaceTestSet | None]:
     """Open UTKFace at ``path`` (see :func:`core.engine.data.utkface.open_utkface`), read or compute
-    the test faces' descriptors, and return the test split.
+    the test faces' descriptors, and return the test split, or with ``limit`` its first ``limit``
+    faces of :func:`spread_order` (only those are described), in split order.
 
     Yields the extraction's progress (``phase`` :data:`DESCRIBING`, ``step``/``total`` in
     faces; one record when the descriptors come from the cache). Stop iterating to cancel:
@@ -176,21 +204,33 @@ def load_face_test_set(
     instead of computing anything when the descriptors are not cached. ``root`` is the
     descriptor cache (default :func:`core.engine.faces.extract.cache_root`).
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"a limit must be at least 1 face, got {limit}")
     source = open_utkface(path)
     info = get_descriptor(descriptor).info
     root = root or cache_root()
-    subset, test = _test_source(source)
+    in_split, test = _test_source(source)
+    order = _split_order(source)
+    ranks = np.empty(len(order), np.int64)
+    ranks[order] = np.arange(len(order))
+    count = len(order) if limit is None else min(limit, len(order))
+    positions = np.sort(order[:count])  # the faces asked for, as positions in the split
+    spread, _ = _test_source(source, order)
+    count_asked: int | None = None
     if (cache_folder(root, info, source.key) / MERGED).is_file():
-        used, rows = source, test  # the whole archive is described: pick the test faces out
-    elif cache_only and not (cache_folder(root, info, subset.key) / MERGED).is_file():
-        return None
-    else:
-        used, rows = subset, np.arange(len(test))
+        used, rows = source, test[positions]  # the whole archive is described: pick the faces out
+    elif (cache_folder(root, info, in_split.key) / MERGED).is_file():
+        used, rows = in_split, positions  # the whole split described in name order (before limits)
+    else:  # the faces asked for are the first of the spread order: describe only those
+        used, rows, count_asked = spread, ranks[positions], count
     # chunk size and assumed box as load_utkface's, so that both share the archive's cache
-    table = yield from extract_descriptors(used, descriptor, root=root, workers=workers, assumed_box=ASSUMED_BOX)
+    table = yield from extract_descriptors(used, descriptor, root=root, workers=workers, assumed_box=ASSUMED_BOX,
+                                           count=count_asked, cache_only=cache_only)
+    if table is None:
+        return None
     keep = table.usable()[rows] & np.isin(table.status[rows], [STATUS_DETECTED, STATUS_ASSUMED])
     chosen = rows[keep]
-    labels = source.groups[test][keep]
+    labels = source.groups[test[positions]][keep]
     x = torch.from_numpy(np.ascontiguousarray(table.descriptors[chosen], dtype=np.float32))
     record = {
         **source.record(),
@@ -201,10 +241,11 @@ def load_face_test_set(
         "detected_only": False,
         "descriptor_outcomes": table.status_counts(),
         "split_faces": len(test),
-        "dropped": int(len(test) - keep.sum()),
+        "faces_asked": int(count),
+        "dropped": int(count - keep.sum()),
         "class_counts": class_counts(labels),
     }
     # the same name as split_datasets gives the test set (the heads record it as their test data)
     data = Dataset(x, torch.from_numpy(labels.astype(np.int64)), f"{NAME}-{info.name}-test", AGE_GROUP_NAMES, record)
-    names = tuple(source.names[i] for i in test[keep])
-    return FaceTestSet(data, names, source)
+    names = tuple(source.names[i] for i in test[positions][keep])
+    return FaceTestSet(data, names, source, ranks[positions][keep])
