@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app import settings as app_settings
 from app.controllers.inference import ColumnRequest, InferenceController
-from app.help import ABOUT_TITLE, HOW_TO_READ, about_text
+from app.help import ABOUT_TITLE, about_text
 from app.plots import style
 from app.views.column import VIEW_NAMES, ColumnView
 from app.views.face import FacePanel
@@ -870,11 +870,14 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------- help
     def show_help(self) -> None:
-        box = QMessageBox(self)
-        box.setWindowTitle("How to read this window")
-        box.setTextFormat(Qt.TextFormat.RichText)
-        box.setText(HOW_TO_READ)
-        box.exec()
+        """The help page; on the Dataset tab, opened at the Dataset tab's measures."""
+        from app.views.help_dialog import HelpDialog
+
+        if getattr(self, "help_dialog", None) is None:
+            self.help_dialog = HelpDialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        self.help_dialog.show_section("dataset" if self.views.currentWidget() is self.dataset_view else None)
 
     def show_about(self) -> None:
         QMessageBox.about(self, ABOUT_TITLE, about_text())
