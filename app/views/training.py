@@ -102,6 +102,26 @@ VALUE_WORDS: dict[str, str] = {
     "member": "network",
 }
 
+#: Why the trace shows what it shows, per kind of method.
+TRACE_WORDS: dict[str, str] = {
+    "sampler": "The trace is the <b>log posterior</b> of the current weights. A sampler does not "
+    "minimise a loss: it wanders over the weights, staying longer where the posterior is high, and "
+    "keeps what it visits as draws. The log posterior rises while the chain finds the posterior "
+    "(burn-in), then levels off and wobbles: that wobble is the spread of belief, not a problem.",
+    "loss": "The trace is the <b>training loss</b> (lower is better). This method trains one network "
+    "(one per member for ensembles) the usual way; MC dropout gets its spread of belief afterwards, "
+    "from switching units off at random at prediction time, so training is plain minimisation.",
+    "elbo": "The trace is the <b>ELBO</b> per image (higher is better): a variational method fits a "
+    "distribution over the weights by raising it, balancing how well its draws fit the images "
+    "against how far it strays from the prior.",
+}
+#: Which trace each method reports (the first of TrainingDialog.TRACE_KEYS it yields).
+TRACE_OF_METHOD: dict[str, str] = {
+    **dict.fromkeys(("sgld", "sghmc", "dsghmc", "hmc"), "sampler"),
+    **dict.fromkeys(("map", "mc_dropout", "ensemble"), "loss"),
+    **dict.fromkeys(("mfvi", "snvi", "sgmmvi", "vdropout"), "elbo"),
+}
+
 PHASE_WORDS: dict[str, str] = {
     "loading data": "Loading the training images",
     "train": "Training",
@@ -484,6 +504,9 @@ class TrainingDialog(QDialog):
             "the training loss otherwise (lower is better)."
         )
         self.curve = self.trace.plot(pen=pg.mkPen(style.BAR, width=2))
+        self.trace_about = QLabel()
+        self.trace_about.setWordWrap(True)
+        self.trace_about.setStyleSheet("color: #555555;")
 
         self.buttons = QDialogButtonBox()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -510,6 +533,7 @@ class TrainingDialog(QDialog):
         left.addWidget(scroll, 1)
         right = QVBoxLayout()
         right.addWidget(self.trace, 1)
+        right.addWidget(self.trace_about)
         right.addWidget(self.progress)
         right.addWidget(self.status)
         columns = QHBoxLayout()
@@ -607,6 +631,7 @@ class TrainingDialog(QDialog):
         rest = description.partition(":")[2].strip()
         about = f"{rest[:1].upper()}{rest[1:]}. " if rest else ""
         self.method_about.setText(f"{about}{summary[:1].upper()}{summary[1:]}.")
+        self.trace_about.setText(TRACE_WORDS.get(TRACE_OF_METHOD.get(name, ""), ""))
         self._update_rows()
         if name in USES_MODEL_DROPOUT:
             self.drop_rate.setValue(self._drop_rates.get(name, DEFAULT_DROP_RATES.get(name, 0.0)))
