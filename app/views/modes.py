@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
 
 from app.views.canvas import DrawingCanvas
 from app.views.square import SquareContainer
-from core.engine.data.locate import DOWNLOAD_IN_WINDOW, DatasetMissingError
 from core.engine.data.preprocess import EmptyDrawingError, load_image, rotate_image, to_mnist
 
 #: Below this share of the canvas the drawing is scaled up a lot and thin strokes blur.
@@ -209,10 +208,12 @@ class RotatePanel(ModePanel):
         self._missing = None
         try:
             data = self._load_dataset(key)
-        except DatasetMissingError as exc:  # what, where looked, what to do
-            self._missing = exc
-            return None, exc.with_hint(DOWNLOAD_IN_WINDOW) + " Or choose another data folder."
         except Exception as exc:  # noqa: BLE001 — any failure is shown in words beside the button
+            from core.engine.data.locate import DOWNLOAD_IN_WINDOW, DatasetMissingError
+
+            if isinstance(exc, DatasetMissingError):  # what, where looked, what to do
+                self._missing = exc
+                return None, exc.with_hint(DOWNLOAD_IN_WINDOW) + " Or choose another data folder."
             return None, str(exc)
         i = min(self.index.value(), len(data) - 1)
         label = data.class_names[int(data.y[i])] if data.class_names else str(int(data.y[i]))
