@@ -1,6 +1,12 @@
-"""The Help menu's texts: how to read the window, and the About box with the versions."""
+"""The Help menu's texts: how to read the window, the Dataset tab's measures, and the About box.
+
+:data:`DATASET_TERMS` is the one place the Dataset tab's measures are put in words: their
+tooltips (``app.plots.dataset_plots``) and their help sections (:data:`DATASET_HELP`) read it.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 ABOUT_TITLE = "About bayescope"
 
@@ -31,6 +37,112 @@ belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
 <p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or
 SVG with its numbers as CSV and JSON; File → Export comparison writes everything at once.</p>
 """
+
+
+@dataclass(frozen=True)
+class Term:
+    """A measure of the Dataset tab: what it means, and what good looks like (which way is better)."""
+
+    title: str
+    means: str
+    good: str
+
+    @property
+    def tooltip(self) -> str:
+        return f"{self.means} {self.good}"
+
+
+#: The Dataset tab's measures, keyed by the label they carry on screen (metric rows) or by view.
+DATASET_TERMS: dict[str, Term] = {
+    "Log loss": Term(
+        "Log loss (NLL, negative log-likelihood)",
+        "The average of −log(probability the posterior gave the true class): it punishes confident "
+        "mistakes the most (a true class given 1% costs 4.6, one given 50% costs 0.69).",
+        "Lower is better: 0 would be every true class given 100%; on MNIST a good posterior scores "
+        "below 0.1, and always guessing 1 in 10 scores 2.3.",
+    ),
+    "Brier": Term(
+        "Brier score",
+        "The average squared distance between the probabilities and the true answer (1 for the true "
+        "class, 0 for the others), summed over the classes.",
+        "Lower is better: 0 = certain and right every time, 2 = certain and wrong every time; on MNIST "
+        "a good posterior scores below 0.05.",
+    ),
+    "ECE": Term(
+        "ECE (expected calibration error)",
+        "The images are grouped by confidence (the highest mean probability, 15 groups); in each group "
+        "the gap between the confidence and how often the posterior is right, averaged with the "
+        "groups' sizes as weights.",
+        "Lower is better: 0 means “90% sure” is right 90% of the time, so its confidence can be taken at "
+        "its word; below 0.02 is good.",
+    ),
+    "Classwise ECE": Term(
+        "Classwise ECE",
+        "The calibration error of every class's probability, not only the top one (does “20% a 7” "
+        "come true 20% of the time?), averaged over the classes.",
+        "Lower is better: 0 = every probability can be taken at its word; it is usually smaller than "
+        "the ECE, and below 0.01 on MNIST for a good posterior.",
+    ),
+    "AUROC": Term(
+        "AUROC (out-of-distribution detection)",
+        "How well the chosen uncertainty score tells the out-of-distribution images (e.g. notMNIST "
+        "letters) from the test images: the chance that a random unfamiliar image is scored more "
+        "uncertain than a random test image.",
+        "Higher is better: 0.5 = chance, 1 = every unfamiliar image is flagged before any test image; "
+        "above 0.9 is good.",
+    ),
+    "AUPR": Term(
+        "AUPR (area under the precision–recall curve)",
+        "The out-of-distribution images counted as the ones to find, most uncertain first: how many of "
+        "those flagged are really unfamiliar, averaged over how many are found.",
+        "Higher is better: 1 = the most uncertain images are all out-of-distribution; chance is the "
+        "share of out-of-distribution images among all (0.5 for two sets of the same size).",
+    ),
+    "Chains": Term(
+        "Chains",
+        "A sampled posterior (SGHMC, D-SGHMC, SGLD, HMC) draws its models in independent runs, the "
+        "chains; the per-class error plot shows one dot per chain and a box over them.",
+        "More chains that agree is better: boxes that are narrow mean every chain found the same "
+        "answer; a chain far from the others has not reached the posterior.",
+    ),
+    "reliability_share": Term(
+        "The grey curve of the reliability diagram",
+        "The share of the test images in each confidence group (the blue bars' sizes): most images sit "
+        "at the right, where the posterior is sure.",
+        "It says how much each bar counts: a gap on a group holding few images matters little. No "
+        "direction is better; good is blue bars on the dashed diagonal where the grey curve is high.",
+    ),
+    "soft_diagonal": Term(
+        "The diagonal of the soft confusion matrix",
+        "The mean probability the posterior gives the true class, per class: the colour of the cell "
+        "where the row's class meets the same class.",
+        "Higher is better: near 1 on the diagonal and near 0 off it; a pale diagonal cell with a "
+        "coloured neighbour in its row shows which class it is taken for.",
+    ),
+    "images_referred": Term(
+        "Images referred (the rejection curve)",
+        "The posterior hands its most uncertain images to a person; x is the share handed over, y the "
+        "accuracy on the images it keeps.",
+        "A curve that rises fast is better: the uncertainty points at the mistakes. The dotted curve is "
+        "the best possible (every mistake handed over first); a flat curve means the uncertainty says "
+        "nothing about the mistakes.",
+    ),
+}
+
+
+def _dataset_help() -> str:
+    sections = "".join(
+        f"<p><b>{t.title}.</b> {t.means} <i>What good looks like:</i> {t.good}</p>" for t in DATASET_TERMS.values()
+    )
+    return (
+        '<a name="dataset"></a><h3>The Dataset tab: a whole test set</h3>'
+        "<p>Every column's posterior judges every image of the chosen test set (and, optionally, an "
+        "out-of-distribution set: images of something it never saw). Hover a number or a plot for "
+        "the same words.</p>" + sections
+    )
+
+
+DATASET_HELP = _dataset_help()
 
 
 def about_text() -> str:

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app import settings as app_settings
 from app.controllers.inference import ColumnRequest, InferenceController
-from app.help import ABOUT_TITLE, HOW_TO_READ, about_text
+from app.help import ABOUT_TITLE, about_text
 from app.plots import style
 from app.views.column import VIEW_NAMES, ColumnView
 from app.views.face import FacePanel
@@ -243,6 +243,7 @@ class MainWindow(QMainWindow):
         self.rotate_panel.sweep_requested.connect(self._on_rotate_sweep_requested)
         self.rotate_panel.sweep_cancelled.connect(self.cancel_sweep)
         self.rotate_panel.data_folder_requested.connect(self.choose_data_folder)
+        self.rotate_panel.download_requested.connect(self._on_rotate_panel_download_requested)
         self.image_panel.open_requested.connect(self.open_image_dialog)
         self.samples.valueChanged.connect(self._on_sampling_changed)
         self.level.valueChanged.connect(self._on_sampling_changed)
@@ -301,7 +302,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Save window picture…", self.save_screenshot_dialog, "Ctrl+Shift+E")
         file_menu.addSeparator()
         self._action(file_menu, "Choose data folder…", self.choose_data_folder,
-                     tip="The folder holding MNIST and notMNIST, for the Rotate tab")
+                     tip="The one data folder, holding “mnist”, “notmnist” and “utkface”: read by the Rotate "
+                         "and Dataset tabs and the training dialog")
         file_menu.addSeparator()
         self._action(file_menu, "Quit", self.close, QKeySequence.StandardKey.Quit)
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -743,23 +745,46 @@ class MainWindow(QMainWindow):
         """MNIST test or notMNIST from the data folder (cached); raises with a sentence."""
         if name not in self._datasets:
             from core.analysis.evaluation import resolve_dataset
+            from core.engine.data.locate import DatasetMissingError
 
             folder = app_settings.data_folder()
             try:
                 self._datasets[name] = resolve_dataset(name, folder)
+            except DatasetMissingError:
+                raise  # names the set, every place looked in, and what to do
             except Exception as exc:  # noqa: BLE001
                 what = "MNIST test digits" if name.startswith("mnist") else "notMNIST letters"
-                where = f"in {folder}" if folder else "yet"
-                raise ValueError(f"The {what} are not found {where}: choose the folder that holds them.") from exc
+                raise ValueError(f"The {what} in the data folder could not be read: {exc}") from exc
         return self._datasets[name]
 
+    def _on_rotate_panel_download_requested(self, name: str) -> None:
+        """Download MNIST's test digits into the user cache in the background, then show one."""
+        from app.workers import function_worker
+        from core.engine.data.locate import download_dataset
+
+        worker = function_worker(download_dataset, name, "test")
+        worker.returned.connect(lambda _folder: self._on_data_folder_changed())
+        worker.errored.connect(lambda exc: self.rotate_panel.set_download_failed(str(exc)))
+        worker.finished.connect(self._on_download_worker_finished)
+        self._download_worker = worker  # kept until it has finished
+        self.rotate_panel.set_downloading(True)
+        worker.start()
+
+    def _on_download_worker_finished(self) -> None:
+        self._download_worker = None
+        self.rotate_panel.set_downloading(False)
+
+    def _on_data_folder_changed(self) -> None:
+        self._datasets.clear()
+        self.rotate_panel._on_changed()
+
     def choose_data_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Choose the folder holding MNIST (and notMNIST)", app_settings.last_folder("data"))
+        path = QFileDialog.getExistingDirectory(self, "Choose the data folder (it holds “mnist”, “notmnist”, “utkface”)",
+                                                app_settings.last_folder("data"))
         if path:
             app_settings.set_data_folder(Path(path))
             app_settings.remember_folder("data", path)
-            self._datasets.clear()
-            self.rotate_panel._on_changed()
+            self._on_data_folder_changed()
 
     # ------------------------------------------------------------------ sweep
     def _on_rotate_sweep_requested(self, image: np.ndarray, label: str) -> None:
@@ -917,11 +942,14 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------- help
     def show_help(self) -> None:
-        box = QMessageBox(self)
-        box.setWindowTitle("How to read this window")
-        box.setTextFormat(Qt.TextFormat.RichText)
-        box.setText(HOW_TO_READ)
-        box.exec()
+        """The help page; on the Dataset tab, opened at the Dataset tab's measures."""
+        from app.views.help_dialog import HelpDialog
+
+        if getattr(self, "help_dialog", None) is None:
+            self.help_dialog = HelpDialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        self.help_dialog.show_section("dataset" if self.views.currentWidget() is self.dataset_view else None)
 
     def show_about(self) -> None:
         QMessageBox.about(self, ABOUT_TITLE, about_text())

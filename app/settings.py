@@ -202,15 +202,11 @@ def default_face_columns() -> list[Path]:
     return bundled_face_posteriors()
 
 
-def default_data_dir() -> Path:
-    """The MNIST folder the training dialog proposes: the user cache (downloads land there)."""
-    from core.engine.data.datasets import cache_dir
-
-    return cache_dir("mnist")
-
-
 def data_folder() -> Path | None:
-    """The folder holding the data sets (``mnist/``, ``notmnist/``), if the person chose one.
+    """The one data folder (it holds ``mnist/``, ``notmnist/``, ``utkface/``), if the person chose one.
+
+    The Rotate tab, the Dataset tab and the training dialog all read it; data sets missing
+    there are looked for in the user cache (:func:`core.engine.data.locate.find_dataset`).
 
     ``BAYESCOPE_DATA_DIR`` overrides it (tests, a lab's shared copy); None means the user cache.
     """

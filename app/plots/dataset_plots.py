@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QToolTip,
 )
 
+from app.help import DATASET_TERMS
 from app.plots.axes import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.analysis.dataset import SCORE_WORDS, ColumnViews
@@ -79,7 +80,7 @@ class ReliabilityPlot(DatasetPlot):
         "Reliability: the test images are grouped by how confident the posterior is (its highest "
         "mean probability). Blue bars: how often it is right in each group. On the dashed "
         "diagonal, confidence can be taken at its word; red outlines show the gap (the ECE is "
-        "its average). The grey line shows the share of images in each group."
+        "its average). Better: bars on the diagonal. The grey line: " + DATASET_TERMS["reliability_share"].tooltip
     )
 
     def __init__(self) -> None:
@@ -190,7 +191,8 @@ class SoftConfusionPlot(ConfusionPlot):
         "posterior gives the column's class to the images of that row (as in the D-SGHMC paper's "
         "matrices; the colour grows with the square root, so that a few % show). Colour off the "
         "diagonal shows which classes it hesitates between. Hover a cell for its value; click it to "
-        "see the images that give the column's class at least 5%."
+        "see the images that give the column's class at least 5%. The diagonal: "
+        + DATASET_TERMS["soft_diagonal"].tooltip
     )
 
 
@@ -214,7 +216,8 @@ class ClassErrorPlot(DatasetPlot):
         "How often the posterior is wrong on each true class, in %. For posteriors sampled in "
         "several independent chains (SGHMC and the like), a box spans the middle half of the "
         "chains, the line inside is their median, the whiskers their range and each dot one "
-        "chain (the D-SGHMC paper's box plots). With one chain, one bar per class."
+        "chain (the D-SGHMC paper's box plots). With one chain, one bar per class. Lower is better. "
+        + DATASET_TERMS["Chains"].good
     )
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
@@ -267,7 +270,8 @@ class RejectionPlot(DatasetPlot):
         "If the posterior may hand its most uncertain images to a person, how accurate is it on "
         "the rest? x: share of images handed over (most uncertain first, by each score); y: "
         "accuracy on those kept. A curve that rises fast means the uncertainty points at the "
-        "mistakes. Dotted: the best possible, every mistake handed over first."
+        "mistakes. Dotted: the best possible, every mistake handed over first. "
+        + DATASET_TERMS["images_referred"].good
     )
 
     def __init__(self) -> None:
@@ -401,23 +405,16 @@ class MetricsTable(QTableWidget):
 
     ROWS: tuple[tuple[str, str], ...] = (
         ("Accuracy", "Share of the test images whose most probable class is the true one."),
-        ("Log loss", "Negative log-likelihood (NLL): the average of −log(probability given to the true class). "
-                           "Lower is better; confident mistakes cost the most."),
-        ("Brier", "Brier score: the average squared distance between the probabilities and the true class "
-                        "(0 = perfect, 2 = worst)."),
-        ("ECE", "Expected calibration error (ECE): the average gap between how confident the "
-                                    "posterior is and how often it is right (15 confidence groups). 0 = its "
-                                    "confidence can be taken at its word."),
-        ("Classwise ECE", "The calibration error of each class's probability, averaged over the classes."),
+        ("Log loss", DATASET_TERMS["Log loss"].tooltip),
+        ("Brier", DATASET_TERMS["Brier"].tooltip),
+        ("ECE", DATASET_TERMS["ECE"].tooltip),
+        ("Classwise ECE", DATASET_TERMS["Classwise ECE"].tooltip),
         ("Uncertain", "Share of the test images whose two most likely classes overlap in the draws "
                              "(Bhattacharyya coefficient above 0.5): the posterior cannot tell them apart."),
         ("Draws", "How many posterior draws (plausible models) judged each image."),
-        ("Chains", "Independent sampling chains the draws come from (SGHMC and the like); the per-class "
-                   "box plots spread over them."),
-        ("AUROC", "How well the chosen uncertainty score tells the out-of-distribution images from the "
-                  "test images: 0.5 = chance, 1 = perfectly."),
-        ("AUPR", "Area under the precision–recall curve, out-of-distribution images counted as the ones to "
-                 "find: near 1 when the most uncertain images are nearly all out-of-distribution."),
+        ("Chains", DATASET_TERMS["Chains"].tooltip),
+        ("AUROC", DATASET_TERMS["AUROC"].tooltip),
+        ("AUPR", DATASET_TERMS["AUPR"].tooltip),
     )
 
     ROW_HEIGHT = 19

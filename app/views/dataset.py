@@ -77,6 +77,8 @@ from core.engine.naming import plural
 FOLDER = "folder…"
 #: The faces test split (core.engine.faces.testset.FACE_TEST_SET; not imported: torch loads later).
 FACE_SET = "utkface-test"
+#: Where a missing data set's message sends a person.
+CHOOSE_DATA_FOLDER = "Or choose the data folder that holds it with File → Choose data folder…"
 #: (shown, spec) of the sets offered; a chosen folder is added with its path as spec.
 TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"),
              ("UTKFace test split (faces)", FACE_SET))
@@ -682,11 +684,42 @@ class DatasetView(QWidget):
             self.status.setText(IDLE_TEXT)
             return
         self.status.setText("The evaluation stopped.")
-        QMessageBox.critical(self, "The evaluation stopped", self._explain(exc))
+        if not self._offer_download(exc):
+            QMessageBox.critical(self, "The evaluation stopped", self._explain(exc))
+
+    def _offer_download(self, exc: BaseException) -> bool:
+        """For a missing MNIST: say what and where, and offer to download it (True when shown)."""
+        from core.engine.data.locate import DOWNLOAD_IN_WINDOW, DatasetMissingError
+
+        if not (isinstance(exc, DatasetMissingError) and exc.downloadable):
+            return False
+        box = QMessageBox(QMessageBox.Icon.Warning, "The evaluation stopped",
+                          exc.with_hint(DOWNLOAD_IN_WINDOW) + " " + CHOOSE_DATA_FOLDER, parent=self)
+        download = box.addButton("Download MNIST", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Close)
+        box.exec()
+        if box.clickedButton() is download:
+            self.download_and_evaluate(exc.name, exc.split)
+        return True
+
+    def download_and_evaluate(self, name: str, split: str = "test") -> None:
+        """Download ``name`` into the user cache in the background, then evaluate again."""
+        from core.engine.data.locate import download_dataset
+
+        worker = function_worker(download_dataset, name, split)
+        worker.returned.connect(lambda _folder: self.evaluate())
+        worker.errored.connect(lambda exc: self.status.setText(f"The download failed: {plain_sentence(exc)}"))
+        worker.finished.connect(lambda: setattr(self, "_download_worker", None))
+        self._download_worker = worker  # kept until it has finished
+        self.status.setText("Downloading MNIST into the user cache…")
+        worker.start()
 
     def _explain(self, exc: BaseException) -> str:
         from core.engine.data.datasets import DatasetNotFoundError
+        from core.engine.data.locate import DatasetMissingError
 
+        if isinstance(exc, DatasetMissingError):  # names the set, every place looked in, what to do
+            return f"{exc} {CHOOSE_DATA_FOLDER}"
         if isinstance(exc, DatasetNotFoundError):
             dataset, ood, _, _, _ = self._current_request or ("", None, None, 0, False)
             if dataset == FACE_SET:

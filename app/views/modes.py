@@ -105,13 +105,16 @@ class RotatePanel(ModePanel):
     sweep_requested(object, str)
         The unrotated 28×28 image and its label.
     data_folder_requested
-        The person wants to choose the folder holding MNIST / notMNIST.
+        The person wants to choose the data folder (it holds ``mnist/``, ``notmnist/``).
+    download_requested(str)
+        The person asked to download a missing data set (MNIST) into the user cache.
     """
 
     mode_name = "Rotate"
     sweep_requested = Signal(object, str)
     sweep_cancelled = Signal()
     data_folder_requested = Signal()
+    download_requested = Signal(str)
     SOURCES = (("drawing", "Your drawing or image"), ("mnist-test", "An MNIST test digit"), ("notmnist", "A notMNIST letter"))
 
     def __init__(self, load_dataset, parent: QWidget | None = None) -> None:
@@ -142,8 +145,14 @@ class RotatePanel(ModePanel):
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.choose_folder = QPushButton("Choose data folder…")
-        self.choose_folder.setToolTip("The folder that holds MNIST (and notMNIST) in their standard IDX files")
+        self.choose_folder.setToolTip(
+            "The one data folder (also read by the Dataset tab and the training dialog): it holds a "
+            "folder per data set, “mnist” and “notmnist”, each with its IDX files")
         self.choose_folder.setVisible(False)
+        self.download = QPushButton("Download MNIST")
+        self.download.setToolTip("Fetch MNIST's 10,000 test digits (about 2 MB) into bayescope's user cache")
+        self.download.setVisible(False)
+        self._missing = None
         self.thumbnail = QLabel()
         self.thumbnail.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.thumbnail.setMinimumSize(168, 168)
@@ -165,6 +174,7 @@ class RotatePanel(ModePanel):
         layout.addLayout(pick)
         layout.addWidget(self.message)
         layout.addWidget(self.choose_folder)
+        layout.addWidget(self.download)
         layout.addWidget(self.thumbnail, 1)
         layout.addLayout(angle)
         layout.addLayout(sweep)
@@ -178,6 +188,7 @@ class RotatePanel(ModePanel):
         self.sweep.clicked.connect(self._on_sweep_clicked)
         self.cancel.clicked.connect(self.sweep_cancelled)
         self.choose_folder.clicked.connect(self.data_folder_requested)
+        self.download.clicked.connect(self._on_download_clicked)
         self._on_source_changed()
 
     # ------------------------------------------------------------------ state
@@ -194,9 +205,15 @@ class RotatePanel(ModePanel):
             if self._drawing is None:
                 return None, "Draw a digit or open an image first, or pick an MNIST digit or a notMNIST letter."
             return self._drawing, self._drawing_label
+        self._missing = None
         try:
             data = self._load_dataset(key)
         except Exception as exc:  # noqa: BLE001 — any failure is shown in words beside the button
+            from core.engine.data.locate import DOWNLOAD_IN_WINDOW, DatasetMissingError
+
+            if isinstance(exc, DatasetMissingError):  # what, where looked, what to do
+                self._missing = exc
+                return None, exc.with_hint(DOWNLOAD_IN_WINDOW) + " Or choose another data folder."
             return None, str(exc)
         i = min(self.index.value(), len(data) - 1)
         label = data.class_names[int(data.y[i])] if data.class_names else str(int(data.y[i]))
@@ -225,9 +242,18 @@ class RotatePanel(ModePanel):
         missing = image is None and self.source.currentData() != "drawing"
         self.message.setText("" if image is not None else text)
         self.choose_folder.setVisible(missing)
+        self.download.setVisible(missing and self._missing is not None and self._missing.downloadable)
         self.sweep.setEnabled(image is not None and not self.cancel.isVisible())
         if image is None:
             self.thumbnail.clear()
+
+    def set_downloading(self, running: bool) -> None:
+        """A download started (button off, saying so) or ended."""
+        self.download.setEnabled(not running)
+        self.download.setText("Downloading MNIST…" if running else "Download MNIST")
+
+    def set_download_failed(self, text: str) -> None:
+        self.message.setText(f"The download failed: {text}")
 
     def _show_thumbnail(self, image: np.ndarray) -> None:
         data = np.ascontiguousarray((np.clip(image, 0, 1) * 255).astype(np.uint8))
@@ -247,6 +273,10 @@ class RotatePanel(ModePanel):
 
     def _on_random_clicked(self) -> None:
         self.index.setValue(int(np.random.default_rng().integers(0, self.index.maximum() + 1)))
+
+    def _on_download_clicked(self) -> None:
+        if self._missing is not None:
+            self.download_requested.emit(self._missing.name)
 
     def _on_sweep_clicked(self) -> None:
         image, label = self.base_image()

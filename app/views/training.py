@@ -41,12 +41,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import settings as app_settings
 from app.plots import style
-from app.settings import default_data_dir, user_models_dir
-from app.settings import settings as app_settings
+from app.settings import user_models_dir
 from app.workers import ComputationError, generator_worker
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.engine.data.idx import IdxFormatError
+from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
 from core.engine.files import NotSavedError
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import ProgressRecord
@@ -99,6 +100,26 @@ VALUE_WORDS: dict[str, str] = {
     "grad_norm": "gradient size",
     "param_norm": "weight size",
     "member": "network",
+}
+
+#: Why the trace shows what it shows, per kind of method.
+TRACE_WORDS: dict[str, str] = {
+    "sampler": "The trace is the <b>log posterior</b> of the current weights. A sampler does not "
+    "minimise a loss: it wanders over the weights, staying longer where the posterior is high, and "
+    "keeps what it visits as draws. The log posterior rises while the chain finds the posterior "
+    "(burn-in), then levels off and wobbles: that wobble is the spread of belief, not a problem.",
+    "loss": "The trace is the <b>training loss</b> (lower is better). This method trains one network "
+    "(one per member for ensembles) the usual way; MC dropout gets its spread of belief afterwards, "
+    "from switching units off at random at prediction time, so training is plain minimisation.",
+    "elbo": "The trace is the <b>ELBO</b> per image (higher is better): a variational method fits a "
+    "distribution over the weights by raising it, balancing how well its draws fit the images "
+    "against how far it strays from the prior.",
+}
+#: Which trace each method reports (the first of TrainingDialog.TRACE_KEYS it yields).
+TRACE_OF_METHOD: dict[str, str] = {
+    **dict.fromkeys(("sgld", "sghmc", "dsghmc", "hmc"), "sampler"),
+    **dict.fromkeys(("map", "mc_dropout", "ensemble"), "loss"),
+    **dict.fromkeys(("mfvi", "snvi", "sgmmvi", "vdropout"), "elbo"),
 }
 
 PHASE_WORDS: dict[str, str] = {
@@ -289,6 +310,8 @@ def _changed_signal(widget: QWidget) -> Any:
 def error_in_words(exc: BaseException, method: str) -> str:
     """A message for a failed run that a person can act on (never an exception class name)."""
     text = str(exc).strip()
+    if isinstance(exc, DatasetMissingError):
+        return exc.with_hint(DOWNLOAD_HINT)
     if isinstance(exc, DatasetNotFoundError):
         return (
             "The MNIST training images were not found, and could not be downloaded. Choose the "
@@ -323,10 +346,25 @@ def training_run(
 ):
     """Generator run in the worker: load data, fit, save; yields ProgressRecords."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
-    train = load_split("mnist", "train", root=data_dir or None, download_if_missing=download)
+    train = load_split("mnist", "train", root=mnist_training_folder(data_dir, download))
     posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed)
     yield ProgressRecord(1, 1, {}, phase="saving")
     return save_posterior(posterior, out)
+
+
+#: What the dialog asks a person to do for a missing MNIST.
+DOWNLOAD_HINT = "tick “download” under the data folder"
+
+
+def mnist_training_folder(data_folder: str | Path | None, download: bool = False) -> Path:
+    """The folder of MNIST's training files, found in the one data folder (or the user cache);
+    downloaded into the user cache when missing and ``download`` is set."""
+    try:
+        return find_dataset("mnist", data_folder or None, "train", download_hint=DOWNLOAD_HINT)
+    except DatasetMissingError:
+        if not download:
+            raise
+        return download_dataset("mnist", "train")
 
 
 def _stem(name: str) -> str:
@@ -404,20 +442,30 @@ class TrainingDialog(QDialog):
             "The starting number of the random generator: the same seed and settings give the "
             "same posterior again."
         )
-        self.data_dir = QLineEdit(str(default_data_dir()))
+        chosen = app_settings.data_folder()
+        self.data_dir = QLineEdit(str(chosen) if chosen else "")
+        self.data_dir.setPlaceholderText("none chosen: the user cache")
         self.data_dir.setToolTip(
-            "The folder with MNIST's training files (train-images-idx3-ubyte.gz and "
-            "train-labels-idx1-ubyte.gz), or a folder holding an “mnist” folder."
+            "The data folder, the same one the Rotate and Dataset tabs read (File → Choose data "
+            "folder…): it holds one folder per data set, “mnist”, “notmnist” and “utkface”. "
+            "MNIST's training files (train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz) "
+            "are looked for in its “mnist” folder, then in bayescope's user cache."
         )
         browse = QPushButton("Browse…")
-        browse.setToolTip("Choose the folder with MNIST's files.")
+        browse.setToolTip("Choose the data folder (the folder that holds “mnist”).")
         browse.clicked.connect(self._on_browse_clicked)
         data_row = QHBoxLayout()
         data_row.addWidget(self.data_dir, 1)
         data_row.addWidget(browse)
-        self.download = QCheckBox("download MNIST into this folder if it is missing")
-        self.download.setChecked(True)
-        self.download.setToolTip("Fetch the 60,000 training images (about 10 MB) when they are not there yet.")
+        self.data_found = QLabel()
+        self.data_found.setWordWrap(True)
+        self.data_found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.download = QCheckBox("download MNIST's training images (about 10 MB) into the user cache")
+        self.download.setChecked(False)
+        self.download.setToolTip(
+            "MNIST is not in the data folder: fetch its 60,000 training images from the public "
+            "mirrors when the run starts. They are kept in bayescope's user cache for next time."
+        )
         self.name = QLineEdit("my-posterior")
         self.name.setToolTip(
             "The name of the new posterior. It is saved in bayescope's own posteriors folder "
@@ -431,7 +479,8 @@ class TrainingDialog(QDialog):
         self.form.addRow(self._label("Hidden layer width", self.hidden.toolTip()), self.hidden)
         self.form.addRow(self._label("Dropout in the network", self.drop_rate.toolTip()), self.drop_rate)
         self.form.addRow(self._label("Seed", self.seed.toolTip()), self.seed)
-        self.form.addRow(self._label("MNIST folder", self.data_dir.toolTip()), data_row)
+        self.form.addRow(self._label("Data folder", self.data_dir.toolTip()), data_row)
+        self.form.addRow("", self.data_found)
         self.form.addRow("", self.download)
         self.form.addRow(self._label("Save as", self.name.toolTip()), self.name)
 
@@ -455,6 +504,9 @@ class TrainingDialog(QDialog):
             "the training loss otherwise (lower is better)."
         )
         self.curve = self.trace.plot(pen=pg.mkPen(style.BAR, width=2))
+        self.trace_about = QLabel()
+        self.trace_about.setWordWrap(True)
+        self.trace_about.setStyleSheet("color: #555555;")
 
         self.buttons = QDialogButtonBox()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -481,6 +533,7 @@ class TrainingDialog(QDialog):
         left.addWidget(scroll, 1)
         right = QVBoxLayout()
         right.addWidget(self.trace, 1)
+        right.addWidget(self.trace_about)
         right.addWidget(self.progress)
         right.addWidget(self.status)
         columns = QHBoxLayout()
@@ -499,6 +552,8 @@ class TrainingDialog(QDialog):
         self._estimate_timer.timeout.connect(self._on_estimate_timer_timeout)
 
         self._load_settings()
+        self._on_data_dir_text_changed()
+        self.data_dir.textChanged.connect(self._on_data_dir_text_changed)
         self._on_method_changed()
         self.method.currentIndexChanged.connect(self._on_method_changed)
         self.model.currentIndexChanged.connect(self._on_model_changed)
@@ -576,6 +631,7 @@ class TrainingDialog(QDialog):
         rest = description.partition(":")[2].strip()
         about = f"{rest[:1].upper()}{rest[1:]}. " if rest else ""
         self.method_about.setText(f"{about}{summary[:1].upper()}{summary[1:]}.")
+        self.trace_about.setText(TRACE_WORDS.get(TRACE_OF_METHOD.get(name, ""), ""))
         self._update_rows()
         if name in USES_MODEL_DROPOUT:
             self.drop_rate.setValue(self._drop_rates.get(name, DEFAULT_DROP_RATES.get(name, 0.0)))
@@ -630,7 +686,7 @@ class TrainingDialog(QDialog):
     # ------------------------------------------------------------------ settings that persist
 
     def _load_settings(self) -> None:
-        settings = app_settings()
+        settings = app_settings.settings()
         settings.beginGroup(self.SETTINGS_GROUP)
         try:
             method = settings.value("method")
@@ -643,8 +699,6 @@ class TrainingDialog(QDialog):
             for widget, key in (
                 (self.hidden, "hidden"),
                 (self.seed, "seed"),
-                (self.data_dir, "data_dir"),
-                (self.download, "download"),
                 (self.name, "name"),
             ):
                 value = settings.value(key)
@@ -670,7 +724,7 @@ class TrainingDialog(QDialog):
     def save_settings(self) -> None:
         """Remember every field for the next dialog (QSettings)."""
         self._stash_method_values()
-        settings = app_settings()
+        settings = app_settings.settings()
         settings.beginGroup(self.SETTINGS_GROUP)
         settings.setValue("method", self.method_name)
         settings.setValue("model", self.model_name)
@@ -678,14 +732,33 @@ class TrainingDialog(QDialog):
         for method_name, rate in self._drop_rates.items():
             settings.setValue(f"drop_rates/{method_name}", rate)
         settings.setValue("seed", self.seed.value())
-        settings.setValue("data_dir", self.data_dir.text())
-        settings.setValue("download", self.download.isChecked())
         settings.setValue("name", self.name.text())
         for method_name, values in self._method_values.items():
             for key, value in values.items():
                 settings.setValue(f"methods/{method_name}/{key}", value)
         settings.endGroup()
         settings.sync()
+        self._store_data_folder()
+
+    def _store_data_folder(self) -> None:
+        """The data folder typed or browsed here becomes the app's one data folder."""
+        text = self.data_dir.text().strip()
+        if text and Path(text) != app_settings.data_folder():
+            app_settings.set_data_folder(Path(text))
+
+    def _on_data_dir_text_changed(self, *_: object) -> None:
+        """Say where MNIST's training images were found, or what is missing and where looked."""
+        try:
+            folder = find_dataset("mnist", self.data_dir.text().strip() or None, "train", download_hint=DOWNLOAD_HINT)
+        except DatasetMissingError as exc:
+            self.data_found.setText(str(exc))
+            self.download.setVisible(True)
+            return
+        count = count_training_images(folder)
+        images = f"{count:,} " if count else ""
+        self.data_found.setText(f"MNIST's {images}training images: found in {folder}.")
+        self.download.setVisible(False)
+        self.download.setChecked(False)
 
     # ------------------------------------------------------------------ the estimate
 
@@ -715,7 +788,10 @@ class TrainingDialog(QDialog):
                 f"Estimated time: none until the settings fit together ({in_words(method, str(exc))})."
             )
             return
-        found = count_training_images(self.data_dir.text().strip())
+        try:
+            found = count_training_images(mnist_training_folder(self.data_dir.text().strip()))
+        except DatasetMissingError:
+            found = None
         num_train = found or MNIST_TRAIN_IMAGES
         self._estimate_assumed = found is None
         worker = generator_worker(estimate_duration(method, config, arch, num_train))
@@ -765,7 +841,9 @@ class TrainingDialog(QDialog):
         return self._worker is not None
 
     def _on_browse_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Folder with MNIST's files", self.data_dir.text())
+        folder = QFileDialog.getExistingDirectory(
+            self, "Choose the data folder (it holds “mnist”, “notmnist”, “utkface”)", self.data_dir.text()
+        )
         if folder:
             self.data_dir.setText(folder)
 
@@ -890,6 +968,9 @@ class TrainingDialog(QDialog):
 
     def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
+        chosen = app_settings.data_folder()
+        if chosen is not None and not self.running:  # chosen in the window since the dialog was made
+            self.data_dir.setText(str(chosen))
         if not self.running and self.last_estimate is None:
             if self._estimate_worker is None:
                 self._request_estimate()

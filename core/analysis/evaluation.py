@@ -49,6 +49,12 @@ from core.analysis.metrics import (
 from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
+from core.engine.data.locate import (
+    DOWNLOAD_ON_COMMAND_LINE,
+    DatasetMissingError,
+    download_dataset,
+    find_dataset,
+)
 from core.engine.data.preprocess import image_to_input, load_image
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord, check_data_fits
 from core.engine.memory import check_fits
@@ -74,10 +80,12 @@ def resolve_dataset(
 ) -> Dataset:
     """Load a data set given by a known name (:data:`DATASET_NAMES`) or an IDX folder.
 
-    For a known name, only the data set's own folder is read: ``data_dir/<name>``, or
-    ``data_dir`` itself when it is named after the data set; without ``data_dir``, the user
-    cache (where ``download`` fetches MNIST when missing). A folder is read as its ``split``
-    (default the ``t10k-*`` test files).
+    For a known name, the data set's own folder is found by
+    :func:`core.engine.data.locate.find_dataset`: ``data_dir/<name>``, ``data_dir`` itself
+    when it is named after the data set, then the user cache (where ``download`` fetches
+    MNIST when missing); never ``data_dir`` itself when it is named otherwise, as it may hold
+    another data set's files. A folder is read as its ``split`` (default the ``t10k-*`` test
+    files).
 
     Raises
     ------
@@ -90,28 +98,25 @@ def resolve_dataset(
 
         return drain(load_face_test_set(utkface_location(data_dir))).data
     if spec in DATASET_NAMES:
-        name, known_split = DATASET_NAMES[spec]
-        root = None
-        if data_dir is not None:
-            base = Path(data_dir)
-            if not base.is_dir():
-                raise DatasetNotFoundError(f"data folder {base} does not exist")
-            if (base / name).is_dir():
-                root = base / name
-            elif base.name.lower().replace("-", "").replace("_", "") == name:
-                root = base
-            else:
-                # never fall back on data_dir itself: it may hold another data set's files
-                raise DatasetNotFoundError(
-                    f"no {name} folder in {base}: put the {name} files in {base / name}, "
-                    f"or give their folder as the data set"
-                )
-        return load_split(name, known_split, root=root, download_if_missing=download)
+        return _load_known(spec, data_dir, download)
     folder = Path(spec)
     if not folder.is_dir():
         known = ", ".join([*DATASET_NAMES, FACE_TEST_SET])
         raise DatasetNotFoundError(f"data set {spec!r} is neither a known name ({known}) nor a folder")
     return load_split(str(folder), split)
+
+
+def _load_known(spec: str, data_dir: str | os.PathLike | None, download: bool) -> Dataset:
+    """A known data set, found by the one resolver (:func:`core.engine.data.locate.find_dataset`)."""
+    name, split = DATASET_NAMES[spec]
+    hint = None if download else DOWNLOAD_ON_COMMAND_LINE
+    try:
+        folder = find_dataset(name, data_dir, split, download_hint=hint)
+    except DatasetMissingError as exc:
+        if not (download and exc.downloadable):
+            raise
+        folder = download_dataset(name, split)
+    return load_split(name, split, root=folder)
 
 
 _IMAGE_REF = re.compile(r"^(?P<set>.+):(?P<index>\d+)$")

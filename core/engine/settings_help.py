@@ -94,13 +94,17 @@ _PREDICT_SAMPLES = SettingHelp(
 )
 _MEMORY = SettingHelp(
     "Memory for stored draws",
-    "The most memory the kept weight samples may take. If the planned draws do not fit, "
-    "training either refuses to start or keeps fewer draws (see the next setting).",
+    "The most memory the kept weight samples may take; each draw is one copy of all the "
+    "network's weights. If the planned draws do not fit, training either refuses to start or "
+    "keeps fewer draws (see the next setting). The default suits a laptop; raise it only for "
+    "long runs of a large network.",
     unit="MB", minimum=1, maximum=1_000_000, decimals=0, advanced=True,
 )
 _ON_BUDGET = SettingHelp(
     "When the draws do not fit",
-    "What happens when the planned draws would need more memory than allowed.",
+    "What happens when the planned draws would need more memory than allowed: “refuse to "
+    "start” says so before any training; “keep fewer draws” keeps every n-th draw so that "
+    "they fit, and the run ends with fewer draws than planned.",
     choices={"refuse": "refuse to start", "thin": "keep fewer draws"},
     advanced=True,
 )
@@ -159,7 +163,8 @@ _BURN_IN = SettingHelp(
 _SG_THIN = SettingHelp(
     "Steps between kept draws",
     "Keep one weight sample every this many steps (thinning): neighbouring steps are nearly "
-    "identical, so keeping all of them costs memory without adding information.",
+    "identical, so keeping all of them costs memory without adding information. Larger values "
+    "keep fewer, more different draws; 1 keeps every step.",
     unit="steps", minimum=1, maximum=1e9,
 )
 _VI_NUM_SAMPLES = SettingHelp(
@@ -200,14 +205,19 @@ COMMON: dict[str, SettingHelp] = {
     "thin": _SG_THIN,
     "length_scale": SettingHelp(
         "Prior length-scale",
-        "How smooth the prior believes the function is (l). With the model precision and the "
-        "drop rate it sets the weight decay λ = (1 − drop rate)·l²/(2Nτ) (Gal & Ghahramani).",
+        "How smooth the network's answers should be before it has seen any data (l): a larger "
+        "length-scale pulls the weights harder towards zero, so similar images get similar "
+        "answers. With the model precision and the drop rate it sets the weight decay "
+        "λ = (1 − drop rate)·l²/(2Nτ) (Gal & Ghahramani). Leave it at the default unless the "
+        "posterior overfits (raise it) or cannot fit the training images (lower it).",
         minimum=1e-4, maximum=1e4, log_scale=True,
     ),
     "tau": SettingHelp(
         "Model precision",
-        "How little noise the model expects in the labels (τ). Larger values mean less weight "
-        "decay and a narrower predictive spread.",
+        "How much the model trusts the training labels (τ): a large precision says the labels are "
+        "almost never wrong. Larger values mean less weight decay and a narrower predictive spread "
+        "(1/τ is added to every prediction's variance). Lower it if the posterior is too sure of "
+        "itself on images unlike the training ones.",
         minimum=1e-4, maximum=1e8, log_scale=True,
     ),
     "schedule": SettingHelp(
@@ -229,8 +239,10 @@ COMMON: dict[str, SettingHelp] = {
     ),
     "temperature": SettingHelp(
         "Temperature",
-        "Scales the injected noise: 1 samples the posterior itself, 0 turns the sampler into "
-        "plain gradient ascent, values between 0 and 1 give a sharper (“cold”) posterior.",
+        "Scales the random noise the sampler adds at every step: 1 samples the posterior itself, "
+        "0 turns the sampler into plain gradient ascent (one network, no spread), values between "
+        "0 and 1 give a sharper (“cold”) posterior that is more sure of itself. Leave it at 1 "
+        "unless you mean to compare with a cold posterior.",
         minimum=0.0, maximum=100.0, decimals=2, advanced=True,
     ),
     "friction": SettingHelp(

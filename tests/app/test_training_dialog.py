@@ -24,7 +24,9 @@ def isolated_settings(qapp, tmp_path):
     """QSettings() in an INI file under tmp_path, as the app names it."""
     before = (QCoreApplication.organizationName(), QCoreApplication.applicationName())
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
+    # both formats: the dialog writes the app's one data folder through app.settings (native format)
+    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+        QSettings.setPath(fmt, QSettings.Scope.UserScope, str(tmp_path / "settings"))
     QCoreApplication.setOrganizationName("bayescope")
     QCoreApplication.setApplicationName("bayescope")
     yield
@@ -377,3 +379,33 @@ def test_fields_survive_a_new_dialog(qtbot, tiny_mnist):
     assert again.is_setting_shown("decay_power")
     again.select_method("map")
     assert again.setting_values()["epochs"] == 4 and again.drop_rate.value() == 0.3
+
+
+# ----------------------------------------------------------------------------- words (issue 21)
+
+
+@pytest.mark.parametrize("method, key, advice", [
+    ("mc_dropout", "length_scale", "Leave it at the default unless"),
+    ("mc_dropout", "tau", "Lower it if the posterior is too sure"),
+    ("sgld", "thin", "1 keeps every step"),
+    ("sgld", "temperature", "Leave it at 1 unless"),
+    ("sgld", "memory_budget_mb", "each draw is one copy of all the"),
+    ("sgld", "on_budget", "the run ends with fewer draws than planned"),
+])
+def test_the_settings_a_new_user_asked_about_say_what_to_do(qtbot, method, key, advice):
+    dialog = make_dialog(qtbot)
+    dialog.select_method(method)
+    assert advice in dialog.setting_widgets[key].toolTip()
+
+
+def test_the_trace_says_why_it_is_a_loss_a_log_posterior_or_an_elbo(qtbot):
+    dialog = make_dialog(qtbot)
+    for method in METHODS:
+        dialog.select_method(method)
+        assert dialog.trace_about.text(), method
+    dialog.select_method("sgld")
+    assert "<b>log posterior</b>" in dialog.trace_about.text() and "does not minimise a loss" in dialog.trace_about.text()
+    dialog.select_method("mc_dropout")
+    assert "<b>training loss</b>" in dialog.trace_about.text() and "MC dropout" in dialog.trace_about.text()
+    dialog.select_method("mfvi")
+    assert "<b>ELBO</b>" in dialog.trace_about.text()

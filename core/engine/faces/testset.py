@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.engine.data.locate import find_dataset
 from core.engine.data.utkface import (
     ASSUMED_BOX,
     NAME,
@@ -41,7 +42,6 @@ from core.engine.data.utkface import (
     TEST_FRACTION,
     UtkfaceSource,
     class_counts,
-    default_folder,
     open_utkface,
     stratified_split,
 )
@@ -81,13 +81,13 @@ def is_face_set(spec: str | None) -> bool:
 
 
 def utkface_location(data_dir: str | os.PathLike | None) -> Path:
-    """Where UTKFace is looked for: ``<data_dir>/utkface`` when that exists, else ``data_dir``
-    itself (its archive, a folder holding the archive, or a folder of the images); without
-    ``data_dir`` the user cache (:func:`core.engine.data.utkface.default_folder`)."""
-    if data_dir is None:
-        return default_folder()
-    base = Path(data_dir).expanduser()
-    return base / NAME if (base / NAME).exists() else base
+    """Where UTKFace is, found by :func:`core.engine.data.locate.find_dataset`: ``<data_dir>/utkface``,
+    else ``data_dir`` itself (its archive, a folder holding the archive, or a folder of the
+    images), else the user cache (:func:`core.engine.data.utkface.default_folder`).
+
+    Raises :class:`~core.engine.data.locate.DatasetMissingError` naming every place looked in.
+    """
+    return find_dataset(NAME, data_dir)
 
 
 @dataclass

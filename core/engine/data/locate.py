@@ -1,0 +1,225 @@
+"""The one data folder: where MNIST, notMNIST and UTKFace are looked for, and what to say when one is missing.
+
+A person keeps the data sets in one **data folder**, one sub-folder each, as the project's
+development copies are kept::
+
+    data/
+      mnist/      the four IDX files (train-images-idx3-ubyte.gz, …, t10k-labels-idx1-ubyte.gz)
+      notmnist/   t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz (letters A–J)
+      utkface/    UTKFace.tar.gz (or UTKFace-128.tar.gz, or the folder of photos)
+
+:func:`find_dataset` is the one resolver that the window (Rotate, Dataset, training) and the
+command line use. For data set ``name`` it looks, in order, in
+
+1. ``<data folder>/<name>`` (the sub-folder may be spelt ``notMNIST``, ``not-mnist``, …);
+2. the data folder itself, when it is named after the data set (``…/mnist`` given directly),
+   or holds the files of a set that identifies itself: MNIST (checked against the official
+   checksums when read; other files are never called "mnist") and UTKFace (its archive or
+   photos). notMNIST has no official files, so only a folder named so is read as notMNIST;
+3. the user cache, ``<user cache>/data/<name>``, where downloads land.
+
+When none holds the files it raises :class:`DatasetMissingError`, whose message names the
+data set, every place looked in, and what to do: MNIST can be downloaded (about 11 MB);
+notMNIST and UTKFace cannot, so the message says where to fetch them by hand and which
+folder to put them in.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.engine.data.datasets import (
+    KNOWN,
+    DatasetNotFoundError,
+    cache_dir,
+    download,
+    find_split,
+)
+from core.engine.data.utkface import ARCHIVE_NAMES, IMAGE_SUFFIXES
+
+
+@dataclass(frozen=True)
+class DataSetWords:
+    """How a data set is named to a person, what its folder must hold and where it comes from.
+
+    ``title`` may hold ``{split}`` ("test" or "training"), filled in per message.
+    """
+
+    title: str
+    holds: str
+    fetch: str
+    downloadable: bool = False
+
+
+#: The data sets the data folder holds, in words.
+DATA_SETS: dict[str, DataSetWords] = {
+    "mnist": DataSetWords(
+        "The MNIST {split} digits",
+        "MNIST's IDX files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz)",
+        "bayescope can download them",
+        downloadable=True,
+    ),
+    "notmnist": DataSetWords(
+        "The notMNIST letters (A–J)",
+        "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz (the letters in MNIST's IDX layout)",
+        "notMNIST cannot be downloaded by bayescope: fetch notMNIST_small by hand from "
+        "http://yaroslavvb.blogspot.com/2011/09/notmnist-dataset.html, converted to MNIST's IDX layout",
+    ),
+    "utkface": DataSetWords(
+        "The UTKFace face photos",
+        "UTKFace's archive (UTKFace.tar.gz) or its folder of photos",
+        "UTKFace cannot be downloaded by bayescope: fetch the aligned and cropped faces "
+        "(UTKFace.tar.gz) by hand from https://susanqq.github.io/UTKFace/",
+    ),
+}
+#: Rough download sizes of MNIST's splits, in words.
+DOWNLOAD_SIZE = {"train": "about 10 MB", "test": "about 2 MB"}
+
+#: What to do for a missing MNIST, by where the person is (``download_hint``).
+DOWNLOAD_IN_WINDOW = "press “Download MNIST”"
+DOWNLOAD_ON_COMMAND_LINE = "run the command again with --download"
+
+
+class DatasetMissingError(DatasetNotFoundError):
+    """A data set is in none of the places looked in.
+
+    Attributes
+    ----------
+    name
+        The data set (``"mnist"``, ``"notmnist"``, ``"utkface"``).
+    searched
+        Every place looked in, in order.
+    target
+        Where a person should put the files (``<data folder>/<name>``, or the user cache).
+    downloadable
+        Whether bayescope can fetch it (MNIST).
+    """
+
+    def __init__(self, name: str, searched: list[Path], target: Path, split: str = "test",
+                 download_hint: str | None = None) -> None:
+        self.name = name
+        self.searched = list(searched)
+        self.target = target
+        self.split = split
+        self.downloadable = DATA_SETS[name].downloadable
+        super().__init__(missing_message(name, self.searched, target, split, download_hint))
+
+    def with_hint(self, download_hint: str | None) -> str:
+        """The message again, ending with ``download_hint`` (what to press or type to download)."""
+        return missing_message(self.name, self.searched, self.target, self.split, download_hint)
+
+
+def missing_message(name: str, searched: list[Path], target: Path, split: str = "test",
+                    download_hint: str | None = None) -> str:
+    """The sentences for a missing data set: what, where looked, what to do."""
+    words = DATA_SETS[name]
+    title = words.title.format(split="training" if split == "train" else split)
+    looked = "; ".join(str(p) for p in searched)
+    text = f"{title} were not found. Looked in: {looked}. "
+    if words.downloadable:
+        how = f": {download_hint}" if download_hint else ""
+        size = DOWNLOAD_SIZE.get(split, "")
+        text += f"{words.fetch} ({size}) into {cache_dir(name)}{how}; or put {words.holds} in {target}."
+    else:
+        text += f"{words.fetch}, and put {words.holds} in {target}."
+    return text
+
+
+def _same_name(folder: Path, name: str) -> bool:
+    """``notMNIST``, ``not-mnist`` and ``not_mnist`` all name the folder of ``notmnist``."""
+    return folder.name.lower().replace("-", "").replace("_", "") == name
+
+
+def _sub_folder(base: Path, name: str) -> Path:
+    """``base/<name>``, or the sub-folder spelt differently (``notMNIST``) when that exists."""
+    exact = base / name
+    if exact.is_dir() or not base.is_dir():
+        return exact
+    try:
+        return next((p for p in sorted(base.iterdir()) if p.is_dir() and _same_name(p, name)), exact)
+    except OSError:
+        return exact
+
+
+def _holds(place: Path, name: str, split: str) -> bool:
+    """Whether ``place`` holds data set ``name`` (its ``split``, for the IDX sets)."""
+    if name == "utkface":
+        if place.is_file():
+            return place.name.lower().endswith((".tar.gz", ".tgz", ".tar"))
+        if not place.is_dir():
+            return False
+        if any((place / n).is_file() for n in ARCHIVE_NAMES) or (place / "UTKFace").is_dir():
+            return True
+        try:
+            return any(p.name.lower().endswith(IMAGE_SUFFIXES) for p in place.iterdir())
+        except OSError:
+            return False
+    return place.is_dir() and find_split(place, split) is not None
+
+
+def search_places(name: str, data_folder: str | os.PathLike | None) -> list[Path]:
+    """The places :func:`find_dataset` looks in for ``name``, in order (no duplicates)."""
+    places: list[Path] = []
+    if data_folder is not None and str(data_folder):
+        base = Path(data_folder).expanduser()
+        places.append(_sub_folder(base, name))
+        # MNIST's files identify themselves by checksum (others are never called "mnist"), and
+        # UTKFace's archive and photos by their names; notMNIST's only by its folder's name
+        if _same_name(base, name) or name == "utkface" or (name in KNOWN and bool(KNOWN[name].official)):
+            places.append(base)
+    places.append(cache_dir(name))
+    unique: list[Path] = []
+    for place in places:
+        if place not in unique:
+            unique.append(place)
+    return unique
+
+
+def find_dataset(name: str, data_folder: str | os.PathLike | None = None, split: str = "test",
+                 download_hint: str | None = None) -> Path:
+    """The folder (or, for UTKFace, the archive) holding data set ``name``.
+
+    ``data_folder`` is the one data folder (sub-folders ``mnist/``, ``notmnist/``,
+    ``utkface/``), or a data set's own folder named after it; None looks only in the user
+    cache. ``split`` is the MNIST-layout split that must be there (``"train"``/``"test"``).
+    ``download_hint`` ends the message for a missing MNIST (e.g. :data:`DOWNLOAD_ON_COMMAND_LINE`).
+
+    Raises
+    ------
+    DatasetMissingError
+        None of :func:`search_places` holds it; the message says what, where and what to do.
+    ValueError
+        ``name`` is not one of :data:`DATA_SETS`.
+    """
+    if name not in DATA_SETS:
+        raise ValueError(f"unknown data set {name!r}; the data folder holds {', '.join(DATA_SETS)}")
+    if name in KNOWN and split not in KNOWN[name].splits:
+        raise DatasetNotFoundError(f"{name} has no {split} split; it has {', '.join(KNOWN[name].splits)}")
+    places = search_places(name, data_folder)
+    for place in places:
+        if _holds(place, name, split):
+            return place
+    raise DatasetMissingError(name, places, places[0], split, download_hint)
+
+
+def download_dataset(name: str, split: str = "test") -> Path:
+    """Download ``split`` of ``name`` into the user cache (MNIST only); returns the folder."""
+    if not DATA_SETS.get(name, DataSetWords("", "", "")).downloadable:
+        raise DatasetNotFoundError(f"{DATA_SETS[name].fetch}." if name in DATA_SETS else f"unknown data set {name!r}")
+    return download(name, split, cache_dir(name))
+
+
+__all__ = [
+    "DATA_SETS",
+    "DOWNLOAD_IN_WINDOW",
+    "DOWNLOAD_ON_COMMAND_LINE",
+    "DataSetWords",
+    "DatasetMissingError",
+    "download_dataset",
+    "find_dataset",
+    "missing_message",
+    "search_places",
+]
