@@ -111,6 +111,10 @@ TRACE_WORDS: dict[str, str] = {
     "loss": "The trace is the <b>training loss</b> (lower is better). This method trains one network "
     "(one per member for ensembles) the usual way; MC dropout gets its spread of belief afterwards, "
     "from switching units off at random at prediction time, so training is plain minimisation.",
+    "post_hoc": "The trace is the <b>training loss</b> of the best weights first (lower is better). "
+    "The spread of belief comes after them, around them: Laplace measures how flat the loss is "
+    "there (a short last phase), SWAG keeps taking snapshots of the weights while plain SGD moves "
+    "them about (its loss then wobbles instead of falling).",
     "elbo": "The trace is the <b>ELBO</b> per image (higher is better): a variational method fits a "
     "distribution over the weights by raising it, balancing how well its draws fit the images "
     "against how far it strays from the prior.",
@@ -120,6 +124,7 @@ TRACE_OF_METHOD: dict[str, str] = {
     **dict.fromkeys(("sgld", "sghmc", "dsghmc", "hmc"), "sampler"),
     **dict.fromkeys(("map", "mc_dropout", "ensemble"), "loss"),
     **dict.fromkeys(("mfvi", "snvi", "sgmmvi", "vdropout"), "elbo"),
+    **dict.fromkeys(("laplace", "swag"), "post_hoc"),
 }
 
 PHASE_WORDS: dict[str, str] = {
@@ -128,6 +133,9 @@ PHASE_WORDS: dict[str, str] = {
     "warmup": "Warming up",
     "sampling": "Sampling",
     "saving": "Saving",
+    "MAP": "Finding the best weights",
+    "curvature": "Measuring the loss's curvature around them",
+    "averaging": "Taking snapshots around them",
 }
 
 

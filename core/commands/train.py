@@ -28,6 +28,7 @@ from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import accuracy_progress
 from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
+from core.engine.naming import plural, samples_used
 from core.engine.runner import drain, fit_posterior, start_weights
 from core.engine.store import load_posterior, save_posterior
 
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             acc = drain(accuracy_progress(posterior, test, args.eval_samples, generator), bar_callback(bar))
+            used = samples_used(posterior, args.eval_samples)  # a MAP holds 1, a probit predicts 1
         finally:
             bar.close()  # before any message, so that it stays the last line
     except KeyboardInterrupt as exc:
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             f"{describe_error(exc)}", sys.stderr)
         return 2
     posterior.info.update(
-        {"test_accuracy": acc, "eval_samples": args.eval_samples,
+        {"test_accuracy": acc, "eval_samples": used,
          "test_data": {"name": test.name, "images": len(test), **test.source}}
     )
     try:
@@ -146,6 +148,6 @@ def run(args: argparse.Namespace) -> int:
         say(f"error: the posterior is saved in {path} without its test accuracy "
             f"({acc * 100:.2f}%), which could not be added: {reason}", sys.stderr)
         return 2
-    say(f"test accuracy {acc * 100:.2f}% ({args.eval_samples} samples, {len(test)} images), "
+    say(f"test accuracy {acc * 100:.2f}% ({plural(used, 'sample')}, {len(test)} images), "
         f"recorded in {path}")
     return 0

@@ -74,18 +74,20 @@ def plural(count: int, word: str) -> str:
 
 
 #: Words for a Laplace posterior's settings in its column title.
-LAPLACE_WORDS = {"last_layer": "last layer", "all": "all layers", "kron": "Kronecker", "diag": "diagonal",
+LAPLACE_WORDS = {"last_layer": "last layer", "all": "all layers", "kron": "K-FAC", "diag": "diagonal",
                  "full": "full"}
 
 
 def posterior_title(posterior: Posterior, num_samples: int) -> str:
-    """A column header: ``"SGHMC, LeNet, 8 draws"``; a Laplace column says its subset and
-    structure, and ``probit`` instead of draws when it predicts by the probit formula."""
+    """A column header: ``"SGHMC, LeNet, 8 draws"``; a Laplace column says its curvature and
+    subset, and ``probit`` instead of draws when it predicts by the probit formula."""
     arch = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
     label = method_label(posterior.method)
     if posterior.method == "laplace":
         c = posterior.config
-        label += f" ({LAPLACE_WORDS.get(c.get('subset'), c.get('subset'))}, {LAPLACE_WORDS.get(c.get('structure'), c.get('structure'))})"
+        words = [LAPLACE_WORDS.get(c.get("structure"), str(c.get("structure"))),
+                 LAPLACE_WORDS.get(c.get("subset"), str(c.get("subset")))]
         if c.get("predictive") == "probit":
-            return f"{label}, {arch}, probit formula (no draws)"
+            return f"{label} ({', '.join(words)}, probit), {arch}"
+        label += f" ({', '.join(words)})"
     return f"{label}, {arch}, {plural(num_samples, 'draw')}"

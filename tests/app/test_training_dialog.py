@@ -407,5 +407,7 @@ def test_the_trace_says_why_it_is_a_loss_a_log_posterior_or_an_elbo(qtbot):
     assert "<b>log posterior</b>" in dialog.trace_about.text() and "does not minimise a loss" in dialog.trace_about.text()
     dialog.select_method("mc_dropout")
     assert "<b>training loss</b>" in dialog.trace_about.text() and "MC dropout" in dialog.trace_about.text()
+    dialog.select_method("laplace")
+    assert "<b>training loss</b>" in dialog.trace_about.text() and "Laplace measures" in dialog.trace_about.text()
     dialog.select_method("mfvi")
     assert "<b>ELBO</b>" in dialog.trace_about.text()

@@ -206,6 +206,8 @@ def test_the_cli_fits_laplace_and_swag_from_a_saved_map_and_refuses_what_cannot_
 
     common = ["--data-dir", str(tiny_mnist), "--model", "softmax", "--eval-samples", "5"]
     assert main(["train", *common, "--method", "map", "--set", "epochs=2", "--out", str(tmp_path / "map.pt")]) == 0
+    assert load_posterior(tmp_path / "map.pt").info["eval_samples"] == 1  # what was used: a MAP holds one draw
+    assert "(1 sample, 100 images)" in capsys.readouterr().out
     for method in ("laplace", "swag"):
         out = tmp_path / f"{method}.pt"
         settings = ["--set", "swa_epochs=2", "--set", "rank=4"] if method == "swag" else []
