@@ -27,6 +27,7 @@ from core.engine.faces.descriptor import (
 )
 from core.engine.faces.heads import check_descriptor, expected_age_group, predict_age
 from core.engine.faces.photo import describe_photo
+from core.engine.naming import plural
 from core.engine.resources import default_face_posterior_path, default_posterior_path
 from core.engine.store import load_posterior
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    say(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    say(f"{posterior.describe()}  ({plural(summary.num_samples, 'sample')})")
     say(f"predicted class: {names[summary.predicted_class]}")
     say(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
     for row in result["classes"]:
@@ -131,7 +132,7 @@ def run_predict(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     box = boxes[face - 1]
-    say(f"{posterior.describe()}  ({summary.num_samples} samples)")
+    say(f"{posterior.describe()}  ({plural(summary.num_samples, 'sample')})")
     others = f"; {len(boxes)} faces found, this is number {face} by size (--face N picks another)" if len(boxes) > 1 else ""
     say(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
         f"{found['size'][0]}×{found['size'][1]} image{others}")
