@@ -16,3 +16,44 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "mnist").is_dir():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def _two_halves(n: int, rng) -> tuple:
+    """Two classes a model learns in a few steps: class 0 bright on the left half, 1 on the right."""
+    import numpy as np
+
+    y = rng.integers(0, 2, n).astype(np.uint8)
+    x = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+    x[y == 0, :, :14] += 150
+    x[y == 1, :, 14:] += 150
+    return x, y
+
+
+@pytest.fixture
+def tiny_mnist(tmp_path) -> Path:
+    """An MNIST-layout folder of two-halves digits: 300 training and 100 test images."""
+    import numpy as np
+
+    from core.engine.data.idx import write_idx
+
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    for split, n in (("train", 300), ("t10k", 100)):
+        x, y = _two_halves(n, rng)
+        write_idx(folder / f"{split}-images-idx3-ubyte.gz", x)
+        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", y)
+    return folder
+
+
+@pytest.fixture
+def two_halves():
+    """The same two classes as a training set in memory (256 images, floats in [0, 1])."""
+    import numpy as np
+    import torch
+
+    from core.engine.inference.base import Dataset
+
+    x, y = _two_halves(256, np.random.default_rng(1))
+    return Dataset(torch.from_numpy(x).float().div(255).unsqueeze(1), torch.from_numpy(y).long(), "two-halves",
+                   class_names=("left", "right"))

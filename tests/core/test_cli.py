@@ -9,24 +9,8 @@ import pytest
 from PIL import Image
 
 from core.commands.main import main
-from core.engine.data.idx import write_idx
 from core.engine.resources import default_posterior_path
 from core.engine.store import load_posterior
-
-
-@pytest.fixture
-def tiny_mnist(tmp_path):
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "mnist"
-    folder.mkdir()
-    for split, n in (("train", 300), ("t10k", 100)):
-        y = rng.integers(0, 2, n).astype(np.uint8)
-        x = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
-        x[y == 0, :, :14] += 150
-        x[y == 1, :, 14:] += 150
-        write_idx(folder / f"{split}-images-idx3-ubyte.gz", x)
-        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", y)
-    return folder
 
 
 @pytest.fixture

@@ -144,18 +144,9 @@ def test_a_full_curvature_of_all_of_lenet_is_refused_with_a_sentence_before_trai
         next(run)
 
 
-def _two_class_images(n: int = 256, seed: int = 0) -> Dataset:
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 2, (n,), generator=g)
-    x = torch.rand(n, 1, 28, 28, generator=g) * 0.2
-    x[y == 0, :, :, :14] += 0.7
-    x[y == 1, :, :, 14:] += 0.7
-    return Dataset(x, y, "two-halves", class_names=("left", "right"))
-
-
 @pytest.mark.parametrize("structure", ["kron", "diag", "full"])
-def test_laplace_fits_saves_loads_and_its_probit_variance_is_the_draws_variance(structure, tmp_path):
-    data = _two_class_images()
+def test_laplace_fits_saves_loads_and_its_probit_variance_is_the_draws_variance(structure, tmp_path, two_halves):
+    data = two_halves
     arch = ArchSpec("mlp", num_classes=2, hidden=16)
     config = LaplaceConfig(epochs=2, batch_size=64, structure=structure, prior_precision="marglik")
     posterior = _drain(get_method("laplace").fit(config, arch, data, seed=1))
@@ -182,23 +173,6 @@ def test_laplace_fits_saves_loads_and_its_probit_variance_is_the_draws_variance(
 def test_probit_is_refused_for_all_layers_in_words():
     with pytest.raises(ValueError, match="probit predictive needs subset=last_layer"):
         LaplaceConfig(subset="all", predictive="probit")
-
-
-@pytest.fixture
-def tiny_mnist(tmp_path):
-    from core.engine.data.idx import write_idx
-
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "mnist"
-    folder.mkdir()
-    for split, n in (("train", 300), ("t10k", 100)):
-        y = rng.integers(0, 2, n).astype(np.uint8)
-        x = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
-        x[y == 0, :, :14] += 150
-        x[y == 1, :, 14:] += 150
-        write_idx(folder / f"{split}-images-idx3-ubyte.gz", x)
-        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", y)
-    return folder
 
 
 def test_the_cli_fits_laplace_and_swag_from_a_saved_map_and_refuses_what_cannot_start(tiny_mnist, tmp_path, capsys):

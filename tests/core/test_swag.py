@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from core.engine.inference import get_method
-from core.engine.inference.base import Dataset
 from core.engine.inference.swag import SwagConfig, swag_moments, swag_tensors
 from core.engine.inference.variational import mixture_sample
 from core.engine.models import ArchSpec
@@ -61,17 +60,8 @@ def test_settings_that_cannot_make_the_low_rank_part_are_refused_in_words():
         SwagConfig(rank=1)
 
 
-def _two_class_data(n: int = 256, seed: int = 0) -> Dataset:
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 2, (n,), generator=g)
-    x = torch.rand(n, 1, 28, 28, generator=g) * 0.2
-    x[y == 0, :, :, :14] += 0.7
-    x[y == 1, :, :, 14:] += 0.7
-    return Dataset(x, y, "two-halves", class_names=("left", "right"))
-
-
-def test_swag_trains_saves_loads_and_predicts(tmp_path):
-    data = _two_class_data()
+def test_swag_trains_saves_loads_and_predicts(tmp_path, two_halves):
+    data = two_halves
     config = SwagConfig(epochs=2, batch_size=64, swa_epochs=2, snapshots_per_epoch=3, rank=5, swa_lr=0.05)
     run = get_method("swag").fit(config, ArchSpec("softmax", num_classes=2), data, seed=3)
     phases = set()
