@@ -342,12 +342,16 @@ def error_in_words(exc: BaseException, method: str) -> str:
 
 
 def training_run(
-    method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path
+    method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path,
+    name: str = "",
 ):
-    """Generator run in the worker: load data, fit, save; yields ProgressRecords."""
+    """Generator run in the worker: load data, fit, save; yields ProgressRecords. ``name``, the
+    one typed under “Save as”, is kept in the posterior's ``info["name"]``: its column's title."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     train = load_split("mnist", "train", root=mnist_training_folder(data_dir, download))
     posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed)
+    if name.strip():
+        posterior.info["name"] = name.strip()
     yield ProgressRecord(1, 1, {}, phase="saving")
     return save_posterior(posterior, out)
 
@@ -468,8 +472,9 @@ class TrainingDialog(QDialog):
         )
         self.name = QLineEdit("my-posterior")
         self.name.setToolTip(
-            "The name of the new posterior. It is saved in bayescope's own posteriors folder "
-            "and appears in the Posterior list; you are asked before an existing one is replaced."
+            "The name of the new posterior. It heads its column and its entry in the “Add "
+            "posterior” menu, so that two runs of one method can be told apart. It is saved in "
+            "bayescope's own posteriors folder; you are asked before an existing one is replaced."
         )
 
         self.form = QFormLayout()
@@ -875,7 +880,8 @@ class TrainingDialog(QDialog):
         if self.last_estimate is None:
             self.estimate.setText("Estimated time: not measured, as the run started first.")
         gen = training_run(
-            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out
+            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out,
+            self.name.text(),
         )
         self._trace_x.clear()
         self._trace_y.clear()
@@ -940,7 +946,7 @@ class TrainingDialog(QDialog):
     def _on_worker_returned(self, path: Path) -> None:
         self.curve.setData(self._trace_x, self._trace_y)
         took = duration_in_words(time.monotonic() - self._run_started).removeprefix("about ")
-        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now in the Posterior list.")
+        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now a column and in the “Add posterior” menu.")
         self.posterior_saved.emit(Path(path))
 
     def _on_worker_errored(self, exc: Exception) -> None:

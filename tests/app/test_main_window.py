@@ -105,6 +105,25 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     assert len(shown) == len(window.workspace.columns) and not any(a.isEnabled() for a in shown)
 
 
+def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
+    from app.settings import user_models_dir
+    from core.engine.store import load_posterior, save_posterior
+
+    paths = []
+    for name in ("first try", "longer run"):
+        posterior = load_posterior(MODELS / "mnist_softmax_map.pt")
+        posterior.info["name"] = name  # as the training dialog and `train --name` keep it
+        paths.append(save_posterior(posterior, user_models_dir() / f"{name.replace(' ', '_')}.pt"))
+    window._fill_add_menu()
+    texts = [a.text() for a in window.add_menu.actions()]
+    assert "first try: MAP, softmax regression, 1 draw (yours)" in texts
+    assert "longer run: MAP, softmax regression, 1 draw (yours)" in texts
+    for path in paths:
+        assert window.add_posterior(path)
+    titles = [window.column_views[str(p.resolve())].title.text() for p in paths]
+    assert "first try: MAP" in titles[0] and "longer run: MAP" in titles[1]
+
+
 def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window, monkeypatch):
     import torch
 

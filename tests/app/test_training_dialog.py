@@ -251,6 +251,7 @@ def test_a_new_name_is_not_asked_about(qtbot, tiny_mnist, monkeypatch):
     with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
         dialog.start()
     assert saved.args[0].name == "tiny_map.pt" and saved.args[0].is_file()
+    assert load_posterior(saved.args[0]).info["name"] == "tiny map"  # as typed: its column's title
     assert len(dialog._trace_y) >= 1 and dialog.progress.maximum() == 1
     assert "“tiny_map”" in dialog.status.text() and str(user_models_dir()) not in dialog.status.text()
     qtbot.waitUntil(lambda: not dialog.running)
