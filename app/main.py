@@ -503,16 +503,29 @@ class MainWindow(QMainWindow):
             self.add_posterior(Path(path))
 
     def show_training_dialog(self) -> None:
-        from app.views.training import TrainingDialog
+        from app.views.training import RunIndicator, TrainingDialog
 
         if self.training_dialog is None:
             self.training_dialog = TrainingDialog(self)
             self.training_dialog.posterior_saved.connect(self._on_training_posterior_saved)
+            # A run goes on when its dialog is closed: the status bar shows it, a click brings the dialog back.
+            self.training_indicator = RunIndicator()
+            self.training_indicator.hide()
+            self.statusBar().addPermanentWidget(self.training_indicator)
+            self.training_indicator.clicked.connect(self.show_training_dialog)
+            self.training_dialog.progress_reported.connect(self._on_training_dialog_progress_reported)
+            self.training_dialog.run_finished.connect(self.training_indicator.hide)
         self.training_dialog.show()
         self.training_dialog.raise_()
+        self.training_dialog.activateWindow()
+
+    def _on_training_dialog_progress_reported(self, text: str, step: int, total: int) -> None:
+        self.training_indicator.show_progress(text, step, total)
+        self.training_indicator.show()
 
     def _on_training_posterior_saved(self, path: Path) -> None:
-        self.add_posterior(Path(path))
+        if self.add_posterior(Path(path)) and self.training_dialog.isHidden():
+            self.statusBar().showMessage(f"“{Path(path).stem}” is trained: it is added as a column.", 15_000)
 
     # ------------------------------------------------------------------ input
     MODE_HINTS = {
@@ -968,11 +981,9 @@ class MainWindow(QMainWindow):
             self._geometry_timer.start()  # saved once the size and place rest
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        if self.training_dialog is not None and self.training_dialog.running:
-            self.training_dialog.close()
-            if self.training_dialog.running and not self.training_dialog.isHidden():
-                event.ignore()
-                return
+        if self.training_dialog is not None and not self.training_dialog.stop_to_quit():
+            event.ignore()
+            return
         self.save_settings()
         self._geometry_timer.stop()
         self._state_ready = False  # a closed window saves nothing more (a new one may be reading)
