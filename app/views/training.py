@@ -114,12 +114,17 @@ TRACE_WORDS: dict[str, str] = {
     "elbo": "The trace is the <b>ELBO</b> per image (higher is better): a variational method fits a "
     "distribution over the weights by raising it, balancing how well its draws fit the images "
     "against how far it strays from the prior.",
+    "around_map": "The trace is the <b>training loss</b> (lower is better) of the network trained first, "
+    "the usual way, to its best weights. The spread of belief is fitted around them afterwards: "
+    "Laplace from how sharply the loss curves there, SWAG from the weights that training keeps "
+    "visiting near them.",
 }
 #: Which trace each method reports (the first of TrainingDialog.TRACE_KEYS it yields).
 TRACE_OF_METHOD: dict[str, str] = {
     **dict.fromkeys(("sgld", "sghmc", "dsghmc", "hmc"), "sampler"),
     **dict.fromkeys(("map", "mc_dropout", "ensemble"), "loss"),
     **dict.fromkeys(("mfvi", "snvi", "sgmmvi", "vdropout"), "elbo"),
+    **dict.fromkeys(("laplace", "swag"), "around_map"),
 }
 
 PHASE_WORDS: dict[str, str] = {
