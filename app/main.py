@@ -59,6 +59,8 @@ DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, conf
                "uncertainty in and out of distribution")
 #: Where the columns of each task are remembered between launches.
 SAVED_COLUMNS = {"digits": "workspace/columns", "faces": "workspace/face_columns"}
+#: How long “Removed X — Undo” stays in the status bar.
+REMOVED_NOTE_MS = 20_000
 #: How long the window's size and place must rest before they are saved.
 GEOMETRY_SAVE_MS = 500
 LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
@@ -258,6 +260,22 @@ class MainWindow(QMainWindow):
             box.installEventFilter(self)
 
         self._build_menus()
+        # “Removed X — Undo”: beside the status bar's messages (a message would hide a plain widget).
+        self._undo_column_next = False  # Ctrl+Z brings back a removed column, not a stroke
+        self.removed_note = QLabel()
+        self.undo_remove_button = QToolButton(text="Undo")
+        self.undo_remove_button.setToolTip("Bring the removed column back at its place (Ctrl+Z)")
+        self.undo_remove_button.clicked.connect(self.undo_remove_column)
+        self.removed_bar = QWidget()
+        removed_row = QHBoxLayout(self.removed_bar)
+        removed_row.setContentsMargins(0, 0, 0, 0)
+        removed_row.addWidget(self.removed_note)
+        removed_row.addWidget(self.undo_remove_button)
+        self.removed_bar.hide()
+        self.statusBar().addPermanentWidget(self.removed_bar)
+        self._removed_timer = QTimer(self, singleShot=True, interval=REMOVED_NOTE_MS)
+        self._removed_timer.timeout.connect(self.removed_bar.hide)
+        self.canvas.stroke_finished.connect(self._on_canvas_stroke_finished)
         # Posterior files per task, read when the task's tab first opens (after load_columns).
         self._unread_columns: dict[str, list[Path]] = {}
         self._columns_from_last_time: set[str] = set()
@@ -307,8 +325,9 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "Quit", self.close, QKeySequence.StandardKey.Quit)
         edit_menu = self.menuBar().addMenu("&Edit")
-        self.undo_action = self._action(edit_menu, "Undo stroke", self.canvas.undo, QKeySequence.StandardKey.Undo)
-        self.clear_action = self._action(edit_menu, "Clear drawing", self.canvas.clear, "Delete")
+        self.undo_action = self._action(edit_menu, "Undo stroke", self.undo, QKeySequence.StandardKey.Undo,
+                                        "Undo the last stroke, or bring back the column removed last")
+        self.clear_action = self._action(edit_menu, "Clear drawing", self._clear_drawing, "Delete")
         brush = self.draw_panel.brush
         self._action(edit_menu, "Bigger brush", lambda: brush.setValue(brush.value() + 4), "]")
         self._action(edit_menu, "Smaller brush", lambda: brush.setValue(brush.value() - 4), "[")
@@ -476,7 +495,7 @@ class MainWindow(QMainWindow):
             view = self.column_views.get(column.key)
             if view is None:
                 view = ColumnView(column.key, self.workspace.class_names)
-                view.remove_requested.connect(self.workspace.remove)
+                view.remove_requested.connect(self.remove_column)
                 view.move_requested.connect(self.workspace.move)
                 view.export_requested.connect(self._on_column_export_requested)
                 self.column_views[column.key] = view
@@ -495,6 +514,46 @@ class MainWindow(QMainWindow):
             view.show_column(column, self.workspace.class_names, self.workspace.level,
                              full=column.samples(self.workspace.num_samples))
 
+    def remove_column(self, key: str) -> None:
+        """Remove a column; the status bar offers to bring it back (Undo, or Ctrl+Z)."""
+        column = self.workspace.remove(key)
+        if column is None:
+            return
+        self.removed_note.setText(f"Removed “{column.title(self.workspace.num_samples)}”")
+        self.removed_bar.show()
+        self._removed_timer.start()
+        self._undo_column_next = True
+        self._update_undo_action()
+
+    def undo_remove_column(self) -> None:
+        """Bring back the column removed last, at its place."""
+        self._undo_column_next = False
+        self.removed_bar.hide()
+        column = self.workspace.restore_removed()
+        if column is not None:
+            self.statusBar().showMessage(f"“{column.title(self.workspace.num_samples)}” is back.", 5000)
+        self._update_undo_action()
+
+    def undo(self) -> None:
+        """Ctrl+Z: bring back a column removed since the last stroke, else undo a stroke."""
+        if self._undo_column_next and self.workspace.last_removed is not None:
+            self.undo_remove_column()
+        elif self.current_panel() is self.draw_panel:
+            self.canvas.undo()
+
+    def _update_undo_action(self) -> None:
+        column_next = self._undo_column_next and self.workspace.last_removed is not None
+        self.undo_action.setText("Undo remove column" if column_next else "Undo stroke")
+        self.undo_action.setEnabled(column_next or self.current_panel() is self.draw_panel)
+
+    def _on_canvas_stroke_finished(self) -> None:
+        self._undo_column_next = False
+        self._update_undo_action()
+
+    def _clear_drawing(self) -> None:
+        self.canvas.clear()
+        self._on_canvas_stroke_finished()
+
     def open_posterior_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open posterior", app_settings.last_folder("posterior"),
                                               "bayescope posterior (*.pt)")
@@ -503,16 +562,29 @@ class MainWindow(QMainWindow):
             self.add_posterior(Path(path))
 
     def show_training_dialog(self) -> None:
-        from app.views.training import TrainingDialog
+        from app.views.training import RunIndicator, TrainingDialog
 
         if self.training_dialog is None:
             self.training_dialog = TrainingDialog(self)
             self.training_dialog.posterior_saved.connect(self._on_training_posterior_saved)
+            # A run goes on when its dialog is closed: the status bar shows it, a click brings the dialog back.
+            self.training_indicator = RunIndicator()
+            self.training_indicator.hide()
+            self.statusBar().addPermanentWidget(self.training_indicator)
+            self.training_indicator.clicked.connect(self.show_training_dialog)
+            self.training_dialog.progress_reported.connect(self._on_training_dialog_progress_reported)
+            self.training_dialog.run_finished.connect(self.training_indicator.hide)
         self.training_dialog.show()
         self.training_dialog.raise_()
+        self.training_dialog.activateWindow()
+
+    def _on_training_dialog_progress_reported(self, text: str, step: int, total: int) -> None:
+        self.training_indicator.show_progress(text, step, total)
+        self.training_indicator.show()
 
     def _on_training_posterior_saved(self, path: Path) -> None:
-        self.add_posterior(Path(path))
+        if self.add_posterior(Path(path)) and self.training_dialog.isHidden():
+            self.statusBar().showMessage(f"“{Path(path).stem}” is trained: it is added as a column.", 15_000)
 
     # ------------------------------------------------------------------ input
     MODE_HINTS = {
@@ -530,7 +602,7 @@ class MainWindow(QMainWindow):
         if self.modes.widget(index) is self.rotate_panel:
             self.rotate_panel.set_drawing(*self._rotate_source.current_input())
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
-        self.undo_action.setEnabled(self.modes.widget(index) is self.draw_panel)
+        self._update_undo_action()
         self._on_panel_input_changed()
 
     def current_panel(self) -> ModePanel:
@@ -968,11 +1040,9 @@ class MainWindow(QMainWindow):
             self._geometry_timer.start()  # saved once the size and place rest
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        if self.training_dialog is not None and self.training_dialog.running:
-            self.training_dialog.close()
-            if self.training_dialog.running and not self.training_dialog.isHidden():
-                event.ignore()
-                return
+        if self.training_dialog is not None and not self.training_dialog.stop_to_quit():
+            event.ignore()
+            return
         self.save_settings()
         self._geometry_timer.stop()
         self._state_ready = False  # a closed window saves nothing more (a new one may be reading)

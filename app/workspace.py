@@ -99,6 +99,8 @@ class Workspace(QObject):
         #: Tasks whose saved columns are still to be read (the engine imports in the background
         #: at start-up; face heads wait for the Face tab): "no column" there means "not yet".
         self.unread_tasks: set[str] = set()
+        #: The column removed last, as (task, place, column), until it is restored.
+        self.last_removed: tuple[str, int, Column] | None = None
 
     @property
     def columns(self) -> list[Column]:
@@ -171,9 +173,33 @@ class Workspace(QObject):
             self.columns_changed.emit()
         return column
 
-    def remove(self, key: str) -> None:
-        self.columns = [c for c in self.columns if c.key != key]
+    def remove(self, key: str) -> Column | None:
+        """Remove a column of the current task; it is kept as :attr:`last_removed` for
+        :meth:`restore_removed` (one step of undo)."""
+        keys = self.column_keys()
+        if key not in keys:
+            return None
+        index = keys.index(key)
+        column = self.columns.pop(index)
+        self.last_removed = (self.task, index, column)
         self.columns_changed.emit()
+        return column
+
+    def restore_removed(self) -> Column | None:
+        """Put the last removed column back at its place (it judges the current input afresh);
+        None when there is none, or it cannot come back (shown again, or its task is full)."""
+        if self.last_removed is None:
+            return None
+        task, index, column = self.last_removed
+        self.last_removed = None
+        columns = self._columns[task]
+        if any(c.key == column.key for c in columns) or len(columns) >= self.MAX_COLUMNS:
+            return None
+        column.prediction, column.failure, column.sweep = None, None, None
+        columns.insert(min(index, len(columns)), column)
+        if task == self.task:
+            self.columns_changed.emit()
+        return column
 
     def move(self, key: str, offset: int) -> None:
         """Move a column ``offset`` places to the right (negative: left), clamped to the ends."""

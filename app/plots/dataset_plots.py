@@ -281,7 +281,8 @@ class RejectionPlot(DatasetPlot):
         item.setLabel("left", "accuracy %")
         item.setXRange(0, 95, padding=0.01)
         item.showGrid(x=True, y=True, alpha=0.2)
-        item.addLegend(offset=(-5, -5), labelTextSize="7pt", verSpacing=-8)
+        # over the curves, on a pale ground so that a curve beneath never runs through the words
+        item.addLegend(offset=(-5, -5), labelTextSize="7pt", verSpacing=-8, brush=pg.mkBrush(255, 255, 255, 210))
         self.curves = {score: item.plot([], [], pen=pg.mkPen(UNCERTAINTY[score], width=2), name=score)
                        for score in REJECTION_SCORES}
         self.oracle = item.plot([], [], pen=pg.mkPen(MEAN, width=1, style=Qt.PenStyle.DotLine), name="best")
@@ -418,15 +419,13 @@ class MetricsTable(QTableWidget):
     )
 
     ROW_HEIGHT = 19
+    WIDEST_NUMBER = "100.00 %"
 
     def __init__(self) -> None:
-        super().__init__((len(self.ROWS) + 1) // 2, 4)
+        super().__init__(0, 0)
         self.setToolTip("The posterior's scores on the whole test set; hover a row for what it means.")
         self.horizontalHeader().hide()
         self.verticalHeader().hide()
-        for c in (0, 2):
-            self.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)
-            self.horizontalHeader().setSectionResizeMode(c + 1, QHeaderView.ResizeMode.ResizeToContents)
         self.verticalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -434,17 +433,61 @@ class MetricsTable(QTableWidget):
         self.setShowGrid(False)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        for i, (label, tip) in enumerate(self.ROWS):
+        self._names: list[QTableWidgetItem] = []
+        self._values: dict[str, QTableWidgetItem] = {}
+        for label, tip in self.ROWS:
             name = QTableWidgetItem(label)
             name.setToolTip(tip)
-            value = QTableWidgetItem("")
+            value = QTableWidgetItem(self.WIDEST_NUMBER)  # measured with it (below), then emptied
             value.setToolTip(tip)
             value.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            self.setItem(i // 2, 2 * (i % 2), name)
-            self.setItem(i // 2, 2 * (i % 2) + 1, value)
-        self.setFixedHeight(self.ROW_HEIGHT * self.rowCount() + 4)
+            self._names.append(name)
+            self._values[label] = value
+        self._ood_shown = True
+        # Two measures a row where the names fit whole beside the widest numbers, else one: a
+        # name or a number is never cut.
+        self._pairs = 0
+        self._widths = {pairs: self._arrange(pairs) for pairs in (1, 2)}
+        for value in self._values.values():
+            value.setText("")
+        self.setMinimumWidth(self._widths[1])
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _arrange(self, pairs: int) -> int:
+        """Lay the measures out ``pairs`` to a row; return the narrowest width showing them whole."""
+        if pairs == self._pairs:
+            return self._widths[pairs]
+        for row in range(self.rowCount()):
+            for c in range(self.columnCount()):
+                self.takeItem(row, c)
+        self._pairs = pairs
+        self.setRowCount((len(self.ROWS) + pairs - 1) // pairs)
+        self.setColumnCount(2 * pairs)
+        for i, (label, _) in enumerate(self.ROWS):
+            self.setItem(i // pairs, 2 * (i % pairs), self._names[i])
+            self.setItem(i // pairs, 2 * (i % pairs) + 1, self._values[label])
+        header = self.horizontalHeader()
+        for c in range(0, 2 * pairs, 2):  # the names whole; the numbers share what is left, right-aligned
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+            header.setSectionResizeMode(c + 1, QHeaderView.ResizeMode.Stretch)
+        self._fit_height()
+        names = sum(self.sizeHintForColumn(c) for c in range(0, 2 * pairs, 2))
+        number = max(self.sizeHintForColumn(c) for c in range(1, 2 * pairs, 2))
+        return names + pairs * number + 2 * self.frameWidth()
+
+    def _fit_height(self) -> None:
+        ood_rows = 2 // self._pairs  # AUROC and AUPR: the last row, or the last two
+        for row in range(self.rowCount()):
+            self.setRowHidden(row, not self._ood_shown and row >= self.rowCount() - ood_rows)
+        shown = sum(not self.isRowHidden(r) for r in range(self.rowCount()))
+        self.setFixedHeight(self.ROW_HEIGHT * shown + 4)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        pairs = 2 if event.size().width() >= self._widths[2] else 1
+        if pairs != self._pairs:
+            self._arrange(pairs)
+        super().resizeEvent(event)
 
     def _on_context_menu_requested(self, pos: QPoint) -> None:
         menu = QMenu(self)
@@ -452,8 +495,7 @@ class MetricsTable(QTableWidget):
         menu.exec(self.mapToGlobal(pos))
 
     def _value_item(self, label: str) -> QTableWidgetItem:
-        i = next(i for i, (name, _) in enumerate(self.ROWS) if name == label)
-        return self.item(i // 2, 2 * (i % 2) + 1)
+        return self._values[label]
 
     def value(self, label: str) -> str:
         """The text shown for the measure ``label`` (one of :attr:`ROWS`)."""
@@ -476,9 +518,8 @@ class MetricsTable(QTableWidget):
         }
         for label, _ in self.ROWS:
             self._value_item(label).setText(values[label])
-        self.setRowHidden(self.rowCount() - 1, result is None)  # AUROC and AUPR
-        shown = sum(not self.isRowHidden(r) for r in range(self.rowCount()))
-        self.setFixedHeight(self.ROW_HEIGHT * shown + 4)
+        self._ood_shown = result is not None  # AUROC and AUPR
+        self._fit_height()
 
 
 def _number(value: float | None) -> str:

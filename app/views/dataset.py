@@ -224,14 +224,14 @@ class DatasetColumn(QFrame):
         self.column = column
         self.name = column.name
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setMinimumWidth(self.MIN_WIDTH)
+        self.metrics = MetricsTable()
+        self.setMinimumWidth(max(self.MIN_WIDTH, self.metrics.minimumWidth() + 8))  # the metrics' names whole
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.title = column_title(title)
         self.note = QLabel("from the cache" if column.cached else "")
         self.note.setStyleSheet("color: #777;")
         self.note.setToolTip("These results were computed before with the same posterior file, images, "
                              "draws and seed, and kept; nothing was recomputed.")
-        self.metrics = MetricsTable()
         self.reliability = ReliabilityPlot()
         self.soft = SoftConfusionPlot(class_names)
         self.hard = HardConfusionPlot(class_names)
@@ -365,12 +365,18 @@ class DatasetView(QWidget):
         self.progress.setToolTip("Images judged by the posterior being evaluated now, out of its total "
                                  "(test and out-of-distribution sets together)")
         self.progress.setVisible(False)
+        # wide enough for its words at the largest count: they never run under the bar's fill, cut
+        self.progress.setMinimumWidth(self.progress.fontMetrics().horizontalAdvance("100,000 / 100,000 images") + 24)
         self.status = QLabel(IDLE_TEXT)
         self.status.setWordWrap(True)
         self.sets_note = QLabel()
         self.sets_note.setWordWrap(True)
         self.sets_note.setStyleSheet("color: #666;")
 
+        # Two rows that fit a 1024-pixel-wide window: what to evaluate, then running it and the results.
+        for box in (self.test_set, self.ood_set, self.score):  # long names are cut, not the window widened
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(10)
         row = QHBoxLayout()
         for label, widget, tip in (("Test set", self.test_set, self.test_set.toolTip()),
                                    ("Out of distribution", self.ood_set, self.ood_set.toolTip()),
@@ -379,18 +385,18 @@ class DatasetView(QWidget):
             text = QLabel(label)
             text.setToolTip(tip)
             row.addWidget(text)
-            row.addWidget(widget)
-            row.addSpacing(6)
-        row.addWidget(self.evaluate_button)
-        row.addWidget(self.cancel_button)
-        row.addStretch(1)
+            row.addWidget(widget, 1 if isinstance(widget, QComboBox) else 0)
+            if widget is not self.samples:
+                row.addSpacing(6)
         second = QHBoxLayout()
-        second.addWidget(self.progress, 1)
-        second.addWidget(self.status, 3)
+        second.addWidget(self.evaluate_button)
+        second.addWidget(self.cancel_button)
+        second.addWidget(self.progress, 2)
+        second.addStretch(1)
         histogram_label = QLabel("Histograms of")
         histogram_label.setToolTip(self.score.toolTip())
         second.addWidget(histogram_label)
-        second.addWidget(self.score)
+        second.addWidget(self.score, 1)
         second.addWidget(self.report_button)
 
         self.columns_row = QHBoxLayout()
@@ -414,8 +420,9 @@ class DatasetView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(row)
-        layout.addWidget(self.sets_note)
         layout.addLayout(second)
+        layout.addWidget(self.status)  # a line of its own: it wraps at the tab's width, not beside a bar
+        layout.addWidget(self.sets_note)
         layout.addWidget(self.splitter, 1)
         workspace.columns_changed.connect(self._on_workspace_columns_changed)
         self._restore_settings()

@@ -22,6 +22,9 @@ from app.workers import PythonThreadCall
 
 #: Where the crop is: the window shows it below the tabs, as every mode's model input.
 SEEN = " The columns judge the aligned crop shown below, described by 128 numbers."
+#: Said beside the result when the box was drawn by hand: nothing checked that it holds a face.
+HAND_BOX_NOTE = ("You drew this box: no face was found in it. The age groups assume the box holds a face; "
+                 "the heads cannot tell a face from anything else, so they give an age group whatever it holds.")
 
 
 def _find_faces(image: np.ndarray) -> list:
@@ -57,6 +60,7 @@ class FacePanel(ModePanel):
         self._boxes: list = []
         self._descriptor: np.ndarray | None = None
         self._chip: np.ndarray | None = None
+        self._hand_drawn = False  # the judged box was drawn by hand, not found by the detector
         self.descriptor_info = None
         self._worker = None
         self.open = QPushButton("Open a photo…")
@@ -109,6 +113,7 @@ class FacePanel(ModePanel):
     def set_photo(self, image: np.ndarray, name: str) -> None:
         self._photo, self._name = image, name
         self._descriptor = self._chip = None
+        self._hand_drawn = False
         self.photo_item.setImage(np.ascontiguousarray(image.transpose(1, 0, 2)))
         self.box.setRange(QRectF(0, 0, image.shape[1], image.shape[0]), padding=0.02)
         self._set_faces([])
@@ -183,6 +188,7 @@ class FacePanel(ModePanel):
     # ---------------------------------------------------------- choosing boxes
     def _on_faces_current_changed(self, index: int) -> None:
         if 0 <= index < len(self._boxes):
+            self._hand_drawn = False
             self._highlight(index)
             self._describe(self._boxes[index])
 
@@ -223,6 +229,7 @@ class FacePanel(ModePanel):
         self._remove_hand_box()
         self._set_faces([box])
         self.message.setText("Your box is used.")
+        self._hand_drawn = True
         self._describe(box)
 
     def _remove_hand_box(self) -> None:
@@ -236,6 +243,10 @@ class FacePanel(ModePanel):
         if self._descriptor is None:
             return None, ""
         return self._descriptor, f"the face in {self._name}"
+
+    def note(self) -> str:
+        """Beside the result: a box drawn by hand may hold no face, and the heads cannot tell."""
+        return HAND_BOX_NOTE if self._hand_drawn and self._descriptor is not None else ""
 
     def preview(self) -> np.ndarray | None:
         """The aligned face crop the descriptor was computed from (RGB uint8), or None.

@@ -350,15 +350,24 @@ def error_in_words(exc: BaseException, method: str) -> str:
 
 
 def training_run(
-    method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path
+    method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path,
+    name: str = "",
 ):
-    """Generator run in the worker: load data, fit, save; yields ProgressRecords."""
+    """Generator run in the worker: load data, fit, save; yields ProgressRecords. ``name``, the
+    one typed under “Save as”, is kept in the posterior's ``info["name"]``: its column's title."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     train = load_split("mnist", "train", root=mnist_training_folder(data_dir, download))
     posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed)
+    if name.strip():
+        posterior.info["name"] = name.strip()
     yield ProgressRecord(1, 1, {}, phase="saving")
     return save_posterior(posterior, out)
 
+
+CLOSE_TIP = "Close this window."
+BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, the status bar shows "
+                  "its progress (click it to come back here), and the posterior is added as a column "
+                  "when it is done. “Cancel run” stops it.")
 
 #: What the dialog asks a person to do for a missing MNIST.
 DOWNLOAD_HINT = "tick “download” under the data folder"
@@ -382,13 +391,23 @@ def _stem(name: str) -> str:
 class TrainingDialog(QDialog):
     """Choose a method, a model and their settings; train in the background.
 
+    Closing the dialog during a run only hides it: the run goes on in the background (the main
+    window's status bar shows a :class:`RunIndicator`); the Cancel button stops it.
+
     Signals
     -------
     posterior_saved(Path)
         A run finished and its posterior file was written.
+    progress_reported(str, int, int)
+        A run reported progress: a short line in words (“Training SGLD… 40 %”), the step and the
+        steps planned (0 when unknown).
+    run_finished
+        A run ended: saved, failed or cancelled.
     """
 
     posterior_saved = Signal(object)
+    progress_reported = Signal(str, int, int)
+    run_finished = Signal()
     TRACE_KEYS = ("elbo", "log_posterior", "loss", "acceptance", "step_size")  # first present is plotted
     SETTINGS_GROUP = "training"
     ESTIMATE_DELAY_MS = 600
@@ -407,7 +426,7 @@ class TrainingDialog(QDialog):
         self._run_first_step: tuple[float, int] | None = None
         self.last_estimate: TrainingEstimate | None = None
         self._estimate_assumed = False
-        self._failed_method = ""
+        self._run_method = ""
         self.setting_widgets: dict[str, QWidget] = {}
         self._setting_help: dict[str, SettingHelp] = {}
         self._current_method = ""
@@ -476,8 +495,9 @@ class TrainingDialog(QDialog):
         )
         self.name = QLineEdit("my-posterior")
         self.name.setToolTip(
-            "The name of the new posterior. It is saved in bayescope's own posteriors folder "
-            "and appears in the Posterior list; you are asked before an existing one is replaced."
+            "The name of the new posterior. It heads its column and its entry in the “Add "
+            "posterior” menu, so that two runs of one method can be told apart. It is saved in "
+            "bayescope's own posteriors folder; you are asked before an existing one is replaced."
         )
 
         self.form = QFormLayout()
@@ -520,6 +540,7 @@ class TrainingDialog(QDialog):
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
         self.cancel_button = self.buttons.addButton("Cancel run", QDialogButtonBox.ButtonRole.RejectRole)
         self.close_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Close)
+        self.close_button.setToolTip(CLOSE_TIP)
         for button in (self.start_button, self.cancel_button, self.close_button):
             button.setAutoDefault(False)  # Enter in a field must not start an hour-long run
         self.start_button.setToolTip("Train with these settings in the background.")
@@ -883,7 +904,8 @@ class TrainingDialog(QDialog):
         if self.last_estimate is None:
             self.estimate.setText("Estimated time: not measured, as the run started first.")
         gen = training_run(
-            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out
+            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out,
+            self.name.text(),
         )
         self._trace_x.clear()
         self._trace_y.clear()
@@ -897,12 +919,20 @@ class TrainingDialog(QDialog):
         worker.aborted.connect(self._on_worker_aborted)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
-        self._failed_method = method
+        self._run_method = method
         self.settings_panel.setEnabled(False)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
+        self.close_button.setText("Run in background")
+        self.close_button.setToolTip(BACKGROUND_TIP)
         self.status.setText("Starting…")
         worker.start()
+        self.progress_reported.emit(self.run_words(0, 0), 0, 0)
+
+    def run_words(self, step: int, total: int) -> str:
+        """The running run in a few words, for the status bar: ``"Training SGLD… 40 %"``."""
+        words = f"Training {METHOD_LABELS.get(self._run_method, self._run_method)}…"
+        return f"{words} {100 * step // total} %" if total else words
 
     def cancel(self) -> None:
         if self._worker is not None:
@@ -944,16 +974,17 @@ class TrainingDialog(QDialog):
             f"{VALUE_WORDS.get(k, k.replace('_', ' '))} {v:.4g}" for k, v in record.values.items()
         )
         self.status.setText(parts[0] + self._time_left(record) + (f"\n{values}" if values else ""))
+        self.progress_reported.emit(self.run_words(record.step, record.total), record.step, record.total)
 
     def _on_worker_returned(self, path: Path) -> None:
         self.curve.setData(self._trace_x, self._trace_y)
         took = duration_in_words(time.monotonic() - self._run_started).removeprefix("about ")
-        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now in the Posterior list.")
+        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now a column and in the “Add posterior” menu.")
         self.posterior_saved.emit(Path(path))
 
     def _on_worker_errored(self, exc: Exception) -> None:
         self.status.setText("Training failed; nothing was saved.")
-        QMessageBox.critical(self, "Training failed", error_in_words(exc, self._failed_method))
+        QMessageBox.critical(self, "Training failed", error_in_words(exc, self._run_method))
 
     def _on_worker_aborted(self) -> None:
         self.status.setText("Cancelled; nothing was saved.")
@@ -963,9 +994,12 @@ class TrainingDialog(QDialog):
         self.settings_panel.setEnabled(True)
         self.start_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
+        self.close_button.setText("Close")
+        self.close_button.setToolTip(CLOSE_TIP)
         self.progress.setRange(0, 1)
         if self.last_estimate is None:  # the run interrupted a measurement
             self._request_estimate()
+        self.run_finished.emit()
 
     # ------------------------------------------------------------------ closing
 
@@ -986,12 +1020,65 @@ class TrainingDialog(QDialog):
                 self._estimate_pending = True  # the one stopped on hiding: measure again after it
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
-        if self.running:
-            answer = QMessageBox.question(self, "Training is running", "Cancel the run and close?")
-            if answer != QMessageBox.StandardButton.Yes:
-                event.ignore()
-                return
-            self.cancel()
+        # A run goes on in the background: closing only hides the dialog (Cancel stops a run).
         self.save_settings()
         self._stop_estimate()
         super().closeEvent(event)
+
+    def stop_to_quit(self) -> bool:
+        """Asked when the app quits during a run: True, and the run is cancelled, when the
+        person agrees to lose it."""
+        if not self.running:
+            return True
+        answer = QMessageBox.question(
+            self.parentWidget() or self,
+            "Training is running",
+            f"{self.run_words(self.progress.value(), self.progress.maximum())}: quitting stops the "
+            "run and nothing of it is saved. Quit anyway?",
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        self.cancel()
+        return True
+
+
+class RunIndicator(QWidget):
+    """The status bar's word on a training run going on while its dialog is hidden: a small
+    progress bar and “Training SGLD… 40 %”; a click shows the training dialog again.
+
+    Signals
+    -------
+    clicked
+        The person clicked it.
+    """
+
+    clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bar = QProgressBar()
+        self.bar.setTextVisible(False)  # the words stay beside the bar, never under its fill
+        self.bar.setFixedSize(90, 12)
+        self.label = QLabel()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 0, 4, 0)
+        layout.addWidget(self.bar)
+        layout.addWidget(self.label)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        tip = ("A posterior is training in the background. Click to show the training window: its "
+               "trace, the time left, and Cancel. When it is done, it is added as a column.")
+        for widget in (self, self.bar, self.label):
+            widget.setToolTip(tip)
+
+    def show_progress(self, text: str, step: int, total: int) -> None:
+        if total:
+            self.bar.setRange(0, total)
+            self.bar.setValue(step)
+        else:
+            self.bar.setRange(0, 0)  # busy: nothing counted yet
+        self.label.setText(text)
+
+    def mouseReleaseEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)

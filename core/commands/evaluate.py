@@ -70,7 +70,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def _face_test_set(args: argparse.Namespace) -> Dataset:
-    """The faces test split (``--limit`` faces spread over it), descriptors with a progress bar."""
+    """The faces test split (``--limit`` faces spread over it: the window's seeded subset),
+    descriptors with a progress bar; with a limit only those faces are described."""
     from tqdm import tqdm
 
     from core.engine.faces.testset import load_face_test_set, utkface_location
@@ -86,10 +87,10 @@ def _face_test_set(args: argparse.Namespace) -> Dataset:
         bar.update(record.step - bar.n)
 
     try:
-        faces = drain(load_face_test_set(utkface_location(args.data_dir)), on_progress)
+        faces = drain(load_face_test_set(utkface_location(args.data_dir), limit=args.limit), on_progress)
     finally:
         bar.close()
-    return faces.spread(args.limit).data
+    return faces.data
 
 
 def run(args: argparse.Namespace) -> int:

@@ -83,6 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-samples", type=int, default=30,
                         help="samples for the test accuracy, measured after the posterior is saved")
     parser.add_argument("--out", required=True, help="where to write the posterior (.pt)")
+    parser.add_argument("--name", help="a name for the posterior, shown first in its column's title "
+                        "(e.g. 'long run'), so that two runs of one method can be told apart")
     parser.add_argument("--storage", choices=("float32", "float16"), default="float32",
                         help="precision of the saved weights (float16 halves the file)")
     parser.add_argument("--start-from", metavar="MAP.pt",
@@ -115,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
     finally:
         bar.close()
+    if args.name and args.name.strip():
+        posterior.info["name"] = args.name.strip()
     try:
         path = save_posterior(posterior, args.out, storage=args.storage)  # save first: never lose a fit
     except KeyboardInterrupt as exc:

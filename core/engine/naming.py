@@ -78,11 +78,22 @@ LAPLACE_WORDS = {"last_layer": "last layer", "all": "all layers", "kron": "K-FAC
                  "full": "full"}
 
 
+def posterior_name(posterior: Posterior) -> str:
+    """The name a person gave the posterior when training it (``info["name"]``), or ""."""
+    name = (getattr(posterior, "info", None) or {}).get("name")
+    return " ".join(name.split()) if isinstance(name, str) else ""
+
+
 def posterior_title(posterior: Posterior, num_samples: int) -> str:
-    """A column header: ``"SGHMC, LeNet, 8 draws"``; a Laplace column says its curvature and
-    subset, and ``probit`` instead of draws when it predicts by the probit formula."""
+    """A column header: ``"SGHMC, LeNet, 8 draws"``; a Laplace column says its curvature
+    and subset, and ``probit`` instead of draws when it predicts by the probit formula. A
+    posterior given a name when trained is titled by it first (``"long run: SGHMC, …"``), so
+    that two runs of one method can be told apart."""
     arch = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
     label = method_label(posterior.method)
+    name = posterior_name(posterior)
+    if name:
+        label = f"{name}: {label}"
     if posterior.method == "laplace":
         c = posterior.config
         words = [LAPLACE_WORDS.get(c.get("structure"), str(c.get("structure"))),

@@ -402,6 +402,40 @@ def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot
     assert item.getAxis("bottom").labelText == label
 
 
+def test_the_metrics_names_and_numbers_are_whole_at_any_width(qtbot):
+    """In a narrow column the names were cut (“Accur…”, “Class…”, “Uncer…”): the measures now
+    go one to a row there, two to a row where they fit whole."""
+    from app.plots.dataset_plots import MetricsTable
+
+    table = MetricsTable()
+    qtbot.addWidget(table)
+    for label, _ in MetricsTable.ROWS:
+        table._value_item(label).setText(MetricsTable.WIDEST_NUMBER)
+    table.show()
+    qtbot.waitExposed(table)
+    for width, columns in ((table.minimumWidth(), 2), (220, 2), (400, 4)):
+        table.resize(max(width, table.minimumWidth()), table.height())
+        qtbot.waitUntil(lambda columns=columns: table.columnCount() == columns)
+        for c in range(columns):
+            assert table.columnWidth(c) >= table.sizeHintForColumn(c), (width, c)
+        assert table.height() == table.ROW_HEIGHT * table.rowCount() + 4  # every measure shown
+        assert table.value("Classwise ECE") == MetricsTable.WIDEST_NUMBER
+
+
+def test_the_window_fits_a_1024_by_680_screen_on_every_tab(qtbot, monkeypatch, shared_data):
+    """With the Dataset tab built, the window would not shrink below 1228 px: its row of
+    controls (Test set … Cancel) was one line."""
+    win = open_dataset_tab(qtbot, monkeypatch, shared_data)
+    for mode in range(win.modes.count()):
+        win.modes.setCurrentIndex(mode)
+        for tab in range(win.views.count()):
+            win.views.setCurrentIndex(tab)
+            hint = win.minimumSizeHint()
+            assert hint.width() <= 1024 and hint.height() <= 680, (mode, tab, hint)
+    win.resize(1024, 680)
+    qtbot.waitUntil(lambda: win.width() == 1024 and win.height() == 680)
+
+
 def slow_evaluation(started: list[str]):
     """A stand-in for run_evaluation that never ends on its own: a stream of progress records
     (the faces' description first for the faces test split), as fast as the GUI takes them."""

@@ -106,6 +106,7 @@ def test_a_photo_is_found_aligned_and_judged_by_every_face_column(qtbot, window,
     judged(qtbot, window)
     assert window.workspace.image.shape == (128,)
     assert window.workspace.preview.shape == (150, 150, 3)  # the aligned crop is what is shown
+    assert "assume the box holds a face" not in window.warning.text()  # the detector found this one
     for column in window.workspace.columns:
         s = column.prediction.summary
         assert s.mean.shape == (8,) and abs(float(s.mean.sum()) - 1) < 1e-4
@@ -141,6 +142,9 @@ def test_no_face_says_so_and_a_box_drawn_by_hand_is_used(qtbot, window, tmp_path
     window.face_panel.use_box.click()
     judged(qtbot, window)
     assert window.workspace.image.shape == (128,)
+    # beside the result: nothing found a face in this box, and the heads cannot tell
+    assert "The age groups assume the box holds a face" in window.warning.text()
+    assert "cannot tell a face from anything else" in window.warning.text()
 
 
 def test_an_unreadable_photo_gets_a_sentence(qtbot, window, tmp_path, monkeypatch):

@@ -105,6 +105,56 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     assert len(shown) == len(window.workspace.columns) and not any(a.isEnabled() for a in shown)
 
 
+def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
+    from app.settings import user_models_dir
+    from core.engine.store import load_posterior, save_posterior
+
+    paths = []
+    for name in ("first try", "longer run"):
+        posterior = load_posterior(MODELS / "mnist_softmax_map.pt")
+        posterior.info["name"] = name  # as the training dialog and `train --name` keep it
+        paths.append(save_posterior(posterior, user_models_dir() / f"{name.replace(' ', '_')}.pt"))
+    window._fill_add_menu()
+    texts = [a.text() for a in window.add_menu.actions()]
+    assert "first try: MAP, softmax regression, 1 draw (yours)" in texts
+    assert "longer run: MAP, softmax regression, 1 draw (yours)" in texts
+    for path in paths:
+        assert window.add_posterior(path)
+    titles = [window.column_views[str(p.resolve())].title.text() for p in paths]
+    assert "first try: MAP" in titles[0] and "longer run: MAP" in titles[1]
+
+
+def test_a_removed_column_comes_back_at_its_place_with_undo(qtbot, window):
+    keys = window.workspace.column_keys()
+    window.column_views[keys[1]].remove_requested.emit(keys[1])  # its ✕ button
+    assert keys[1] not in window.workspace.column_keys()
+    assert window.removed_bar.isVisible() and window.removed_note.text().startswith("Removed “SGHMC, LeNet")
+    assert window.undo_action.text() == "Undo remove column" and window.undo_action.isEnabled()
+    window.samples.setFocus()
+    qtbot.keyClick(window.samples, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert window.workspace.column_keys() == keys  # at its place
+    assert [window.columns_row.itemAt(i).widget().key for i in range(len(keys))] == keys
+    assert not window.removed_bar.isVisible() and window.undo_action.text() == "Undo stroke"
+
+    # the status bar's Undo button does the same, in any mode
+    window.modes.setCurrentWidget(window.image_panel)
+    window.column_views[keys[0]].remove_requested.emit(keys[0])
+    assert window.undo_action.isEnabled()
+    qtbot.mouseClick(window.undo_remove_button, Qt.MouseButton.LeftButton)
+    assert window.workspace.column_keys() == keys and "is back" in window.statusBar().currentMessage()
+
+    # a stroke drawn after a removal is what Ctrl+Z undoes first
+    window.modes.setCurrentWidget(window.draw_panel)
+    window.column_views[keys[3]].remove_requested.emit(keys[3])
+    drag(qtbot, window.canvas, seven(window.canvas))
+    assert window.undo_action.text() == "Undo stroke"
+    window.undo_action.trigger()
+    assert window.canvas.is_empty() and keys[3] not in window.workspace.column_keys()
+    window.undo_remove_button.click()
+    assert window.workspace.column_keys() == keys
+    settle_empty(qtbot, window)
+
+
 def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(qtbot, window, monkeypatch):
     import torch
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtCore import QCoreApplication, QSettings, Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QMessageBox, QSpinBox
 
 from app.settings import user_models_dir
@@ -251,6 +251,7 @@ def test_a_new_name_is_not_asked_about(qtbot, tiny_mnist, monkeypatch):
     with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
         dialog.start()
     assert saved.args[0].name == "tiny_map.pt" and saved.args[0].is_file()
+    assert load_posterior(saved.args[0]).info["name"] == "tiny map"  # as typed: its column's title
     assert len(dialog._trace_y) >= 1 and dialog.progress.maximum() == 1
     assert "“tiny_map”" in dialog.status.text() and str(user_models_dir()) not in dialog.status.text()
     qtbot.waitUntil(lambda: not dialog.running)
@@ -411,3 +412,100 @@ def test_the_trace_says_why_it_is_a_loss_a_log_posterior_or_an_elbo(qtbot):
     assert "<b>training loss</b>" in dialog.trace_about.text() and "Laplace measures" in dialog.trace_about.text()
     dialog.select_method("mfvi")
     assert "<b>ELBO</b>" in dialog.trace_about.text()
+
+
+# ----------------------------------------------------------------------------- in the background
+
+
+def test_closing_the_dialog_leaves_the_run_going_in_the_status_bar(qtbot, monkeypatch):
+    """A fake quick fit, held halfway until the dialog has been closed and opened again."""
+    import threading
+
+    from app.main import MainWindow
+    from core.engine.inference.base import ProgressRecord
+    from core.engine.resources import resources_dir
+    from core.engine.store import save_posterior
+
+    halfway = threading.Event()
+
+    def quick_fit(method, arch, config, data_dir, download, seed, out, name=""):
+        for step in range(1, 11):
+            yield ProgressRecord(step, 10, {"log_posterior": -10.0 + step}, phase="sampling")
+            if step == 4:
+                assert halfway.wait(30), "the test never let the run go on"
+        posterior = load_posterior(resources_dir() / "models" / "mnist_softmax_map.pt")
+        posterior.info["name"] = name
+        return save_posterior(posterior, out)
+
+    monkeypatch.setattr("app.views.training.training_run", quick_fit)
+    monkeypatch.setattr("app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked"))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.show_training_dialog()
+    dialog, indicator = window.training_dialog, window.training_indicator
+    dialog.select_method("sgld")
+    dialog.name.setText("background run")
+    assert not indicator.isVisible()
+    dialog.start()
+    assert dialog.close_button.text() == "Run in background"
+    qtbot.waitUntil(lambda: dialog.progress.value() == 4)
+    dialog.close()
+    assert dialog.isHidden() and dialog.running  # closed, not cancelled
+    assert indicator.isVisible() and indicator.label.text() == "Training SGLD… 40 %"
+    assert indicator.bar.value() == 4 and indicator.bar.maximum() == 10 and not indicator.bar.isTextVisible()
+    assert indicator.toolTip()
+
+    qtbot.mouseClick(indicator, Qt.MouseButton.LeftButton)
+    assert dialog.isVisible() and dialog.running
+    dialog.close_button.click()  # “Run in background”
+    assert dialog.isHidden() and dialog.running
+
+    halfway.set()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+    key = str((user_models_dir() / "background_run.pt").resolve())
+    assert key in window.workspace.column_keys()
+    assert "background run: MAP" in window.column_views[key].title.text()
+    assert not indicator.isVisible() and dialog.close_button.text() == "Close"
+    assert "background_run" in window.statusBar().currentMessage()
+
+
+def test_quitting_during_a_run_asks_and_cancels_it(qtbot, monkeypatch):
+    import threading
+
+    from app.main import MainWindow
+    from core.engine.inference.base import ProgressRecord
+
+    release = threading.Event()
+
+    def endless_fit(*args, **kwargs):
+        step = 0
+        while not release.is_set():
+            step += 1
+            yield ProgressRecord(step, 0, {}, phase="train")
+            release.wait(0.01)
+        return None
+
+    asked = []
+    answer = [QMessageBox.StandardButton.No]
+    monkeypatch.setattr("app.views.training.training_run", endless_fit)
+    monkeypatch.setattr("app.views.training.QMessageBox.question",
+                        lambda parent, title, text, *a: asked.append(text) or answer[0])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.show_training_dialog()
+    dialog = window.training_dialog
+    dialog.select_method("map")
+    dialog.name.setText("endless")
+    dialog.start()
+    dialog.close()
+    try:
+        assert not window.close() and window.isVisible() and dialog.running  # No: the run goes on
+        assert "nothing of it is saved" in asked[0]
+        answer[0] = QMessageBox.StandardButton.Yes
+        assert window.close()
+        qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+        assert "Cancelled" in dialog.status.text()
+    finally:
+        release.set()

@@ -25,11 +25,13 @@ def digit_png(tmp_path):
 def test_train_then_predict_json(tiny_mnist, tmp_path, digit_png, capsys):
     out = tmp_path / "p.pt"
     rc = main(["train", "--data-dir", str(tiny_mnist), "--model", "mlp", "--method", "mc_dropout",
-               "--drop-rate", "0.2", "--set", "epochs=3", "--set", "lr=3e-3", "--seed", "4", "--out", str(out)])
+               "--drop-rate", "0.2", "--set", "epochs=3", "--set", "lr=3e-3", "--seed", "4", "--out", str(out),
+               "--name", "short run"])
     assert rc == 0
     assert "test accuracy" in capsys.readouterr().out
     post = load_posterior(out)
     assert post.seed == 4 and post.config["epochs"] == 3 and post.info["test_accuracy"] > 0.9
+    assert post.info["name"] == "short run"  # the name heads its column (core.engine.naming.posterior_title)
     rc = main(["predict", str(digit_png), "--posterior", str(out), "--samples", "20", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert rc == 0 and result["num_samples"] == 20

@@ -697,6 +697,16 @@ def test_a_limit_describes_only_the_faces_asked_for_and_keeps_them(real_faces, t
     again = drain(load_face_test_set(real_faces, root=root, workers=1, limit=3))
     assert asked == [] and again.names == three.names == whole.spread(3).names
     assert torch.equal(again.data.x, whole.spread(3).data.x)
+    # the CLI's --limit asks the extraction for those faces only, the same ones as the window's
+    heads = [str(p) for p in bundled_face_posteriors()[:1]]
+    if heads:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cli-cache"))  # nothing described yet
+        asked.clear()
+        out = tmp_path / "cli-report"
+        assert main(["evaluate", "--posterior", *heads, "--dataset", "utkface-test", "--data-dir",
+                     str(real_faces.parent), "--limit", "3", "--samples", "5", "--out", str(out)]) == 0
+        assert sum(asked) == 3
+        assert json.loads((out / "evaluation.json").read_text())["data"]["images"] == len(three)
     # chunks of 4: a count of 6 describes a chunk and 2 faces of the next; the whole set goes on
     # from there, computing only that part-chunk again
     source = open_utkface(real_faces)
