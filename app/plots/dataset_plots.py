@@ -368,7 +368,8 @@ class OodHistogramPlot(DatasetPlot):
         self.set_bottom_label(SCORE_WORDS.get(score, score))
         result = column.ood.get(score)
         if result is not None:
-            self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}")
+            self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}" if result["auroc"] is not None
+                           else "AUROC n/a: this score is the same for every image")
         else:
             self.set_title("Uncertainty on the test set (no out-of-distribution set)")
 
@@ -513,8 +514,8 @@ class MetricsTable(QTableWidget):
             "Uncertain": _percent(s["uncertain_fraction"], 1),
             "Draws": f"{s['samples']:,}",
             "Chains": f"{s['chains']:,}",
-            "AUROC": _number(result["auroc"]) if result else "–",
-            "AUPR": _number(result["aupr_out"]) if result else "–",
+            "AUROC": (_number(result["auroc"]) if result["auroc"] is not None else "n/a") if result else "–",
+            "AUPR": (_number(result["aupr_out"]) if result["aupr_out"] is not None else "n/a") if result else "–",
         }
         for label, _ in self.ROWS:
             self._value_item(label).setText(values[label])

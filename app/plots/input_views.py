@@ -469,8 +469,8 @@ class EntropyPlot(InputPlot):
         "How unsure the posterior is, in nats (0 = certain). Total = aleatoric + epistemic. "
         "Aleatoric: every model finds the input ambiguous on its own (e.g. a 4 that looks like "
         "a 9). Epistemic: the models disagree with each other, a sign that the input is unlike "
-        "the training data. The dashed line is the most possible, ln K, when all K classes are "
-        "equally likely."
+        "the training data (n/a for a posterior of one draw, which cannot disagree with itself). The "
+        "dashed line is the most possible, ln K, when all K classes are equally likely."
     )
     NAMES = ("total", "aleatoric", "epistemic")
     y_down = True
@@ -494,6 +494,7 @@ class EntropyPlot(InputPlot):
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
         self.values = {"nats": np.array([summary.total, summary.aleatoric, summary.epistemic], dtype=float)}
+        self.epistemic_defined = summary.num_samples > 1  # one draw: 0 by construction, not measured
         self.update()
 
     def clear_view(self) -> None:
@@ -519,6 +520,8 @@ class EntropyPlot(InputPlot):
         right = self._data_rect.left() - TICK_LENGTH - 2
         for i, name in enumerate(self.NAMES):
             text = f"{name} {self.values['nats'][i]:.3f}" if self.values else name
+            if self.values and name == "epistemic" and not getattr(self, "epistemic_defined", True):
+                text = "epistemic n/a"
             y = self.px(0.0, i).y()
             painter.drawText(QRectF(0, y - height / 2, right, height),
                              Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)

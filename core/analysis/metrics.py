@@ -432,9 +432,9 @@ class OodResult:
     """Detection of OOD inputs by one score (higher = more likely OOD)."""
 
     score: str
-    auroc: float
-    aupr_out: float  # OOD as positives
-    aupr_in: float  # in-distribution as positives, by −score
+    auroc: float | None  # None: the score is the same for every image (n/a, not 0.5)
+    aupr_out: float | None  # OOD as positives
+    aupr_in: float | None  # in-distribution as positives, by −score
 
 
 def ood_detection(in_scores: Mapping[str, np.ndarray], ood_scores: Mapping[str, np.ndarray]) -> list[OodResult]:
@@ -444,6 +444,11 @@ def ood_detection(in_scores: Mapping[str, np.ndarray], ood_scores: Mapping[str, 
         if name not in ood_scores:
             continue
         a, b = np.asarray(in_scores[name]), np.asarray(ood_scores[name])
+        if np.ptp(np.concatenate([a.ravel(), b.ravel()])) == 0:
+            # e.g. the mutual information of a one-draw posterior, 0 by construction: an AUROC
+            # of 0.5 would read as a measured failure to detect, so it is n/a
+            out.append(OodResult(name, None, None, None))
+            continue
         out.append(OodResult(name, auroc(a, b), average_precision(a, b), average_precision(-b, -a)))
     return out
 

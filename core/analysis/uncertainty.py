@@ -221,9 +221,16 @@ class Summary:
         return [{key: name, "mean": float(self.mean[k]), "lower": float(self.lower[k]),
                  "upper": float(self.upper[k])} for k, name in enumerate(names)]
 
-    def uncertainty_record(self) -> dict[str, float]:
-        """The entropy split in nats, as written to JSON."""
-        return {"total": self.total, "aleatoric": self.aleatoric, "epistemic": self.epistemic}
+    @property
+    def epistemic_defined(self) -> bool:
+        """Whether the draws can disagree: with one draw the mutual information is 0 by
+        construction, not a measurement, and is reported as n/a (None)."""
+        return self.num_samples > 1
+
+    def uncertainty_record(self) -> dict[str, float | None]:
+        """The entropy split in nats, as written to JSON (epistemic None for one draw)."""
+        return {"total": self.total, "aleatoric": self.aleatoric,
+                "epistemic": self.epistemic if self.epistemic_defined else None}
 
 
 def summarise(

@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"{'OOD AUROC':{width}s} " + "  ".join(SCORES))
         for name in ev.results:
             values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
-            say(f"{name:{width}s} " + "  ".join(f"{values[s]:<{len(s)}.4f}" for s in SCORES))
+            say(f"{name:{width}s} " + "  ".join(f"{values[s]:<{len(s)}.4f}" if values[s] is not None
+                                                else f"{'n/a':<{len(s)}s}" for s in SCORES))
     if args.out:
         say(f"wrote {len(written)} files to {args.out}")
     if args.report:

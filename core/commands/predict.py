@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
     u = result["uncertainty"]
     say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
-        f" + epistemic {u['epistemic']:.4f}")
+        f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
     return 0
 
 
@@ -142,5 +142,5 @@ def run_predict(args: argparse.Namespace) -> int:
         say(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
     u = result["uncertainty"]
     say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
-        f" + epistemic {u['epistemic']:.4f}")
+        f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
     return 0

@@ -218,7 +218,7 @@ def ood_histogram_figure(
             ax.set_xlim(lo, hi)
             ax.tick_params(labelsize=7)
             auc = aurocs.get(name, {}).get(score)
-            ax.set_title(f"AUROC {auc:.3f}" if auc is not None else "", fontsize=8)
+            ax.set_title(f"AUROC {auc:.3f}" if auc is not None else "AUROC n/a (the same for every image)", fontsize=8)
             if r == len(names) - 1:
                 ax.set_xlabel(SCORE_LABELS.get(score, score), fontsize=8)
             if c == 0:

@@ -322,8 +322,9 @@ def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None =
         parts.append(f"<h2>Telling the {html.escape(dataset_words(ev.ood_dataset or ''))} apart</h2>")
         parts.append(_table(
             ["posterior", "score", "AUROC", "AUPR (out-of-distribution)", "AUPR (in-distribution)"],
-            [[row["posterior"], SCORE_WORDS.get(row["score"], row["score"]), row["auroc"], row["aupr_out"],
-              row["aupr_in"]] for row in tables["ood_detection"]]))
+            [[row["posterior"], SCORE_WORDS.get(row["score"], row["score"]),
+              *(("n/a: the same for every image",) * 3 if row["auroc"] is None
+                else (row["auroc"], row["aupr_out"], row["aupr_in"]))] for row in tables["ood_detection"]]))
     parts.append("<h2>Figures</h2>")
     for i, (key, fig) in enumerate(evaluation_figures(ev).items()):
         title = DATASET_VIEWS.get(key, "Rotation sweep" if key == "rotation" else key)

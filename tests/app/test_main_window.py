@@ -19,6 +19,7 @@ from core.engine.resources import resources_dir
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MODELS = resources_dir() / "models"
+EXAMPLES = resources_dir() / "examples"
 
 
 def drag(qtbot, widget, points):
@@ -452,3 +453,19 @@ def test_a_new_prediction_repaints_the_plots_without_re_laying_out_the_column(qt
             window.workspace.set_prediction(column.key, predict_image(column.posterior, noisy, samples, seed=None))
         qtbot.wait(20)
         assert [plot.size() for plot in plots] == sizes
+
+
+def test_a_one_draw_column_shows_no_interval_and_no_epistemic_value(qtbot, window):
+    """A MAP has one draw: an interval from it and an epistemic 0.000 would state what was never
+    measured (its mutual information is 0 by construction), so both read n/a."""
+    key = window.workspace.column_keys()[0]
+    assert window.add_posterior(MODELS / "mnist_softmax_map.pt")
+    map_key = window.workspace.column_keys()[-1]
+    window.load_image_file(EXAMPLES / "digit-7.png")
+    settle(qtbot, window)
+    one, many = window.column_views[map_key], window.column_views[key]
+    assert "(no interval)" in one.verdict.text() and "90%:" not in one.verdict.text()
+    assert "90%:" in many.verdict.text()
+    assert one.plots["entropy"].epistemic_defined is False and many.plots["entropy"].epistemic_defined is True
+    picture = one.plots["entropy"].grab().toImage()  # painted: the label path runs
+    assert not picture.isNull()

@@ -85,3 +85,14 @@ def test_ctrl_c_writes_nothing(tiny_mnist, tmp_path, monkeypatch, capsys):
     out = tmp_path / "never.pt"
     assert main(["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "map", "--out", str(out)]) == 130
     assert not out.exists() and "cancelled" in capsys.readouterr().err
+
+
+def test_a_one_draw_posterior_reports_its_epistemic_uncertainty_as_not_available(capsys):
+    from core.engine.resources import resources_dir
+
+    image, posterior = resources_dir() / "examples" / "digit-7.png", resources_dir() / "models" / "mnist_softmax_map.pt"
+    assert main(["predict", str(image), "--posterior", str(posterior)]) == 0
+    assert "epistemic n/a (one draw)" in capsys.readouterr().out
+    assert main(["predict", str(image), "--posterior", str(posterior), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["num_samples"] == 1 and record["uncertainty"]["epistemic"] is None

@@ -154,7 +154,7 @@ def test_ood_detection_and_histograms():
     results = {r.score: r for r in ood_detection(in_scores, ood_scores)}
     assert results["total"].auroc == 1.0 and results["total"].aupr_out == 1.0
     assert results["total"].aupr_in == 1.0
-    assert results["epistemic"].auroc == 0.5
+    assert results["epistemic"].auroc is None  # the same score for every image: n/a, not 0.5
     frac, edges = score_histograms(np.array([0.0, math.log(10), 5.0]), "total", 10, bins=5)
     assert edges[-1] == pytest.approx(math.log(10)) and frac.sum() == pytest.approx(1.0)
     assert frac[0] == pytest.approx(1 / 3) and frac[-1] == pytest.approx(2 / 3)
@@ -280,3 +280,13 @@ def test_box_statistics_of_a_class_without_values_is_nan_without_a_warning():
         box = box_statistics(values)
     assert box["median"][0] == pytest.approx(0.2) and box["mean"][0] == pytest.approx(0.2)
     assert np.isnan(box["median"][1]) and np.isnan(box["mean"][1]) and np.isnan(box["q1"][1])
+
+
+def test_a_score_that_is_the_same_for_every_image_has_no_auroc():
+    """A one-draw posterior's mutual information is 0 for every image by construction: its AUROC
+    is n/a (None), not 0.5, which would read as a measured failure to detect."""
+    rng = np.random.default_rng(0)
+    results = {r.score: r for r in ood_detection({"mi": np.zeros(50), "total": rng.random(50)},
+                                                 {"mi": np.zeros(40), "total": rng.random(40) + 0.5})}
+    assert results["mi"].auroc is None and results["mi"].aupr_out is None and results["mi"].aupr_in is None
+    assert 0.5 < results["total"].auroc <= 1.0
