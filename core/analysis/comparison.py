@@ -154,13 +154,15 @@ def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
     """Every number shown: one row per posterior and class.
 
     Per class: mean, credible ``lower``/``upper``, and the variance split (total =
-    aleatoric + epistemic); per posterior, repeated on its rows: the entropy split in nats,
+    aleatoric + epistemic); per posterior, repeated on its rows: the entropy split in nats
+    (the epistemic parts None, n/a, for a one-draw posterior),
     the top-two overlap (Bhattacharyya coefficient), the "uncertain" flag, the number of
     draws and the credible level.
     """
     rows = []
     for column in comparison.columns:
         s = column.prediction.summary
+        epistemic = s.uncertainty_record()["epistemic"]  # None (n/a) for one draw
         for k, name in enumerate(comparison.class_names):
             rows.append({
                 "posterior": column.title,
@@ -173,10 +175,10 @@ def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
                 "upper": float(s.upper[k]),
                 "total_variance": float(s.total_variance[k]),
                 "aleatoric_variance": float(s.aleatoric_variance[k]),
-                "epistemic_variance": float(s.epistemic_variance[k]),
+                "epistemic_variance": float(s.epistemic_variance[k]) if s.epistemic_defined else None,
                 "total_entropy": float(s.total),
                 "aleatoric_entropy": float(s.aleatoric),
-                "epistemic_entropy": float(s.epistemic),
+                "epistemic_entropy": epistemic,
                 "overlap": float(s.overlap),
                 "uncertain": bool(s.uncertain),
                 "num_samples": int(s.num_samples),

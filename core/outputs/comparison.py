@@ -181,7 +181,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, int):
         return f"<td>{value}</td>"
     if value is None:
-        return "<td></td>"
+        return "<td>n/a</td>"
     return f'<td class="text">{html.escape(str(value))}</td>'
 
 
@@ -190,7 +190,8 @@ def _headline(column: ComparisonColumn, names: Sequence[str]) -> str:
     first, second = s.top_two
     text = (f"Predicted class <b>{html.escape(names[first])}</b> with mean probability "
             f"{float(s.mean[first]):.3f}; next {html.escape(names[second])} at {float(s.mean[second]):.3f}. "
-            f"Uncertainty {s.total:.3f} nats = aleatoric {s.aleatoric:.3f} + epistemic {s.epistemic:.3f}.")
+            f"Uncertainty {s.total:.3f} nats = aleatoric {s.aleatoric:.3f} + "
+            + (f"epistemic {s.epistemic:.3f}." if s.epistemic_defined else "epistemic n/a (one draw)."))
     if s.uncertain:
         text += (f' <span class="flag">Uncertain input:</span> the draws of the top two classes overlap '
                  f"(Bhattacharyya coefficient {s.overlap:.2f} &gt; {UNCERTAIN_THRESHOLD:g}).")
@@ -231,7 +232,7 @@ def _report_html(
         k = s.predicted_class
         parts.append("<tr>" + "".join([
             _cell(column.title), _cell(names[k]), _cell(float(s.mean[k])), _cell(s.total),
-            _cell(s.aleatoric), _cell(s.epistemic), _cell(s.overlap), _cell(s.uncertain),
+            _cell(s.aleatoric), _cell(s.uncertainty_record()["epistemic"]), _cell(s.overlap), _cell(s.uncertain),
         ]) + "</tr>")
     parts.append("</table>")
     for i, (column, figures) in enumerate(zip(comparison.columns, pictures, strict=True), start=1):
