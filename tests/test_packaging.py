@@ -421,6 +421,27 @@ def test_install_test_refuses_to_remove_an_installed_bayescope():
     assert "--no-install-test" in text[refusal:refusal + 400]
 
 
+def test_build_with_a_bayescope_installed_stops_before_any_work(tmp_path):
+    # The 0.1.0 build ran `dpkg -r bayescope` on whatever was installed, and never put it back.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"id": "echo 0", "dpkg-query": "echo 'install ok installed 0.0.9'"}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "packaging" / "build-linux.sh"
+    script.parent.mkdir()
+    shutil.copy(PACKAGING / "build-linux.sh", script)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "bayescope 0.0.9 is installed on this machine" in result.stderr
+    assert "--no-install-test" in result.stderr
+    assert not (tmp_path / "build").exists()
+    with_flag = subprocess.run(["bash", str(script), "--no-install-test"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert "is installed on this machine" not in with_flag.stderr  # (it stops later: no git checkout)
+
+
 def test_install_and_archive_checks_keep_a_persons_settings():
     text = (PACKAGING / "build-linux.sh").read_text()
     assert text.count('settings_untouched "$home"') == 2
