@@ -297,7 +297,8 @@ tar_mb=$(awk "BEGIN {printf \"%.1f\", $(stat -c %s "$tarball") / 1e6}")
   echo "| .deb | ${deb_mb} MB, $deb_bytes bytes ($(basename "$deb")): $deb_verdict |"
   echo "| installed size | $(awk "BEGIN {printf \"%.0f\", $installed_kb * 1024 / 1e6}") MB |"
   echo "| portable .tar.gz | ${tar_mb} MB |"
-  echo "| needs | glibc ≥ $glibc ($(awk -F'\t' '$1 == "GLIBC" {print $4}' "$work/elf-needs.tsv")); from the system also: $(awk -F'\t' '$1 != "GLIBC" {printf "%s%s %s", sep, $1, $2; sep=", "}' "$work/elf-needs.tsv") |"
+  others=$(awk -F'\t' '$1 != "GLIBC" {printf "%s%s %s (%s)", sep, $1, $2, $3; sep=", "}' "$work/elf-needs.tsv")
+  echo "| needs | glibc ≥ $glibc (the highest need: $(awk -F'\t' '$1 == "GLIBC" {print $4}' "$work/elf-needs.tsv")); from the system's C++ runtime: ${others:-nothing (libstdc++ and libgcc_s are bundled)} |"
   echo "| Maintainer | $maintainer |"
   echo "| extracted .tar.gz | bayescope-cli --help, self-test ($(grep -c '^ok ' "$out/selftest-archive.txt") checks), reproduce --help, PNG + SVG export: passed (${no_network[*]:-with network}); a person's settings left as they were |"
   echo "| installed self-test | $installed_result |"
