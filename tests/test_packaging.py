@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -173,8 +174,9 @@ def test_trims_drop_unused_files_and_keep_what_the_app_loads(bundle, tmp_path):
         "PySide6/Qt/translations/qt_de.qm": "Qt translations",
         "PySide6/Qt/plugins/sqldrivers/libqsqlite.so": "unused Qt plugins",
         "PySide6/Qt/plugins/printsupport/libcupsprintersupport.so": "unused Qt plugins",
-        "PySide6/Qt/lib/libQt6Quick.so.6": "Qt Quick, QML, PDF and Network libraries",
-        "PySide6/Qt/lib/libQt6Network.so.6": "Qt Quick, QML, PDF and Network libraries",
+        "PySide6/Qt/lib/libQt6Quick.so.6": "Qt Quick, QML, PDF, Network and EGLFS libraries",
+        "PySide6/Qt/lib/libQt6Network.so.6": "Qt Quick, QML, PDF, Network and EGLFS libraries",
+        "PySide6/Qt/lib/libQt6EglFSDeviceIntegration.so.6": "Qt Quick, QML, PDF, Network and EGLFS libraries",
         "torch/_dynamo/eval_frame.py": "torch sources of parts bayescope never runs",
         "PySide6/Qt/plugins/platformthemes/libqgtk3.so": "unused Qt plugins",
         "matplotlib/mpl-data/sample_data/goog.npz": "matplotlib sample data",
@@ -190,6 +192,26 @@ def test_trims_drop_unused_files_and_keep_what_the_app_loads(bundle, tmp_path):
         assert report[trim][0] >= 1, f"{dest} should be removed by {trim!r}"
     assert sum(count for count, _ in report.values()) == len(unused)
     assert sum(size for _, size in report.values()) == 100 * len(unused)
+
+
+def test_a_link_to_a_trimmed_library_goes_with_it(bundle, tmp_path):
+    # PyInstaller links libraries in package folders into the top level; the 0.1.0 folder kept
+    # the link libQt6Network.so.6 -> PySide6/Qt/lib/libQt6Network.so.6 after trimming its target.
+    library = tmp_path / "libQt6Core.so.6"
+    library.write_bytes(b"x" * 10)
+    entries = [
+        ("PySide6/Qt/lib/libQt6Core.so.6", str(library), "BINARY"),
+        ("PySide6/Qt/lib/libQt6Network.so.6", str(library), "BINARY"),
+        ("libQt6Core.so.6", "PySide6/Qt/lib/libQt6Core.so.6", "SYMLINK"),
+        ("libQt6Network.so.6", "PySide6/Qt/lib/libQt6Network.so.6", "SYMLINK"),
+        ("PySide6/Qt/plugins/libqeglfs-link.so", "../lib/libQt6EglFSDeviceIntegration.so.6", "SYMLINK"),
+    ]
+    kept, removed, report = bundle.apply_trims(entries)
+    assert [e[0] for e in kept] == ["PySide6/Qt/lib/libQt6Core.so.6", "libQt6Core.so.6"]
+    assert {e[0] for e in removed} == {"PySide6/Qt/lib/libQt6Network.so.6", "libQt6Network.so.6",
+                                       "PySide6/Qt/plugins/libqeglfs-link.so"}
+    assert report["Qt Quick, QML, PDF, Network and EGLFS libraries"] == [2, 10]  # links weigh nothing
+    assert report["unused Qt plugins"] == [1, 0]
 
 
 def test_libraries_only_trimmed_plugins_needed_are_dropped_too(bundle):
@@ -218,6 +240,221 @@ def test_launcher_picks_the_program_by_its_name(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["/opt/bayescope/bayescope-cli", "methods"])
     assert launch.main() == 0
     assert "sghmc" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the portable archive
+
+
+def _tiny_app(folder: Path) -> Path:
+    """A folder shaped like the frozen app: a program, a link to it, a library and its link."""
+    (folder / "_internal" / "PySide6").mkdir(parents=True)
+    program = folder / "bayescope"
+    program.write_text("#!/bin/sh\necho \"$(basename \"$0\") $*\"\n")
+    program.chmod(0o755)
+    (folder / "bayescope-cli").symlink_to("bayescope")
+    (folder / "_internal" / "PySide6" / "libQt6Core.so.6").write_bytes(b"\x7fELF")
+    (folder / "_internal" / "libQt6Core.so.6").symlink_to("PySide6/libQt6Core.so.6")
+    return folder
+
+
+@pytest.mark.skipif(not shutil.which("tar"), reason="needs tar")
+def test_portable_archive_keeps_its_links_pointing_inside(tmp_path):
+    # The 0.1.0 archive was packed with --transform "s,^bayescope,bayescope-0.1.0,", which also
+    # rewrote the link bayescope-cli -> bayescope into bayescope-cli -> bayescope-0.1.0: a link
+    # to nothing. pack-portable.sh is the script build-linux.sh packs with.
+    app = _tiny_app(tmp_path / "dist" / "bayescope")
+    archive = tmp_path / "out.tar.gz"
+    subprocess.run(["bash", str(PACKAGING / "pack-portable.sh"), str(app), "bayescope-0.1.0", str(archive)],
+                   check=True, capture_output=True, text=True, timeout=60)
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(unpacked)], check=True)
+    assert [p.name for p in unpacked.iterdir()] == ["bayescope-0.1.0"]
+    folder = unpacked / "bayescope-0.1.0"
+    links = [p for p in folder.rglob("*") if p.is_symlink()]
+    assert len(links) == 2
+    for link in links:
+        assert link.exists(), f"{link.name} -> {os.readlink(link)} points at nothing"
+    assert os.readlink(folder / "bayescope-cli") == "bayescope"
+    result = subprocess.run([str(folder / "bayescope-cli"), "--help"], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "bayescope-cli --help"
+    assert not list((tmp_path / "dist").glob(".pack-portable.*")), "the scratch folder was left behind"
+    with tarfile.open(archive) as tar:
+        assert {member.uid for member in tar.getmembers()} == {0}
+
+
+def test_build_checks_the_archive_as_shipped():
+    text = (PACKAGING / "build-linux.sh").read_text()
+    assert "--transform" not in text
+    assert 'bash packaging/pack-portable.sh "$app"' in text
+    # extracted into a scratch folder, its links checked, its programs run from there
+    section = text[text.index("3. the portable archive"):text.index("4. the Debian package")]
+    assert 'tar -xzf "$tarball"' in section
+    assert "-xtype l" in section
+    assert '"$shipped/bayescope-cli" --help' in section
+    assert '"$shipped/bayescope" --self-test' in section
+    assert "settings_untouched" in section
+    # the app folder itself is checked for links to nothing right after it is made
+    assert text.index("-xtype l") < text.index("strip_libraries.py")
+
+
+# ------------------------------------------------------------------ what the package needs
+
+
+@pytest.mark.skipif(not shutil.which("objdump"), reason="needs binutils")
+def test_glibc_minimum_counts_every_elf_file_not_only_libraries(tmp_path):
+    elf_needs = _load("bayescope_packaging_elf_needs", PACKAGING / "elf_needs.py")
+    program = Path(shutil.which("true")).resolve()
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(program, app / "bayescope")  # a program: no ".so" in its name
+    (app / "notes.txt").write_text("not ELF")
+    needed = elf_needs.version_references(program)
+    glibc = max((v for refs in needed.values() for family, v in refs if family == "GLIBC"), key=elf_needs._key)
+    found = elf_needs.minimum_versions(app)
+    assert found["GLIBC"] == (glibc, "bayescope")
+    # a library the folder bundles is its own, not the system's
+    for library in needed:
+        (app / library).write_bytes(b"bundled")
+    assert "GLIBC" not in elf_needs.minimum_versions(app)
+
+
+def test_deb_depends_on_the_measured_glibc():
+    text = (PACKAGING / "linux" / "control.in").read_text()
+    assert re.search(r"^Depends: libc6 \(>= @GLIBC@\)", text, re.M)
+    script = (PACKAGING / "build-linux.sh").read_text()
+    assert 'packaging/elf_needs.py "$app"' in script
+    assert "-name '*.so*'" not in script
+
+
+# ------------------------------------------------------------------ the Debian package's metadata
+
+
+@pytest.fixture(scope="module")
+def debian():
+    return _load("bayescope_packaging_debian", PACKAGING / "debian.py")
+
+
+def test_maintainer_a_release_must_name_a_real_one(debian):
+    real = "bayescope maintainers <maintainers@bayescope.org>"
+    assert debian.maintainer({"BAYESCOPE_MAINTAINER": real, "BAYESCOPE_RELEASE": "1"}) == real
+    for placeholder in ("", "bayescope developers <bayescope@example.invalid>", "me <me@localhost>",
+                        "x <x@example.com>", "no address", "<a@b.org>"):
+        with pytest.raises(debian.MaintainerError, match="BAYESCOPE_MAINTAINER"):
+            debian.maintainer({"BAYESCOPE_MAINTAINER": placeholder, "BAYESCOPE_RELEASE": "1"})
+        # a local build says it is unreleased instead
+        assert debian.maintainer({"BAYESCOPE_MAINTAINER": placeholder}) == debian.UNRELEASED_MAINTAINER
+    assert "unreleased" in debian.UNRELEASED_MAINTAINER
+    assert "Maintainer: @MAINTAINER@\n" in (PACKAGING / "linux" / "control.in").read_text()  # no address of its own
+
+
+def test_release_build_stops_before_building_without_a_maintainer(debian):
+    result = subprocess.run([sys.executable, str(PACKAGING / "debian.py"), "maintainer"], capture_output=True,
+                            text=True, env={**os.environ, "BAYESCOPE_RELEASE": "1", "BAYESCOPE_MAINTAINER": ""})
+    assert result.returncode == 1 and "A release build needs" in result.stderr
+    script = (PACKAGING / "build-linux.sh").read_text()
+    assert script.index("debian.py\" maintainer") < script.index("pyinstaller")
+    workflow = WORKFLOW.read_text()
+    assert "BAYESCOPE_MAINTAINER: ${{ vars.BAYESCOPE_MAINTAINER }}" in workflow
+
+
+def test_deb_metadata_control_md5sums_changelog(debian, tmp_path):
+    stage = tmp_path / "stage"
+    (stage / "opt" / "bayescope").mkdir(parents=True)
+    (stage / "opt" / "bayescope" / "bayescope").write_bytes(b"x" * 3000)
+    (stage / "opt" / "bayescope" / "bayescope-cli").symlink_to("bayescope")
+    debian.write(stage, "0.1.0", "c38b010a3c71aaaa", 1795000000, "2.36", {})
+    control = (stage / "DEBIAN" / "control").read_text()
+    assert "Version: 0.1.0\n" in control and "Depends: libc6 (>= 2.36)," in control
+    assert f"Maintainer: {debian.UNRELEASED_MAINTAINER}\n" in control
+    # dpkg-gencontrol's count: 3 KiB for the program, 1 for the link, 1 per folder
+    folders = sum(1 for p in stage.rglob("*") if p.is_dir() and "DEBIAN" not in p.parts)
+    assert f"Installed-Size: {3 + 1 + folders + 1}\n" in control  # + the changelog's 1 KiB
+    import gzip
+    import hashlib
+
+    changelog = stage / "usr" / "share" / "doc" / "bayescope" / "changelog.gz"
+    text = gzip.decompress(changelog.read_bytes()).decode()
+    assert text.startswith("bayescope (0.1.0) UNRELEASED; urgency=low\n")
+    assert "c38b010a3c71" in text and f" -- {debian.UNRELEASED_MAINTAINER}  " in text
+    md5sums = (stage / "DEBIAN" / "md5sums").read_text().splitlines()
+    assert md5sums == sorted([
+        f"{hashlib.md5(b'x' * 3000).hexdigest()}  opt/bayescope/bayescope",
+        f"{hashlib.md5(changelog.read_bytes()).hexdigest()}  usr/share/doc/bayescope/changelog.gz",
+    ], key=lambda line: line[34:])
+    release = {"BAYESCOPE_RELEASE": "1", "BAYESCOPE_MAINTAINER": "A B <a@b.org>"}
+    assert debian.changelog("0.1.0", "c" * 40, 0, release).startswith("bayescope (0.1.0) unstable; urgency=medium")
+
+
+@pytest.mark.skipif(not (shutil.which("dpkg-deb") and shutil.which("lintian")), reason="needs dpkg-deb and lintian")
+def test_deb_metadata_satisfies_lintian(debian, tmp_path):
+    # The tags the 0.1.0 package had: no md5sums, no changelog, a placeholder maintainer.
+    stage = tmp_path / "stage"
+    (stage / "opt" / "bayescope").mkdir(parents=True)
+    (stage / "opt" / "bayescope" / "bayescope").write_text("#!/bin/sh\n")
+    (stage / "usr" / "share" / "doc" / "bayescope").mkdir(parents=True)
+    shutil.copy(PACKAGING / "linux" / "copyright", stage / "usr" / "share" / "doc" / "bayescope" / "copyright")
+    (stage / "usr" / "share" / "lintian" / "overrides").mkdir(parents=True)
+    shutil.copy(PACKAGING / "linux" / "lintian-overrides", stage / "usr" / "share" / "lintian" / "overrides" / "bayescope")
+    for path in [stage, *stage.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or path.name == "bayescope" and path.parent.name == "bayescope" else 0o644)
+    release = {"BAYESCOPE_RELEASE": "1", "BAYESCOPE_MAINTAINER": "bayescope maintainers <maintainers@bayescope.org>"}
+    debian.write(stage, "0.1.0", "c" * 40, 1795000000, "2.36", release)
+    deb = tmp_path / "bayescope_0.1.0_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(stage), str(deb)], check=True, capture_output=True)
+    found = subprocess.run(["lintian", "--tag-display-limit", "0", str(deb)], capture_output=True, text=True).stdout
+    for tag in ("md5sums-lacks-file", "no-md5sums-control-file", "no-changelog", "changelog-file-missing",
+                "wrong-name-for-changelog", "maintainer-address", "dir-or-file-in-opt", "copyright-without-copyright-notice"):
+        assert tag not in found, found
+
+
+# ------------------------------------------------------------------ the install test and the size gate
+
+
+def test_install_test_refuses_to_remove_an_installed_bayescope():
+    text = (PACKAGING / "build-linux.sh").read_text()
+    assert "dpkg -r bayescope" in text
+    # no removal of one already installed: the build stops, with what to do, before any work
+    assert "if dpkg -s bayescope >/dev/null 2>&1; then dpkg -r bayescope" not in text
+    refusal = text.index("the install test would remove it")
+    assert refusal < text.index("git_ archive")
+    assert "--no-install-test" in text[refusal:refusal + 400]
+
+
+def test_build_with_a_bayescope_installed_stops_before_any_work(tmp_path):
+    # The 0.1.0 build ran `dpkg -r bayescope` on whatever was installed, and never put it back.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"id": "echo 0", "dpkg-query": "echo 'install ok installed 0.0.9'"}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = tmp_path / "packaging" / "build-linux.sh"
+    script.parent.mkdir()
+    shutil.copy(PACKAGING / "build-linux.sh", script)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "bayescope 0.0.9 is installed on this machine" in result.stderr
+    assert "--no-install-test" in result.stderr
+    assert not (tmp_path / "build").exists()
+    with_flag = subprocess.run(["bash", str(script), "--no-install-test"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert "is installed on this machine" not in with_flag.stderr  # (it stops later: no git checkout)
+
+
+def test_install_and_archive_checks_keep_a_persons_settings():
+    text = (PACKAGING / "build-linux.sh").read_text()
+    assert text.count('settings_untouched "$home"') == 2
+    assert 'as_person "$home" /usr/bin/bayescope --self-test' in text
+
+
+def test_deb_size_gate_is_the_last_release_plus_a_margin(bundle):
+    measured, commit = bundle.DEB_SIZE_MEASURED
+    assert 0 < bundle.DEB_SIZE_MARGIN <= 0.05
+    assert bundle.deb_size_gate() == int(measured * (1 + bundle.DEB_SIZE_MARGIN))
+    assert re.fullmatch(r"[0-9a-f]{7,40}", commit)
+    text = (PACKAGING / "build-linux.sh").read_text()
+    assert "packaging/bundle.py deb-gate" in text and "200000000" not in text
 
 
 # ------------------------------------------------------------------ Linux desktop integration
@@ -409,6 +646,25 @@ def test_release_workflow_builds_three_platforms_with_the_same_spec():
     iss = (PACKAGING / "windows" / "bayescope.iss").read_text()
     assert "--distpath build/windows/dist" in commands("windows")
     assert r"build\windows\dist\bayescope\*" in iss
+
+
+def test_macos_minimum_and_the_installers_not_yet_built_are_said_as_they_are():
+    # torch 2.13 and dlib-bin publish macOS wheels for macOS 14 on arm64 only.
+    spec = (PACKAGING / "bayescope.spec").read_text()
+    assert '"LSMinimumSystemVersion": "14.0"' in spec
+    install = (ROOT / "docs" / "install.md").read_text()
+    for_everyone = install[:install.index("## For developers")]
+    assert "macOS 12" not in install and "macOS 14" in for_everyone and "Apple silicon" in for_everyone
+    # right-click -> Open no longer opens an unsigned app from macOS 15 on
+    assert "Privacy &\nSecurity" in for_everyone or "Privacy & Security" in for_everyone
+    assert "Open Anyway" in for_everyone
+    # Until a run of the release workflow has built and self-tested them, there is no download.
+    download = for_everyone[for_everyone.index("### 1. Download"):for_everyone.index("### 2. Install")]
+    rows = {line.split("|")[1].strip(): line for line in download.splitlines() if line.startswith("| ")}
+    windows = next(line for name, line in rows.items() if name.startswith("Windows"))
+    macos = next(line for name, line in rows.items() if name.startswith("macOS"))
+    for row in (windows, macos):
+        assert "not yet available" in row and ".exe" not in row and ".dmg" not in row
 
 
 # ------------------------------------------------------------------ the self-test
