@@ -127,16 +127,18 @@ class CompactPlot(pg.PlotWidget):
         return QSize(240, self.minimumHeight() + 10)
 
     # A title or bottom label wider than the plot would widen it past its column (pyqtgraph
-    # makes a title's text width its minimum width) or run off both edges: both are cut
-    # with "…" to the room over the data, and shown whole again when the plot widens.
+    # makes a title's text width its minimum width) or run off both edges. Each may come with
+    # shorter wordings, longest first: the longest that fits the room over the data is shown,
+    # and only when even the shortest does not fit is it cut with "…" (whole again when the
+    # plot widens). The tooltip keeps the full words.
     TEXT_POINTS = 9
 
-    def set_title(self, text: str) -> None:
-        self._texts = {**getattr(self, "_texts", {}), "title": text}
+    def set_title(self, *wordings: str) -> None:
+        self._texts = {**getattr(self, "_texts", {}), "title": wordings}
         self._fit_texts()
 
-    def set_bottom_label(self, text: str) -> None:
-        self._texts = {**getattr(self, "_texts", {}), "bottom": text}
+    def set_bottom_label(self, *wordings: str) -> None:
+        self._texts = {**getattr(self, "_texts", {}), "bottom": wordings}
         self._fit_texts()
 
     def _fit_texts(self) -> None:
@@ -150,8 +152,9 @@ class CompactPlot(pg.PlotWidget):
         # the data's width: the view less the value axis, the layout's margins and a label's
         # own (a text item's document margin is 4 pixels a side)
         room = max(self.width() - (left.width() if left.isVisible() else 0) - 20, 40)
-        for key, text in texts.items():
-            fitted = metrics.elidedText(text, Qt.TextElideMode.ElideRight, room)
+        for key, wordings in texts.items():
+            fitted = next((w for w in wordings if metrics.horizontalAdvance(w) <= room),
+                          metrics.elidedText(wordings[-1], Qt.TextElideMode.ElideRight, room))
             if key == "title" and fitted != item.titleLabel.text:
                 item.setTitle(fitted, size=f"{self.TEXT_POINTS}pt")
                 if self.range.width() > 1:  # laid out already: fit the plot to the view again

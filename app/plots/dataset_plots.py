@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from app.help import DATASET_TERMS
 from app.plots.axes import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
-from core.analysis.dataset import SCORE_WORDS, ColumnViews
+from core.analysis.dataset import SCORE_WORDS, SHORT_SCORE_WORDS, ColumnViews
 from core.analysis.metrics import REJECTION_SCORES
 from core.engine.naming import plural
 
@@ -146,8 +146,11 @@ class ConfusionPlot(DatasetPlot):
         self.image.setImage(np.sqrt(np.nan_to_num(self.values)).T, levels=(0, 1))
         self.marker.setData([], [])
         diagonal = float(np.nanmean(np.diag(self.values)))
-        self.set_title(f"Soft confusion · diagonal {diagonal:.3f}" if self.soft
-                       else f"Confusion · {plural(int(self.counts.sum() - np.trace(self.counts)), 'mistake')}")
+        if self.soft:
+            self.set_title(f"Soft confusion · diagonal {diagonal:.3f}", f"Soft confusion {diagonal:.3f}")
+        else:
+            mistakes = int(self.counts.sum() - np.trace(self.counts))
+            self.set_title(f"Confusion · {plural(mistakes, 'mistake')}", plural(mistakes, "mistake"))
 
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
         p = self.view_point(scene_pos)
@@ -250,7 +253,7 @@ class ClassErrorPlot(DatasetPlot):
         self.getPlotItem().setYRange(0, max(top * 1.1, 1.0), padding=0)
         if not several:
             self.bars.setOpts(height=np.nan_to_num(errors[0]))
-            self.set_title("Error per class · 1 chain")
+            self.set_title("Error per class · 1 chain", "Error per class")
             return
         box = {key: np.nan_to_num(value * 100) for key, value in column.error_box.items()}
         self.boxes.setOpts(y0=box["q1"], height=box["q3"] - box["q1"])
@@ -259,7 +262,7 @@ class ClassErrorPlot(DatasetPlot):
         # the chains' dots spread a little sideways so that equal values stay visible
         offsets = np.linspace(-0.2, 0.2, c)
         self.dots.setData(x=(x[None, :] + offsets[:, None]).ravel(), y=np.nan_to_num(errors).ravel())
-        self.set_title(f"Error per class · {plural(c, 'chain')}")
+        self.set_title(f"Error per class · {plural(c, 'chain')}", f"Error · {plural(c, 'chain')}")
 
 
 class RejectionPlot(DatasetPlot):
@@ -297,7 +300,7 @@ class RejectionPlot(DatasetPlot):
         rates, best = column.oracle
         self.oracle.setData(rates * 100, best * 100)
         self.getPlotItem().setYRange(max(0.0, math.floor(lowest) - 0.5), 100.2, padding=0)
-        self.set_title("Accuracy on the images kept")
+        self.set_title("Accuracy on the images kept", "Accuracy on those kept", "Accuracy kept")
 
 
 class OodHistogramPlot(DatasetPlot):
@@ -365,13 +368,17 @@ class OodHistogramPlot(DatasetPlot):
         self.ood_bars.setVisible(self.has_ood)
         self.marker.setData([], [])
         self.getPlotItem().setXRange(float(pair.edges[0]), float(pair.edges[-1]), padding=0.01)
-        self.set_bottom_label(SCORE_WORDS.get(score, score))
+        self.set_bottom_label(SCORE_WORDS.get(score, score), SHORT_SCORE_WORDS.get(score, score))
         result = column.ood.get(score)
         if result is not None:
-            self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}" if result["auroc"] is not None
-                           else "AUROC n/a: this score is the same for every image")
+            if result["auroc"] is None:
+                self.set_title("AUROC n/a: this score is the same for every image", "AUROC n/a (same for all)")
+            else:
+                self.set_title(f"AUROC {result['auroc']:.3f} · AUPR {result['aupr_out']:.3f}",
+                               f"AUROC {result['auroc']:.3f}")
         else:
-            self.set_title("Uncertainty on the test set (no out-of-distribution set)")
+            self.set_title("Uncertainty on the test set (no out-of-distribution set)",
+                           "Uncertainty on the test set", "Test set only")
 
     def bin_at(self, scene_pos: QPointF) -> tuple[int, bool] | None:
         x = self.view_point(scene_pos).x()

@@ -63,6 +63,16 @@ SCORE_WORDS: dict[str, str] = {
     "top_two_overlap": "overlap of the top two classes",
 }
 
+#: The same in fewer words, for an axis too narrow for the above.
+SHORT_SCORE_WORDS: dict[str, str] = {
+    "total": "total uncertainty (nats)",
+    "aleatoric": "aleatoric (nats)",
+    "epistemic": "epistemic (nats)",
+    "epistemic_variance": "epistemic variance",
+    "one_minus_max_prob": "1 − top probability",
+    "top_two_overlap": "top-two overlap",
+}
+
 #: Views that export, by the key that :func:`core.outputs.report.evaluation_figures` and
 #: :func:`core.analysis.evaluation.evaluation_tables` use, with their titles.
 DATASET_VIEWS: dict[str, str] = {

@@ -379,7 +379,7 @@ def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_i
 
 def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot):
     """pyqtgraph makes a title's width its plot's minimum: in a narrow column the plot ran off
-    the column's edge, its legend and right half cut off."""
+    the column's edge, its legend and right half cut off. A shorter wording is preferred to a cut."""
     from app.plots.axes import CompactPlot
 
     title, label = "Accuracy when uncertain images are referred to a person", "total uncertainty (entropy of the mean)"
@@ -396,6 +396,10 @@ def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot
     assert item.getAxis("bottom").labelText.endswith("…")
     plot.set_title("Short")  # a new title is fitted at once, not at the next resize
     assert item.titleLabel.text == "Short"
+    plot.set_title(title, "Accuracy kept", "Kept")  # the longest wording that fits is shown whole
+    plot.set_bottom_label(label, "total uncertainty (nats)")
+    assert item.titleLabel.text == "Accuracy kept"
+    assert item.getAxis("bottom").labelText == "total uncertainty (nats)"
     plot.set_title(title)
     plot.resize(900, 200)
     qtbot.waitUntil(lambda: item.titleLabel.text == title)
@@ -584,3 +588,19 @@ def test_four_columns_fit_a_1600_pixel_window_and_the_histograms_name_their_sets
     assert not view.scroll.horizontalScrollBar().isVisible()
     for widget in view.column_widgets.values():
         assert widget.histogram.legend_names() == ["MNIST test digits", "notMNIST letters"]
+    # every title and axis label whole, in a shorter wording where the long one does not fit
+    # ("AUROC 0.97… · AUPR …", "total uncertainty (entropy o…" were cut at 1600 and at 1024)
+    for size in ((1600, 1000), (1024, 680)):
+        win.resize(*size)
+        qtbot.waitUntil(lambda size=size: (win.width(), win.height()) == size)
+        qtbot.wait(50)
+        assert cut_texts(view) == [], size
+
+
+def cut_texts(view) -> list[str]:
+    from app.plots.axes import CompactPlot
+
+    items = [plot.getPlotItem() for widget in view.column_widgets.values() for plot in widget.findChildren(CompactPlot)]
+    assert items
+    texts = [t for item in items for t in (item.titleLabel.text, item.getAxis("bottom").labelText)]
+    return [t for t in texts if t.endswith("…")]
