@@ -415,7 +415,8 @@ class TrainingDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Train a posterior")
-        self.resize(1120, 700)
+        free = (parent or self).screen().availableGeometry()  # 1120×700, or the free area of a smaller screen
+        self.resize(min(1120, free.width()), min(700, free.height()))
         self._worker = None
         self._estimate_worker = None
         self._estimate_pending = False

@@ -87,6 +87,17 @@ def test_methods_are_listed_in_words_with_their_names_as_data(qtbot):
     assert dialog.method_name == "dsghmc" and "Hernández" in dialog.method_about.text()
 
 
+def test_the_dialog_fits_a_1024_by_680_screen_for_every_method(qtbot):
+    """It opened at 1120×700 whatever the screen: on a 1024×680 one its buttons were off it."""
+    dialog = make_dialog(qtbot)
+    free = dialog.screen().availableGeometry()
+    assert dialog.width() <= free.width() and dialog.height() <= free.height()
+    for name in METHODS:
+        dialog.select_method(name)
+        hint = dialog.minimumSizeHint()
+        assert hint.width() <= 1024 and hint.height() <= 680, (name, hint)
+
+
 def test_switching_method_shows_only_its_settings(qtbot):
     dialog = make_dialog(qtbot)
     dialog.select_model("softmax")
