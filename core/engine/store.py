@@ -221,7 +221,7 @@ def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tupl
         arch = ArchSpec.from_dict(payload["arch"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PosteriorFileError(f"{path}: invalid architecture record ({exc})") from None
-    if not arch.input_dim and arch.image_size != IMAGE_SIZE:
+    if not arch.input_dim and arch.channels == 1 and arch.image_size != IMAGE_SIZE:
         side = arch.image_size
         raise PosteriorFileError(
             f"{path}: its model reads {side}×{side}-pixel images, but every image here is "

@@ -107,7 +107,7 @@ def _probe_config(config: Any, steps: int) -> Any:
 
 
 def _probe_data(arch: ArchSpec, size: int, generator: torch.Generator) -> Dataset:
-    x = torch.rand((size, 1, arch.image_size, arch.image_size), generator=generator)
+    x = torch.rand((size, *arch.input_shape), generator=generator)
     y = torch.randint(0, arch.num_classes, (size,), generator=generator)
     return Dataset(x, y, "probe")
 

@@ -147,9 +147,9 @@ def check_data_fits(
         side = arch.image_size
         if data.x.ndim == 2:
             raise ValueError(f"{role} {data.name} holds face descriptors; {model} reads {side}×{side} images")
-        if tuple(data.x.shape[1:]) != (1, side, side):
+        if tuple(data.x.shape[1:]) != arch.input_shape:
             raise ValueError(f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
-                             f"{model} reads (1, {side}, {side})")
+                             f"{model} reads {arch.input_shape}")
     if len(data) == 0:
         raise ValueError(f"{role} {data.name} is empty")
     if labels:

@@ -1,6 +1,11 @@
-"""Classifier architectures: the D-SGHMC paper's softmax regression, an MLP and a LeNet.
+"""Classifier architectures: the D-SGHMC paper's softmax regression, an MLP, a LeNet and a
+small residual network for colour photos.
 
-Every model maps a batch ``(N, 1, 28, 28)`` of images in [0, 1] to ``(N, K)`` logits; with
+Every model maps a batch ``(N, C, S, S)`` of images in [0, 1] (``C = 1``, ``S = 28`` for
+digits; ``C = 3`` for colour photos) to ``(N, K)`` logits. A model trained on a person's own
+images first standardises its input with the per-channel mean and standard deviation of the
+training images (``ArchSpec.mean``/``std``), so the posterior file holds everything a
+prediction needs and every input stays in [0, 1] outside the model. With
 ``ArchSpec.input_dim`` set, the softmax regression and the MLP read ``(N, D)`` feature vectors
 instead (face descriptors: the D-SGHMC paper's softmax layer on a pretrained descriptor).
 Dropout layers are :class:`Dropout` modules (``torch.nn.Dropout`` that can draw its masks
@@ -12,6 +17,7 @@ training masks reproducible from a seed without touching torch's global random s
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Literal
@@ -21,8 +27,18 @@ from torch import nn
 
 from core.engine.memory import check_fits
 
-ArchName = Literal["softmax", "mlp", "lenet"]
-ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet")
+ArchName = Literal["softmax", "mlp", "lenet", "resnet"]
+ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet", "resnet")
+#: The network a colour data set gets when no architecture is named.
+COLOUR_ARCHITECTURE = "resnet"
+#: The side a colour data set is resized to when no size is named (CIFAR's).
+COLOUR_IMAGE_SIZE = 32
+#: Channels an image may have: grey (1) or colour (3, RGB).
+CHANNELS: tuple[int, ...] = (1, 3)
+#: The residual network's widths per stage (one basic block each: a ResNet-8).
+RESNET_WIDTHS: tuple[int, ...] = (16, 32, 64)
+#: The residual network's smallest input side (two stride-2 stages need at least 4 pixels).
+RESNET_MIN_SIZE = 8
 
 #: Bounds on the sizes an architecture record may ask for. They are far above anything
 #: trained here and exist so that a damaged or hostile file (10⁸ classes) is refused with a
@@ -49,7 +65,8 @@ class ArchSpec:
     ----------
     name
         ``"softmax"`` (multinomial logistic regression, the D-SGHMC paper's model),
-        ``"mlp"`` (784-H-H-K with ReLU) or ``"lenet"`` (LeNet-5-style CNN, 20-50-500).
+        ``"mlp"`` (784-H-H-K with ReLU), ``"lenet"`` (LeNet-5-style CNN, 20-50-500) or
+        ``"resnet"`` (a ResNet-8 for colour photos of 32–64 pixels: widths 16-32-64).
     num_classes
         Number of output classes K.
     drop_rate
@@ -57,7 +74,15 @@ class ArchSpec:
     hidden
         Width of the MLP's hidden layers (ignored by the other architectures).
     image_size
-        Side of the square grey-scale input.
+        Side of the square input image.
+    channels
+        1 for grey images, 3 for colour (RGB). Left out of :meth:`to_dict` when 1, so grey
+        posteriors are written exactly as before the field existed (and old files load).
+    mean, std
+        Per-channel mean and standard deviation of the training images, with which the
+        model standardises its input (``(x − mean) / std``); empty (the default, and every
+        file before them) means the input is used as it is. Left out of :meth:`to_dict`
+        when empty.
     input_dim
         Length D of a feature-vector input, e.g. a face descriptor (the models then read
         ``(N, D)``); 0, the default, means an image of ``image_size²`` pixels. Only
@@ -71,22 +96,32 @@ class ArchSpec:
     hidden: int = 100
     image_size: int = 28
     input_dim: int = 0
+    channels: int = 1
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if not self.input_dim:
             del out["input_dim"]
+        if self.channels == 1:
+            del out["channels"]
+        for key in ("mean", "std"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
+            else:
+                del out[key]
         return out
 
     @property
     def input_size(self) -> int:
-        """Number of input values per example: D for vectors, image_size² for images."""
-        return self.input_dim or self.image_size**2
+        """Number of input values per example: D for vectors, channels·image_size² for images."""
+        return self.input_dim or self.channels * self.image_size**2
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """Shape of one input: ``(D,)`` or ``(1, image_size, image_size)``."""
-        return (self.input_dim,) if self.input_dim else (1, self.image_size, self.image_size)
+        """Shape of one input: ``(D,)`` or ``(channels, image_size, image_size)``."""
+        return (self.input_dim,) if self.input_dim else (self.channels, self.image_size, self.image_size)
 
     @classmethod
     def from_dict(cls, data: dict) -> ArchSpec:
@@ -95,6 +130,12 @@ class ArchSpec:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown architecture fields: {sorted(map(str, unknown))}")
+        data = dict(data)
+        for key in ("mean", "std"):  # written as lists
+            if key in data:
+                if not isinstance(data[key], (list, tuple)):
+                    raise ValueError(f"architecture field {key} has an invalid value {data[key]!r}")
+                data[key] = tuple(data[key])
         return cls(**data)
 
     def __post_init__(self) -> None:
@@ -104,6 +145,9 @@ class ArchSpec:
             value = getattr(self, f.name)
             if f.name == "name":
                 ok = isinstance(value, str)
+            elif f.name in ("mean", "std"):
+                ok = isinstance(value, tuple) and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
             elif f.name == "drop_rate":
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             else:
@@ -127,7 +171,14 @@ class ArchSpec:
                 raise ValueError(
                     f"the input length must lie between 1 and {MAX_INPUT_DIM} features, got {self.input_dim}"
                 )
-        low = LENET_MIN_SIZE if self.name == "lenet" else 1
+        if self.channels not in CHANNELS:
+            raise ValueError(f"images have 1 (grey) or 3 (colour) channels, got {self.channels}")
+        if len(self.mean) != len(self.std) or (self.mean and len(self.mean) != self.channels):
+            raise ValueError(f"the input standardisation needs one mean and one standard deviation "
+                             f"per channel ({self.channels}), got {len(self.mean)} and {len(self.std)}")
+        if self.mean and (self.input_dim or min(self.std) <= 0):
+            raise ValueError("the input standardisation needs images and positive standard deviations")
+        low = {"lenet": LENET_MIN_SIZE, "resnet": RESNET_MIN_SIZE}.get(self.name, 1)
         if not low <= self.image_size <= MAX_IMAGE_SIZE:
             raise ValueError(
                 f"the {self.name} architecture needs an image size between {low} and "
@@ -141,8 +192,11 @@ class ArchSpec:
             return d * k + k
         if self.name == "mlp":
             return d * h + h + h * h + h + h * k + k
+        c = self.channels
+        if self.name == "resnet":
+            return _resnet_parameter_count(c, k)
         side = _lenet_side(self.image_size)
-        return (25 * 20 + 20) + (20 * 25 * 50 + 50) + (50 * side * side * 500 + 500) + (500 * k + k)
+        return (25 * c * 20 + 20) + (20 * 25 * 50 + 50) + (50 * side * side * 500 + 500) + (500 * k + k)
 
     def activations_per_image(self) -> int:
         """Floats one image's forward pass holds (every layer's output), for memory estimates."""
@@ -151,6 +205,12 @@ class ArchSpec:
             return 2 * d + k
         if self.name == "mlp":
             return 2 * d + 6 * h + k
+        if self.name == "resnet":  # every convolution's output, its ReLU and the sum, per stage
+            side, total = self.image_size, 2 * d
+            for i, width in enumerate(RESNET_WIDTHS):
+                side = side if i == 0 else (side + 1) // 2
+                total += 6 * width * side * side
+            return total + RESNET_WIDTHS[-1] + k
         s1 = self.image_size - 4
         s2 = s1 // 2 - 4
         return d + 3 * 20 * s1 * s1 + 3 * 50 * s2 * s2 + 3 * 500 + k
@@ -158,6 +218,16 @@ class ArchSpec:
 
 def _lenet_side(image_size: int) -> int:
     return ((image_size - 4) // 2 - 4) // 2
+
+
+def _resnet_parameter_count(channels: int, num_classes: int) -> int:
+    total, width = 9 * channels * RESNET_WIDTHS[0] + RESNET_WIDTHS[0], RESNET_WIDTHS[0]  # the stem
+    for out in RESNET_WIDTHS:
+        total += 9 * width * out + out + 9 * out * out + out
+        if out != width:
+            total += width * out + out  # the 1×1 shortcut
+        width = out
+    return total + width * num_classes + num_classes
 
 
 def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None) -> None:
@@ -193,16 +263,38 @@ class Dropout(nn.Dropout):
         return x * mask / keep
 
 
+class Standardise(nn.Module):
+    """``(x − mean) / std`` per channel with the training images' statistics; no weights.
+
+    The statistics are buffers, not parameters: they belong to the data, not to the
+    posterior over weights, so no method samples or perturbs them. Without statistics
+    (every digit model) the input passes unchanged.
+    """
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        self.active = bool(spec.mean)
+        shape = (1, max(len(spec.mean), 1), 1, 1)
+        self.register_buffer("mean", torch.tensor(spec.mean or (0.0,), dtype=torch.float32).reshape(shape),
+                             persistent=False)
+        self.register_buffer("std", torch.tensor(spec.std or (1.0,), dtype=torch.float32).reshape(shape),
+                             persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std if self.active else x
+
+
 class SoftmaxRegression(nn.Module):
     """p(y | x, W, b) = softmax(W x + b), the model of the D-SGHMC paper's MNIST experiment."""
 
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
+        self.standardise = Standardise(spec)
         self.dropout = Dropout(spec.drop_rate)
         self.linear = nn.Linear(spec.input_size, spec.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(self.dropout(x.flatten(1)))
+        return self.linear(self.dropout(self.standardise(x).flatten(1)))
 
 
 class MLP(nn.Module):
@@ -211,6 +303,7 @@ class MLP(nn.Module):
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
         h = spec.hidden
+        self.standardise = Standardise(spec)
         self.net = nn.Sequential(
             nn.Flatten(),
             nn.Linear(spec.input_size, h),
@@ -223,7 +316,7 @@ class MLP(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        return self.net(self.standardise(x))
 
 
 class LeNet(nn.Module):
@@ -236,8 +329,9 @@ class LeNet(nn.Module):
     def __init__(self, spec: ArchSpec) -> None:
         super().__init__()
         side = _lenet_side(spec.image_size)
+        self.standardise = Standardise(spec)
         self.features = nn.Sequential(
-            nn.Conv2d(1, 20, 5),
+            nn.Conv2d(spec.channels, 20, 5),
             nn.ReLU(),
             nn.MaxPool2d(2),
             Dropout(spec.drop_rate),
@@ -255,10 +349,56 @@ class LeNet(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        return self.classifier(self.features(self.standardise(x)))
 
 
-_CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet}
+class BasicBlock(nn.Module):
+    """He et al. (2016)'s basic residual block, relu(x' + F(x)), without batch normalisation.
+
+    Batch norm keeps running statistics outside the weights, which a posterior over the
+    weights (stacked samples under vmap, a Laplace or SWAG Gaussian) would not carry; the
+    residual branch's last convolution starts at zero instead (as Fixup does), so every
+    block starts as the identity and a deep stack trains without normalisation.
+    """
+
+    def __init__(self, width_in: int, width: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width_in, width, 3, stride=stride, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        nn.init.zeros_(self.conv2.weight)
+        self.shortcut = (nn.Identity() if width_in == width and stride == 1
+                         else nn.Conv2d(width_in, width, 1, stride=stride))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.shortcut(x) + self.conv2(torch.relu(self.conv1(x))))
+
+
+class ResNet(nn.Module):
+    """A ResNet-8 for colour photos of 32–64 pixels: a 3×3 stem, three basic blocks of
+    widths 16, 32, 64 (the last two halve the side), global average pooling, a linear layer.
+
+    Dropout follows every stage and precedes the output layer, so MC dropout has layers to
+    sample, and the output layer is the last ``nn.Linear`` (last-layer Laplace). Global
+    pooling makes it read any image side from :data:`RESNET_MIN_SIZE` up.
+    """
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        self.standardise = Standardise(spec)
+        layers: list[nn.Module] = [nn.Conv2d(spec.channels, RESNET_WIDTHS[0], 3, padding=1), nn.ReLU()]
+        width = RESNET_WIDTHS[0]
+        for i, out in enumerate(RESNET_WIDTHS):
+            layers += [BasicBlock(width, out, 1 if i == 0 else 2), Dropout(spec.drop_rate)]
+            width = out
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), Dropout(spec.drop_rate), nn.Linear(width, spec.num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(self.standardise(x)))
+
+
+_CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet, "resnet": ResNet}
 
 
 def build_model(spec: ArchSpec) -> nn.Module:
@@ -313,12 +453,12 @@ def split_before_dropout(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     draw, so a prediction runs them once per input instead of once per draw (LeNet's first
     convolution block is most of its memory traffic). Other models: ``shared`` is identity.
     """
-    layers = [*model.features, *model.classifier] if isinstance(model, LeNet) else (
+    layers = [*model.features, *model.classifier] if isinstance(model, (LeNet, ResNet)) else (
         list(model.net) if isinstance(model, MLP) else [])
     first = next((i for i, m in enumerate(layers) if isinstance(m, nn.Dropout)), 0)
     if first == 0:
         return nn.Identity(), model
-    return nn.Sequential(*layers[:first]), nn.Sequential(*layers[first:])
+    return nn.Sequential(model.standardise, *layers[:first]), nn.Sequential(*layers[first:])
 
 
 def num_parameters(model: nn.Module) -> int:
@@ -350,6 +490,7 @@ def stacked_forward(
         from torch.func import functional_call, vmap
 
         return vmap(lambda p: functional_call(model, p, (x,)))(params)
+    x = model.standardise(x)
     n = x.shape[0]
 
     def linear(h: torch.Tensor, name: str) -> torch.Tensor:  # (S, N, in) → (S, N, out)
