@@ -75,6 +75,9 @@ def default_class_names(posterior: Posterior) -> tuple[str, ...]:
     """The class names of the data set the posterior was trained on, else "0", "1", ..."""
     from core.engine.data.datasets import KNOWN
 
+    own = posterior.info.get("class_names")  # a person's images: their class folders' names
+    if isinstance(own, (list, tuple)) and len(own) == posterior.num_classes and all(isinstance(n, str) for n in own):
+        return tuple(own)
     info = KNOWN.get(posterior.dataset.split("-")[0])
     if info is not None and len(info.class_names) == posterior.num_classes:
         return info.class_names

@@ -49,6 +49,7 @@ from core.analysis.metrics import (
 from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
+from core.engine.data.folder import image_folder, load_image_split
 from core.engine.data.locate import (
     DOWNLOAD_ON_COMMAND_LINE,
     DatasetMissingError,
@@ -77,8 +78,13 @@ def resolve_dataset(
     data_dir: str | os.PathLike | None = None,
     split: str = "test",
     download: bool = False,
+    *,
+    image_size: int | None = None,
+    channels: int | None = None,
 ) -> Dataset:
-    """Load a data set given by a known name (:data:`DATASET_NAMES`) or an IDX folder.
+    """Load a data set given by a known name (:data:`DATASET_NAMES`), an IDX folder, or a
+    person's images (class folders, a CSV manifest, CIFAR binaries: :mod:`core.engine.data.folder`),
+    these read at ``image_size`` and ``channels`` (the model's) and split as training split them.
 
     For a known name, the data set's own folder is found by
     :func:`core.engine.data.locate.find_dataset`: ``data_dir/<name>``, ``data_dir`` itself
@@ -99,6 +105,8 @@ def resolve_dataset(
         return drain(load_face_test_set(utkface_location(data_dir))).data
     if spec in DATASET_NAMES:
         return _load_known(spec, data_dir, download)
+    if image_folder(spec):
+        return load_image_split(spec, split, image_size, channels)
     folder = Path(spec)
     if not folder.is_dir():
         known = ", ".join([*DATASET_NAMES, FACE_TEST_SET])

@@ -33,9 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli evaluate``."""
     parser.add_argument("--posterior", nargs="+", required=True, metavar="P", help="posterior file(s)")
     parser.add_argument("--dataset", default="mnist-test",
-                        help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files; "
+                        help="known name (mnist-test, mnist-train, notmnist), a folder of IDX files, or your "
+                             "own images (class folders, CSV manifest, CIFAR binaries: their test split); "
                              f"{FACE_TEST_SET}: UTKFace's test split, for face heads (descriptors cached)")
-    parser.add_argument("--ood", help="out-of-distribution set (known name or folder), e.g. notmnist")
+    parser.add_argument("--ood", help="out-of-distribution set (known name or folder, e.g. notmnist, or a folder of images)")
     parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist, "
                                            "<dir>/utkface)")
     parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
@@ -114,11 +115,13 @@ def run(args: argparse.Namespace) -> int:
         name: {"file": str(Path(path).absolute()), "file_sha256": file_sha256(path)}
         for name, path in zip(posteriors, args.posterior, strict=True)
     }
+    arch = next(iter(posteriors.values())).arch  # a person's images are read as the models read
+    shape = {"image_size": arch.image_size, "channels": arch.channels}
     if args.dataset == FACE_TEST_SET:
         data = _face_test_set(args)
     else:
-        data = resolve_dataset(args.dataset, args.data_dir, download=args.download).first(args.limit)
-    ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
+        data = resolve_dataset(args.dataset, args.data_dir, download=args.download, **shape).first(args.limit)
+    ood = resolve_dataset(args.ood, args.data_dir, download=args.download, **shape) if args.ood else None
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
     bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)

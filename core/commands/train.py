@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,10 +25,23 @@ from core.commands.console import (
     say,
 )
 from core.engine.data.datasets import load_split
+from core.engine.data.folder import (
+    MAX_FOLDER_SIZE,
+    TEST_FRACTION,
+    check_training_classes,
+    image_folder,
+    load_image_folder,
+)
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
-from core.engine.inference.base import accuracy_progress
-from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
+from core.engine.inference.base import Dataset, accuracy_progress
+from core.engine.models import (
+    ARCHITECTURES,
+    COLOUR_ARCHITECTURE,
+    RESNET_MIN_SIZE,
+    ArchSpec,
+    check_model_fits,
+)
 from core.engine.naming import plural, samples_used
 from core.engine.runner import drain, fit_posterior, start_weights
 from core.engine.store import load_posterior, save_posterior
@@ -51,9 +65,16 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
         from core.engine.faces import descriptor_info
         from core.engine.faces.heads import face_arch
 
-        arch = face_arch(descriptor_info(), args.model, drop, args.hidden)
+        arch = face_arch(descriptor_info(), args.model or "lenet", drop, args.hidden)
+    elif image_folder(args.dataset):  # classes, channels, size and standardisation come from the images
+        arch = ArchSpec(args.model or "lenet", num_classes=2, drop_rate=drop, hidden=args.hidden)
+        if args.image_size is not None and not RESNET_MIN_SIZE <= args.image_size <= MAX_FOLDER_SIZE:
+            raise ValueError(f"--image-size must lie between {RESNET_MIN_SIZE} and {MAX_FOLDER_SIZE} pixels, "
+                             f"got {args.image_size}")
+        if not 0.0 < args.test_fraction < 1.0:
+            raise ValueError(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
     else:
-        arch = ArchSpec(args.model, num_classes=10, drop_rate=drop, hidden=args.hidden)
+        arch = ArchSpec(args.model or "lenet", num_classes=10, drop_rate=drop, hidden=args.hidden)
     start = None
     if args.start_from:
         start = load_posterior(args.start_from)
@@ -66,12 +87,60 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
     return method, config, arch, start
 
 
+def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch: ArchSpec,
+                       start: Any) -> tuple[Dataset, Dataset, ArchSpec]:
+    """A person's images as two splits, and the architecture that reads them: its classes,
+    channels, side and input standardisation (from the training images) taken from them."""
+    given = start.arch if start is not None else None
+    bar = progress_bar(0, "reading images")
+
+    def on_image(done: int, total: int) -> None:
+        bar.total, bar.n = total, done
+        if done == total or done % 256 == 0:
+            bar.refresh()
+
+    try:
+        data = load_image_folder(args.dataset, given.image_size if given else args.image_size,
+                                 given.channels if given else None, test_fraction=args.test_fraction,
+                                 on_image=on_image)
+    finally:
+        bar.close()
+    check_training_classes(data, args.dataset)
+    summary = data.summary()
+    if summary:
+        say(f"note: {summary}", sys.stderr)
+    streamed = " (streamed from disk)" if data.train.source.get("streamed") else ""
+    say(f"{data.train.source['layout']}: {len(data.train.class_names)} classes, {len(data.train)} training and "
+        f"{len(data.test)} test images, {'colour' if data.channels == 3 else 'grey'} "
+        f"{data.image_size}×{data.image_size}{streamed}")
+    if given is not None:
+        if given.num_classes != len(data.train.class_names):
+            raise ValueError(f"{args.start_from} has {given.num_classes} classes, but {args.dataset} "
+                             f"has {len(data.train.class_names)}")
+        return data.train.first(args.limit), data.test.first(args.limit), given
+    name = args.model or (COLOUR_ARCHITECTURE if data.channels == 3 else "lenet")
+    arch = ArchSpec(name, num_classes=len(data.train.class_names), drop_rate=arch.drop_rate, hidden=arch.hidden,
+                    image_size=data.image_size, channels=data.channels, mean=data.mean, std=data.std)
+    copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
+    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
+    return data.train.first(args.limit), data.test.first(args.limit), arch
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="mnist",
-                        help="known name or folder of IDX files; utkface: an age-group head on face descriptors")
+                        help="known name, folder of IDX files, or your own images: a folder of class folders, "
+                             "a CSV manifest (path,label) or CIFAR binary files (see docs/data.md); "
+                             "utkface: an age-group head on face descriptors")
     parser.add_argument("--data-dir", help="folder holding the data set's IDX files (utkface: its archive or folder)")
     parser.add_argument("--download", action="store_true", help="download MNIST if not found")
-    parser.add_argument("--model", choices=ARCHITECTURES, default="lenet")
+    parser.add_argument("--image-size", type=int, metavar="N",
+                        help="your own colour images: the side they are resized and cropped to (default 32; "
+                             "grey images are read at 28)")
+    parser.add_argument("--test-fraction", type=float, default=TEST_FRACTION,
+                        help="your own images without train/ and test/ folders: the share of each class "
+                             f"held out for testing (default {TEST_FRACTION})")
+    parser.add_argument("--model", choices=ARCHITECTURES,
+                        help="network (default: lenet; resnet for a folder of colour images)")
     parser.add_argument("--method", choices=sorted(METHODS), default="mc_dropout")
     parser.add_argument("--drop-rate", type=float, help="dropout drop rate (default 0.5 for MC dropout, else 0)")
     parser.add_argument("--hidden", type=int, default=100, help="MLP hidden width (at least 1)")
@@ -103,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
         train, test = split.train, split.test
+    elif image_folder(args.dataset):
+        train, test, arch = _read_image_folder(args, method, config, arch, start)
     else:
         train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
         test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
@@ -110,13 +181,15 @@ def run(args: argparse.Namespace) -> int:
     if not train.source.get("official", True) and args.dataset in ("mnist",):
         say(f"note: the files in {train.source['folder']} are not the official MNIST files; "
             f"the data set is recorded as {train.name}", sys.stderr)
-    bar = progress_bar(0, f"{args.method} {args.model}")
+    bar = progress_bar(0, f"{args.method} {arch.name}")
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
                                              "file_sha256": file_sha256(args.start_from)}
         posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
     finally:
         bar.close()
+    if image_folder(args.dataset):
+        posterior.info["class_names"] = list(train.class_names)
     if args.name and args.name.strip():
         posterior.info["name"] = args.name.strip()
     try:

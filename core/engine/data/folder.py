@@ -1,0 +1,660 @@
+"""A person's own images: class-per-subfolder folders, CSV manifests and CIFAR binary files.
+
+Three layouts are read (docs/data.md shows them):
+
+- **class folders**: ``FOLDER/<class>/…/<image>``; the sub-folder names are the class names,
+  in sorted order, and images may sit at any depth below their class folder. With
+  ``FOLDER/train/<class>/…`` and ``FOLDER/test/<class>/…`` the two splits are given;
+  otherwise a seeded, per-class split puts :data:`TEST_FRACTION` of every class with at
+  least two images into the test split (:data:`SPLIT_SEED`, so ``train`` and ``evaluate``
+  draw the same split from the same folder). A folder of images without class folders is
+  one class: it can be an out-of-distribution set (read whole as its test split), never a
+  training set;
+- **a CSV manifest**: rows ``path,label`` (a ``path,label`` header is skipped), paths relative
+  to the CSV file's folder, labels being class names; split as class folders are;
+- **CIFAR-10/100 binary**: ``data_batch_*.bin`` + ``test_batch.bin`` (one label byte, then
+  3072 bytes: 1024 red, 1024 green, 1024 blue, row by row) or ``train.bin`` + ``test.bin``
+  (CIFAR-100: a coarse and a fine label byte, the fine label used), with the class names of
+  ``batches.meta.txt`` / ``fine_label_names.txt`` when present.
+
+Every image goes through the app's one image reader
+(:func:`core.engine.data.preprocess.upright_image`: PNG, JPEG, BMP, WebP, TIFF, ... with
+the EXIF orientation applied), is made grey or RGB (transparency composited onto white),
+its **shorter side resized** to the model's side ``S`` (bilinear, antialiased when shrinking)
+and **centre-cropped** to S×S. A folder is colour when any of up to :data:`COLOUR_PROBE`
+images spread over it has colour; colour folders are read at ``COLOUR_IMAGE_SIZE`` (32)
+unless a size is given, grey ones at 28 (the side of every grey input in the app).
+
+Files that cannot be read are never dropped silently: each is listed, with its reason, in
+``Dataset.source["unreadable"]`` (which training copies into the posterior's
+``training_data`` record) and counted in ``source["files"]``. Files whose suffix is not an
+image's are counted in ``source["ignored"]``.
+
+Decoding runs through a ``torch.utils.data.DataLoader`` over the file paths (worker
+processes from :data:`WORKERS_FROM` files on). A set whose decoded float32 images would exceed
+:data:`STREAM_BYTES` is not held in memory: its ``Dataset.x`` is a :class:`StreamedImages`
+that decodes the images a mini-batch asks for from disk, each time.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
+from core.engine.data.preprocess import ImageLoadError, upright_image
+from core.engine.inference.base import Dataset
+from core.engine.models import COLOUR_IMAGE_SIZE, IMAGE_SIZE, MAX_CLASSES
+
+#: Suffixes read as images (any case).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+#: The share of each class that a seeded split puts in the test split.
+TEST_FRACTION = 0.2
+#: The seed of that split: fixed, so that training and evaluation split a folder alike.
+SPLIT_SEED = 0
+#: Images looked at to decide whether a folder is colour.
+COLOUR_PROBE = 64
+#: A pixel is coloured when two of its channels differ by more than this (of 255), and an
+#: image is colour when more than 1 % of its pixels are (JPEG leaves a little chroma noise
+#: in grey photos).
+COLOUR_TOLERANCE = 12
+#: Decoded sets larger than this many bytes (float32, at the model's size) stream from disk.
+#: 1 GiB holds 87,000 colour images of 32×32 (CIFAR-10's 60,000 take 0.74 GB) or 340,000
+#: grey 28×28 ones; measured in docs/data.md.
+STREAM_BYTES = 1 << 30
+#: The largest side a person's images may be read at.
+MAX_FOLDER_SIZE = 256
+#: From this many files on, decoding uses worker processes.
+WORKERS_FROM = 2000
+#: Unreadable files named on the terminal (all of them are recorded).
+SHOWN_UNREADABLE = 5
+#: CIFAR's image side and bytes per image.
+CIFAR_SIDE = 32
+CIFAR_PIXELS = 3 * CIFAR_SIDE * CIFAR_SIDE
+CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+# ----------------------------------------------------------------------------- one image
+
+
+def _has_alpha(img: Image.Image) -> bool:
+    return img.mode in ("LA", "La", "PA", "RGBA", "RGBa") or "transparency" in img.info
+
+
+def _on_white(img: Image.Image) -> Image.Image:
+    """RGB with any transparency composited onto white (what a viewer shows)."""
+    if not _has_alpha(img):
+        return img.convert("RGB")
+    rgba = img.convert("RGBA")
+    ground = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(ground, rgba).convert("RGB")
+
+
+def _grey(img: Image.Image) -> Image.Image:
+    """8-bit grey, 16-bit and float images scaled by their range rather than clamped."""
+    if img.mode.startswith("I;16") or img.mode in ("I", "F"):
+        values = np.asarray(img, dtype=np.float64)
+        if not np.isfinite(values).all():
+            raise ValueError("the image holds values that are not numbers")
+        top = float(values.max(initial=0.0))
+        scale = next((r for r in (1.0, 255.0, 65535.0) if top <= r), top) if img.mode == "F" else (
+            65535.0 if img.mode.startswith("I;16") or top > 255 else 255.0)
+        return Image.fromarray(np.clip(values / max(scale, 1e-12) * 255.0 + 0.5, 0, 255).astype(np.uint8))
+    return _on_white(img).convert("L")
+
+
+def is_colour(img: Image.Image) -> bool:
+    """Whether an image shows colour (not only the grey values an RGB file may hold)."""
+    if img.mode in ("1", "L", "LA", "La", "I", "F") or img.mode.startswith("I;16"):
+        return False
+    small = _on_white(img)
+    small.thumbnail((64, 64))
+    rgb = np.asarray(small, dtype=np.int16)
+    spread = np.abs(rgb[..., 0] - rgb[..., 1]).clip(min=np.abs(rgb[..., 1] - rgb[..., 2]))
+    return bool((spread > COLOUR_TOLERANCE).mean() > 0.01)
+
+
+def fit_square(img: Image.Image, side: int) -> Image.Image:
+    """Resize so the shorter side is ``side`` (aspect kept), then cut the centre ``side``×``side``."""
+    w, h = img.size
+    scale = side / min(w, h)
+    size = (max(side, round(w * scale)), max(side, round(h * scale)))
+    if size != (w, h):
+        img = img.resize(size, Image.Resampling.BILINEAR)
+    left, top = (size[0] - side) // 2, (size[1] - side) // 2
+    return img.crop((left, top, left + side, top + side))
+
+
+def image_array(img: Image.Image, side: int, channels: int) -> np.ndarray:
+    """An opened image as the model sees it: uint8 (channels, side, side), resized and cropped."""
+    if img.width < 1 or img.height < 1:
+        raise ValueError("the image has no pixels")
+    img = _grey(img) if channels == 1 else (_grey(img).convert("RGB") if img.mode.startswith(("I", "F"))
+                                             else _on_white(img))
+    array = np.asarray(fit_square(img, side), dtype=np.uint8)
+    return array[None] if channels == 1 else np.ascontiguousarray(array.transpose(2, 0, 1))
+
+
+def read_image(path: str | os.PathLike, side: int, channels: int) -> np.ndarray:
+    """Decode one image file as the model sees it, or raise :class:`ImageLoadError` (one sentence)."""
+    name = Path(path).name
+    with upright_image(path, name, ImageLoadError, draft_side=4 * side) as (img, _):
+        try:
+            return image_array(img, side, channels)
+        except (ValueError, OSError) as exc:
+            raise ImageLoadError(f"{name}: not a readable image ({exc})") from None
+
+
+def _reason(exc: Exception, name: str) -> str:
+    text = str(exc)
+    return text[len(name) + 2:] if text.startswith(f"{name}: ") else text
+
+
+class ImageFiles(torch.utils.data.Dataset):
+    """File paths → ``(index, uint8 (C, S, S) array or None, reason)``; never raises for a file."""
+
+    def __init__(self, paths: Sequence[Path], side: int, channels: int) -> None:
+        self.paths, self.side, self.channels = list(paths), side, channels
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[int, np.ndarray | None, str]:
+        try:
+            return i, read_image(self.paths[i], self.side, self.channels), ""
+        except ImageLoadError as exc:
+            return i, None, _reason(exc, self.paths[i].name)
+
+
+def _as_list(batch: list) -> list:
+    return batch
+
+
+def decode_stream(paths: Sequence[Path], side: int, channels: int, workers: int | None = None):
+    """Yield ``(index, array or None, reason)`` for every path, decoded by a DataLoader."""
+    if workers is None:
+        workers = min(4, os.cpu_count() or 1) if len(paths) >= WORKERS_FROM else 0
+    loader = torch.utils.data.DataLoader(
+        ImageFiles(paths, side, channels), batch_size=64, num_workers=workers, collate_fn=_as_list,
+        multiprocessing_context="spawn" if workers else None,  # forking a threaded app (the window) can hang
+    )
+    for batch in loader:
+        yield from batch
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+@dataclass
+class ImageList:
+    """What a folder or manifest lists, before any image is decoded."""
+
+    root: Path
+    layout: str
+    class_names: tuple[str, ...]
+    paths: list[Path] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    ignored: int = 0
+    #: Per file: set by a layout that fixes the split ("train"/"test"), else None.
+    splits: list[str] | None = None
+
+    def relative(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+
+def _is_image(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
+
+
+def _files_below(folder: Path) -> tuple[list[Path], int]:
+    """Image files at any depth below ``folder`` (sorted), and how many other files there are."""
+    images, other = [], 0
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if _is_image(path):
+                images.append(path)
+            elif not name.startswith("."):
+                other += 1
+    return images, other
+
+
+def _class_dirs(folder: Path) -> list[Path]:
+    return sorted((d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")), key=lambda d: d.name)
+
+
+def scan_class_folders(folder: str | os.PathLike, split: str | None = None) -> ImageList:
+    """List a class-per-subfolder folder (or a flat folder of images: one class)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise DatasetNotFoundError(f"{root} is not a folder")
+    out = ImageList(root, "class folders", ())
+    classes = _class_dirs(root)
+    loose = [p for p in sorted(root.iterdir()) if p.is_file() and _is_image(p)]
+    if not classes or (loose and not any(_files_below(d)[0] for d in classes)):
+        paths, other = _files_below(root)
+        out.class_names, out.paths, out.labels, out.ignored = (root.name or "images",), paths, [0] * len(paths), other
+        out.layout = "a folder of images (one class)"
+        return out
+    if len(classes) > MAX_CLASSES:
+        raise DatasetContentError(f"{root} has {len(classes):,} class folders; bayescope reads at most {MAX_CLASSES:,}")
+    out.class_names = tuple(d.name for d in classes)
+    for label, d in enumerate(classes):
+        paths, other = _files_below(d)
+        out.paths += paths
+        out.labels += [label] * len(paths)
+        out.ignored += other
+    out.ignored += sum(1 for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
+    return out
+
+
+def read_manifest(path: str | os.PathLike) -> ImageList:
+    """List the images of a CSV manifest of ``path,label`` rows (paths relative to its folder)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetNotFoundError(f"{path}: no such manifest file")
+    rows: list[tuple[str, str]] = []
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            for number, row in enumerate(csv.reader(fh), start=1):
+                if not row or all(not cell.strip() for cell in row):
+                    continue
+                if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                    raise DatasetContentError(
+                        f"{path.name}, line {number}: expected 'path,label' (an image path and its class), got {','.join(row)!r}")
+                if number == 1 and [c.strip().lower() for c in row[:2]] == ["path", "label"]:
+                    continue
+                rows.append((row[0].strip(), row[1].strip()))
+    except UnicodeDecodeError:
+        raise DatasetContentError(f"{path.name}: not a text file in UTF-8; save the manifest as UTF-8 CSV") from None
+    except csv.Error as exc:
+        raise DatasetContentError(f"{path.name}: not a readable CSV file ({exc})") from None
+    names = tuple(sorted({label for _, label in rows}))
+    if len(names) > MAX_CLASSES:
+        raise DatasetContentError(f"{path.name} names {len(names):,} classes; bayescope reads at most {MAX_CLASSES:,}")
+    index = {name: i for i, name in enumerate(names)}
+    out = ImageList(path.parent, "CSV manifest", names)
+    for file, label in rows:
+        out.paths.append((path.parent / file) if not Path(file).is_absolute() else Path(file))
+        out.labels.append(index[label])
+    return out
+
+
+def find_cifar(folder: Path) -> tuple[str, dict[str, list[Path]]] | None:
+    """``("cifar-10"|"cifar-100", {"train": files, "test": files})`` for a folder of CIFAR binaries."""
+    for place in (folder, *(d for d in sorted(folder.glob("cifar-*-bin")) if d.is_dir())):
+        train10 = sorted(place.glob("data_batch_*.bin"))
+        if train10 or (place / "test_batch.bin").is_file():
+            test = [place / "test_batch.bin"] if (place / "test_batch.bin").is_file() else []
+            return "cifar-10", {"train": train10, "test": test}
+        if (place / "train.bin").is_file() or (place / "test.bin").is_file():
+            return "cifar-100", {s: [place / f"{s}.bin"] for s in ("train", "test") if (place / f"{s}.bin").is_file()}
+    return None
+
+
+def _cifar_names(folder: Path, layout: str, count: int) -> tuple[str, ...]:
+    file = folder / ("batches.meta.txt" if layout == "cifar-10" else "fine_label_names.txt")
+    if file.is_file():
+        names = [line.strip() for line in file.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        if len(names) >= count:
+            return tuple(names)
+    if layout == "cifar-10" and count <= 10:
+        return CIFAR10_NAMES
+    return tuple(str(i) for i in range(count))
+
+
+def read_cifar_files(files: Sequence[Path], layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR binary records → uint8 images (N, 3, 32, 32) and labels (N,) (the fine label for 100)."""
+    head = 1 if layout == "cifar-10" else 2
+    record = head + CIFAR_PIXELS
+    images, labels = [], []
+    for file in files:
+        raw = np.fromfile(file, dtype=np.uint8)
+        if raw.size == 0 or raw.size % record:
+            raise DatasetContentError(
+                f"{file.name}: {raw.size:,} bytes is not a whole number of {layout} records of {record} bytes "
+                "(the file is truncated or not a CIFAR binary file)")
+        rows = raw.reshape(-1, record)
+        labels.append(rows[:, head - 1].astype(np.int64))
+        images.append(rows[:, head:].reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+# ----------------------------------------------------------------------------- streaming
+
+
+class StreamedImages:
+    """Images that stay on disk: indexing decodes the files asked for (float32 in [0, 1]).
+
+    It answers what the fitting loops and the evaluation ask of ``Dataset.x``: ``len``,
+    ``shape``, ``ndim``, ``dtype`` and indexing by an int, a slice or a tensor of indices
+    (a slice gives another :class:`StreamedImages`, so a subset decodes nothing). Files are
+    decoded by a pool of threads (Pillow releases the GIL while decoding and resizing).
+    """
+
+    def __init__(self, paths: Sequence[Path], side: int, channels: int) -> None:
+        self.paths, self.side, self.channels = list(paths), side, channels
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.paths), self.channels, self.side, self.side))
+
+    ndim = 4
+    dtype = torch.float32
+
+    def _read(self, path: Path) -> np.ndarray:
+        try:
+            return read_image(path, self.side, self.channels)
+        except ImageLoadError as exc:  # it was readable when the folder was scanned
+            raise DatasetContentError(f"{exc}; it changed since the folder was read") from None
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return StreamedImages(self.paths[index], self.side, self.channels)
+        if isinstance(index, (int, np.integer)):
+            return torch.from_numpy(self._read(self.paths[int(index)]).astype(np.float32) / 255.0)
+        chosen = [self.paths[int(i)] for i in torch.as_tensor(index).reshape(-1)]
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            arrays = list(pool.map(self._read, chosen))
+        if not arrays:
+            return torch.empty((0, self.channels, self.side, self.side))
+        return torch.from_numpy(np.stack(arrays).astype(np.float32) / 255.0)
+
+
+# ----------------------------------------------------------------------------- the data set
+
+
+@dataclass
+class FolderData:
+    """Both splits of a person's images, at one size and channel count, with what was skipped."""
+
+    train: Dataset
+    test: Dataset
+    channels: int
+    image_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    unreadable: list[dict[str, str]]
+    files: int
+
+    def summary(self) -> str | None:
+        """One line on the unreadable files (the first few named), or None when all were read."""
+        return unreadable_summary(self.unreadable, self.files)
+
+
+def unreadable_summary(unreadable: list[dict[str, str]], files: int) -> str | None:
+    if not unreadable:
+        return None
+    shown = "; ".join(f"{u['file']} ({u['reason']})" for u in unreadable[:SHOWN_UNREADABLE])
+    more = f"; and {len(unreadable) - SHOWN_UNREADABLE} more" if len(unreadable) > SHOWN_UNREADABLE else ""
+    return (f"{len(unreadable)} of {files} image files could not be read and were left out: {shown}{more} "
+            "(all are listed in the training_data record of the posterior)")
+
+
+def image_folder(spec: str | os.PathLike) -> bool:
+    """Whether a ``--dataset`` names a person's images: a CSV manifest, or a folder that holds
+    images or CIFAR files and not MNIST-layout IDX files (which :mod:`.datasets` reads)."""
+    from core.engine.data.datasets import KNOWN, find_split
+
+    if str(spec) in KNOWN:
+        return False
+    path = Path(spec)
+    if path.is_file():
+        return path.suffix.lower() == ".csv"
+    if not path.is_dir() or find_split(path, "train") or find_split(path, "test"):
+        return False
+    return find_cifar(path) is not None or _any_image(path)
+
+
+def _any_image(folder: Path) -> bool:
+    for _dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        if any(_is_image(Path(name)) for name in filenames):
+            return True
+    return False
+
+
+def _probe_channels(paths: Sequence[Path]) -> int:
+    step = max(1, len(paths) // COLOUR_PROBE)
+    for path in list(paths)[::step][:COLOUR_PROBE]:
+        try:
+            with upright_image(path, path.name, ImageLoadError, draft_side=256) as (img, _):
+                if is_colour(img):
+                    return 3
+        except ImageLoadError:
+            continue
+    return 1
+
+
+def _seeded_split(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """A boolean mask of the test images: ``round(fraction·n)`` of each class (at least one
+    of a class with two or more images), drawn by a generator seeded with ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    test = np.zeros(len(labels), dtype=bool)
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        if len(members) < 2:
+            continue
+        take = min(len(members) - 1, max(1, round(fraction * len(members))))
+        order = torch.randperm(len(members), generator=generator).numpy()
+        test[members[order[:take]]] = True
+    return test
+
+
+def _listing(path: Path) -> ImageList:
+    if path.is_file():
+        return read_manifest(path)
+    splits = {s: path / s for s in ("train", "test")}
+    if all(d.is_dir() for d in splits.values()) and _class_dirs(splits["train"]):
+        train, test = scan_class_folders(splits["train"]), scan_class_folders(splits["test"])
+        unknown = sorted(set(test.class_names) - set(train.class_names))
+        if unknown:
+            raise DatasetContentError(
+                f"{path}: test/ has class folders that train/ lacks ({', '.join(unknown[:5])}); "
+                "give both the same class folders")
+        index = {name: i for i, name in enumerate(train.class_names)}
+        out = ImageList(path, "train/ and test/ class folders", train.class_names,
+                        train.paths + test.paths,
+                        train.labels + [index[test.class_names[i]] for i in test.labels],
+                        train.ignored + test.ignored, ["train"] * len(train.paths) + ["test"] * len(test.paths))
+        return out
+    return scan_class_folders(path)
+
+
+def _manifest_digest(listing: ImageList) -> str:
+    """SHA-256 of every listed file's relative path, label and size: what was read, cheaply."""
+    h = hashlib.sha256()
+    for p, label in zip(listing.paths, listing.labels, strict=True):
+        try:
+            size = p.stat().st_size
+        except OSError:
+            size = -1
+        h.update(f"{listing.relative(p)}\0{label}\0{size}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def _statistics(total: np.ndarray, squares: np.ndarray, count: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    mean = total / max(count, 1)
+    std = np.sqrt(np.maximum(squares / max(count, 1) - mean**2, 0.0))
+    return tuple(float(m) for m in mean), tuple(float(max(s, 1e-3)) for s in std)
+
+
+def load_image_folder(
+    path: str | os.PathLike,
+    image_size: int | None = None,
+    channels: int | None = None,
+    *,
+    test_fraction: float = TEST_FRACTION,
+    seed: int = SPLIT_SEED,
+    stream_bytes: int = STREAM_BYTES,
+    workers: int | None = None,
+    on_image: Callable[[int, int], None] | None = None,
+) -> FolderData:
+    """Read a person's images (class folders, a CSV manifest or CIFAR binaries) as two splits.
+
+    ``image_size``/``channels`` default to what the folder holds (see the module docstring);
+    the per-channel mean and standard deviation are measured on the training split.
+    ``on_image(done, total)`` is called as images are decoded.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        The path is neither a folder nor a CSV file, or it holds no images.
+    DatasetContentError
+        A damaged manifest or CIFAR file, or no image could be read at all.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DatasetNotFoundError(f"{path}: no such folder or file")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"the test fraction must lie strictly between 0 and 1, got {test_fraction}")
+    cifar = find_cifar(path) if path.is_dir() else None
+    if cifar is not None:
+        return _load_cifar(path, *cifar, image_size, channels)
+    listing = _listing(path)
+    if not listing.paths:
+        raise DatasetNotFoundError(
+            f"{path} holds no images ({', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES)}): "
+            "put each class's images in a sub-folder named after the class")
+    channels = channels or _probe_channels(listing.paths)
+    side = image_size or (IMAGE_SIZE if channels == 1 else COLOUR_IMAGE_SIZE)
+    n = len(listing.paths)
+    labels = np.asarray(listing.labels, dtype=np.int64)
+    per_image = 4 * channels * side * side
+    stream = n * per_image > stream_bytes
+    kept = None if stream else np.zeros((n, channels, side, side), dtype=np.uint8)
+    ok = np.zeros(n, dtype=bool)
+    reasons: dict[int, str] = {}
+    if listing.splits is not None:
+        is_test = np.asarray([s == "test" for s in listing.splits])
+    elif len(listing.class_names) < 2:
+        is_test = np.ones(n, dtype=bool)  # one class: an out-of-distribution set, read whole
+    else:
+        is_test = _seeded_split(labels, test_fraction, seed)
+    total, squares, counted = np.zeros(channels), np.zeros(channels), 0
+    for done, (i, array, reason) in enumerate(decode_stream(listing.paths, side, channels, workers), start=1):
+        if array is None:
+            reasons[i] = reason
+        else:
+            ok[i] = True
+            if kept is not None:
+                kept[i] = array
+            if not is_test[i]:
+                values = array.reshape(channels, -1).astype(np.float64) / 255.0
+                total += values.sum(1)
+                squares += (values**2).sum(1)
+                counted += values.shape[1]
+        if on_image is not None:
+            on_image(done, n)
+    unreadable = [{"file": listing.relative(listing.paths[i]), "reason": reasons[i]} for i in sorted(reasons)]
+    if not ok.any():
+        raise DatasetContentError(
+            f"none of the {n} image files in {path} could be read (the first: "
+            f"{unreadable[0]['file']}: {unreadable[0]['reason']})")
+    mean, std = _statistics(total, squares, counted)
+    source: dict[str, Any] = {
+        "dataset": None, "folder": str(path.resolve()), "layout": listing.layout,
+        "class_names": list(listing.class_names), "files": n, "ignored": listing.ignored,
+        "unreadable": unreadable, "image_size": side, "channels": channels,
+        "resize": f"shorter side to {side} px (bilinear), centre crop {side}×{side}",
+        "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
+        "split_rule": ("train/ and test/ folders" if listing.splits is not None else
+                       "one class: every image is a test image" if len(listing.class_names) < 2 else
+                       f"seeded per-class split, {test_fraction:g} of each class to test (seed {seed})"),
+        "listing_sha256": _manifest_digest(listing), "streamed": stream,
+    }
+
+    def part(split: str, mask: np.ndarray) -> Dataset:
+        index = np.flatnonzero(mask & ok)
+        # a seeded order mixes the classes, so that the first N images (--limit) hold them all
+        index = index[torch.randperm(len(index), generator=torch.Generator().manual_seed(seed)).numpy()]
+        x: Any = (StreamedImages([listing.paths[i] for i in index], side, channels) if kept is None
+                  else torch.from_numpy(kept[index].astype(np.float32) / 255.0))
+        y = torch.from_numpy(labels[index])
+        return Dataset(x, y, f"{path.stem or path.name}-{split}", listing.class_names,
+                       {**source, "split": split, "images": len(index)})
+
+    return FolderData(part("train", ~is_test), part("test", is_test), channels, side, mean, std, unreadable, n)
+
+
+def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_size: int | None,
+                channels: int | None) -> FolderData:
+    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split in ("train", "test"):
+        if files.get(split):
+            parts[split] = read_cifar_files(files[split], layout)
+    if "train" not in parts or "test" not in parts:
+        missing = "training batches (data_batch_*.bin / train.bin)" if "train" not in parts else "test_batch.bin / test.bin"
+        raise DatasetNotFoundError(f"{path} holds {layout} files but no {missing}")
+    count = int(max(parts["train"][1].max(), parts["test"][1].max())) + 1
+    names = _cifar_names(files["train"][0].parent, layout, count)
+    channels = channels or 3
+    side = image_size or CIFAR_SIDE
+
+    def prepared(images: np.ndarray) -> torch.Tensor:
+        x = torch.from_numpy(images).float() / 255.0
+        if channels == 1:  # ITU-R 601 luminance, as Pillow's "L"
+            x = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+        if side != CIFAR_SIDE:
+            x = torch.nn.functional.interpolate(x, size=(side, side), mode="bilinear", antialias=True,
+                                                align_corners=False).clamp_(0.0, 1.0)
+        return x
+
+    train_x = prepared(parts["train"][0])
+    flat = train_x.transpose(0, 1).reshape(channels, -1).double()
+    mean = tuple(float(v) for v in flat.mean(1))
+    std = tuple(float(max(v, 1e-3)) for v in flat.std(1, unbiased=False))
+    files_all = [f for s in ("train", "test") for f in files[s]]
+    source = {
+        "dataset": None, "folder": str(path.resolve()), "layout": f"{layout} binary",
+        "class_names": list(names), "files": {f.name: {"bytes": f.stat().st_size} for f in files_all},
+        "unreadable": [], "image_size": side, "channels": channels,
+        "resize": "none (32×32)" if side == CIFAR_SIDE else f"32 px to {side} px (bilinear)",
+        "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
+        "split_rule": "the files' own train and test batches", "streamed": False,
+    }
+    data = {}
+    for split, x in (("train", train_x), ("test", prepared(parts["test"][0]))):
+        y = torch.from_numpy(parts[split][1])
+        data[split] = Dataset(x, y, f"{path.name}-{split}", names, {**source, "split": split, "images": len(y)})
+    total = len(data["train"]) + len(data["test"])
+    return FolderData(data["train"], data["test"], channels, side, mean, std, [], total)
+
+
+def load_image_split(path: str | os.PathLike, split: str = "test", image_size: int | None = None,
+                     channels: int | None = None, **kwargs: Any) -> Dataset:
+    """One split of :func:`load_image_folder`, for evaluation (``image_size``/``channels``: the model's)."""
+    data = load_image_folder(path, image_size, channels, **kwargs)
+    return data.train if split == "train" else data.test
+
+
+def check_training_classes(data: FolderData, where: str) -> None:
+    """Refuse, with a sentence, a set that cannot train a classifier."""
+    names = data.train.class_names
+    if len(names) < 2:
+        raise DatasetContentError(
+            f"{where} holds one class ({names[0] if names else 'none'}); a classifier needs at least two: "
+            "put each class's images in a sub-folder named after the class")
+    if len(data.train) == 0:
+        raise DatasetContentError(f"{where}: no image of the training split could be read")
+    present = len(torch.unique(data.train.y))
+    if present < 2:
+        raise DatasetContentError(f"{where}: the readable training images are all of one class")
+
