@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.commands import compare, evaluate, methods, predict, reproduce, train, upgrade
+from core.commands import compare, evaluate, import_, methods, predict, reproduce, train, upgrade
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
 
@@ -23,6 +23,7 @@ COMMANDS = {
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),
     "compare": (compare, "judge one image with several posteriors; write a report folder"),
     "reproduce": (reproduce, "reproduce a paper's experiment"),
+    "import": (import_, "save a network trained elsewhere (architecture + state_dict) as a MAP posterior"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }
 

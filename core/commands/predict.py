@@ -1,5 +1,9 @@
 """``bayescope-cli predict``: classify a digit image, or a face photo's age group (``--task age``).
 
+A posterior trained on a person's own images (or imported with its standardisation) reads the
+image as its training images were read: resized on the shorter side and centre-cropped, in
+colour when it is a colour model, named by its own class names.
+
 For a face, every failure a person can cause (no face, a face under 40 pixels, a posterior
 of digits, a head trained on another descriptor, a missing descriptor package, an unreadable
 or oversized image) is a one-line error; grey-scale, CMYK, 16-bit and transparent images are
@@ -14,8 +18,10 @@ from pathlib import Path
 
 import torch
 
+from core.analysis.comparison import default_class_names
 from core.analysis.uncertainty import summarise
 from core.commands.console import check_seed, say
+from core.engine.data.folder import photo_input, reads_photos
 from core.engine.data.preprocess import (
     EmptyDrawingError,
     image_to_input,
@@ -45,6 +51,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--face", type=int, default=1, help="with --task age: which face, 1 = the largest")
 
 
+def _digit_input(image_path: str) -> torch.Tensor:
+    image = load_image(image_path)
+    try:
+        return image_to_input(image)
+    except EmptyDrawingError:
+        raise EmptyDrawingError(
+            f"{image_path}: the image is empty (no ink stands out from its background); "
+            "choose an image of a digit"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise ValueError(f"--samples must be at least 1, got {args.samples}")
@@ -60,18 +77,16 @@ def run(args: argparse.Namespace) -> int:
     if posterior.arch.input_dim:
         raise ValueError(f"{path} predicts age groups from face descriptors, not digits; use --task age")
     posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
-    image = load_image(args.image)
-    try:
-        x = image_to_input(image)
-    except EmptyDrawingError:
-        raise EmptyDrawingError(
-            f"{args.image}: the image is empty (no ink stands out from its background); "
-            "choose an image of a digit"
-        ) from None
+    if reads_photos(posterior.arch):  # trained on a person's images: read as they were
+        x = photo_input(args.image, posterior.arch)
+    else:
+        x = _digit_input(args.image)
     generator = torch.Generator().manual_seed(args.seed)
     samples = posterior.predict_proba(x, num_samples=args.samples, generator=generator)[:, 0]
     summary = summarise(samples, level=args.level)
-    names = [str(k) for k in range(posterior.num_classes)]
+    # a person's own classes (their folders' names, an imported network's list), else 0, 1, ...
+    names = (list(default_class_names(posterior)) if posterior.info.get("class_names")
+             else [str(k) for k in range(posterior.num_classes)])
     result = {
         "image": str(args.image),
         "posterior": str(path),

@@ -155,6 +155,22 @@ def read_image(path: str | os.PathLike, side: int, channels: int) -> np.ndarray:
             raise ImageLoadError(f"{name}: not a readable image ({exc})") from None
 
 
+def reads_photos(arch: Any) -> bool:
+    """Whether a posterior was trained on a person's images (colour, or standardised grey) and
+    so reads an image file as training read it, rather than as a digit (MNIST's recipe)."""
+    return not arch.input_dim and (arch.channels == 3 or bool(arch.mean))
+
+
+def photo_input(path: str | os.PathLike, arch: Any) -> torch.Tensor:
+    """An image file as ``arch`` reads it: (1, C, S, S) float32 in [0, 1], resized and cropped
+    as the training images were (:func:`fit_square`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ImageLoadError(f"{path} is a folder, not an image")
+    array = read_image(path, arch.image_size, arch.channels)
+    return torch.from_numpy(array.astype(np.float32) / 255.0).unsqueeze(0)
+
+
 def _reason(exc: Exception, name: str) -> str:
     text = str(exc)
     return text[len(name) + 2:] if text.startswith(f"{name}: ") else text
@@ -402,7 +418,7 @@ class FolderData:
 def unreadable_summary(unreadable: list[dict[str, str]], files: int) -> str | None:
     if not unreadable:
         return None
-    shown = "; ".join(f"{u['file']} ({u['reason']})" for u in unreadable[:SHOWN_UNREADABLE])
+    shown = "; ".join(f"{u['file']}: {u['reason']}" for u in unreadable[:SHOWN_UNREADABLE])
     more = f"; and {len(unreadable) - SHOWN_UNREADABLE} more" if len(unreadable) > SHOWN_UNREADABLE else ""
     return (f"{len(unreadable)} of {files} image files could not be read and were left out: {shown}{more} "
             "(all are listed in the training_data record of the posterior)")

@@ -1,0 +1,62 @@
+"""``bayescope-cli import``: a network trained elsewhere (a built-in architecture and its
+``state_dict``) saved as a MAP posterior, which every view shows and Laplace and SWAG can
+start from (``train --method laplace --start-from MAP.pt``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from core.commands.console import say
+from core.engine.files import check_output_file
+from core.engine.import_weights import TORCHVISION_ARCHITECTURES, import_network, read_class_names
+from core.engine.models import ARCHITECTURES
+from core.engine.store import save_posterior
+
+
+def _numbers(text: str | None, option: str) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{option} takes numbers separated by commas (one per channel), got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{option} takes finite numbers, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", required=True, metavar="NAME",
+                        help=f"the network's architecture: {', '.join(ARCHITECTURES)} "
+                             f"(torchvision ones such as {TORCHVISION_ARCHITECTURES[0]} are refused with the reason)")
+    parser.add_argument("--weights", required=True, metavar="W.pt",
+                        help="its state_dict, saved with torch.save(model.state_dict(), 'W.pt')")
+    parser.add_argument("--classes", required=True, metavar="names.txt",
+                        help="the class names, one per line, in the order of the network's outputs")
+    parser.add_argument("--image-size", type=int, metavar="N",
+                        help="side of the square images it reads (default 28 grey, 32 colour)")
+    parser.add_argument("--channels", type=int, choices=(1, 3),
+                        help="1 grey, 3 colour (default: read from the first convolution, else 1)")
+    parser.add_argument("--hidden", type=int, help="mlp: hidden width (default: read from the weights)")
+    parser.add_argument("--drop-rate", type=float, default=0.0,
+                        help="dropout rate of its dropout layers (kept for MC dropout; default 0)")
+    parser.add_argument("--mean", metavar="M1,M2,M3",
+                        help="per-channel mean it standardised its inputs (in [0, 1]) with, if any")
+    parser.add_argument("--std", metavar="S1,S2,S3", help="per-channel standard deviation, with --mean")
+    parser.add_argument("--out", required=True, metavar="MAP.pt", help="where to write the MAP posterior")
+
+
+def run(args: argparse.Namespace) -> int:
+    mean, std = _numbers(args.mean, "--mean"), _numbers(args.std, "--std")
+    if bool(mean) != bool(std):
+        raise ValueError("give --mean and --std together (one number per channel each)")
+    check_output_file(args.out, "the posterior")
+    names = read_class_names(args.classes)
+    posterior = import_network(args.arch, args.weights, names, image_size=args.image_size, channels=args.channels,
+                               drop_rate=args.drop_rate, hidden=args.hidden, mean=mean, std=std)
+    path = save_posterior(posterior, args.out)
+    arch = posterior.arch
+    say(f"imported a {arch.name} of {arch.parameter_count():,} weights ({len(names)} classes, "
+        f"{'colour' if arch.channels == 3 else 'grey'} {arch.image_size}×{arch.image_size}) as a MAP posterior: {path}")
+    return 0
