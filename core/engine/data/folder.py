@@ -70,12 +70,16 @@ COLOUR_PROBE = 64
 COLOUR_TOLERANCE = 12
 #: Decoded sets larger than this many bytes (float32, at the model's size) stream from disk.
 #: 1 GiB holds 87,000 colour images of 32×32 (CIFAR-10's 60,000 take 0.74 GB) or 340,000
-#: grey 28×28 ones; measured in docs/data.md.
+#: grey 28×28 ones. Streaming decodes every image once per epoch (~1.3 ms per 128 px JPEG
+#: on one core here), which is small next to a ResNet-8 step on a CPU, so the threshold is
+#: set by memory alone (docs/data.md has the measurements).
 STREAM_BYTES = 1 << 30
 #: The largest side a person's images may be read at.
 MAX_FOLDER_SIZE = 256
-#: From this many files on, decoding uses worker processes.
-WORKERS_FROM = 2000
+#: From this many files on, decoding uses worker processes. A spawned worker imports torch
+#: before its first image (5-10 s measured here), while one thread decodes ~800 UTKFace
+#: JPEGs (128 px → 32 px) a second, so workers pay off only for large folders.
+WORKERS_FROM = 20_000
 #: Unreadable files named on the terminal (all of them are recorded).
 SHOWN_UNREADABLE = 5
 #: CIFAR's image side and bytes per image.
@@ -199,10 +203,12 @@ def _as_list(batch: list) -> list:
 def decode_stream(paths: Sequence[Path], side: int, channels: int, workers: int | None = None):
     """Yield ``(index, array or None, reason)`` for every path, decoded by a DataLoader."""
     if workers is None:
-        workers = min(4, os.cpu_count() or 1) if len(paths) >= WORKERS_FROM else 0
+        workers = min(4, (os.cpu_count() or 1) - 1) if len(paths) >= WORKERS_FROM else 0
     loader = torch.utils.data.DataLoader(
         ImageFiles(paths, side, channels), batch_size=64, num_workers=workers, collate_fn=_as_list,
-        multiprocessing_context="spawn" if workers else None,  # forking a threaded app (the window) can hang
+        # forking a threaded process (the window) can hang; spawned workers need a script's
+        # work to sit under ``if __name__ == "__main__":``, as bayescope's entry points do
+        multiprocessing_context="spawn" if workers else None,
     )
     for batch in loader:
         yield from batch
@@ -558,13 +564,7 @@ def load_image_folder(
     kept = None if stream else np.zeros((n, channels, side, side), dtype=np.uint8)
     ok = np.zeros(n, dtype=bool)
     reasons: dict[int, str] = {}
-    if listing.splits is not None:
-        is_test = np.asarray([s == "test" for s in listing.splits])
-    elif len(listing.class_names) < 2:
-        is_test = np.ones(n, dtype=bool)  # one class: an out-of-distribution set, read whole
-    else:
-        is_test = _seeded_split(labels, test_fraction, seed)
-    total, squares, counted = np.zeros(channels), np.zeros(channels), 0
+    sums = np.zeros((n, 2, channels))  # per image: the sum and the sum of squares of each channel
     for done, (i, array, reason) in enumerate(decode_stream(listing.paths, side, channels, workers), start=1):
         if array is None:
             reasons[i] = reason
@@ -572,11 +572,8 @@ def load_image_folder(
             ok[i] = True
             if kept is not None:
                 kept[i] = array
-            if not is_test[i]:
-                values = array.reshape(channels, -1).astype(np.float64) / 255.0
-                total += values.sum(1)
-                squares += (values**2).sum(1)
-                counted += values.shape[1]
+            values = array.reshape(channels, -1).astype(np.float64) / 255.0
+            sums[i] = values.sum(1), (values**2).sum(1)
         if on_image is not None:
             on_image(done, n)
     unreadable = [{"file": listing.relative(listing.paths[i]), "reason": reasons[i]} for i in sorted(reasons)]
@@ -584,7 +581,17 @@ def load_image_folder(
         raise DatasetContentError(
             f"none of the {n} image files in {path} could be read (the first: "
             f"{unreadable[0]['file']}: {unreadable[0]['reason']})")
-    mean, std = _statistics(total, squares, counted)
+    if listing.splits is not None:
+        is_test = np.asarray([s == "test" for s in listing.splits])
+    elif len(listing.class_names) < 2:
+        is_test = np.ones(n, dtype=bool)  # one class: an out-of-distribution set, read whole
+    else:  # drawn over the readable images, so that a damaged file takes no test image's place
+        is_test = np.zeros(n, dtype=bool)
+        readable = np.flatnonzero(ok)
+        is_test[readable] = _seeded_split(labels[readable], test_fraction, seed)
+    train = ok & ~is_test
+    pixels = side * side * int(train.sum())
+    mean, std = _statistics(sums[train, 0].sum(0), sums[train, 1].sum(0), pixels)
     source: dict[str, Any] = {
         "dataset": None, "folder": str(path.resolve()), "layout": listing.layout,
         "class_names": list(listing.class_names), "files": n, "ignored": listing.ignored,

@@ -1,0 +1,393 @@
+"""A person's own images: class folders, CSV manifests and CIFAR binaries, read as the docs say.
+
+Folders are built in tmp from the shared MNIST digits (grey) and UTKFace photos (colour);
+expected values come from reading the written files again with Pillow or NumPy, or from the
+layout of an image drawn for the test, never from the loader's own output.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import string
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from core.commands.main import main
+from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
+from core.engine.data.folder import (
+    StreamedImages,
+    check_training_classes,
+    fit_square,
+    image_folder,
+    load_image_folder,
+    read_image,
+)
+from core.engine.data.idx import read_idx, write_idx
+from core.engine.store import load_posterior
+
+# ----------------------------------------------------------------------------- material
+
+
+@pytest.fixture(scope="module")
+def digits(shared_data) -> tuple[np.ndarray, np.ndarray]:
+    """The first 300 MNIST test digits (uint8 28×28) and their labels."""
+    x = read_idx(shared_data / "mnist" / "t10k-images-idx3-ubyte.gz")[:300]
+    y = read_idx(shared_data / "mnist" / "t10k-labels-idx1-ubyte.gz")[:300]
+    return x, y
+
+
+@pytest.fixture(scope="module")
+def photos(shared_data) -> dict[str, list[bytes]]:
+    """JPEG bytes of 16 UTKFace photos under 30 years and 16 of 50 or more, as stored."""
+    wanted, out = 16, {"young": [], "old": []}
+    with tarfile.open(shared_data / "utkface" / "UTKFace-128.tar.gz") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            age = int(Path(member.name).name.split("_")[0])
+            group = "young" if age < 30 else "old" if age >= 50 else None
+            if group and len(out[group]) < wanted:
+                out[group].append(tar.extractfile(member).read())
+            if min(len(v) for v in out.values()) >= wanted:
+                return out
+    raise AssertionError("UTKFace holds too few photos")
+
+
+def _digit_folder(root: Path, digits, classes=(0, 1, 2), per_class=6) -> dict[str, list[np.ndarray]]:
+    """Class folders of digit PNGs (the second half of each class one folder deeper)."""
+    x, y = digits
+    written: dict[str, list[np.ndarray]] = {}
+    for c in classes:
+        images = x[y == c][:per_class]
+        folder = root / f"digit {c}"
+        for i, image in enumerate(images):
+            place = folder / "more" if i >= per_class // 2 else folder
+            place.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(image).save(place / f"{i}.png")
+        written[f"digit {c}"] = list(images)
+    return written
+
+
+def _photo_folder(root: Path, photos, per_class: int = 16) -> Path:
+    for group, blobs in photos.items():
+        (root / group).mkdir(parents=True, exist_ok=True)
+        for i, blob in enumerate(blobs[:per_class]):
+            (root / group / f"{i}.jpg").write_bytes(blob)
+    return root
+
+
+def _as_set(x: torch.Tensor) -> set[bytes]:
+    return {bytes((img * 255).round().to(torch.uint8).numpy().tobytes()) for img in x}
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def test_grey_class_folders_at_any_depth_read_exactly(tmp_path, digits):
+    written = _digit_folder(tmp_path / "d", digits)
+    data = load_image_folder(tmp_path / "d")
+    assert data.channels == 1 and data.image_size == 28
+    assert data.train.class_names == ("digit 0", "digit 1", "digit 2")  # sorted folder names
+    assert len(data.train) + len(data.test) == 18 and data.unreadable == []
+    # 28×28 PNGs are not resized: every pixel is the MNIST byte written
+    expected = {bytes(img[None].tobytes()) for images in written.values() for img in images}
+    assert _as_set(torch.cat([data.train.x, data.test.x])) == expected
+    for part in (data.train, data.test):  # each image carries its own folder's label
+        for img, label in zip(part.x, part.y, strict=True):
+            raw = (img[0] * 255).round().to(torch.uint8).numpy()
+            name = part.class_names[int(label)]
+            assert any(np.array_equal(raw, w) for w in written[name])
+
+
+def test_the_seeded_split_holds_out_a_fifth_of_each_class_the_same_way_every_time(tmp_path, digits):
+    _digit_folder(tmp_path / "d", digits, classes=(0, 1), per_class=10)
+    a, b = load_image_folder(tmp_path / "d"), load_image_folder(tmp_path / "d")
+    assert torch.equal(a.test.x, b.test.x) and torch.equal(a.train.y, b.train.y)
+    assert sorted(a.test.y.tolist()) == [0, 0, 1, 1]  # round(0.2 × 10) of each class
+    assert not (_as_set(a.train.x) & _as_set(a.test.x))
+    other = load_image_folder(tmp_path / "d", test_fraction=0.5)
+    assert sorted(other.test.y.tolist()) == [0] * 5 + [1] * 5
+
+
+def test_train_and_test_folders_give_the_split(tmp_path, digits):
+    _digit_folder(tmp_path / "d" / "train", digits, classes=(3, 4), per_class=4)
+    _digit_folder(tmp_path / "d" / "test", digits, classes=(4,), per_class=2)
+    data = load_image_folder(tmp_path / "d")
+    assert data.train.class_names == ("digit 3", "digit 4")
+    assert len(data.train) == 8 and data.test.y.tolist() == [1, 1]  # test's only class is train's second
+    assert data.train.source["split_rule"] == "train/ and test/ folders"
+
+
+def test_non_ascii_names_and_a_corrupt_file_are_read_and_listed(tmp_path, digits):
+    x, _ = digits
+    root = tmp_path / "Ziffern ä"
+    for name in ("nul", "ünö", "日本"):
+        (root / name).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(x[i]).save(root / name / f"ñ{i}.png")
+    (root / "ünö" / "kaputt.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    buffer = io.BytesIO()
+    Image.fromarray(x[0]).save(buffer, format="PNG")
+    (root / "日本" / "halb.png").write_bytes(buffer.getvalue()[:60])  # truncated
+    (root / "nul" / "notes.txt").write_text("not an image")
+    data = load_image_folder(root)
+    assert data.train.class_names == tuple(sorted(("nul", "ünö", "日本")))
+    assert data.files == 11 and len(data.train) + len(data.test) == 9
+    assert sorted(u["file"] for u in data.unreadable) == ["ünö/kaputt.png", "日本/halb.png"]
+    assert all("not a readable image" in u["reason"] for u in data.unreadable)
+    assert data.train.source["ignored"] == 1
+    line = data.summary()
+    assert line.startswith("2 of 11 image files could not be read") and "ünö/kaputt.png" in line
+
+
+def test_a_folder_of_one_class_cannot_train_but_is_an_ood_set(tmp_path, digits):
+    x, _ = digits
+    (tmp_path / "loose").mkdir()
+    for i in range(5):
+        Image.fromarray(x[i]).save(tmp_path / "loose" / f"{i}.png")
+    data = load_image_folder(tmp_path / "loose")
+    assert len(data.test) == 5 and len(data.train) == 0  # read whole as test images
+    with pytest.raises(DatasetContentError, match="holds one class .* a classifier needs at least two"):
+        check_training_classes(data, "loose")
+    (tmp_path / "empty" / "a").mkdir(parents=True)
+    with pytest.raises(DatasetNotFoundError, match="holds no images"):
+        load_image_folder(tmp_path / "empty")
+
+
+def test_unreadable_everything_is_a_sentence(tmp_path):
+    (tmp_path / "bad" / "a").mkdir(parents=True)
+    (tmp_path / "bad" / "b").mkdir(parents=True)
+    (tmp_path / "bad" / "a" / "x.jpg").write_bytes(b"nope")
+    (tmp_path / "bad" / "b" / "y.png").write_bytes(b"")
+    with pytest.raises(DatasetContentError, match="none of the 2 image files .* could be read"):
+        load_image_folder(tmp_path / "bad")
+
+
+def test_a_csv_manifest_reads_relative_paths_and_names_missing_files(tmp_path, digits):
+    x, y = digits
+    (tmp_path / "imgs").mkdir()
+    rows = ["path,label"]
+    for i in range(12):
+        Image.fromarray(x[i]).save(tmp_path / "imgs" / f"{i}.png")
+        rows.append(f"imgs/{i}.png,{'even' if y[i] % 2 == 0 else 'odd'}")
+    rows.append("imgs/gone.png,odd")
+    (tmp_path / "set.csv").write_text("\n".join(rows) + "\n")
+    data = load_image_folder(tmp_path / "set.csv")
+    assert data.train.class_names == ("even", "odd")
+    assert data.unreadable == [{"file": "imgs/gone.png", "reason": "no such file"}]
+    both = torch.cat([data.train.x, data.test.x])
+    labels = torch.cat([data.train.y, data.test.y])
+    for img, label in zip(both, labels, strict=True):  # each image kept its row's label
+        raw = (img[0] * 255).round().to(torch.uint8).numpy()
+        i = next(i for i in range(12) if np.array_equal(x[i], raw))
+        assert int(label) == int(y[i] % 2)
+    (tmp_path / "broken.csv").write_text("path,label\nimgs/0.png\n")
+    with pytest.raises(DatasetContentError, match="line 2: expected 'path,label'"):
+        load_image_folder(tmp_path / "broken.csv")
+
+
+def _cifar_records(images: np.ndarray, labels: list[tuple[int, ...]]) -> bytes:
+    return b"".join(bytes(label) + img.tobytes() for img, label in zip(images, labels, strict=True))
+
+
+def test_cifar_10_and_100_binaries_read_byte_for_byte(tmp_path):
+    rng = np.random.default_rng(3)
+    train = rng.integers(0, 256, (6, 3, 32, 32), dtype=np.uint8)
+    test = rng.integers(0, 256, (4, 3, 32, 32), dtype=np.uint8)
+    ten = tmp_path / "cifar-10-batches-bin"
+    ten.mkdir()
+    (ten / "data_batch_1.bin").write_bytes(_cifar_records(train[:3], [(0,), (1,), (2,)]))
+    (ten / "data_batch_2.bin").write_bytes(_cifar_records(train[3:], [(9,), (1,), (0,)]))
+    (ten / "test_batch.bin").write_bytes(_cifar_records(test, [(3,), (2,), (1,), (0,)]))
+    data = load_image_folder(tmp_path)  # the archive's own sub-folder is found
+    assert data.channels == 3 and data.image_size == 32
+    assert data.train.class_names[:3] == ("airplane", "automobile", "bird")  # CIFAR-10's published names
+    assert torch.equal(data.train.x, torch.from_numpy(train).float() / 255)
+    assert data.train.y.tolist() == [0, 1, 2, 9, 1, 0] and data.test.y.tolist() == [3, 2, 1, 0]
+    expected_mean = (train.astype(np.float64) / 255).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(data.mean, expected_mean, rtol=1e-6)
+
+    hundred = tmp_path / "c100"
+    hundred.mkdir()
+    (hundred / "train.bin").write_bytes(_cifar_records(train[:2], [(4, 57), (1, 3)]))  # coarse, fine
+    (hundred / "test.bin").write_bytes(_cifar_records(test[:1], [(2, 99)]))
+    data = load_image_folder(hundred)
+    assert data.train.y.tolist() == [57, 3] and data.test.y.tolist() == [99]
+    assert torch.equal(data.test.x, torch.from_numpy(test[:1]).float() / 255)
+    (hundred / "test.bin").write_bytes(_cifar_records(test[:1], [(2, 99)])[:-5])
+    with pytest.raises(DatasetContentError, match="not a whole number of cifar-100 records"):
+        load_image_folder(hundred)
+
+
+# ----------------------------------------------------------------------------- one image
+
+
+def test_the_shorter_side_is_resized_and_the_centre_cut(tmp_path):
+    # 40 wide, 80 tall: red top quarter, green middle half, blue bottom quarter
+    image = np.zeros((80, 40, 3), np.uint8)
+    image[:20, :, 0] = 255
+    image[20:60, :, 1] = 255
+    image[60:, :, 2] = 255
+    Image.fromarray(image).save(tmp_path / "bands.png")
+    x = read_image(tmp_path / "bands.png", 32, 3)
+    # 40 → 32 scales the height to 64: the bands sit at rows 0-16, 16-48, 48-64 and the
+    # centre 32 rows (16-48) are the green band alone, up to a blended edge row
+    assert x.shape == (3, 32, 32)
+    assert (x[1, 1:-1] == 255).all() and (x[0, 1:-1] == 0).all() and (x[2, 1:-1] == 0).all()
+    assert fit_square(Image.fromarray(image), 32).size == (32, 32)
+
+
+def test_the_exif_orientation_is_applied(tmp_path):
+    stored = np.zeros((20, 40), np.uint8)
+    stored[:, 20:] = 255  # stored: dark left half, light right half
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown rotated 90° clockwise: the left half becomes the top
+    Image.fromarray(stored).save(tmp_path / "turned.jpg", exif=exif, quality=95)
+    x = read_image(tmp_path / "turned.jpg", 20, 1)[0]  # shown 20×40: the centre 20 rows
+    assert x[:8].max() < 40 and x[12:].min() > 215
+
+
+def test_colour_is_detected_and_grey_photos_stay_grey(tmp_path, photos, digits):
+    colour = load_image_folder(_photo_folder(tmp_path / "faces", photos, 6))
+    assert colour.channels == 3 and colour.image_size == 32
+    assert colour.train.x.shape[1:] == (3, 32, 32)
+    for group, blobs in photos.items():  # grey copies of the photos, saved as RGB JPEGs
+        (tmp_path / "grey" / group).mkdir(parents=True)
+        for i, blob in enumerate(blobs[:6]):
+            Image.open(io.BytesIO(blob)).convert("L").convert("RGB").save(tmp_path / "grey" / group / f"{i}.jpg")
+    assert load_image_folder(tmp_path / "grey").channels == 1
+
+
+def test_the_standardisation_is_measured_on_the_training_images(tmp_path, photos):
+    data = load_image_folder(_photo_folder(tmp_path / "faces", photos, 8), image_size=24)
+    # independently: every training image read back with Pillow, resized as documented
+    pixels = []
+    for img in data.train.x:
+        pixels.append(img.reshape(3, -1).double())
+    stacked = torch.cat(pixels, 1)
+    np.testing.assert_allclose(data.mean, stacked.mean(1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(data.std, stacked.std(1, unbiased=False).numpy(), rtol=1e-5)
+    files = sorted((tmp_path / "faces").rglob("*.jpg"))
+    values = []
+    for f in files:
+        with Image.open(f) as im:
+            w, h = im.size
+            side = 24
+            scale = side / min(w, h)
+            small = im.convert("RGB").resize((round(w * scale), round(h * scale)), Image.Resampling.BILINEAR)
+            left, top = (small.width - side) // 2, (small.height - side) // 2
+            values.append(np.asarray(small.crop((left, top, left + side, top + side))))
+    assert _as_set(torch.cat([data.train.x, data.test.x])) == {
+        bytes(v.transpose(2, 0, 1).tobytes()) for v in values}
+
+
+def test_a_large_set_streams_from_disk_with_the_same_images(tmp_path, photos):
+    folder = _photo_folder(tmp_path / "faces", photos, 8)
+    held = load_image_folder(folder)
+    streamed = load_image_folder(folder, stream_bytes=0)
+    assert isinstance(streamed.train.x, StreamedImages) and streamed.train.source["streamed"]
+    assert streamed.train.x.shape == held.train.x.shape
+    index = torch.tensor([3, 0, 5])
+    assert torch.equal(streamed.train.x[index], held.train.x[index])
+    assert torch.equal(streamed.test.first(2).x[torch.arange(2)], held.test.x[:2])
+    assert streamed.mean == held.mean
+
+
+def test_decoding_with_worker_processes_gives_the_same_images(tmp_path, photos):
+    folder = _photo_folder(tmp_path / "faces", photos, 4)
+    alone = load_image_folder(folder, workers=0)
+    with_workers = load_image_folder(folder, workers=2)
+    assert torch.equal(alone.train.x, with_workers.train.x)
+
+
+_VALID = st.sampled_from(["png", "jpg", "bmp", "webp", "tiff"])
+_CORRUPT = st.sampled_from(["empty", "garbage", "truncated"])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.tuples(st.integers(0, 2), st.one_of(_VALID, _CORRUPT), st.integers(1, 40),
+                                st.integers(1, 40), st.booleans()), min_size=1, max_size=12),
+       name=st.text(string.ascii_letters + "äñ日 ", min_size=1, max_size=6))
+def test_any_mix_of_valid_and_corrupt_files_adds_up(tmp_path_factory, files, name):
+    root = tmp_path_factory.mktemp("mix")
+    valid = 0
+    for i, (cls, kind, w, h, colour) in enumerate(files):
+        folder = root / f"{name.strip() or 'c'}{cls}"
+        folder.mkdir(exist_ok=True)
+        if kind in ("empty", "garbage", "truncated"):
+            blob = {"empty": b"", "garbage": bytes(range(7)) * 3}.get(kind)
+            if blob is None:
+                buffer = io.BytesIO()
+                Image.new("RGB", (w, h), (200, 10, 10)).save(buffer, format="PNG")
+                blob = buffer.getvalue()[:20]
+            (folder / f"{i}.png").write_bytes(blob)
+        else:
+            pixels = np.full((h, w, 3) if colour else (h, w), 90 + 7 * i, np.uint8)
+            Image.fromarray(pixels).save(folder / f"{i}.{kind}")
+            valid += 1
+    if valid == 0:
+        with pytest.raises(DatasetContentError):
+            load_image_folder(root, image_size=16)
+        return
+    data = load_image_folder(root, image_size=16)
+    assert len(data.train) + len(data.test) == valid
+    assert len(data.unreadable) == len(files) - valid == data.files - valid
+    assert data.train.x.shape[1:] == (data.channels, 16, 16) if len(data.train) else True
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_image_folder_tells_idx_folders_and_names_apart(tmp_path, digits):
+    _digit_folder(tmp_path / "d", digits)
+    (tmp_path / "idx").mkdir()
+    write_idx(tmp_path / "idx" / "t10k-images-idx3-ubyte.gz", digits[0][:4])
+    write_idx(tmp_path / "idx" / "t10k-labels-idx1-ubyte.gz", digits[1][:4])
+    assert image_folder(tmp_path / "d") and not image_folder(tmp_path / "idx") and not image_folder("mnist")
+
+
+def test_train_on_a_colour_folder_then_evaluate_it_with_an_ood_folder(tmp_path, photos, digits, capsys):
+    faces = _photo_folder(tmp_path / "faces", photos, 16)
+    (faces / "old" / "broken.jpg").write_bytes(b"not a photo")
+    _digit_folder(tmp_path / "digits", digits, classes=(0, 1), per_class=5)
+    out = tmp_path / "map.pt"
+    assert main(["train", "--dataset", str(faces), "--method", "map", "--set", "epochs=2",
+                 "--set", "batch_size=8", "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "1 of 33 image files could not be read" in said.err and "old/broken.jpg" in said.err
+    posterior = load_posterior(out)
+    assert posterior.arch.name == "resnet" and posterior.arch.channels == 3  # colour → the colour net
+    assert posterior.info["class_names"] == ["old", "young"]
+    record = posterior.info["training_data"]
+    assert record["unreadable"] == [{"file": "old/broken.jpg", "reason": record["unreadable"][0]["reason"]}]
+    assert tuple(record["normalisation"]["mean"]) == posterior.arch.mean
+    trained_accuracy = posterior.info["test_accuracy"]
+    report = tmp_path / "report"
+    assert main(["evaluate", "--posterior", str(out), "--dataset", str(faces), "--ood", str(tmp_path / "digits"),
+                 "--out", str(report)]) == 0
+    ev = json.loads((report / "evaluation.json").read_text())
+    text = capsys.readouterr().out
+    assert "faces-test: 6 images" in text  # round(0.2 × 16) of each class, the broken file left out
+    assert "OOD digits-test: 2 images" in text
+    # the same seeded split in both commands: the MAP's accuracy on it is the one train recorded
+    assert f"{trained_accuracy * 100:7.2f}" in text
+    assert json.dumps(ev).count("old/broken.jpg") >= 1  # the unreadable file is in the report's provenance
+
+
+def test_train_refuses_a_one_class_folder_in_one_line(tmp_path, digits, capsys):
+    x, _ = digits
+    (tmp_path / "one" / "only").mkdir(parents=True)
+    for i in range(4):
+        Image.fromarray(x[i]).save(tmp_path / "one" / "only" / f"{i}.png")
+    assert main(["train", "--dataset", str(tmp_path / "one"), "--method", "map", "--out", str(tmp_path / "p.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "a classifier needs at least two" in err and "Error" not in err
+    assert not (tmp_path / "p.pt").exists()
