@@ -1,0 +1,179 @@
+"""Colour models (channels, standardisation, the ResNet-8) and ``bayescope-cli import``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from core.commands.main import main
+from core.engine.import_weights import torchvision_available
+from core.engine.inference import METHODS, get_method
+from core.engine.inference.base import Dataset
+from core.engine.models import ArchSpec, build_model, num_parameters
+from core.engine.runner import drain, fit_posterior
+from core.engine.store import load_posterior, save_posterior
+
+BUNDLED_MAP = Path(__file__).resolve().parents[2] / "resources" / "models" / "mnist_softmax_map.pt"
+COLOUR = ArchSpec("resnet", num_classes=3, image_size=16, channels=3, mean=(0.5, 0.4, 0.3), std=(0.2, 0.25, 0.3))
+
+
+def test_grey_records_are_written_as_before_and_old_files_load():
+    assert ArchSpec().to_dict() == {"name": "lenet", "num_classes": 10, "drop_rate": 0.0, "hidden": 100,
+                                    "image_size": 28}
+    bundled = load_posterior(BUNDLED_MAP)
+    assert bundled.arch.channels == 1 and bundled.arch.mean == ()
+
+
+@pytest.mark.parametrize("spec", [COLOUR, ArchSpec("resnet", num_classes=7, image_size=40, channels=1),
+                                  ArchSpec("lenet", channels=3, image_size=32), ArchSpec("mlp", channels=3, image_size=8)])
+def test_the_weight_count_formula_counts_the_built_model(spec):
+    assert spec.parameter_count() == num_parameters(build_model(spec))
+    assert build_model(spec)(torch.rand(2, *spec.input_shape)).shape == (2, spec.num_classes)
+
+
+def test_the_model_standardises_its_input_with_the_recorded_statistics():
+    torch.manual_seed(0)
+    plain = build_model(dataclasses.replace(COLOUR, mean=(), std=()))
+    standardised = build_model(COLOUR)
+    standardised.load_state_dict(plain.state_dict())
+    x = torch.rand(4, 3, 16, 16)
+    mean = torch.tensor(COLOUR.mean).reshape(1, 3, 1, 1)
+    std = torch.tensor(COLOUR.std).reshape(1, 3, 1, 1)
+    torch.testing.assert_close(standardised(x), plain((x - mean) / std))
+
+
+@pytest.mark.parametrize("bad", [dict(mean=(0.5,), std=(0.2,)), dict(mean=(0.1, 0.2, 0.3), std=(0.2, 0.0, 0.1)),
+                                 dict(channels=2), dict(mean=(0.1, 0.2, float("nan")), std=(1.0, 1.0, 1.0))])
+def test_a_bad_colour_record_is_refused(bad):
+    with pytest.raises(ValueError):
+        dataclasses.replace(COLOUR, **bad)
+
+
+def test_a_colour_posterior_round_trips_through_its_file(tmp_path):
+    torch.manual_seed(1)
+    model = build_model(COLOUR)
+    from core.engine.inference.base import SampledPosterior
+
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in model.named_parameters()}
+    posterior = SampledPosterior("map", COLOUR, {}, 0, "faces-train", samples, {"class_names": ["a", "b", "c"]})
+    loaded = load_posterior(save_posterior(posterior, tmp_path / "p.pt"))
+    assert loaded.arch == COLOUR
+    x = torch.rand(3, 3, 16, 16)
+    torch.testing.assert_close(loaded.predict_proba(x)[0], torch.softmax(model(x), -1))
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"hmc"}))  # HMC's full-batch leapfrog: minutes on CPU
+def test_every_method_trains_and_predicts_the_colour_net(method):
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(24, 3, 8, 8, generator=g)
+    y = (x[:, 0].mean((1, 2)) > x[:, 2].mean((1, 2))).long()
+    m = get_method(method)
+    config = m.parse_settings({})
+    names = {f.name for f in dataclasses.fields(config)}
+    small = dict(epochs=1, burn_in_epochs=0, num_members=2, num_chains=2, num_samples=3, swa_epochs=1, rank=2,
+                 batch_size=12, predict_samples=3, thin=1)
+    config = dataclasses.replace(config, **{k: v for k, v in small.items() if k in names})
+    arch = ArchSpec("resnet", num_classes=2, image_size=8, channels=3, drop_rate=0.25 if m.needs_dropout else 0.0,
+                    mean=(0.5,) * 3, std=(0.29,) * 3)
+    posterior = drain(fit_posterior(m, config, arch, Dataset(x, y, "toy", ("a", "b")), 0))
+    p = posterior.predict_proba(x[:5], num_samples=3, generator=torch.Generator().manual_seed(1))
+    assert p.shape[1:] == (5, 2) and torch.allclose(p.sum(-1), torch.ones(()))
+
+
+# ----------------------------------------------------------------------------- import
+
+
+def _names(tmp_path: Path, names: list[str]) -> Path:
+    (tmp_path / "names.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
+    return tmp_path / "names.txt"
+
+
+@pytest.mark.parametrize("spec", [ArchSpec("resnet", num_classes=3, image_size=32, channels=3),
+                                  ArchSpec("lenet", num_classes=4), ArchSpec("mlp", num_classes=3, hidden=17)])
+def test_an_imported_state_dict_predicts_as_the_network_did(tmp_path, spec, capsys):
+    torch.manual_seed(2)
+    model = build_model(spec)
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    names = [f"class {i} é" for i in range(spec.num_classes)]
+    args = ["import", "--arch", spec.name, "--weights", str(tmp_path / "w.pt"),
+            "--classes", str(_names(tmp_path, names)), "--out", str(tmp_path / "map.pt")]
+    assert main(args) == 0
+    posterior = load_posterior(tmp_path / "map.pt")
+    assert posterior.method == "map" and posterior.arch.channels == spec.channels  # read from the weights
+    assert posterior.arch.hidden == spec.hidden if spec.name == "mlp" else True
+    assert posterior.info["class_names"] == names
+    x = torch.rand(5, *spec.input_shape)
+    with torch.no_grad():
+        expected = torch.softmax(model(x), -1)  # the network's own forward pass
+    torch.testing.assert_close(posterior.predict_proba(x)[0], expected)
+
+
+def test_laplace_starts_from_an_imported_network_and_predict_names_its_classes(tmp_path, capsys):
+    spec = ArchSpec("softmax", num_classes=2, image_size=16, channels=3)
+    torch.manual_seed(3)
+    torch.save(build_model(spec).state_dict(), tmp_path / "w.pt")
+    assert main(["import", "--arch", "softmax", "--weights", str(tmp_path / "w.pt"), "--channels", "3",
+                 "--image-size", "16", "--classes", str(_names(tmp_path, ["red", "blue"])),
+                 "--mean", "0.5,0.5,0.5", "--std", "0.3,0.3,0.3", "--out", str(tmp_path / "map.pt")]) == 0
+    for colour, name in (((220, 20, 20), "red"), ((20, 20, 220), "blue")):
+        (tmp_path / "set" / name).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (20 + i, 18), tuple(c + 3 * i for c in colour)).save(tmp_path / "set" / name / f"{i}.png")
+    out = tmp_path / "laplace.pt"
+    assert main(["train", "--dataset", str(tmp_path / "set"), "--method", "laplace", "--start-from",
+                 str(tmp_path / "map.pt"), "--eval-samples", "5", "--out", str(out)]) == 0
+    laplace = load_posterior(out)
+    assert laplace.method == "laplace" and laplace.arch.mean == (0.5, 0.5, 0.5)
+    assert laplace.info["started_from"]["method"] == "map"
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "set" / "red" / "0.png"), "--posterior", str(tmp_path / "map.pt"),
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [c["class"] for c in result["classes"]] == ["red", "blue"]
+
+
+def test_weights_that_do_not_fit_are_refused_in_one_line(tmp_path, capsys):
+    torch.save(build_model(ArchSpec("lenet", num_classes=10)).state_dict(), tmp_path / "w.pt")
+    names = _names(tmp_path, ["a", "b", "c"])
+    assert main(["import", "--arch", "lenet", "--weights", str(tmp_path / "w.pt"), "--classes", str(names),
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: w.pt: classifier.4.weight has shape (10, 500)") and "--classes" in err
+    torch.save(build_model(ArchSpec("lenet")), tmp_path / "whole.pt")  # a pickled module, not a state_dict
+    assert main(["import", "--arch", "lenet", "--weights", str(tmp_path / "whole.pt"), "--classes", str(names),
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    assert "not a readable file of weights" in capsys.readouterr().err
+    assert main(["import", "--arch", "mlp", "--weights", str(tmp_path / "w.pt"), "--classes", str(names),
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    assert "is not a mlp state_dict: it lacks" in capsys.readouterr().err
+    assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.skipif(torchvision_available()[0], reason="torchvision imports here")
+def test_a_torchvision_architecture_without_torchvision_says_so(tmp_path, capsys):
+    torch.save({"fc.weight": torch.zeros(2, 512)}, tmp_path / "w.pt")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"),
+                 "--classes", str(_names(tmp_path, ["a", "b"])), "--out", str(tmp_path / "m.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "resnet18 is a torchvision architecture, and torchvision cannot be imported here" in err
+
+
+def test_torchvision_resnet18_is_refused_with_the_reason(tmp_path, capsys):
+    torchvision = pytest.importorskip("torchvision", reason="torchvision does not import beside this torch")
+    torch.save(torchvision.models.resnet18(num_classes=2).state_dict(), tmp_path / "w.pt")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"),
+                 "--classes", str(_names(tmp_path, ["a", "b"])), "--out", str(tmp_path / "m.pt")]) == 2
+    assert "batch-norm statistics" in capsys.readouterr().err
+
+
+def test_class_names_must_be_two_or_more_and_distinct(tmp_path, capsys):
+    torch.save(build_model(ArchSpec("softmax", num_classes=2)).state_dict(), tmp_path / "w.pt")
+    for names, words in ((["only"], "names 1 class(es)"), (["a", "a"], "more than once (a)")):
+        assert main(["import", "--arch", "softmax", "--weights", str(tmp_path / "w.pt"),
+                     "--classes", str(_names(tmp_path, names)), "--out", str(tmp_path / "m.pt")]) == 2
+        assert words in capsys.readouterr().err
