@@ -37,7 +37,7 @@ from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
 from app.views.sweep import SweepView
 from app.workers import function_worker, generator_worker
-from app.workspace import Workspace, task_of
+from app.workspace import Workspace, check_window_can_judge, task_of
 from core.engine.naming import posterior_title, samples_used
 from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
@@ -477,6 +477,7 @@ class MainWindow(QMainWindow):
 
             try:
                 posterior = load_posterior(path)
+                check_window_can_judge(posterior)  # one's own images: not offered (the command line judges them)
                 title = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
                 self._titles[key] = (title, task_of(posterior))
             except Exception:  # noqa: BLE001 — an unusable file is simply not offered

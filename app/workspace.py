@@ -34,6 +34,21 @@ def task_of(posterior: Posterior) -> str:
     return "faces" if is_face_posterior(posterior) else "digits"
 
 
+def check_window_can_judge(posterior: Posterior) -> None:
+    """Refuse, in a sentence, a posterior of a person's own images: the window feeds 28×28
+    digits and faces, which such a model (colour, or standardised to its own images) would
+    judge wrongly or not at all; the command line judges its images."""
+    from core.engine.data.folder import reads_photos
+
+    if reads_photos(posterior.arch):
+        side = posterior.arch.image_size
+        kind = "colour" if posterior.arch.channels == 3 else "grey"
+        raise ValueError(
+            f"This posterior was trained on your own {kind} {side}×{side} images; the window judges digits "
+            "and faces only, so far. Judge your images with it on the command line: "
+            "bayescope-cli predict IMAGE --posterior FILE, or evaluate --dataset FOLDER.")
+
+
 def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str, ...]:
     if task == "faces":
         from core.engine.faces import AGE_GROUP_NAMES
@@ -156,6 +171,7 @@ class Workspace(QObject):
         from core.engine.store import load_posterior
 
         posterior = load_posterior(key)
+        check_window_can_judge(posterior)
         task = task_of(posterior)
         columns = self._columns[task]
         if len(columns) >= self.MAX_COLUMNS:
