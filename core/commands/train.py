@@ -106,6 +106,9 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     finally:
         bar.close()
     check_training_classes(data, args.dataset)
+    if data.train.source.get("streamed") and args.method == "hmc":
+        raise ValueError(f"{args.dataset} is too large to hold in memory, and HMC uses every training image "
+                         "at every step; use --limit N or another method")
     summary = data.summary()
     if summary:
         say(f"note: {summary}", sys.stderr)

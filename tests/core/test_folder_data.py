@@ -298,7 +298,29 @@ def test_a_large_set_streams_from_disk_with_the_same_images(tmp_path, photos):
     index = torch.tensor([3, 0, 5])
     assert torch.equal(streamed.train.x[index], held.train.x[index])
     assert torch.equal(streamed.test.first(2).x[torch.arange(2)], held.test.x[:2])
+    assert isinstance(streamed.test.first(2).x, StreamedImages)  # a part stays on disk
+    assert torch.equal(streamed.train.x[2:6], held.train.x[2:6])  # a slice is decoded, as a tensor's is
     assert streamed.mean == held.mean
+    # the accuracy loop and the evaluation read batches by slices: the same numbers either way
+    from core.engine.inference.base import SampledPosterior, accuracy
+    from core.engine.models import ArchSpec, build_model
+
+    arch = ArchSpec("resnet", num_classes=2, image_size=32, channels=3, mean=held.mean, std=held.std)
+    torch.manual_seed(0)
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
+    posterior = SampledPosterior("map", arch, {}, 0, "faces", samples)
+    assert accuracy(posterior, streamed.test) == accuracy(posterior, held.test)
+    # a fit draws mini-batches by index tensors: the same fit from disk as from memory
+    import dataclasses
+
+    from core.engine.inference import get_method
+    from core.engine.runner import drain, fit_posterior
+
+    method = get_method("map")
+    config = dataclasses.replace(method.parse_settings({}), epochs=1, batch_size=4)
+    fits = [drain(fit_posterior(method, config, arch, data.train, 0)) for data in (held, streamed)]
+    for name, tensor in fits[0].samples.items():
+        torch.testing.assert_close(fits[1].samples[name], tensor)
 
 
 def test_decoding_with_worker_processes_gives_the_same_images(tmp_path, photos):

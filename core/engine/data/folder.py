@@ -363,9 +363,10 @@ class StreamedImages:
     """Images that stay on disk: indexing decodes the files asked for (float32 in [0, 1]).
 
     It answers what the fitting loops and the evaluation ask of ``Dataset.x``: ``len``,
-    ``shape``, ``ndim``, ``dtype`` and indexing by an int, a slice or a tensor of indices
-    (a slice gives another :class:`StreamedImages`, so a subset decodes nothing). Files are
-    decoded by a pool of threads (Pillow releases the GIL while decoding and resizing).
+    ``shape``, ``ndim``, ``dtype`` and indexing by an int, a slice or a tensor of indices,
+    which decodes those images into a tensor; :meth:`subset` (what ``Dataset.subset`` and
+    ``Dataset.first`` use) keeps a part on disk. Files are decoded by a pool of threads
+    (Pillow releases the GIL while decoding and resizing).
     """
 
     def __init__(self, paths: Sequence[Path], side: int, channels: int) -> None:
@@ -387,11 +388,18 @@ class StreamedImages:
         except ImageLoadError as exc:  # it was readable when the folder was scanned
             raise DatasetContentError(f"{exc}; it changed since the folder was read") from None
 
-    def __getitem__(self, index: Any) -> Any:
+    def subset(self, index: Any) -> StreamedImages:
+        """The images at ``index`` (a slice or indices), still on disk."""
         if isinstance(index, slice):
             return StreamedImages(self.paths[index], self.side, self.channels)
+        return StreamedImages([self.paths[int(i)] for i in torch.as_tensor(index).reshape(-1)], self.side,
+                              self.channels)
+
+    def __getitem__(self, index: Any) -> torch.Tensor:
         if isinstance(index, (int, np.integer)):
             return torch.from_numpy(self._read(self.paths[int(index)]).astype(np.float32) / 255.0)
+        if isinstance(index, slice):
+            return self[torch.arange(len(self.paths))[index]]
         chosen = [self.paths[int(i)] for i in torch.as_tensor(index).reshape(-1)]
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
             arrays = list(pool.map(self._read, chosen))

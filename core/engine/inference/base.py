@@ -113,7 +113,9 @@ class Dataset:
         return len(self.y)
 
     def subset(self, index: torch.Tensor | slice) -> Dataset:
-        return Dataset(self.x[index], self.y[index], self.name, self.class_names, dict(self.source))
+        # images streamed from disk (core.engine.data.folder.StreamedImages) stay there
+        x = self.x.subset(index) if hasattr(self.x, "subset") else self.x[index]
+        return Dataset(x, self.y[index], self.name, self.class_names, dict(self.source))
 
     def first(self, limit: int | None) -> Dataset:
         """The first ``limit`` examples (all when ``limit`` is None), the limit recorded."""
