@@ -402,6 +402,10 @@ def test_train_on_a_colour_folder_then_evaluate_it_with_an_ood_folder(tmp_path, 
     # the same seeded split in both commands: the MAP's accuracy on it is the one train recorded
     assert f"{trained_accuracy * 100:7.2f}" in text
     assert json.dumps(ev).count("old/broken.jpg") >= 1  # the unreadable file is in the report's provenance
+    # a folder of other classes is refused: its labels would be read as the posterior's classes
+    assert main(["evaluate", "--posterior", str(out), "--dataset", str(tmp_path / "digits"),
+                 "--out", str(tmp_path / "other")]) == 2
+    assert "has the classes digit 0, digit 1, but map tells apart old, young" in capsys.readouterr().err
 
 
 def test_train_refuses_a_one_class_folder_in_one_line(tmp_path, digits, capsys):
