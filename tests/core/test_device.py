@@ -268,3 +268,13 @@ def test_device_cuda_trains_and_predicts(tiny_mnist, tmp_path, digit_png, capsys
     assert main(["predict", str(digit_png), "--posterior", str(out), "--json", "--device", "cuda"]) == 0
     assert json.loads(capsys.readouterr().out)["num_samples"] == 100
 
+
+
+def test_gpu_evaluations_are_cached_apart_from_the_cpus():
+    """One seed draws other numbers on a GPU, so its cached evaluation must not stand in for the CPU's."""
+    from core.outputs.evaluation_cache import cache_key
+
+    args = ("posterior-sha", "data-sha", None, 30, 0, 256)
+    assert cache_key(*args) == cache_key(*args, "cpu")
+    assert cache_key(*args, "cuda") != cache_key(*args, "cpu")
+    assert cache_key(*args, "cuda") != cache_key(*args, "mps")
