@@ -160,7 +160,7 @@ def digit_png(tmp_path):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
-@pytest.mark.parametrize("command", ["train", "predict", "evaluate", "compare"])
+@pytest.mark.parametrize("command", ["train", "predict", "evaluate", "compare", "dhmc-mnist", "dhmc-faces"])
 def test_a_missing_gpu_is_one_line_and_exit_2(command, tiny_mnist, tmp_path, digit_png, capsys):
     posterior = tmp_path / "missing.pt"  # never read: the device is refused first
     argv = {
@@ -168,6 +168,8 @@ def test_a_missing_gpu_is_one_line_and_exit_2(command, tiny_mnist, tmp_path, dig
         "predict": ["predict", str(digit_png)],
         "evaluate": ["evaluate", "--posterior", str(posterior), "--out", str(tmp_path / "ev")],
         "compare": ["compare", str(digit_png), "--out", str(tmp_path / "cmp")],
+        "dhmc-mnist": ["reproduce", "dhmc-mnist", "--data-dir", str(tiny_mnist), "--out", str(tmp_path / "r")],
+        "dhmc-faces": ["reproduce", "dhmc-faces", "--out", str(tmp_path / "r")],
     }[command]
     assert main([*argv, "--device", "cuda"]) == 2
     captured = capsys.readouterr()
@@ -175,7 +177,7 @@ def test_a_missing_gpu_is_one_line_and_exit_2(command, tiny_mnist, tmp_path, dig
     assert lines == ["error: this computer has no CUDA GPU that torch can use (this torch build is CPU-only); "
                      "use --device cpu or auto"]
     assert "Traceback" not in captured.err and captured.out == ""
-    assert not (tmp_path / "p.pt").exists()
+    assert not (tmp_path / "p.pt").exists() and not (tmp_path / "r").exists()
 
 
 def test_an_absent_gpu_index_names_it_on_the_command_line(monkeypatch, digit_png, capsys):
