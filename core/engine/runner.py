@@ -101,6 +101,10 @@ def fit_posterior(
     check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
     began = time.perf_counter()
     if device is not None and device.type != "cpu":
+        from core.engine.memory import check_fits
+
+        check_fits(float(data.x.numel() * data.x.element_size() + data.y.numel() * data.y.element_size()),
+                   f"the {len(data):,} training examples", "use fewer (--limit)", device)
         data = type(data)(data.x.to(device), data.y.to(device), data.name, data.class_names, dict(data.source))
     if start is None:
         posterior = yield from steps_on(device, method.fit(config, arch, data, seed))
