@@ -352,13 +352,16 @@ def error_in_words(exc: BaseException, method: str) -> str:
 def training_run(
     method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path,
     name: str = "", start: Posterior | None = None, start_source: dict[str, Any] | None = None,
+    device: Any = None,
 ):
     """Generator run in the worker: load data, fit, save; yields ProgressRecords. ``name``, the
     one typed under “Save as”, is kept in the posterior's ``info["name"]``: its column's title.
-    ``start``: a MAP posterior that Laplace or SWAG starts from instead of training its own."""
+    ``start``: a MAP posterior that Laplace or SWAG starts from instead of training its own.
+    The fit runs on ``device`` (View ▸ Compute on; None: the CPU)."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     train = load_split("mnist", "train", root=mnist_training_folder(data_dir, download))
-    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed, start, start_source)
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed, start, start_source,
+                                         device=device)
     if name.strip():
         posterior.info["name"] = name.strip()
     yield ProgressRecord(1, 1, {}, phase="saving")
@@ -980,7 +983,7 @@ class TrainingDialog(QDialog):
             self.estimate.setText("Estimated time: not measured, as the run started first.")
         gen = training_run(
             method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out,
-            self.name.text(), start, start_source,
+            self.name.text(), start, start_source, device=app_settings.compute_device(),
         )
         self._trace_x.clear()
         self._trace_y.clear()

@@ -16,13 +16,16 @@ import torch
 
 from core.commands.console import (
     USER_ERRORS,
+    add_device_argument,
     bar_callback,
     cancel_code,
     check_seed,
+    chosen_device,
     describe_error,
     parse_settings,
     progress_bar,
     say,
+    say_where,
 )
 from core.engine.data.datasets import load_split
 from core.engine.data.folder import (
@@ -47,8 +50,9 @@ from core.engine.runner import drain, fit_posterior, start_weights
 from core.engine.store import load_posterior, save_posterior
 
 
-def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object]:
+def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object, torch.device]:
     """Check every ``train`` argument (and the output path) before any data is read."""
+    device = chosen_device(args)
     method = get_method(args.method)
     config = method.parse_settings(parse_settings(args.set))
     if args.hidden < 1:
@@ -82,13 +86,14 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
         arch = start.arch
     # weights, gradients and Adam's two moments, for every chain or member trained at once
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
-    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
+    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
+                     device)
     check_output_file(args.out, "the posterior")
-    return method, config, arch, start
+    return method, config, arch, start, device
 
 
 def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch: ArchSpec,
-                       start: Any) -> tuple[Dataset, Dataset, ArchSpec]:
+                       start: Any, device: Any) -> tuple[Dataset, Dataset, ArchSpec]:
     """A person's images as two splits, and the architecture that reads them: its classes,
     channels, side and input standardisation (from the training images) taken from them."""
     given = start.arch if start is not None else None
@@ -109,6 +114,9 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     if data.train.source.get("streamed") and args.method == "hmc":
         raise ValueError(f"{args.dataset} is too large to hold in memory, and HMC uses every training image "
                          "at every step; use --limit N or another method")
+    if data.train.source.get("streamed") and device is not None and device.type != "cpu":
+        raise ValueError(f"{args.dataset} is too large to hold in memory, and images streamed from disk "
+                         "train on the CPU only, so far; use --device cpu or --limit N")
     summary = data.summary()
     if summary:
         say(f"note: {summary}", sys.stderr)
@@ -125,7 +133,8 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     arch = ArchSpec(name, num_classes=len(data.train.class_names), drop_rate=arch.drop_rate, hidden=arch.hidden,
                     image_size=data.image_size, channels=data.channels, mean=data.mean, std=data.std)
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
-    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
+    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
+                     device)
     return data.train.first(args.limit), data.test.first(args.limit), arch
 
 
@@ -162,10 +171,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    method, config, arch, start = _train_plan(args)
+    method, config, arch, start, device = _train_plan(args)
     if args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
         from core.engine.data.utkface import load_utkface
 
@@ -176,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         train, test = split.train, split.test
     elif image_folder(args.dataset):
-        train, test, arch = _read_image_folder(args, method, config, arch, start)
+        train, test, arch = _read_image_folder(args, method, config, arch, start, device)
     else:
         train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
         test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
@@ -184,11 +194,12 @@ def run(args: argparse.Namespace) -> int:
     if not train.source.get("official", True) and args.dataset in ("mnist",):
         say(f"note: the files in {train.source['folder']} are not the official MNIST files; "
             f"the data set is recorded as {train.name}", sys.stderr)
+    say_where("Training", device)
     bar = progress_bar(0, f"{args.method} {arch.name}")
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
                                              "file_sha256": file_sha256(args.start_from)}
-        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
+        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source, device), bar_callback(bar))
     finally:
         bar.close()
     if image_folder(args.dataset):

@@ -439,7 +439,8 @@ def test_closing_the_dialog_leaves_the_run_going_in_the_status_bar(qtbot, monkey
 
     halfway = threading.Event()
 
-    def quick_fit(method, arch, config, data_dir, download, seed, out, name="", start=None, start_source=None):
+    def quick_fit(method, arch, config, data_dir, download, seed, out, name="", start=None, start_source=None,
+                  device=None):
         for step in range(1, 11):
             yield ProgressRecord(step, 10, {"log_posterior": -10.0 + step}, phase="sampling")
             if step == 4:
