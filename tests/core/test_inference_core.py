@@ -35,7 +35,7 @@ def test_lenet_and_mlp_shapes_and_sizes():
 
 def test_arch_spec_validation():
     with pytest.raises(ValueError, match="unknown architecture"):
-        ArchSpec("resnet")  # type: ignore[arg-type]
+        ArchSpec("vgg")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="drop_rate"):
         ArchSpec("mlp", drop_rate=1.0)
 
