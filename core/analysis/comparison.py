@@ -71,6 +71,16 @@ def _model_input(image: np.ndarray | torch.Tensor) -> np.ndarray:
     return image_to_input(array)[0, 0].numpy()
 
 
+def refuse_own_images(posteriors: Sequence[Posterior], what: str) -> None:
+    """Refuse, in a sentence, posteriors of a person's own images where a digit is judged: the
+    digit would reach them as MNIST's preprocessing makes it, not as their training images were read."""
+    from core.engine.data.folder import reads_photos
+
+    if any(reads_photos(p.arch) for p in posteriors):
+        raise ValueError(f"{what}, but a posterior here was trained on your own images; judge an image "
+                         "with it by: bayescope-cli predict IMAGE --posterior FILE")
+
+
 def default_class_names(posterior: Posterior) -> tuple[str, ...]:
     """The class names of the data set the posterior was trained on, else "0", "1", ..."""
     from core.engine.data.datasets import KNOWN
@@ -128,6 +138,7 @@ def compare(
     if not unique:
         raise ValueError("no posterior to compare: give at least one")
     chosen = list(unique.values())
+    refuse_own_images([p for p, _ in chosen], "a comparison judges a digit (28×28, grey)")
     shapes = {(p.num_classes, p.arch.image_size) for p, _ in chosen}
     if len(shapes) > 1:
         listing = "; ".join(

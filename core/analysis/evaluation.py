@@ -235,6 +235,10 @@ def evaluate(
     own generator seeded with ``seed``, so results do not depend on the order given.
     """
     _check_data(posteriors, data, "data set")
+    if rotate_image is not None:
+        from core.analysis.comparison import refuse_own_images
+
+        refuse_own_images(list(posteriors.values()), "the rotation sweep turns a digit (28×28, grey)")
     if ood is not None:
         _check_data(posteriors, ood, "OOD set")
     plans = []

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -177,3 +178,24 @@ def test_class_names_must_be_two_or_more_and_distinct(tmp_path, capsys):
         assert main(["import", "--arch", "softmax", "--weights", str(tmp_path / "w.pt"),
                      "--classes", str(_names(tmp_path, names)), "--out", str(tmp_path / "m.pt")]) == 2
         assert words in capsys.readouterr().err
+
+
+def test_digit_views_refuse_a_posterior_of_ones_own_images(tmp_path, capsys):
+    from core.engine.inference.base import SampledPosterior
+
+    arch = ArchSpec("resnet", num_classes=2, image_size=16, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
+    path = save_posterior(SampledPosterior("map", arch, {}, 0, "set-train", samples, {"class_names": ["blue", "red"]}),
+                          tmp_path / "p.pt")
+    for colour, name in (((220, 20, 20), "red"), ((20, 20, 220), "blue")):
+        (tmp_path / "set" / name).mkdir(parents=True)
+        for i in range(5):
+            Image.new("RGB", (16, 16), colour).save(tmp_path / "set" / name / f"{i}.png")
+    image = tmp_path / "mark.png"  # a light square on a dark ground: not an empty drawing
+    Image.fromarray(np.pad(np.full((8, 8, 3), 230, np.uint8), ((4, 4), (4, 4), (0, 0)))).save(image)
+    assert main(["compare", str(image), "--posterior", str(path), "--out", str(tmp_path / "c")]) == 2
+    assert "trained on your own images; judge an image with it by: bayescope-cli predict" in capsys.readouterr().err
+    assert main(["evaluate", "--posterior", str(path), "--dataset", str(tmp_path / "set"), "--rotate", str(image),
+                 "--out", str(tmp_path / "e")]) == 2
+    assert "the rotation sweep turns a digit" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists() and not (tmp_path / "e").exists()
