@@ -283,7 +283,12 @@ class Standardise(nn.Module):
                              persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.std if self.active else x
+        if not self.active:
+            return x
+        if x.ndim != 4 or x.shape[1] != self.mean.shape[1]:  # broadcasting would hide a grey input
+            raise ValueError(f"the model reads images of {self.mean.shape[1]} channel(s), got an input "
+                             f"of shape {tuple(x.shape)}")
+        return (x - self.mean) / self.std
 
 
 class SoftmaxRegression(nn.Module):
