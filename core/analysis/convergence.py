@@ -32,13 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-#: The fewest draws per chain and chains R̂ is defined for (before splitting).
-MIN_DRAWS = 4
-MIN_CHAINS = 2
-
-#: Targets for the largest R̂: the paper's, and the looser one used for networks.
-RHAT_STRICT = 1.01
-RHAT_LOOSE = 1.1
+from core.engine.naming import MIN_CHAINS, MIN_DRAWS
 
 
 def _as_draws(draws: np.ndarray) -> np.ndarray:
@@ -252,14 +246,3 @@ def summarise(draws: np.ndarray) -> Convergence:
         return float(pick(kept)) if kept.size else float("nan")
 
     return Convergence(worst(rhat(x), np.max), worst(ess_bulk(x), np.min), worst(ess_tail(x), np.min))
-
-
-def why_not_measurable(chains: int, draws: int) -> str | None:
-    """Why R̂ cannot be measured on ``chains`` chains of ``draws`` draws, in words (None: it can)."""
-    if chains < MIN_CHAINS:
-        return (f"one chain: R̂ compares chains with one another, so it needs at least "
-                f"{MIN_CHAINS} chains")
-    if draws < MIN_DRAWS:
-        return (f"{draws} draw{'s' if draws != 1 else ''} per chain: split-R̂ cuts each chain in "
-                f"half and needs at least {MIN_DRAWS} draws per chain")
-    return None

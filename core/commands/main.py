@@ -11,7 +11,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.commands import compare, evaluate, methods, predict, reproduce, train, upgrade
+from core.commands import (
+    compare,
+    diagnose,
+    evaluate,
+    info,
+    methods,
+    predict,
+    reproduce,
+    train,
+    upgrade,
+)
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
 
@@ -23,6 +33,8 @@ COMMANDS = {
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),
     "compare": (compare, "judge one image with several posteriors; write a report folder"),
     "reproduce": (reproduce, "reproduce a paper's experiment"),
+    "info": (info, "what a posterior file holds: method, draws, convergence, provenance"),
+    "diagnose": (diagnose, "measure whether a sampled posterior's chains agree; record it in the file"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }
 

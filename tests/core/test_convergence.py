@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from core.analysis import convergence as cv
+from core.engine.naming import why_not_measurable
 
 with warnings.catch_warnings():  # ArviZ 0.x announces its refactor on import
     warnings.simplefilter("ignore", FutureWarning)
@@ -97,9 +98,9 @@ def test_too_few_chains_or_draws_is_nan_with_the_reason() -> None:
     rng = np.random.default_rng(0)
     assert np.isnan(cv.rhat(rng.normal(size=(1, 100, 2)))).all()
     assert np.isnan(cv.rhat(rng.normal(size=(4, 3, 2)))).all()
-    assert cv.why_not_measurable(1, 100).startswith("one chain")
-    assert "at least 4 draws" in cv.why_not_measurable(8, 1)
-    assert cv.why_not_measurable(2, 4) is None
+    assert why_not_measurable(1, 100).startswith("one chain")
+    assert "at least 4 draws" in why_not_measurable(8, 1)
+    assert why_not_measurable(2, 4) is None
 
 
 def test_summary_takes_the_worst_element_and_skips_constant_ones() -> None:
