@@ -498,6 +498,7 @@ class MainWindow(QMainWindow):
                 view.remove_requested.connect(self.remove_column)
                 view.move_requested.connect(self.workspace.move)
                 view.export_requested.connect(self._on_column_export_requested)
+                view.diagnostics_requested.connect(self._on_column_diagnostics_requested)
                 self.column_views[column.key] = view
             self.columns_row.removeWidget(view)
             self.columns_row.insertWidget(i, view, 1)
@@ -925,6 +926,19 @@ class MainWindow(QMainWindow):
         path = self._ask_plot_path(f"{slug(title)}-{view}.png")
         if path is not None:
             self.export_plot(key, view, path)
+
+    def _on_column_diagnostics_requested(self, key: str) -> None:
+        """Open the column's Diagnostics window (what its file records about convergence)."""
+        from app.views.diagnostics import DiagnosticsWindow
+
+        column = self.workspace.column(key)
+        if column is None:
+            return
+        window = DiagnosticsWindow(column.posterior, column.title(self.workspace.num_samples),
+                                   self.workspace.class_names, self)
+        window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.diagnostics_window = window  # the latest, for tests and screenshots
+        window.show()
 
     def export_plot(self, key: str, view: str, path: Path) -> list[Path]:
         """Write one plot of one column (format from the suffix) with its numbers beside it."""

@@ -24,7 +24,13 @@ from PySide6.QtWidgets import (
 from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import WARNING
 from app.workspace import Column
-from core.engine.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
+from core.engine.naming import (
+    METHOD_DESCRIPTIONS,
+    convergence_lines,
+    convergence_warning,
+    fixed_sample_count,
+    plural,
+)
 
 
 def column_title(text: str = "") -> QLabel:
@@ -68,9 +74,12 @@ class ColumnView(QFrame):
     -------
     remove_requested(str), move_requested(str, int), export_requested(str, str)
         Column key (and offset, or the view key to export).
+    diagnostics_requested(str)
+        Column key: show whether its chains agreed.
     """
 
     remove_requested = Signal(str)
+    diagnostics_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
 
@@ -86,7 +95,7 @@ class ColumnView(QFrame):
 
         self.title = column_title()
         self.title.setObjectName("columnTitle")
-        more = self._button("⋯", "Move or export this column", None)
+        more = self._button("⋯", "Move or export this column, or see whether its chains agreed", None)
         more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)
         menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
@@ -94,6 +103,8 @@ class ColumnView(QFrame):
         menu.addSeparator()
         for view, name in VIEW_NAMES.items():
             menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
+        menu.addSeparator()
+        menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
         menu.addSeparator()
         menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
         more.setMenu(menu)
@@ -107,6 +118,13 @@ class ColumnView(QFrame):
         # The verdict sits in a holder without a layout: a label's new text asks its parent's
         # layout to recompute, which here would re-lay out the whole window on every
         # prediction (3.5 ms for 4 columns); the holder absorbs that request.
+        # Shown only when the file records chains that disagree (R̂ above 1.1): in words, in red.
+        self.convergence = QLabel()
+        self.convergence.setObjectName("convergenceWarning")
+        self.convergence.setWordWrap(True)
+        self.convergence.setTextFormat(Qt.TextFormat.RichText)
+        self.convergence.setVisible(False)
+
         self._verdict_holder = LabelHolder()
         self.verdict = QLabel(self._verdict_holder)
         self.verdict.setObjectName("verdict")
@@ -129,6 +147,7 @@ class ColumnView(QFrame):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
         layout.addLayout(header)
+        layout.addWidget(self.convergence)
         layout.addWidget(self._verdict_holder)
         stretch = {"histograms": 5, "interval": 3, "entropy": 2, "variance": 3, "correlation": 4}
         for cls in INPUT_PLOTS:
@@ -174,7 +193,17 @@ class ColumnView(QFrame):
         else:
             tip.append("Draws as many models as the Samples box asks for.")
         tip.append(f"Trained on {column.posterior.dataset}.")
-        self.title.setToolTip(" ".join(tip))
+        # what the file records about convergence (never computed here): one line each
+        lines = [html.escape(line) for line in convergence_lines(column.posterior)]
+        self.title.setToolTip(html.escape(" ".join(tip)) + "<br><br>" + "<br>".join(lines))
+        warning = convergence_warning(column.posterior.info)
+        if warning != getattr(self, "_warning", None):
+            self._warning = warning
+            self.convergence.setText(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
+                                     if warning else "")
+            self.convergence.setToolTip("<br>".join(lines) + "<br><br>The column's menu (⋯) has "
+                                        "Diagnostics… with each chain's trace and R̂ per class.")
+            self.convergence.setVisible(bool(warning))
 
     def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None) -> None:
         """Draw the column's latest prediction (or say that there is none yet).

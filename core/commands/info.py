@@ -17,6 +17,8 @@ from core.engine.models import ArchSpec
 from core.engine.naming import (
     ARCH_LABELS,
     METHOD_DESCRIPTIONS,
+    MIN_DRAWS_ESS,
+    ess_estimable,
     method_label,
     plural,
     rhat_text,
@@ -70,6 +72,8 @@ def convergence_text(record: dict[str, Any]) -> str:
                else "the chains disagree: this posterior may not have converged")
     total = (record.get("chains") or 0) * (record.get("draws") or 0)
     ess = "" if bulk is None or tail is None else f"; smallest ESS {bulk:.1f} bulk, {tail:.1f} tail, of {total} draws"
+    if ess and not ess_estimable(record.get("draws") or 0):
+        ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
     return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"
 
 

@@ -115,6 +115,15 @@ MIN_DRAWS = 4
 RHAT_STRICT = 1.01
 RHAT_LOOSE = 1.1
 
+#: With fewer draws per chain, each split half holds fewer than 5 and the ESS estimator looks
+#: at no autocorrelation at all: it returns its floor, N·log₁₀N for N draws, whatever the chains.
+MIN_DRAWS_ESS = 10
+
+
+def ess_estimable(draws: int) -> bool:
+    """Whether ESS says anything at ``draws`` draws per chain (see :data:`MIN_DRAWS_ESS`)."""
+    return draws >= MIN_DRAWS_ESS
+
 
 def why_not_measurable(chains: int, draws: int) -> str | None:
     """Why R̂ cannot be measured on ``chains`` chains of ``draws`` draws, in words (None: it can)."""
@@ -169,8 +178,12 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                        "the chains roughly agree" if rhat <= RHAT_LOOSE else "the chains disagree")
             lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
-        if bulk is not None and tail is not None:
-            total = record.get("chains", 0) * record.get("draws", 0)
+        per_chain = record.get("draws") or 0
+        if bulk is not None and tail is not None and not ess_estimable(per_chain):
+            lines.append(f"ESS: too few draws per chain ({per_chain}) to estimate how many "
+                         f"independent draws they are worth (it needs {MIN_DRAWS_ESS}).")
+        elif bulk is not None and tail is not None:
+            total = (record.get("chains") or 0) * per_chain
             of = f" of {total} draws" if total else ""
             lines.append(f"Worth about {bulk:.1f} independent draws for the mean and {tail:.1f} "
                          f"for the 5%/95% tails (smallest ESS{of}).")

@@ -112,3 +112,18 @@ def test_summary_takes_the_worst_element_and_skips_constant_ones() -> None:
     assert summary.rhat_max == pytest.approx(float(cv.rhat(draws)[1]))
     assert summary.rhat_max > 1.5
     assert summary.ess_bulk_min == pytest.approx(float(np.nanmin(cv.ess_bulk(draws)[:2])))
+
+
+@pytest.mark.parametrize("draws", [4, 6, 9])
+def test_ess_from_fewer_than_10_draws_per_chain_is_the_estimators_floor(draws: int) -> None:
+    """Why the window and `info` call such an ESS "not estimable": each split half holds fewer
+    than 5 draws, Geyer's sequence never starts, and ESS is N·log₁₀N whatever the chains."""
+    from core.engine.naming import ess_estimable
+
+    rng = np.random.default_rng(draws)
+    x = rng.normal(size=(2, draws, 6))
+    x[1] += 5.0  # chains far apart: a real estimate would be near 2
+    n = 2 * (draws // 2) * 2
+    np.testing.assert_allclose(cv.ess_bulk(x), n * np.log10(n))
+    np.testing.assert_allclose(_arviz(az.ess, x, method="bulk"), n * np.log10(n))
+    assert not ess_estimable(draws) and ess_estimable(10)
