@@ -123,9 +123,12 @@ class RhatPlot(pg.PlotWidget):
             item.setYRange(0.98, 1.15, padding=0)
             return
         values = np.array([np.nan if v is None else float(v) for v in per_class], dtype=float)
-        heights = np.nan_to_num(values - 1.0, nan=0.0)
-        brushes = [pg.mkBrush(BAR_TOP if v > RHAT_LOOSE else BAR) for v in np.nan_to_num(values, nan=1.0)]
+        finite = values[np.isfinite(values)]
+        top = max(float(finite.max()) if finite.size else 1.0, 1.15)
+        # an infinite R̂ (each half-chain stuck on its own value) is drawn past the tallest bar
+        shown = np.where(np.isinf(values), top * 1.05, values)
+        heights = np.nan_to_num(shown - 1.0, nan=0.0)
+        brushes = [pg.mkBrush(BAR_TOP if v > RHAT_LOOSE else BAR) for v in np.nan_to_num(shown, nan=1.0)]
         self.bars.setOpts(height=heights, brushes=brushes)
         self.note.setText(note)
-        top = float(np.nanmax(values)) if np.isfinite(values).any() else 1.0
-        item.setYRange(0.98, max(top * 1.05, 1.15), padding=0)
+        item.setYRange(0.98, top * 1.1, padding=0)

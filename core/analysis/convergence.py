@@ -232,17 +232,25 @@ class Convergence:
     ess_tail_min: float
 
 
-def summarise(draws: np.ndarray) -> Convergence:
+def summarise(draws: np.ndarray, min_spread: float = 0.0) -> Convergence:
     """Largest R̂ and smallest bulk and tail ESS over every trailing element.
 
-    Elements whose draws are all equal (a probability that is 1 in every draw) are skipped:
-    they tell nothing about mixing, and their ESS would be the draw count by convention.
+    Elements whose draws all lie within ``min_spread`` of one another are skipped: they tell
+    nothing about mixing (a probability that is 1 in every draw, or that moves by one float32
+    step), yet tied values can give them an infinite R̂ or an ESS equal to the draw count by
+    convention. An infinite R̂ of an element that does vary is kept: it is the worst.
     """
     x = _as_draws(draws)
-    varies = np.ptp(x, axis=(0, 1)) > 0
+    varies = spread(x) > min_spread
 
     def worst(values: np.ndarray, pick) -> float:
-        kept = values[varies & np.isfinite(values)]
+        kept = values[varies & ~np.isnan(values)]
         return float(pick(kept)) if kept.size else float("nan")
 
     return Convergence(worst(rhat(x), np.max), worst(ess_bulk(x), np.min), worst(ess_tail(x), np.min))
+
+
+def spread(draws: np.ndarray) -> np.ndarray:
+    """Largest minus smallest draw of each trailing element."""
+    x = _as_draws(draws)
+    return np.ptp(x, axis=(0, 1))

@@ -5,13 +5,15 @@ weight settings, so two chains that predict alike may sit far apart), so the cha
 compared where it matters: the predicted class probabilities. Every stored draw predicts the
 same **probe set** — the first :data:`PROBE_SIZE` images of the data set's test split; their
 labels are never read — giving an array (chains, draws, images, classes). Its rank-normalised
-split-R̂ and bulk/tail ESS (:mod:`core.analysis.convergence`) are taken per image × class;
-the record keeps the worst of each and, per class, the largest R̂ over the images.
+split-R̂ and bulk/tail ESS (:mod:`core.analysis.convergence`) are taken per image × class
+(leaving out probabilities that move by less than :data:`MIN_SPREAD` across all draws); the
+record keeps the worst of each and, per class, the largest R̂ over the images.
 
 The record, as kept in a posterior file's ``info["diagnostics"]``::
 
     {"status": "measured", "chains": 2, "draws": 4, "probe": "the first 1000 images of ...",
      "rhat_max": 2.1, "ess_bulk_min": 2.9, "ess_tail_min": 3.4, "rhat_per_class": [...],
+     "rhat_above_1_1": 0.93 (the share of image × class probabilities whose R̂ is above 1.1),
      "acceptance": 0.81 (HMC only), "measure": "..."}
 
 or ``{"status": "n/a", "reason": "one chain: ...", "chains": 1, "draws": 1, ...}`` when R̂
@@ -29,10 +31,15 @@ import torch
 
 from core.analysis import convergence
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
-from core.engine.naming import method_label, why_not_measurable
+from core.engine.naming import RHAT_LOOSE, method_label, why_not_measurable
 
 #: Images in the probe set.
 PROBE_SIZE = 1000
+
+#: Probabilities that move less than this across all draws are left out: float32 resolves
+#: about 6e-8 near 1, and a probability that flips between 0.99999988 and 1.0 has tied halves,
+#: hence an infinite R̂ that says nothing about the chains.
+MIN_SPREAD = 1e-6
 
 #: What is measured, in words (kept in the record so a file says it).
 MEASURE = ("rank-normalised split-R̂ (max of bulk and tail) and bulk/tail ESS of each class "
@@ -74,8 +81,9 @@ def not_applicable(posterior: Posterior) -> dict[str, Any] | None:
     return {"status": "n/a", "chains": shape[0], "draws": shape[1], "reason": reason}
 
 
-def _finite(value: float) -> float | None:
-    return None if not math.isfinite(value) else float(value)
+def _number(value: float) -> float | None:
+    """NaN (nothing measured) as None; an infinite R̂ stays infinite."""
+    return None if math.isnan(value) else float(value)
 
 
 def probe_draws_progress(
@@ -117,18 +125,21 @@ def diagnose_progress(
         raise ValueError(f"{probe.name} holds no images to compare the chains on")
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
     probs = yield from probe_draws_progress(posterior, images, seed)
-    summary = convergence.summarise(probs)
-    rhat = convergence.rhat(probs)  # (images, classes)
-    per_class = [_finite(float(np.nanmax(col))) if np.isfinite(col).any() else None for col in rhat.T]
+    summary = convergence.summarise(probs, MIN_SPREAD)
+    rhat = np.where(convergence.spread(probs) > MIN_SPREAD, convergence.rhat(probs), np.nan)  # (images, classes)
+    per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
+    measured = rhat[~np.isnan(rhat)]
+    above = float((measured > RHAT_LOOSE).mean()) if measured.size else None
     return {
         "status": "measured",
         "chains": chains,
         "draws": draws,
         "probe": f"the first {len(images)} images of {probe.name} (their labels are not read)",
-        "rhat_max": _finite(summary.rhat_max),
-        "ess_bulk_min": _finite(summary.ess_bulk_min),
-        "ess_tail_min": _finite(summary.ess_tail_min),
+        "rhat_max": _number(summary.rhat_max),
+        "ess_bulk_min": _number(summary.ess_bulk_min),
+        "ess_tail_min": _number(summary.ess_tail_min),
         "rhat_per_class": per_class,
+        "rhat_above_1_1": above,
         "measure": MEASURE,
         **extra,
     }

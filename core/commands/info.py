@@ -33,9 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe: NaN and infinities become null."""
-    if isinstance(value, float) and not math.isfinite(value):
+    """JSON-safe: NaN becomes null, an infinity the string "inf" (or "-inf")."""
+    if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

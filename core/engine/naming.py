@@ -137,7 +137,10 @@ def why_not_measurable(chains: int, draws: int) -> str | None:
 
 
 def rhat_text(value: float) -> str:
-    """R̂ as shown: three decimals near the targets, two above the looser one."""
+    """R̂ as shown: three decimals near the targets, two above the looser one, ∞ for chains
+    whose halves each hold one value and disagree."""
+    if value == float("inf"):
+        return "∞"
     return f"{value:.2f}" if value >= RHAT_LOOSE else f"{value:.3f}"
 
 
@@ -178,6 +181,9 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                        "the chains roughly agree" if rhat <= RHAT_LOOSE else "the chains disagree")
             lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
+        above = _number(record.get("rhat_above_1_1"))
+        if above is not None and above > 0:
+            lines.append(f"R̂ is above {RHAT_LOOSE} for {above * 100:.0f}% of the probe's class probabilities.")
         per_chain = record.get("draws") or 0
         if bulk is not None and tail is not None and not ess_estimable(per_chain):
             lines.append(f"ESS: too few draws per chain ({per_chain}) to estimate how many "

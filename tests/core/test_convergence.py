@@ -19,7 +19,8 @@ with warnings.catch_warnings():  # ArviZ 0.x announces its refactor on import
 def _arviz(fn, draws: np.ndarray, **kwargs) -> np.ndarray:
     """ArviZ's value for each trailing element of (chains, draws, ...), one 2-D call each."""
     flat = draws.reshape(draws.shape[0], draws.shape[1], -1)
-    values = [float(fn(np.ascontiguousarray(flat[..., i]), **kwargs)) for i in range(flat.shape[2])]
+    with np.errstate(divide="ignore", invalid="ignore"):  # tied halves: ArviZ divides by 0, as we do
+        values = [float(fn(np.ascontiguousarray(flat[..., i]), **kwargs)) for i in range(flat.shape[2])]
     return np.array(values).reshape(draws.shape[2:])
 
 
@@ -127,3 +128,15 @@ def test_ess_from_fewer_than_10_draws_per_chain_is_the_estimators_floor(draws: i
     np.testing.assert_allclose(cv.ess_bulk(x), n * np.log10(n))
     np.testing.assert_allclose(_arviz(az.ess, x, method="bulk"), n * np.log10(n))
     assert not ess_estimable(draws) and ess_estimable(10)
+
+
+def test_a_probability_that_moves_by_one_float32_step_is_left_out_of_the_summary() -> None:
+    """Probabilities saturated at 1 in float32 flip between 0.99999988 and 1.0: tied halves give
+    an infinite R̂ (as ArviZ computes it) that says nothing about the chains."""
+    rng = np.random.default_rng(9)
+    draws = rng.normal(size=(2, 4, 2)) * 0.1
+    draws[..., 1] = [[np.float32(1 - 2**-23), np.float32(1 - 2**-23), 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    assert np.isinf(cv.rhat(draws)[1])
+    assert np.isinf(_arviz(az.rhat, draws, method="rank")[1])
+    assert np.isinf(cv.summarise(draws).rhat_max)
+    assert cv.summarise(draws, min_spread=1e-6).rhat_max == pytest.approx(float(cv.rhat(draws)[0]))
