@@ -61,9 +61,10 @@ class TracePlot(pg.PlotWidget):
         points = values.shape[1]
         total = steps if steps and steps >= points else points
         x = np.linspace(1, total, points) if points > 1 else np.array([1.0])
-        # The range follows the kept draws: the first steps' climb would flatten them to a line.
-        kept = values[:, x > burn_in] if burn_in and (x > burn_in).any() else values
-        low, high = float(np.nanmin(kept)), float(np.nanmax(kept))
+        # The range leaves out the first 5% of the run: the climb from the starting weights
+        # would flatten everything after it to a line (it runs off the bottom instead).
+        settled = values[:, max(1, points // 20):] if points > 20 else values
+        low, high = float(np.nanmin(settled)), float(np.nanmax(settled))
         pad = 0.15 * (high - low) if high > low else 1.0
         if burn_in:
             shade = pg.LinearRegionItem((0, burn_in), movable=False, brush=pg.mkBrush(*GRID, 40),
