@@ -109,3 +109,13 @@ def test_info_on_the_bundled_files(tmp_path, capsys) -> None:
     shutil.copy(models / "mnist_softmax_map.pt", copy)
     assert main(["diagnose", str(copy)]) == 0
     assert "one chain" in load_posterior(copy).info["diagnostics"]["reason"]
+
+
+def test_hmc_acceptance_is_kept_and_said(two_halves) -> None:
+    post = _softmax_posterior(2, 10, [0.0, 0.0])
+    post.method = "hmc"
+    post.info["acceptance_rate"] = 0.81
+    record = diagnose(post, two_halves)
+    assert record["acceptance"] == pytest.approx(0.81)
+    post.info["diagnostics"] = record
+    assert "HMC accepted 81% of its proposals." in convergence_lines(post)
