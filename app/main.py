@@ -503,6 +503,10 @@ class MainWindow(QMainWindow):
             self.columns_row.removeWidget(view)
             self.columns_row.insertWidget(i, view, 1)
             view.set_header(column, self.workspace.num_samples)
+        # while any column says its chains disagree, all keep that room: plots stay aligned
+        reserve = any(view.has_warning for view in self.column_views.values())
+        for view in self.column_views.values():
+            view.reserve_warning_room(reserve)
         self.empty_note.setVisible(not keys)
         self.columns_shown.emit()
         self._request_predictions()

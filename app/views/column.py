@@ -45,6 +45,9 @@ def column_title(text: str = "") -> QLabel:
     return label
 
 
+#: The longest warning a column can show, to size its room (R̂ with two decimals above 1.1).
+ROOM_RECORD = {"diagnostics": {"status": "measured", "rhat_max": 88.88}}
+
 VIEW_NAMES = {
     "histograms": "Draws per class",
     "interval": "Mean probability and interval",
@@ -118,12 +121,20 @@ class ColumnView(QFrame):
         # The verdict sits in a holder without a layout: a label's new text asks its parent's
         # layout to recompute, which here would re-lay out the whole window on every
         # prediction (3.5 ms for 4 columns); the holder absorbs that request.
-        # Shown only when the file records chains that disagree (R̂ above 1.1): in words, in red.
+        # Says, in red, when the file records chains that disagree (R̂ above 1.1). While any
+        # column says so, every column keeps the same room for it (the window asks, see
+        # reserve_warning_room), so that the plots still start at one height in every column.
         self.convergence = QLabel()
         self.convergence.setObjectName("convergenceWarning")
         self.convergence.setWordWrap(True)
         self.convergence.setTextFormat(Qt.TextFormat.RichText)
+        self.convergence.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.convergence.setVisible(False)
+        self._warning_room = QLabel(f"<b>{convergence_warning(ROOM_RECORD)}</b>")
+        self._warning_room.setWordWrap(True)
+        self._warning_room.setTextFormat(Qt.TextFormat.RichText)
+        self._warning = None
+        self._reserve_warning = False
 
         self._verdict_holder = LabelHolder()
         self.verdict = QLabel(self._verdict_holder)
@@ -162,6 +173,23 @@ class ColumnView(QFrame):
         if width > 0 and width != getattr(self, "_verdict_width", None):
             self._verdict_width = width
             self._fit_verdict()
+            self._fit_warning()
+
+    @property
+    def has_warning(self) -> bool:
+        """Whether this column's file records chains that disagree."""
+        return self._warning is not None
+
+    def reserve_warning_room(self, reserve: bool) -> None:
+        """Keep room for the convergence warning (blank when this column has none), or none."""
+        self._reserve_warning = reserve
+        self.convergence.setVisible(reserve)
+        self._fit_warning()
+
+    def _fit_warning(self) -> None:
+        width = self._verdict_holder.width()
+        if self._reserve_warning and width > 0:
+            self.convergence.setFixedHeight(self._warning_room.heightForWidth(width) + 2)
 
     def _fit_verdict(self) -> None:
         """The verdict's room for this width; a failure's longer sentence gets the room it needs."""
@@ -197,13 +225,13 @@ class ColumnView(QFrame):
         lines = [html.escape(line) for line in convergence_lines(column.posterior)]
         self.title.setToolTip(html.escape(" ".join(tip)) + "<br><br>" + "<br>".join(lines))
         warning = convergence_warning(column.posterior.info)
-        if warning != getattr(self, "_warning", None):
+        if warning != self._warning:
             self._warning = warning
             self.convergence.setText(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
                                      if warning else "")
             self.convergence.setToolTip("<br>".join(lines) + "<br><br>The column's menu (⋯) has "
-                                        "Diagnostics… with each chain's trace and R̂ per class.")
-            self.convergence.setVisible(bool(warning))
+                                        "Diagnostics… with each chain's trace and R̂ per class."
+                                        if warning else "")
 
     def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None) -> None:
         """Draw the column's latest prediction (or say that there is none yet).

@@ -103,7 +103,7 @@ def probe_draws_progress(
     parts = []
     for i, start in enumerate(range(0, len(images), batch_size), start=1):
         p = posterior.predict_proba(images[start : start + batch_size], num_samples=s, generator=generator)
-        parts.append(p.double().numpy().reshape(chains, draws, *p.shape[1:]))
+        parts.append(p.detach().cpu().double().numpy().reshape(chains, draws, *p.shape[1:]))
         yield ProgressRecord(i, total, {}, "convergence")
     return np.concatenate(parts, axis=2)
 

@@ -54,10 +54,27 @@ def test_an_old_file_says_not_measured_and_shows_no_warning(qtbot, window):
     path = _sghmc_file("old", None)
     assert window.add_posterior(path)
     view = window.column_views[str(path.resolve())]
-    assert view.convergence.isHidden()
+    assert view.convergence.text() == "" and not view.has_warning
     assert "Convergence: not measured" in view.title.toolTip()
     dropout = next(v for v in window.column_views.values() if "MC dropout" in v.title.text())
-    assert "Convergence: n/a" in dropout.title.toolTip() and dropout.convergence.isHidden()
+    assert "Convergence: n/a" in dropout.title.toolTip() and dropout.convergence.text() == ""
+    # no room is kept for a warning once no column has one
+    for key in [k for k, v in window.column_views.items() if v.has_warning]:
+        window.remove_column(key)
+    assert all(v.convergence.isHidden() for v in window.column_views.values())
+
+
+def test_the_plots_start_at_one_height_whether_a_column_warns_or_not(qtbot, window):
+    from PySide6.QtCore import QPoint
+
+    path = _sghmc_file("disagree", DISAGREE)
+    assert window.add_posterior(path)
+    window.resize(1400, 860)
+    qtbot.wait(50)
+    views = list(window.column_views.values())
+    assert sum(v.has_warning for v in views) >= 1 and not all(v.has_warning for v in views)
+    tops = {v.plots["histograms"].mapTo(window, QPoint(0, 0)).y() for v in views}
+    assert len(tops) == 1
 
 
 def test_the_diagnostics_window_draws_the_traces_and_r_hat_per_class(qtbot, window):
