@@ -273,6 +273,11 @@ class MainWindow(QMainWindow):
         removed_row.addWidget(self.undo_remove_button)
         self.removed_bar.hide()
         self.statusBar().addPermanentWidget(self.removed_bar)
+        # Where the work runs, said once the engine is loaded (load_columns): View ▸ Compute on.
+        self.device_label = QLabel()
+        self.device_label.setToolTip("Where predictions, evaluations and training run; "
+                                     "View ▸ Compute on chooses another place")
+        self.statusBar().addPermanentWidget(self.device_label)
         self._removed_timer = QTimer(self, singleShot=True, interval=REMOVED_NOTE_MS)
         self._removed_timer.timeout.connect(self.removed_bar.hide)
         self.canvas.stroke_finished.connect(self._on_canvas_stroke_finished)
@@ -340,6 +345,10 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Dataset", lambda: self.views.setCurrentIndex(2), "Alt+3")
         self._action(view_menu, "Clear cached evaluations", lambda: self.dataset_view.clear_cache(),
                      tip="Forget the Dataset tab's stored results; the next evaluation recomputes them")
+        view_menu.addSeparator()
+        self.device_menu = view_menu.addMenu("Compute on")
+        self.device_menu.setToolTipsVisible(True)
+        self.device_menu.aboutToShow.connect(self._fill_device_menu)
         self._action(view_menu, "Run the rotation sweep", self.run_sweep, "Ctrl+R",
                      "Rotate the Rotate tab's image from 0° to 180° and plot every column against the angle")
         run_menu = self.menuBar().addMenu("&Posterior")
@@ -388,7 +397,42 @@ class MainWindow(QMainWindow):
     def load_columns(self) -> None:
         """Read the current task's posteriors (the other task's wait for its tab)."""
         self._columns_allowed = True
+        self.set_device(app_settings.read_device(), announce=False)
         self._read_columns(self.workspace.task)
+
+    # ----------------------------------------------------------------- device
+    def _fill_device_menu(self) -> None:
+        """Automatic, the CPU and each GPU found (only the first two with a CPU-only torch)."""
+        from core.engine.device import device_choices
+
+        self.device_menu.clear()
+        current = app_settings.read_device()
+        for value, words in device_choices():
+            action = self.device_menu.addAction(words)
+            action.setCheckable(True)
+            action.setChecked(value == current)
+            action.setData(value)
+            if value == "auto":
+                action.setToolTip("A GPU when there is one, else the CPU")
+            action.triggered.connect(lambda _=False, value=value: self.set_device(value))
+
+    def set_device(self, value: str, announce: bool = True) -> None:
+        """Run predictions, evaluations and training on ``value`` (``auto``, ``cpu``, ``cuda:N``,
+        ``mps``), remember it, and say where in the status bar."""
+        from core.engine.device import describe_device, resolve_device
+
+        try:
+            device = resolve_device(value)
+        except ValueError:  # gone since the menu was filled
+            value, device = "auto", resolve_device("auto")
+        if announce:
+            app_settings.set_device(value)
+        self.workspace.set_device(device)
+        where = describe_device(device)
+        self.device_label.setText(f"Computing on {where}")
+        if announce:
+            self.statusBar().showMessage(f"Predictions, evaluations and training now run on {where}.", 8000)
+            self._request_predictions()
 
     def _read_columns(self, task: str) -> None:
         if not self._columns_allowed or task not in self._unread_columns:

@@ -202,6 +202,33 @@ def default_face_columns() -> list[Path]:
     return bundled_face_posteriors()
 
 
+#: Where the device chosen under View ▸ Compute on is kept: ``auto``, ``cpu``, ``cuda:N`` or ``mps``.
+DEVICE_KEY = "compute/device"
+
+
+def read_device() -> str:
+    """The device chosen under View ▸ Compute on, or ``auto`` when the saved value is not one
+    this computer offers now (a damaged value, a GPU taken out, a CPU-only torch)."""
+    from core.engine.device import device_choices  # torch: only once the engine is loaded
+
+    value = read_str(DEVICE_KEY, "auto")
+    if value not in [choice for choice, _words in device_choices()]:
+        _rejected(DEVICE_KEY, value, "auto", "is not a device this computer offers")
+        return "auto"
+    return value
+
+
+def set_device(value: str) -> None:
+    settings().setValue(DEVICE_KEY, value)
+
+
+def compute_device():  # -> torch.device (torch is imported only when called)
+    """The device the window's predictions, evaluations and training run on."""
+    from core.engine.device import resolve_device
+
+    return resolve_device(read_device())
+
+
 def data_folder() -> Path | None:
     """The one data folder (it holds ``mnist/``, ``notmnist/``, ``utkface/``), if the person chose one.
 

@@ -101,6 +101,18 @@ class Workspace(QObject):
         self.unread_tasks: set[str] = set()
         #: The column removed last, as (task, place, column), until it is restored.
         self.last_removed: tuple[str, int, Column] | None = None
+        #: Where the columns' posteriors live and predict (a ``torch.device``; None: the CPU).
+        self.device = None
+
+    def set_device(self, device) -> None:
+        """Move every column's posterior (and the last removed one's) to ``device``: their
+        predictions run there from the next input on."""
+        self.device = device
+        for task in TASKS:
+            for column in self._columns[task]:
+                column.posterior = column.posterior.to(device)
+        if self.last_removed is not None:
+            self.last_removed[2].posterior = self.last_removed[2].posterior.to(device)
 
     @property
     def columns(self) -> list[Column]:
@@ -155,7 +167,7 @@ class Workspace(QObject):
                 return existing
         from core.engine.store import load_posterior
 
-        posterior = load_posterior(key)
+        posterior = load_posterior(key, device=self.device)
         task = task_of(posterior)
         columns = self._columns[task]
         if len(columns) >= self.MAX_COLUMNS:

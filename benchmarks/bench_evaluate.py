@@ -9,8 +9,10 @@ memory of the process and how much it grew during the evaluation (the streaming 
 batch of S×B×K probabilities, never S×N×K).
 
 Run: ``nice python benchmarks/bench_evaluate.py --data-dir ../shared/data [--images 2000]
-[--default-images 10000] [--samples 30] [--threads 2]``. The default posterior (MC-dropout
-LeNet) runs on ``--default-images`` (the full test set), the others on ``--images``.
+[--default-images 10000] [--samples 30] [--threads 2] [--device auto|cpu|cuda[:N]|mps]``. The
+default posterior (MC-dropout LeNet) runs on ``--default-images`` (the full test set), the
+others on ``--images``; ``--device`` (default cpu) is where the posteriors predict, so that
+``--device cuda`` on a GPU machine measures the GPU path against the CPU's rows.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_one(path: str, data_dir: str, images: int, samples: int, threads: int) -> dict:
+def measure_one(path: str, data_dir: str, images: int, samples: int, threads: int, device: str = "cpu") -> dict:
     import torch
+
+    from core.engine.device import resolve_device
 
     torch.set_num_threads(threads)
     from core.analysis.dataset import EvaluationItem, load_sets
@@ -52,7 +56,7 @@ def measure_one(path: str, data_dir: str, images: int, samples: int, threads: in
     from core.engine.store import load_posterior
     from core.outputs.evaluation_cache import evaluate_dataset
 
-    posterior = load_posterior(path)
+    posterior = load_posterior(path, device=resolve_device(device))
     data, _ = load_sets("mnist-test", None, data_dir, images)
     title = posterior_title(posterior, samples_used(posterior, samples))
     item = EvaluationItem(title, posterior, path)
@@ -76,12 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-images", type=int, default=10000, help="test images for the default posterior")
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="where the posteriors predict (auto, cpu, cuda[:N], mps)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", help="file names of the posteriors to measure (default: all)")
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads)))
+        print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads, args.device)))
         return 0
+    from core.engine.device import describe_device, resolve_device
+
+    where = describe_device(resolve_device(args.device))
     from core.engine.resources import bundled_posteriors
 
     paths = bundled_posteriors()
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = [p for p in paths if p.name in args.only]
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
-          f"{args.threads} torch threads; {args.samples} draws asked")
+          f"{args.threads} torch threads; {args.samples} draws asked; predicting on {where}")
     print("| posterior | draws | images | seconds | CPU seconds | images/s | peak memory (MB) | growth (MB) "
           "| accuracy |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -97,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         images = args.default_images if i == 0 else args.images
         out = subprocess.run([sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
                               "--images", str(images), "--samples", str(args.samples),
-                              "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+                              "--threads", str(args.threads), "--device", args.device],
+                             capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"| {r['posterior']} | {r['draws']} | {r['images']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.0f} "
               f"| {r['images_per_s']:.0f} "

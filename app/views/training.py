@@ -49,13 +49,13 @@ from core.analysis.diagnostics import PROBE_SIZE, diagnose_progress, not_applica
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.engine.data.idx import IdxFormatError
 from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
-from core.engine.files import NotSavedError
+from core.engine.files import NotSavedError, file_sha256
 from core.engine.inference import METHODS, get_method
-from core.engine.inference.base import ProgressRecord
+from core.engine.inference.base import Posterior, ProgressRecord
 from core.engine.inference.sampling import SampleBudgetError
 from core.engine.models import ARCHITECTURES, ArchSpec
 from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
-from core.engine.runner import fit_posterior
+from core.engine.runner import fit_posterior, start_weights
 from core.engine.settings_help import (
     SettingHelp,
     in_words,
@@ -63,7 +63,7 @@ from core.engine.settings_help import (
     setting_choices,
     unit_for,
 )
-from core.engine.store import save_posterior
+from core.engine.store import PosteriorFileError, load_posterior, save_posterior
 from core.engine.training_plan import (
     MNIST_TRAIN_IMAGES,
     TrainingEstimate,
@@ -353,14 +353,18 @@ def error_in_words(exc: BaseException, method: str) -> str:
 
 def training_run(
     method_name: str, arch: ArchSpec, config: Any, data_dir: str, download: bool, seed: int, out: Path,
-    name: str = "",
+    name: str = "", start: Posterior | None = None, start_source: dict[str, Any] | None = None,
+    device: Any = None,
 ):
     """Generator run in the worker: load data, fit, save; yields ProgressRecords. ``name``, the
-    one typed under “Save as”, is kept in the posterior's ``info["name"]``: its column's title."""
+    one typed under “Save as”, is kept in the posterior's ``info["name"]``: its column's title.
+    ``start``: a MAP posterior that Laplace or SWAG starts from instead of training its own.
+    The fit runs on ``device`` (View ▸ Compute on; None: the CPU)."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
     folder = mnist_training_folder(data_dir, download)
     train = load_split("mnist", "train", root=folder)
-    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed)
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed, start, start_source,
+                                         device=device)
     posterior.info["diagnostics"] = yield from convergence_run(posterior, folder, seed)
     if name.strip():
         posterior.info["name"] = name.strip()
@@ -372,6 +376,11 @@ CLOSE_TIP = "Close this window."
 BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, the status bar shows "
                   "its progress (click it to come back here), and the posterior is added as a column "
                   "when it is done. “Cancel run” stops it.")
+
+#: Laplace's and SWAG's settings of the best-weights training that a saved start replaces.
+BEST_WEIGHTS_SETTINGS = ("epochs", "lr")
+#: The “Start from” choice that opens a file dialog.
+BROWSE_FOR_START = "browse"
 
 #: What the dialog asks a person to do for a missing MNIST.
 DOWNLOAD_HINT = "tick “download” under the data folder"
@@ -432,7 +441,8 @@ class TrainingDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Train a posterior")
-        self.resize(1120, 700)
+        free = (parent or self).screen().availableGeometry()  # 1120×700, or the free area of a smaller screen
+        self.resize(min(1120, free.width()), min(700, free.height()))
         self._worker = None
         self._estimate_worker = None
         self._estimate_pending = False
@@ -517,9 +527,20 @@ class TrainingDialog(QDialog):
             "bayescope's own posteriors folder; you are asked before an existing one is replaced."
         )
 
+        self.start_from = QComboBox()
+        self.start_from.addItem("their own best weights, trained first with the settings below", None)
+        self.start_from.addItem("a saved posterior…", BROWSE_FOR_START)
+        self.start_from.setToolTip(
+            "Laplace and SWAG spread belief around one set of best weights. They can train those "
+            "first (a MAP run, part of this run), or start from a MAP posterior you trained or "
+            "downloaded before: its network is used, and the model settings are hidden."
+        )
+        self.start_from.activated.connect(self._on_start_from_activated)
+
         self.form = QFormLayout()
         self.form.addRow(self._label("Method", self.method.toolTip()), self.method)
         self.form.addRow("", self.method_about)
+        self.form.addRow(self._label("Start from", self.start_from.toolTip()), self.start_from)
         self.form.addRow(self._label("Model", self.model.toolTip()), self.model)
         self.form.addRow(self._label("Hidden layer width", self.hidden.toolTip()), self.hidden)
         self.form.addRow(self._label("Dropout in the network", self.drop_rate.toolTip()), self.drop_rate)
@@ -693,18 +714,63 @@ class TrainingDialog(QDialog):
 
     def _update_rows(self) -> None:
         """Show only what applies: width for the MLP, network dropout where training uses it,
-        and settings that depend on another only when it has the value they need."""
+        the start for Laplace and SWAG (whose saved start brings its own network), and
+        settings that depend on another only when it has the value they need."""
         method = self.method_name
-        self.form.setRowVisible(self.hidden, self.model_name == "mlp")
-        self.form.setRowVisible(self.drop_rate, method in USES_MODEL_DROPOUT)
+        self.form.setRowVisible(self.start_from, METHODS[method].fit_from is not None)
+        own_network = self.start_path is None
+        self.form.setRowVisible(self.model, own_network)
+        self.form.setRowVisible(self.hidden, own_network and self.model_name == "mlp")
+        self.form.setRowVisible(self.drop_rate, own_network and method in USES_MODEL_DROPOUT)
         # MC dropout predicts with the network's dropout, so a rate of 0 would be no posterior.
         self.drop_rate.setMinimum(0.05 if method == "mc_dropout" else 0.0)
         for key, widget in self.setting_widgets.items():
             condition = self._setting_help[key].shown_when
+            visible = not (key in BEST_WEIGHTS_SETTINGS and not own_network)  # a saved start skips that phase
             if condition is not None:
                 other, wanted = condition
-                visible = other in self.setting_widgets and widget_value(self.setting_widgets[other]) == wanted
-                self.settings_form.setRowVisible(widget, visible)
+                visible = visible and other in self.setting_widgets and widget_value(self.setting_widgets[other]) == wanted
+            self.settings_form.setRowVisible(widget, visible)
+
+    @property
+    def start_path(self) -> str | None:
+        """The saved posterior that Laplace or SWAG starts from (None: train one first)."""
+        if METHODS[self.method_name].fit_from is None:
+            return None
+        data = self.start_from.currentData()
+        return None if data in (None, BROWSE_FOR_START) else data
+
+    def set_start_file(self, path: str | Path) -> None:
+        """Start from this saved posterior (listed by its file name above “a saved posterior…”)."""
+        path = str(path)
+        index = self.start_from.findData(path)
+        if index < 0:
+            index = self.start_from.count() - 1
+            self.start_from.insertItem(index, Path(path).name, path)
+            self.start_from.setItemData(index, path, Qt.ItemDataRole.ToolTipRole)
+        self.start_from.setCurrentIndex(index)
+        self._update_rows()
+
+    def _on_start_from_activated(self, index: int) -> None:
+        if self.start_from.itemData(index) == BROWSE_FOR_START:
+            path, _ = QFileDialog.getOpenFileName(
+                self, "Choose a MAP posterior to start from", str(user_models_dir()), "Posteriors (*.pt)")
+            if path:
+                self.set_start_file(path)
+            else:
+                self.start_from.setCurrentIndex(0)
+        self._update_rows()
+        self._request_estimate()
+
+    def _checked_start(self) -> tuple[Posterior, dict[str, Any]] | None:
+        """The chosen start, loaded and checked, with where it came from; None for none chosen.
+        A file that cannot start the run is refused here, in words, before anything runs."""
+        path = self.start_path
+        if path is None:
+            return None
+        start = load_posterior(path)
+        start_weights(get_method(self.method_name), start)
+        return start, {"file": str(Path(path).absolute()), "file_sha256": file_sha256(path)}
 
     def is_setting_shown(self, name: str) -> bool:
         """Whether setting ``name`` has a visible row for the chosen method and model."""
@@ -826,6 +892,10 @@ class TrainingDialog(QDialog):
             self._estimate_worker.quit()
             return
         method = self.method_name
+        if self.start_path is not None:
+            # the measured steps would be the best-weights training that this run skips
+            self.estimate.setText("Estimated time: not measured for a run that starts from a saved posterior.")
+            return
         try:
             arch = self.architecture()
             config = self.config()
@@ -903,6 +973,14 @@ class TrainingDialog(QDialog):
         except ValueError as exc:
             QMessageBox.warning(self, "These settings do not work together", in_words(method, str(exc)))
             return
+        try:
+            start, start_source = self._checked_start() or (None, None)
+        except (PosteriorFileError, ValueError, OSError) as exc:
+            QMessageBox.warning(self, "This posterior cannot be a starting point",
+                                f"{Path(self.start_path or '').name}: {in_words(method, str(exc))}")
+            return
+        if start is not None:
+            arch = start.arch
         out = self.output_path()
         if out.exists():
             answer = QMessageBox.question(
@@ -922,7 +1000,7 @@ class TrainingDialog(QDialog):
             self.estimate.setText("Estimated time: not measured, as the run started first.")
         gen = training_run(
             method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out,
-            self.name.text(),
+            self.name.text(), start, start_source, device=app_settings.compute_device(),
         )
         self._trace_x.clear()
         self._trace_y.clear()

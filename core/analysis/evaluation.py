@@ -139,14 +139,15 @@ def resolve_image(spec: str, data_dir: str | os.PathLike | None = None) -> tuple
     return path.name, image_to_input(load_image(path))
 
 
-def load_posteriors(paths: Sequence[str | os.PathLike]) -> dict[str, Posterior]:
-    """Load posterior files keyed by a unique display name (the file stem, numbered if repeated).
+def load_posteriors(paths: Sequence[str | os.PathLike], device: torch.device | None = None) -> dict[str, Posterior]:
+    """Load posterior files keyed by a unique display name (the file stem, numbered if repeated),
+    each moved to ``device`` (None: the CPU), where its predictions then run.
 
     Raises ``ValueError`` when they disagree on the number of classes or the image size.
     """
     out: dict[str, Posterior] = {}
     for path in paths:
-        posterior = load_posterior(path)
+        posterior = load_posterior(path, device=device)
         stem = Path(path).stem
         name, i = stem, 2
         while name in out:
@@ -421,4 +422,4 @@ def check_memory(
             nbytes = posterior.prediction_bytes(s, num_angles) + 8.0 * 4 * s * num_angles * k
             nbytes += 4.0 * 2 * num_angles * side * side
             check_fits(nbytes, f"a rotation sweep of {num_angles} angles with {s} samples of {name}",
-                       "use a larger --angle-step or fewer --samples")
+                       "use a larger --angle-step or fewer --samples", posterior.device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.analysis.comparison import compare
-from core.commands.console import say
+from core.commands.console import add_device_argument, chosen_device, say
 from core.outputs.comparison import check_output_folder, write_comparison
 from core.outputs.export import FIGURE_FORMATS
 
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", nargs="+", default=["png", "svg"], choices=FIGURE_FORMATS,
                         help="figure formats (default: png svg)")
     parser.add_argument("--out", required=True, help="output folder (a previous comparison there is replaced)")
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--samples must be at least 1")
     if not 0 < args.level < 1:
         raise ValueError("--level must lie strictly between 0 and 1 (e.g. 0.9)")
+    device = chosen_device(args)
     check_output_folder(args.out)  # before any work: a refused folder should fail fast
     paths = args.posterior or [str(default_posterior_path())]
-    loaded = [(load_posterior(path), str(path)) for path in paths]
+    loaded = [(load_posterior(path, device=device), str(path)) for path in paths]
     _, image = resolve_image(args.image, args.data_dir)
     comparison = compare(loaded, image, num_samples=args.samples, level=args.level, seed=args.seed)
     written = write_comparison(comparison, args.out, args.format)

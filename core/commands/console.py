@@ -3,8 +3,11 @@ message, exit codes, progress bars and checked arguments."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TextIO
+
+import torch
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.idx import IdxFormatError
@@ -12,6 +15,7 @@ from core.engine.data.preprocess import (
     EmptyDrawingError,
     ImageLoadError,
 )
+from core.engine.device import DeviceUnavailableError, describe_device, resolve_device
 from core.engine.faces.descriptor import DescriptorUnavailableError
 from core.engine.files import NotSavedError
 from core.engine.inference.base import ProgressRecord
@@ -34,6 +38,7 @@ USER_ERRORS = (
     PermissionError,
     OSError,
     DescriptorUnavailableError,
+    DeviceUnavailableError,
 )
 
 #: Seeds index torch generators, which take 64-bit values.
@@ -71,6 +76,23 @@ def progress_bar(total_hint: int, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=total_hint or None, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device``: where the work runs (every command that computes takes it)."""
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]|mps",
+                        help="where the work runs: auto (a CUDA GPU, else Apple's MPS, else the CPU; "
+                             "the default), cpu, cuda (the first GPU), cuda:N or mps")
+
+
+def chosen_device(args: argparse.Namespace) -> torch.device:
+    """The device ``--device`` names, checked to exist here (one sentence if it does not)."""
+    return resolve_device(getattr(args, "device", "auto"))
+
+
+def say_where(action: str, device: torch.device) -> None:
+    """``Training on the CPU (2 cores).``: where the work runs, on stderr beside the progress bars."""
+    say(f"{action} on {describe_device(device)}.", sys.stderr)
 
 
 def check_seed(seed: int) -> None:

@@ -23,7 +23,7 @@ from core.analysis.metrics import (
     SCORES,
     rotation_angles,
 )
-from core.commands.console import printable, say
+from core.commands.console import add_device_argument, chosen_device, printable, say, say_where
 from core.engine.files import file_sha256
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.outputs.report import check_report_folder, write_report
@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE.html",
                         help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
                              "Export report)")
+    add_device_argument(parser)
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from core.engine.runner import drain
 
     check_arguments(args)
+    device = chosen_device(args)
     if args.out:
         check_report_folder(args.out)
     if args.report:
@@ -107,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_output_file(args.report, "the report")
     num_angles = int(math.floor(180.0 / args.angle_step + 1e-9)) + 1  # before allocating them
-    posteriors = load_posteriors(args.posterior)
+    posteriors = load_posteriors(args.posterior, device)
     check_memory(posteriors, args.samples, num_angles, bool(args.rotate))
     angles = rotation_angles(180.0, args.angle_step) if args.rotate else None
     files = {
@@ -121,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     ood = resolve_dataset(args.ood, args.data_dir, download=args.download) if args.ood else None
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
+    say_where("Evaluating", device)
     bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)
 
     def on_progress(record: ProgressRecord) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from core.analysis.uncertainty import summarise
-from core.commands.console import check_seed, say
+from core.commands.console import add_device_argument, check_seed, chosen_device, say
 from core.engine.data.preprocess import (
     EmptyDrawingError,
     image_to_input,
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("digit", "age"), default="digit",
                         help="digit: classify a digit; age: find the face in a photo, predict its age group")
     parser.add_argument("--face", type=int, default=1, help="with --task age: which face, 1 = the largest")
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,12 +52,13 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.level < 1.0:
         raise ValueError(f"--level must lie strictly between 0 and 1, got {args.level}")
     check_seed(args.seed)
+    chosen_device(args)  # before anything is read: a missing GPU is one line
     if args.task == "age":
         from core.commands.predict import run_predict
 
         return run_predict(args)
     path = Path(args.posterior) if args.posterior else default_posterior_path()
-    posterior = load_posterior(path)
+    posterior = load_posterior(path, device=chosen_device(args))
     if posterior.arch.input_dim:
         raise ValueError(f"{path} predicts age groups from face descriptors, not digits; use --task age")
     posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
@@ -100,7 +102,7 @@ def run_predict(args: argparse.Namespace) -> int:
     """``predict --task age``: print (or ``--json``) the age-group posterior of a photo."""
     face = getattr(args, "face", 1) or 1
     path = Path(args.posterior) if args.posterior else default_face_posterior_path()
-    posterior = load_posterior(path)
+    posterior = load_posterior(path, device=chosen_device(args))
     backend = get_descriptor()
     check_descriptor(posterior, backend.info)  # before any image work
     posterior.check_prediction(args.samples, batch_size=1)

@@ -16,13 +16,16 @@ import torch
 from core.analysis.diagnostics import diagnose_progress
 from core.commands.console import (
     USER_ERRORS,
+    add_device_argument,
     bar_callback,
     cancel_code,
     check_seed,
+    chosen_device,
     describe_error,
     parse_settings,
     progress_bar,
     say,
+    say_where,
 )
 from core.commands.info import convergence_text
 from core.engine.data.datasets import load_split
@@ -35,8 +38,9 @@ from core.engine.runner import drain, fit_posterior, start_weights
 from core.engine.store import load_posterior, save_posterior
 
 
-def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object]:
+def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object, torch.device]:
     """Check every ``train`` argument (and the output path) before any data is read."""
+    device = chosen_device(args)
     method = get_method(args.method)
     config = method.parse_settings(parse_settings(args.set))
     if args.hidden < 1:
@@ -63,9 +67,10 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
         arch = start.arch
     # weights, gradients and Adam's two moments, for every chain or member trained at once
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
-    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights")
+    check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
+                     device)
     check_output_file(args.out, "the posterior")
-    return method, config, arch, start
+    return method, config, arch, start, device
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,10 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    method, config, arch, start = _train_plan(args)
+    method, config, arch, start, device = _train_plan(args)
     if args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
         from core.engine.data.utkface import load_utkface
 
@@ -112,11 +118,12 @@ def run(args: argparse.Namespace) -> int:
     if not train.source.get("official", True) and args.dataset in ("mnist",):
         say(f"note: the files in {train.source['folder']} are not the official MNIST files; "
             f"the data set is recorded as {train.name}", sys.stderr)
+    say_where("Training", device)
     bar = progress_bar(0, f"{args.method} {args.model}")
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
                                              "file_sha256": file_sha256(args.start_from)}
-        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
+        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source, device), bar_callback(bar))
     finally:
         bar.close()
     if args.name and args.name.strip():

@@ -82,12 +82,34 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_fits(nbytes: float, what: str, advice: str) -> None:
+def device_free_bytes(device: object) -> int | None:
+    """Free memory of a CUDA GPU (``torch.cuda.mem_get_info``), or None for the CPU and
+    MPS, whose tensors live in the computer's own memory. Imports torch only for a GPU."""
+    if device is None or getattr(device, "type", str(device).partition(":")[0]) != "cuda":
+        return None
+    from core.engine.device import free_device_bytes
+
+    return free_device_bytes(device)
+
+
+def check_fits(nbytes: float, what: str, advice: str, device: object = None) -> None:
     """Raise :class:`MemoryEstimateError` unless ``nbytes`` fits in the usable memory.
 
     ``what`` names the request ("100000 samples of this posterior") and ``advice`` says what
-    to change ("use fewer samples"); both end up in the one-line message.
+    to change ("use fewer samples"); both end up in the one-line message. With a CUDA
+    ``device`` the request is weighed against the GPU's free memory instead.
     """
+    gpu_free = device_free_bytes(device)
+    if gpu_free is not None:
+        from core.engine.device import describe_device
+
+        available = gpu_free * USABLE_FRACTION
+        if nbytes > available:
+            raise MemoryEstimateError(
+                f"{what} would need about {format_bytes(nbytes)} of memory on {describe_device(device)}, "
+                f"but only {format_bytes(available)} is free there; {advice}, or use --device cpu"
+            )
+        return
     available = available_bytes() * USABLE_FRACTION
     if nbytes > available:
         raise MemoryEstimateError(

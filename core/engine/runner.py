@@ -81,6 +81,7 @@ def drain(
 def fit_posterior(
     method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
     start: Posterior | None = None, start_source: dict[str, Any] | None = None,
+    device: Any = None,
 ) -> Generator[ProgressRecord, None, Posterior]:
     """``method.fit`` (an entry of :data:`core.engine.inference.METHODS`) with its provenance recorded.
 
@@ -89,15 +90,29 @@ def fit_posterior(
     saved posterior says what it was trained on. The CLI and the GUI both train through here.
     With ``start`` (a MAP posterior), methods that can start from given weights (Laplace, SWAG)
     skip their own MAP training; ``info["started_from"]`` records it and ``start_source``.
+
+    With ``device`` (a ``torch.device``; None: the CPU) the data are moved there and every step
+    of the fit runs there (:func:`core.engine.device.steps_on`): the model, its optimiser and
+    its generators are made there, and so is the posterior it returns.
     """
-    from core.engine.inference.base import check_data_fits  # torch: only when a fit runs
+    from core.engine.device import steps_on  # torch: only when a fit runs
+    from core.engine.inference.base import check_data_fits
 
     check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
     began = time.perf_counter()
+    if device is not None and device.type != "cpu":
+        from core.engine.memory import check_fits
+
+        check_fits(float(data.x.numel() * data.x.element_size() + data.y.numel() * data.y.element_size()),
+                   f"the {len(data):,} training examples", "use fewer (--limit)", device)
+        data = type(data)(data.x.to(device), data.y.to(device), data.name, data.class_names, dict(data.source))
     if start is None:
-        posterior = yield from method.fit(config, arch, data, seed)
+        posterior = yield from steps_on(device, method.fit(config, arch, data, seed))
     else:
-        posterior = yield from method.fit_from(start_weights(method, start), config, arch, data, seed)
+        weights = start_weights(method, start)
+        if device is not None:
+            weights = {name: tensor.to(device) for name, tensor in weights.items()}
+        posterior = yield from steps_on(device, method.fit_from(weights, config, arch, data, seed))
         posterior.info["started_from"] = {"method": start.method, **(start_source or {})}
     posterior.info["training_data"] = {"name": data.name, "images": len(data), **data.source}
     posterior.info["train_seconds"] = round(time.perf_counter() - began, 1)

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from core.engine.device import CPU, on_device
 from core.engine.files import atomic_write, code_version
 from core.engine.inference.base import POSTERIOR_KINDS, Posterior
 from core.engine.memory import MemoryEstimateError, check_fits
@@ -87,6 +88,8 @@ def payload_checksum(payload: dict[str, Any]) -> str:
 
 def save_posterior(posterior: Posterior, path: str | os.PathLike, storage: str = "float32") -> Path:
     """Write ``posterior`` to ``path`` atomically, with its checksum, and return the path.
+
+    Its tensors are written from CPU copies wherever it lives, so the file loads anywhere.
 
     ``storage="float16"`` halves the file (bundled posteriors); tensors are computed with
     in float32 again after loading. Weights that are not finite (a diverged fit), or that
@@ -238,8 +241,12 @@ def load_posterior(
     path: str | os.PathLike,
     expect_arch: ArchSpec | None = None,
     expect_method: str | None = None,
+    device: torch.device | str | None = None,
 ) -> Posterior:
     """Load a posterior, checking integrity, format, version, kind, architecture and weights.
+
+    The file is read onto the CPU (``map_location="cpu"``) and built there, then moved to
+    ``device`` (None: it stays on the CPU), so a file never depends on where it was saved.
 
     Raises
     ------
@@ -269,11 +276,13 @@ def load_posterior(
         raise PosteriorFileError(f"{path}: method {method!r}, expected {expect_method!r}")
     tensors = {k: v.float() for k, v in payload["tensors"].items()}
     try:
-        return POSTERIOR_KINDS[kind].from_state(
-            method, arch, payload["config"], payload["seed"], payload["dataset"], payload["info"], tensors
-        )
+        with on_device(CPU):
+            posterior = POSTERIOR_KINDS[kind].from_state(
+                method, arch, payload["config"], payload["seed"], payload["dataset"], payload["info"], tensors
+            )
     except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         raise PosteriorFileError(f"{path}: {exc}") from None
+    return posterior if device is None else posterior.to(device)
 
 
 def upgrade_posterior_file(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:

@@ -65,13 +65,19 @@ def cache_key(
     num_samples: int | None,
     seed: int,
     batch_size: int,
+    device_type: str = "cpu",
 ) -> str:
-    """The cache key of one posterior's evaluation: a SHA-256 of everything that determines it."""
+    """The cache key of one posterior's evaluation: a SHA-256 of everything that determines it.
+
+    A GPU draws other random numbers from one seed than the CPU, so its evaluations are kept
+    apart (``device_type``); the CPU's keys are those it always had."""
     record = {
         "format": CACHE_FORMAT, "code": code_version(), "posterior": posterior_sha256,
         "data": data_sha256, "ood": ood_sha256, "num_samples": num_samples, "seed": int(seed),
         "batch_size": int(batch_size), "ece_bins": ECE_BINS,
     }
+    if device_type != "cpu":
+        record["device"] = device_type
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
@@ -180,7 +186,8 @@ def evaluate_dataset(
             sha = file_sha256(item.source)
             files[name] = {"file": str(Path(item.source).absolute()), "file_sha256": sha}
             if use_cache:
-                path = folder / f"{cache_key(sha, data_sha, ood_sha, num_samples, seed, b)}.npz"
+                key = cache_key(sha, data_sha, ood_sha, num_samples, seed, b, item.posterior.device.type)
+                path = folder / f"{key}.npz"
         hit = read_cache(path, data, ood) if path is not None else None
         base = index * per_posterior
         if hit is None and cache_only:

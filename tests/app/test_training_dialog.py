@@ -16,7 +16,7 @@ from core.engine.data.idx import read_idx, write_idx
 from core.engine.inference import METHODS
 from core.engine.naming import METHOD_LABELS
 from core.engine.settings_help import has_own_words
-from core.engine.store import load_posterior
+from core.engine.store import load_posterior, save_posterior
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +85,17 @@ def test_methods_are_listed_in_words_with_their_names_as_data(qtbot):
         assert text.startswith(METHOD_LABELS[name] + " — ") and "_" not in text
     dialog.select_method("dsghmc")
     assert dialog.method_name == "dsghmc" and "Hernández" in dialog.method_about.text()
+
+
+def test_the_dialog_fits_a_1024_by_680_screen_for_every_method(qtbot):
+    """It opened at 1120×700 whatever the screen: on a 1024×680 one its buttons were off it."""
+    dialog = make_dialog(qtbot)
+    free = dialog.screen().availableGeometry()
+    assert dialog.width() <= free.width() and dialog.height() <= free.height()
+    for name in METHODS:
+        dialog.select_method(name)
+        hint = dialog.minimumSizeHint()
+        assert hint.width() <= 1024 and hint.height() <= 680, (name, hint)
 
 
 def test_switching_method_shows_only_its_settings(qtbot):
@@ -428,7 +439,8 @@ def test_closing_the_dialog_leaves_the_run_going_in_the_status_bar(qtbot, monkey
 
     halfway = threading.Event()
 
-    def quick_fit(method, arch, config, data_dir, download, seed, out, name=""):
+    def quick_fit(method, arch, config, data_dir, download, seed, out, name="", start=None, start_source=None,
+                  device=None):
         for step in range(1, 11):
             yield ProgressRecord(step, 10, {"log_posterior": -10.0 + step}, phase="sampling")
             if step == 4:
@@ -509,3 +521,50 @@ def test_quitting_during_a_run_asks_and_cancels_it(qtbot, monkeypatch):
         assert "Cancelled" in dialog.status.text()
     finally:
         release.set()
+
+
+def test_laplace_starts_from_a_saved_map_posterior_or_refuses_one_that_cannot(qtbot, tiny_mnist, tmp_path,
+                                                                              monkeypatch):
+    """Laplace and SWAG could start from a saved MAP posterior on the command line only."""
+    from core.engine.data.datasets import load_split
+    from core.engine.files import file_sha256
+    from core.engine.inference.map import MapConfig
+    from core.engine.inference.map import fit as fit_map
+    from core.engine.models import ArchSpec
+    from core.engine.resources import resources_dir
+    from core.engine.runner import drain
+
+    dialog = make_dialog(qtbot, tiny_mnist)
+    dialog.select_method("sghmc")
+    assert not dialog.form.isRowVisible(dialog.start_from)  # only for methods that start from best weights
+    dialog.select_method("laplace")
+    assert dialog.form.isRowVisible(dialog.start_from) and dialog.start_path is None
+    assert dialog.form.isRowVisible(dialog.model)
+
+    train = load_split("mnist", "train", root=tiny_mnist)
+    best = drain(fit_map(MapConfig(epochs=2, batch_size=50), ArchSpec("softmax"), train, 1))
+    start_file = save_posterior(best, tmp_path / "best.pt")
+    dialog.select_model("mlp")  # the saved start's network wins over the form's
+    dialog.set_start_file(start_file)
+    assert dialog.start_path == str(start_file)
+    assert not dialog.form.isRowVisible(dialog.model) and not dialog.form.isRowVisible(dialog.hidden)
+    assert not dialog.is_setting_shown("epochs") and dialog.is_setting_shown("structure")  # no training phase
+    assert "not measured" in dialog.estimate.text() or dialog.last_estimate is None
+    dialog.set_setting("structure", "diag")
+    dialog.name.setText("from saved best weights")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running)
+    posterior = load_posterior(saved.args[0])
+    assert posterior.method == "laplace" and posterior.arch.name == "softmax"
+    assert posterior.info["started_from"] == {"method": "map", "file": str(start_file.absolute()),
+                                              "file_sha256": file_sha256(start_file)}
+
+    # a sampled posterior is not one set of best weights: refused in words, nothing runs
+    warned: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: warned.append(text))
+    dialog.set_start_file(resources_dir() / "models" / "mnist_lenet_sghmc.pt")
+    dialog.start()
+    assert not dialog.running and warned and "one set of best weights" in warned[0]
+    assert "Error" not in warned[0] and "/" not in warned[0].split(":", 1)[1]
+

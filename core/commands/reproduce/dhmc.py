@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.commands.console import add_device_argument, chosen_device, say_where
 from core.commands.reproduce import Reproduction, register
+from core.engine.device import on_device, seeded_generator
 from core.engine.inference import dsghmc, sghmc, sgld
 from core.engine.inference.dsghmc import InputDropoutPosterior
 from core.engine.inference.sampling import Params, gaussian_log_prior
@@ -303,11 +305,13 @@ def evaluate(
     mask_at_prediction: bool,
     generator: torch.Generator,
     batch_size: int = 1000,
+    device: torch.device | None = None,
 ) -> ChainScores:
     """Accuracy of each chain's mean predictive, its per-class errors and probability matrix.
 
     Predictions go through :class:`InputDropoutPosterior` (one per chain), so a draw with a
-    mask sees a fresh mask on every test image, as in the authors' code.
+    mask sees a fresh mask on every test image, as in the authors' code; they run on
+    ``device`` (None: the CPU), the scores on the CPU.
     """
     chains = next(iter(samples.values())).shape[0]
     config = asdict(spec.config) if spec.method == "dsghmc" else {"drop_rate": 0.0}
@@ -318,8 +322,9 @@ def evaluate(
     y = data.y_test
     for c in range(chains):
         post = InputDropoutPosterior(
-            spec.method, ARCH, config, 0, "mnist", {n: v[c : c + 1] for n, v in samples.items()}
+            spec.method, ARCH, config, 0, "mnist", {n: v[c : c + 1].cpu() for n, v in samples.items()}
         )
+        post = post.to(device) if device is not None else post
         mean = torch.cat([
             post.predict_proba(
                 data.x_test[i : i + batch_size].reshape(-1, 1, 28, 28), generator=generator
@@ -433,17 +438,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated subset of SGLD,SGHMC,D-SGHMC (default all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    add_device_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    device = chosen_device(args)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     protocols = ("paper", "tuned") if args.protocol == "both" else (args.protocol,)
     wanted = None if args.methods == "all" else {m.strip() for m in args.methods.split(",")}
     data = load_mnist(args.data_dir, args.train_size, args.test_limit)
+    # the chains run where the training images are; the test images stay on the CPU for scoring
+    train_data = MnistArrays(data.x_train.to(device), data.y_train.to(device), data.x_test, data.y_test)
+    say_where("Running", device)
     steps_per_epoch = len(data.y_train) // 100
     plans = {}
     for protocol in protocols:
@@ -461,11 +471,12 @@ def run(args: argparse.Namespace) -> int:
                       [s for s in specs if s.method != "sgld"]]
             drawn: dict[str, tuple[Params, float]] = {}
             for i, group in enumerate(g for g in groups if g):
-                generator = torch.Generator().manual_seed(args.seed * 1000 + i)
+                generator = seeded_generator(args.seed * 1000 + i, device)
                 t0 = time.perf_counter()
-                group_draws = run_group(group, data, protocol=protocol, chains=args.chains,
-                                        epochs=args.epochs, draws=args.draws,
-                                        generator=generator, progress=bar)
+                with on_device(device):
+                    group_draws = run_group(group, train_data, protocol=protocol, chains=args.chains,
+                                            epochs=args.epochs, draws=args.draws,
+                                            generator=generator, progress=bar)
                 seconds = time.perf_counter() - t0
                 for spec, samples in zip(group, group_draws, strict=True):
                     drawn[spec.label] = (samples, seconds)
@@ -474,7 +485,7 @@ def run(args: argparse.Namespace) -> int:
                 generator = torch.Generator().manual_seed(args.seed * 1000 + 99)
                 masked = spec.method == "dsghmc"
                 scores = evaluate(spec, samples, data, mask_at_prediction=masked,
-                                  generator=generator)
+                                  generator=generator, device=device)
                 results[protocol][spec.label] = scores
                 row = {
                     "protocol": protocol, "method": spec.label,
@@ -488,7 +499,7 @@ def run(args: argparse.Namespace) -> int:
                 }
                 if masked:
                     clean = evaluate(spec, samples, data, mask_at_prediction=False,
-                                     generator=generator)
+                                     generator=generator, device=device)
                     row["accuracy_mask_off_mean"] = round(float(clean.accuracy.mean()), 3)
                     row["accuracy_mask_off_sd"] = round(float(clean.accuracy.std(ddof=1)), 3) \
                         if args.chains > 1 else 0.0
@@ -538,7 +549,8 @@ def run(args: argparse.Namespace) -> int:
             off = f"{row['accuracy_mask_off_mean']:.2f} ± {row['accuracy_mask_off_sd']:.2f}"
             lines.append(f"| {row['method']} | {on} | {off} | {ref} |")
         lines.append("")
-    lines.append(f"Wall time: {wall:.0f} s on {torch.get_num_threads()} torch thread(s).")
+    where = f"{torch.get_num_threads()} torch thread(s)" if device.type == "cpu" else str(device)
+    lines.append(f"Wall time: {wall:.0f} s on {where}.")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -55,8 +55,10 @@ import numpy as np
 import torch
 
 from core.analysis.metrics import soft_confusion_matrix
+from core.commands.console import add_device_argument, chosen_device, say_where
 from core.commands.reproduce import Reproduction, register
 from core.commands.reproduce.dhmc import ChainMasks, SoftmaxRegressionTarget
+from core.engine.device import on_device, seeded_generator, steps_on
 from core.engine.faces.age_groups import ADIENCE_GROUP_NAMES, AGE_GROUP_NAMES
 from core.engine.faces.descriptor import DescriptorInfo
 from core.engine.faces.heads import face_arch
@@ -302,10 +304,12 @@ def run_protocol(
     epochs: int = 100,
     seed: int = 0,
     methods: set[str] | None = None,
+    device: torch.device | None = None,
 ) -> Generator[ProgressRecord, None, ProtocolResult]:
     """Fit and score every method of ``protocol`` ("paper" or "tuned"), yielding progress.
 
-    ``methods`` keeps only the runs whose label starts with one of its entries.
+    ``methods`` keeps only the runs whose label starts with one of its entries. Fits and
+    predictions run on ``device`` (None: the CPU); the scores are computed on the CPU.
     """
     from core.engine.runner import fit_posterior
 
@@ -318,15 +322,18 @@ def run_protocol(
     x_test = test.x.float()
     if protocol == "paper":
         groups = [[r for r in plan if r.method == "sgld"], [r for r in plan if r.method != "sgld"]]
+        on = train if device is None else Dataset(train.x.to(device), train.y.to(device), train.name)
         for i, group in enumerate(g for g in groups if g):
-            generator = torch.Generator().manual_seed(seed * 1000 + i)
+            generator = seeded_generator(seed * 1000 + i, device)
             start = time.perf_counter()
-            drawn = yield from _tagged(run_paper_group(group, train, chains=runs, draws=DRAWS,
-                                                       generator=generator), "+".join(r.label for r in group))
+            drawn = yield from _tagged(steps_on(device, run_paper_group(group, on, chains=runs, draws=DRAWS,
+                                                                        generator=generator)),
+                                       "+".join(r.label for r in group))
             seconds = time.perf_counter() - start
             for run, samples in zip(group, drawn, strict=True):
                 config = {**asdict(run.config), "mask_at_prediction": run.method == "dsghmc"}
-                posterior = InputDropoutPosterior(run.method, arch, config, seed, train.name, samples)
+                with on_device(device):  # built where its draws are
+                    posterior = InputDropoutPosterior(run.method, arch, config, seed, train.name, samples)
                 generator = torch.Generator().manual_seed(seed * 1000 + 99)
                 scores = score_runs(run_means(posterior, x_test, generator), labels)
                 scores.seconds, scores.draws_per_run = seconds / len(group), DRAWS
@@ -336,7 +343,8 @@ def run_protocol(
         method = get_method(run.method)
         start = time.perf_counter()
         if run.method in ("sgld", "sghmc", "dsghmc", "hmc"):  # `runs` chains in one fit
-            posterior = yield from _tagged(fit_posterior(method, run.config, arch, train, seed), run.label)
+            posterior = yield from _tagged(fit_posterior(method, run.config, arch, train, seed, device=device),
+                                           run.label)
             means = run_means(posterior, x_test, torch.Generator().manual_seed(seed * 1000 + 99))
             draws = posterior.num_draws
         else:  # one fit per run, seeds seed … seed + runs − 1
@@ -344,7 +352,8 @@ def run_protocol(
             means = []
             for r in range(runs):
                 posterior = yield from _tagged(
-                    fit_posterior(method, run.config, run_arch, train, seed + r), f"{run.label} run {r + 1}")
+                    fit_posterior(method, run.config, run_arch, train, seed + r, device=device),
+                    f"{run.label} run {r + 1}")
                 means += run_means(posterior, x_test, torch.Generator().manual_seed(seed * 1000 + 99 + r))
             draws = posterior.default_num_samples
         scores = score_runs(means, labels)
@@ -548,6 +557,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="use only N faces (a quick look; not the reproduction)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    add_device_argument(parser)
 
 
 def _is_ours(folder: Path) -> bool:
@@ -566,6 +576,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or args.epochs < 1:
         raise ValueError("--runs and --epochs must be at least 1")
+    device = chosen_device(args)
     check_output_folder(args.out, _is_ours, "the reproduction")
     torch.set_num_threads(args.threads)
     methods = None if args.methods == "all" else {m.strip() for m in args.methods.split(",") if m.strip()}
@@ -579,6 +590,7 @@ def run(args: argparse.Namespace) -> int:
     info = split.table.info
     protocols = ("paper", "tuned") if args.protocol == "both" else (args.protocol,)
     results: dict[str, ProtocolResult] = {}
+    say_where("Running", device)
     with tqdm(desc="dhmc-faces", unit="step", file=sys.stderr, dynamic_ncols=True) as bar:
         def progress(record: ProgressRecord) -> None:
             bar.total, bar.n = record.total, record.step
@@ -587,7 +599,8 @@ def run(args: argparse.Namespace) -> int:
 
         for protocol in protocols:
             results[protocol] = drain(run_protocol(protocol, split.train, split.test, info, runs=args.runs,
-                                                   epochs=args.epochs, seed=args.seed, methods=methods), progress)
+                                                   epochs=args.epochs, seed=args.seed, methods=methods,
+                                                   device=device), progress)
             for label, s in results[protocol].scores.items():
                 tqdm.write(f"{protocol:6s} {label:18s} accuracy {_fmt(s.accuracy)} %  within one "
                            f"{_fmt(s.within_one)} %  ({s.seconds:.0f} s)", file=sys.stderr)
@@ -600,6 +613,7 @@ def run(args: argparse.Namespace) -> int:
             "reproduction": "dhmc-faces", "command": " ".join(sys.argv), "protocols": list(protocols),
             "runs": args.runs, "epochs": args.epochs, "seed": args.seed, "limit": args.limit,
             "tuned_settings": TUNED, "wall_seconds": round(wall, 1), "torch_threads": torch.get_num_threads(),
+            "device": str(device),
             "train": {k: v for k, v in split.train.source.items()},
             "test_faces": len(split.test), "descriptor": info.to_dict(),
             "runs_config": {p: {label: {"method": run.method, **asdict(run.config)}

@@ -30,15 +30,17 @@ Training masks follow the same rule: dropout layers draw from the fit's own gene
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from core.engine.device import current_device, generator_on, on_device, seeded_generator, to_host
 from core.engine.memory import check_fits
 from core.engine.models import (
     ArchSpec,
@@ -55,8 +57,9 @@ INTERACTIVE_SEED_OFFSET = 104729
 
 
 def interactive_generator(seed: int) -> torch.Generator:
-    """The generator behind a posterior's fixed bank of masks/draws (``generator=None``)."""
-    return torch.Generator().manual_seed(int(seed) + INTERACTIVE_SEED_OFFSET)
+    """The generator behind a posterior's fixed bank of masks/draws (``generator=None``), on
+    the device the work runs on (:func:`core.engine.device.current_device`)."""
+    return seeded_generator(int(seed) + INTERACTIVE_SEED_OFFSET)
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,11 @@ class Posterior(ABC):
     kind: ClassVar[str]
     default_num_samples: int = 100
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "predict_proba" in cls.__dict__:
+            cls.predict_proba = _predicts_on_own_device(cls.__dict__["predict_proba"])
+
     def __init__(
         self,
         method: str,
@@ -204,6 +212,26 @@ class Posterior(ABC):
         self.seed = int(seed)
         self.dataset = dataset
         self.info = dict(info or {})
+        #: Where its tensors live and its predictions run: the device it was built on
+        #: (:func:`core.engine.device.on_device`; the CPU unless moved with :meth:`to`).
+        self.device = current_device()
+
+    def to(self, device: torch.device | str) -> Posterior:
+        """This posterior with its tensors on ``device`` (itself when already there).
+
+        It is rebuilt from :meth:`state_tensors` inside :func:`~core.engine.device.on_device`,
+        as a file is loaded, so every tensor it makes for itself lands there too.
+        """
+        device = torch.device(device)
+        if device == self.device or (device.type == self.device.type == "cpu"):
+            return self
+        with on_device(device):
+            tensors = {k: v.to(device) for k, v in self.state_tensors().items()}
+            moved = type(self).from_state(self.method, self.arch, self.config, self.seed, self.dataset,
+                                          self.info, tensors)
+        if hasattr(self, "chunk_size"):  # the one setting a caller may change after construction
+            moved.chunk_size = self.chunk_size
+        return moved
 
     @property
     def num_classes(self) -> int:
@@ -273,8 +301,31 @@ class Posterior(ABC):
             self.prediction_bytes(s, batch_size),
             f"{s} samples of this {self.method} posterior for {batch_size} image(s)",
             "use fewer samples",
+            self.device,
         )
         return s
+
+
+def _predicts_on_own_device(predict: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``predict_proba`` run where the posterior lives: on the CPU as written; on a GPU with
+    the inputs moved there, a generator that draws there (:func:`~core.engine.device.generator_on`),
+    inside :func:`~core.engine.device.on_device`, and the probabilities brought back to the CPU,
+    where every caller prints, draws, compares and writes them."""
+    if getattr(predict, "on_own_device", False):
+        return predict
+
+    @functools.wraps(predict)
+    def predict_proba(self: Posterior, x: torch.Tensor, num_samples: int | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        device = self.device
+        if device.type == "cpu":
+            return predict(self, x, num_samples, generator)
+        with on_device(device):
+            out = predict(self, x.to(device), num_samples, generator_on(generator, device))
+        return to_host(out)
+
+    predict_proba.on_own_device = True  # type: ignore[attr-defined]
+    return predict_proba
 
 
 def sample_count_setting(config: dict[str, Any], key: str, default: int) -> int:

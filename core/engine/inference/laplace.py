@@ -39,6 +39,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import (
     Dataset,
     FitGenerator,
@@ -166,7 +167,7 @@ def check_curvature_fits(model: nn.Module, names: list[str], config: LaplaceConf
     if need > config.memory_budget_mb * 1e6:
         raise ValueError(f"{what} would need about {format_bytes(need)}, more than the "
                          f"{format_bytes(config.memory_budget_mb * 1e6)} allowed; {cheaper}")
-    check_fits(need, what, cheaper)
+    check_fits(need, what, cheaper, next(model.parameters()).device)
 
 
 # ----------------------------------------------------------------------------- curvature
@@ -375,7 +376,7 @@ class LaplacePosterior(Posterior):
         :meth:`VariationalPosterior.fixed_draws`, so strokes and batches share one set of S models)."""
         key = id(generator) if generator is not None else None
         if self._bank is None or self._bank[0] != key or self._bank[2].shape[0] < num_samples:
-            g = generator or torch.Generator().manual_seed(self.seed + 104729)
+            g = generator or seeded_generator(self.seed + 104729)
             s = max(num_samples, self.default_num_samples)
             theta = self.mean.expand(s, -1).clone()
             theta[:, self.index] += self.sample_subset(s, g)
@@ -459,7 +460,7 @@ class LaplacePosterior(Posterior):
 
 def fit(config: LaplaceConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
     """Train the MAP network, then fit the Laplace approximation around it."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded_generator(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_model(arch)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import Dataset, FitGenerator, SampledPosterior, optimise
 from core.engine.models import ArchSpec, build_model
 
@@ -44,7 +45,7 @@ class MapConfig:
 
 
 def fit(config: MapConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded_generator(seed)
     torch.manual_seed(seed)
     model = build_model(arch)
     penalty = 1.0 / (2.0 * len(data) * config.prior_std**2)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import Dataset, DropoutPosterior, FitGenerator, optimise
 from core.engine.models import ArchSpec, build_model
 
@@ -69,7 +70,7 @@ class McDropoutConfig:
 def fit(config: McDropoutConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
     if arch.drop_rate <= 0:
         raise ValueError("MC dropout needs a drop rate above 0 (set the architecture's drop_rate)")
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded_generator(seed)
     # The initial weights come from torch's global generator (nn.init has no other); seed
     # it for this one build only, so the fit is reproducible and nothing else is disturbed.
     with torch.random.fork_rng(devices=[]):

@@ -401,7 +401,7 @@ def diagnostics(traces: dict[str, torch.Tensor], burn_in: int) -> dict[str, floa
     for name, trace in traces.items():
         if trace.ndim != 2 or trace.shape[0] < 1:
             continue
-        kept = trace[:, burn_in:].numpy()
+        kept = trace[:, burn_in:].cpu().numpy()  # traces of a GPU run live on the GPU
         if kept.shape[1] < 4 or np.ptp(kept) == 0:
             continue
         out[f"rhat_{name}"] = split_rhat(kept)

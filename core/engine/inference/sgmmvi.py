@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import Dataset, FitGenerator
 from core.engine.inference.variational import (
     LowRankMixture,
@@ -56,7 +57,7 @@ def init(config: SgmmviConfig, arch: ArchSpec, num_train: int, seed: int) -> Var
     """Component c's mean is the architecture's init under seed + c."""
     model, mean0 = initial_mean(arch, seed)
     means = [mean0] + [initial_mean(arch, seed + c)[1] for c in range(1, config.components)]
-    g = torch.Generator().manual_seed(seed + 7919)
+    g = seeded_generator(seed + 7919)
     family = LowRankMixture(
         torch.stack(means),
         config.init_std,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import Dataset, FitGenerator
 from core.engine.inference.variational import (
     LowRankMixture,
@@ -48,7 +49,7 @@ class SnviConfig(LowRankVIConfig):
 def init(config: SnviConfig, arch: ArchSpec, num_train: int, seed: int) -> VariationalState:
     """μ from the seeded architecture init, σ = init_std, U small and random."""
     model, mean = initial_mean(arch, seed)
-    g = torch.Generator().manual_seed(seed + 1)
+    g = seeded_generator(seed + 1)
     family = LowRankMixture(
         mean, config.init_std, rank=config.rank, factor_std=config.init_factor_std, generator=g
     )

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import (
     Dataset,
     FitGenerator,
@@ -113,7 +114,7 @@ def swag_tensors(snapshots: torch.Tensor, rank: int) -> dict[str, torch.Tensor]:
 
 def fit(config: SwagConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
     """Train the MAP network, then average around it."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded_generator(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_model(arch)
@@ -131,7 +132,7 @@ def fit_from(weights: dict[str, torch.Tensor], config: SwagConfig, arch: ArchSpe
     model = build_model(arch)
     model.load_state_dict(weights)
     total = config.swa_epochs * math.ceil(len(data) / config.batch_size)
-    return (yield from _swag(model, config, arch, data, seed, torch.Generator().manual_seed(seed), 0, total))
+    return (yield from _swag(model, config, arch, data, seed, seeded_generator(seed), 0, total))
 
 
 def _penalty(config: SwagConfig, data: Dataset) -> float:

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.engine.device import seeded_generator
 from core.engine.inference.base import (
     Dataset,
     Posterior,
@@ -704,7 +705,7 @@ class VariationalPosterior(Posterior):
         key = id(generator) if generator is not None else None
         cached = self._bank
         if cached is None or cached[0] != key or cached[2].shape[0] < num_samples:
-            g = generator or torch.Generator().manual_seed(self.seed + 104729)
+            g = generator or seeded_generator(self.seed + 104729)
             # the generator is kept referenced so that its id cannot be reused by another
             # At least the default count, so a smaller request (the window's preview while a
             # stroke moves) is the first rows of the bank the full request uses.
@@ -936,7 +937,7 @@ def run_fit(
     """Every variational method's ``fit``: ``init`` its state, run ``step(state, batch,
     generator, config)`` for ``config.epochs`` with a generator seeded by ``seed``, and wrap
     q(θ) as a posterior whose info ``describe`` completes (family, rank, components ...)."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded_generator(seed)
     state = init(config, arch, len(data), seed)
     last: ProgressRecord | None = None
     try:

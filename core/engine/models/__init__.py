@@ -160,8 +160,9 @@ def _lenet_side(image_size: int) -> int:
     return ((image_size - 4) // 2 - 4) // 2
 
 
-def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None) -> None:
-    """Refuse (with the estimate) an architecture whose ``copies`` weight sets cannot fit.
+def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None, device: object = None) -> None:
+    """Refuse (with the estimate) an architecture whose ``copies`` weight sets cannot fit
+    (on ``device``'s free memory for a GPU).
 
     Training holds the weights, their gradients and the optimiser's two moments, so callers
     pass ``copies`` of at least 4 for a fit.
@@ -171,6 +172,7 @@ def check_model_fits(spec: ArchSpec, copies: int = 1, what: str | None = None) -
         nbytes,
         what or f"a {spec.name} model with {spec.parameter_count():,} weights",
         "choose a smaller architecture (fewer classes or a narrower hidden layer)",
+        device,
     )
 
 

@@ -1,0 +1,282 @@
+"""Where the work runs: ``--device`` and :mod:`core.engine.device`.
+
+There is no GPU on the machines these tests are written on: a CUDA GPU or Apple's MPS is
+*pretended* here by patching torch's availability checks, which tests the choosing and the
+refusals, never a computation on a GPU. The ``meta`` device (shapes only, no numbers) stands
+in for a GPU where a test checks that every tensor of a prediction is made on the
+posterior's device. On a GPU machine ``pytest -k device`` runs the tests marked for one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from core.commands.main import main
+from core.engine.device import (
+    DeviceUnavailableError,
+    describe_device,
+    device_choices,
+    on_device,
+    resolve_device,
+    seeded_generator,
+)
+from core.engine.memory import MemoryEstimateError, check_fits
+from core.engine.store import load_posterior, save_posterior
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def _no_gpu(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def _pretend_cuda(monkeypatch, count: int) -> None:
+    """torch as it is on a CUDA build with ``count`` GPUs (the calls resolve_device makes)."""
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Test GPU")
+
+
+# ----------------------------------------------------------------------------- choosing
+
+
+def test_auto_is_the_cpu_without_a_gpu(monkeypatch):
+    _no_gpu(monkeypatch)
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
+def test_auto_is_the_cpu_here():
+    assert not torch.cuda.is_available()
+    if not torch.backends.mps.is_available():
+        assert resolve_device("auto").type == "cpu"
+
+
+def test_auto_prefers_cuda_then_mps(monkeypatch):
+    _pretend_cuda(monkeypatch, 1)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("mps")
+
+
+def test_cuda_index_is_checked_against_the_gpus_found(monkeypatch):
+    _pretend_cuda(monkeypatch, 1)
+    assert resolve_device("cuda") == torch.device("cuda", 0)
+    assert resolve_device("CUDA:0") == torch.device("cuda", 0)
+    with pytest.raises(DeviceUnavailableError) as caught:
+        resolve_device("cuda:7")
+    text = str(caught.value)
+    assert "number 7" in text and "finds 1 GPU (only cuda:0)" in text and "\n" not in text
+
+
+def test_each_missing_device_is_named(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    with pytest.raises(DeviceUnavailableError, match="this torch build is CPU-only"):
+        resolve_device("cuda")
+    _pretend_cuda(monkeypatch, 0)  # a CUDA build on a computer without a GPU or driver
+    with pytest.raises(DeviceUnavailableError, match="no GPU or no working driver"):
+        resolve_device("cuda:0")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(DeviceUnavailableError, match="no Apple GPU"):
+        resolve_device("mps")
+    for bad in ("gpu", "cuda:x", "cuda:-1", ""):
+        with pytest.raises(ValueError):
+            resolve_device(bad)
+
+
+def test_where_work_runs_in_words(monkeypatch):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert describe_device(torch.device("cpu")) == f"the CPU ({cores} core{'s' if cores != 1 else ''})"
+    _pretend_cuda(monkeypatch, 2)
+    assert describe_device(torch.device("cuda", 1)) == "NVIDIA Test GPU (cuda:1)"
+    assert describe_device("mps") == "the Apple GPU (mps)"
+
+
+def test_choices_offer_each_gpu_and_only_cpu_without_one(monkeypatch):
+    _no_gpu(monkeypatch)
+    assert [value for value, _ in device_choices()] == ["auto", "cpu"]
+    _pretend_cuda(monkeypatch, 2)
+    choices = dict(device_choices())
+    assert list(choices) == ["auto", "cpu", "cuda:0", "cuda:1"]
+    assert choices["cuda:1"] == "NVIDIA Test GPU (cuda:1)"
+    assert choices["auto"] == "Automatic (NVIDIA Test GPU (cuda:0))"
+
+
+def test_a_gpu_memory_check_uses_its_free_memory(monkeypatch):
+    _pretend_cuda(monkeypatch, 1)
+    asked = []
+
+    def mem_get_info(device=None):
+        asked.append(device)
+        return 1_000_000_000, 80_000_000_000  # 1 GB free of 80
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+    gpu = torch.device("cuda", 0)
+    check_fits(700e6, "a small request", "use fewer samples", gpu)  # under 80% of 1 GB
+    with pytest.raises(MemoryEstimateError) as caught:
+        check_fits(900e6, "900 samples of this posterior", "use fewer samples", gpu)
+    assert asked == [gpu, gpu]
+    assert str(caught.value) == (
+        "900 samples of this posterior would need about 900.0 MB of memory on NVIDIA Test GPU (cuda:0), "
+        "but only 800.0 MB is free there; use fewer samples, or use --device cpu"
+    )
+    check_fits(900e6, "the same request on the CPU", "use fewer samples", torch.device("cpu"))
+
+
+def test_generators_follow_the_device():
+    assert seeded_generator(3).device.type == "cpu"
+    with on_device("meta"):
+        assert torch.zeros(2).device.type == "meta"
+        with on_device("cpu"):  # a CPU block inside another device's block is on the CPU
+            assert torch.zeros(2).device.type == "cpu"
+        assert torch.zeros(2).device.type == "meta"
+    assert torch.zeros(2).device.type == "cpu"
+    a = torch.rand(5, generator=seeded_generator(3))
+    assert torch.equal(a, torch.rand(5, generator=torch.Generator().manual_seed(3)))
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+@pytest.fixture
+def digit_png(tmp_path):
+    arr = np.zeros((60, 60), np.uint8)
+    arr[10:50, 27:33] = 255
+    path = tmp_path / "one.png"
+    Image.fromarray(arr).save(path)
+    return path
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
+@pytest.mark.parametrize("command", ["train", "predict", "evaluate", "compare", "dhmc-mnist", "dhmc-faces"])
+def test_a_missing_gpu_is_one_line_and_exit_2(command, tiny_mnist, tmp_path, digit_png, capsys):
+    posterior = tmp_path / "missing.pt"  # never read: the device is refused first
+    argv = {
+        "train": ["train", "--data-dir", str(tiny_mnist), "--out", str(tmp_path / "p.pt")],
+        "predict": ["predict", str(digit_png)],
+        "evaluate": ["evaluate", "--posterior", str(posterior), "--out", str(tmp_path / "ev")],
+        "compare": ["compare", str(digit_png), "--out", str(tmp_path / "cmp")],
+        "dhmc-mnist": ["reproduce", "dhmc-mnist", "--data-dir", str(tiny_mnist), "--out", str(tmp_path / "r")],
+        "dhmc-faces": ["reproduce", "dhmc-faces", "--out", str(tmp_path / "r")],
+    }[command]
+    assert main([*argv, "--device", "cuda"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert lines == ["error: this computer has no CUDA GPU that torch can use (this torch build is CPU-only); "
+                     "use --device cpu or auto"]
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert not (tmp_path / "p.pt").exists() and not (tmp_path / "r").exists()
+
+
+def test_an_absent_gpu_index_names_it_on_the_command_line(monkeypatch, digit_png, capsys):
+    _pretend_cuda(monkeypatch, 1)
+    assert main(["predict", str(digit_png), "--device", "cuda:7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no CUDA GPU number 7" in err[0] and "only cuda:0" in err[0]
+
+
+def test_device_cpu_is_the_default_run_here(tiny_mnist, tmp_path, digit_png, capsys, monkeypatch):
+    """Here auto is the CPU, so ``--device cpu`` must give bit for bit the run without it."""
+    _no_gpu(monkeypatch)
+    common = ["train", "--data-dir", str(tiny_mnist), "--model", "mlp", "--method", "mc_dropout",
+              "--drop-rate", "0.2", "--set", "epochs=2", "--seed", "5", "--eval-samples", "5"]
+    assert main([*common, "--out", str(tmp_path / "default.pt")]) == 0
+    err = capsys.readouterr().err
+    cores = describe_device(torch.device("cpu"))
+    assert f"Training on {cores}." in err
+    assert main([*common, "--out", str(tmp_path / "cpu.pt"), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    default, cpu = load_posterior(tmp_path / "default.pt"), load_posterior(tmp_path / "cpu.pt")
+    assert default.info["test_accuracy"] == cpu.info["test_accuracy"]
+    for name, tensor in default.state_tensors().items():
+        assert torch.equal(tensor, cpu.state_tensors()[name])
+    outputs = []
+    for extra in ([], ["--device", "cpu"]):
+        assert main(["predict", str(digit_png), "--posterior", str(tmp_path / "cpu.pt"), "--json", *extra]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1]
+
+
+def test_a_saved_file_holds_cpu_tensors(two_halves, tmp_path):
+    from core.engine.inference import get_method
+    from core.engine.models import ArchSpec
+    from core.engine.runner import drain, fit_posterior
+
+    method = get_method("map")
+    arch = ArchSpec("softmax", num_classes=2)
+    posterior = drain(fit_posterior(method, method.parse_settings({"epochs": "1"}), arch, two_halves, 0,
+                                    device=torch.device("cpu")))
+    path = save_posterior(posterior, tmp_path / "p.pt")
+    payload = torch.load(path, weights_only=True)  # no map_location: tensors come back where saved
+    assert payload["tensors"] and all(t.device.type == "cpu" for t in payload["tensors"].values())
+    assert load_posterior(path, device="cpu").device.type == "cpu"
+
+
+# ----------------------------------------------------------------------------- one device throughout
+
+
+@pytest.mark.parametrize("method_name, settings", [
+    ("map", {"epochs": "1"}),
+    ("mc_dropout", {"epochs": "1", "num_samples": "4"}),
+    ("dsghmc", {"epochs": "2", "burn_in_epochs": "1", "num_chains": "2", "thin": "1"}),
+    ("sgld", {"epochs": "2", "burn_in_epochs": "1", "num_chains": "2", "thin": "1"}),
+])
+def test_a_moved_posterior_predicts_on_its_device(method_name, settings, two_halves, monkeypatch):
+    """Every tensor a prediction makes is made on the posterior's device: on ``meta`` (which
+    refuses to mix with the CPU) a stray CPU tensor would raise instead of giving shapes.
+
+    Only the kinds that can be built on ``meta``: the variational, Laplace and SWAG
+    posteriors check their numbers (finite, positive) when built, which shapes alone cannot
+    answer; their device path is tested on a GPU only.
+    """
+    from core.engine.inference import base, get_method
+    from core.engine.models import ArchSpec
+    from core.engine.runner import drain, fit_posterior
+
+    method = get_method(method_name)
+    arch = ArchSpec("mlp", num_classes=2, hidden=8, drop_rate=0.2 if method_name == "mc_dropout" else 0.0)
+    posterior = drain(fit_posterior(method, method.parse_settings(settings), arch, two_halves, 0))
+    moved = posterior.to("meta")
+    assert moved.device.type == "meta" and posterior.device.type == "cpu"
+    assert all(t.device.type == "meta" for t in moved.state_tensors().values())
+    monkeypatch.setattr(base, "to_host", lambda t: t)  # meta holds no numbers to bring back
+    x = two_halves.x[:3]
+    for generator in (None, torch.Generator().manual_seed(1)):
+        out = moved.predict_proba(x, num_samples=4, generator=generator)
+        assert out.device.type == "meta" and out.shape[1:] == (3, 2)
+    assert posterior.predict_proba(x, num_samples=4).device.type == "cpu"  # the original is untouched
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_device_cuda_trains_and_predicts(tiny_mnist, tmp_path, digit_png, capsys):  # pragma: no cover - GPU only
+    out = tmp_path / "gpu.pt"
+    assert main(["train", "--data-dir", str(tiny_mnist), "--model", "mlp", "--method", "mc_dropout",
+                 "--drop-rate", "0.2", "--set", "epochs=3", "--set", "lr=3e-3", "--out", str(out),
+                 "--device", "cuda"]) == 0
+    assert "Training on " in capsys.readouterr().err
+    assert load_posterior(out).info["test_accuracy"] > 0.9
+    assert main(["predict", str(digit_png), "--posterior", str(out), "--json", "--device", "cuda"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_samples"] == 100
+
+
+
+def test_gpu_evaluations_are_cached_apart_from_the_cpus():
+    """One seed draws other numbers on a GPU, so its cached evaluation must not stand in for the CPU's."""
+    from core.outputs.evaluation_cache import cache_key
+
+    args = ("posterior-sha", "data-sha", None, 30, 0, 256)
+    assert cache_key(*args) == cache_key(*args, "cpu")
+    assert cache_key(*args, "cuda") != cache_key(*args, "cpu")
+    assert cache_key(*args, "cuda") != cache_key(*args, "mps")
