@@ -8,13 +8,17 @@ are trained independently to the MAP objective of :mod:`core.engine.inference.ma
 
 and the predictive is the uniform mixture p(y | x) = (1/M) Σ_m p(y | x, θ_m). (The paper's
 optional adversarial training is not used.) Members are stored as the M chains, one draw
-each, of a :class:`SampledPosterior`, so they predict in one vectorised call. Each member's
+each, of a :class:`SampledPosterior`, so they predict in one vectorised call. Member m's
 initial weights, mini-batch order and (for architectures with dropout) training masks come
-from its own seed, drawn from the fit's seed, so the ensemble is reproducible from it.
+from its own stream, seeded by :func:`~core.engine.inference.sampling.chain_seed` (seed, m),
+so the ensemble is reproducible from its seed and a subset of members (``fit(...,
+chains=(1, 3))``) is exactly those members of the whole ensemble, ready for
+:func:`~core.engine.inference.sampling.merge_chains`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -26,7 +30,7 @@ from core.engine.inference.base import (
     SampledPosterior,
     optimise,
 )
-from core.engine.inference.sampling import stack_chains
+from core.engine.inference.sampling import ChainGenerators, resolve_chains, stack_chains
 from core.engine.models import ArchSpec, build_model
 
 
@@ -57,27 +61,29 @@ class EnsembleConfig:
             raise ValueError("prior_std must be positive")
 
 
-def fit(config: EnsembleConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
-    generator = torch.Generator().manual_seed(seed)
+def fit(
+    config: EnsembleConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
+) -> FitGenerator:
+    """Train the members (all, or the subset ``chains`` of member numbers) one after another."""
+    member_ids = resolve_chains(chains, config.num_members)
+    streams = ChainGenerators(seed, member_ids)
     penalty = 1.0 / (2.0 * len(data) * config.prior_std**2)
     members = []
-    for m in range(config.num_members):
-        member_seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    for i, (m, member_gen, member_seed) in enumerate(zip(member_ids, streams.generators, streams.model_seeds(), strict=True)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(member_seed)
             model = build_model(arch)
-        member_gen = torch.Generator().manual_seed(member_seed)
         for record in optimise(
             model, data, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
             penalty=penalty, generator=member_gen,
         ):
             yield ProgressRecord(
-                m * record.total + record.step,
-                config.num_members * record.total,
+                i * record.total + record.step,
+                len(member_ids) * record.total,
                 {**record.values, "member": float(m + 1)},
                 f"member {m + 1}/{config.num_members}",
             )
         members.append(model)
     samples = {k: v.unsqueeze(1) for k, v in stack_chains(members).items()}
-    info = {"num_members": config.num_members}
+    info = {"num_members": len(member_ids), "chain_ids": list(member_ids)}
     return SampledPosterior("ensemble", arch, asdict(config), seed, data.name, samples, info)
