@@ -10,6 +10,13 @@ the same kernel whatever the batch of chains, and all the per-element updates (n
 momentum, preconditioner, Adam) are elementwise, so nothing in the arithmetic depends on
 which other chains are in the batch. A coupling between chains (a shared generator, a mean
 over chains) changes the draws at the first step and fails these checks outright.
+
+On LeNet the same holds only to float rounding: under ``vmap`` the chains' convolutions
+become one grouped convolution, whose sums depend on the number of groups. Measured once
+(MNIST, 200 images, too slow for this suite): 3 SGLD chains together and one at a time
+differ by at most 3.7e-9 after 8 steps; 3 ensemble members side by side and one by one by
+2.8e-5 after 4 Adam steps (lr 1e-3), because Adam divides by |g| and so magnifies the
+last-bit differences of gradients near zero.
 """
 
 from __future__ import annotations
