@@ -162,6 +162,8 @@ class InputPlot(QWidget):
         self.bottom = Axis("bottom")
         self.values: dict[str, np.ndarray] = {}
         self._title = ""
+        self._title_wordings: tuple[str, ...] = ("",)
+        self._tip_note = ""
         self._layout_key: tuple | None = None
         self._data_rect = QRectF()
         self._title_font = QFont(self.font())
@@ -187,10 +189,20 @@ class InputPlot(QWidget):
     def title(self) -> str:
         return self._title
 
-    def set_title(self, text: str) -> None:
-        if text != self._title:
-            self._title = text
+    def set_title(self, *wordings: str) -> None:
+        """The title, with shorter wordings after it (longest first): the longest that fits the
+        plot's width is drawn, the shortest cut with "…" only when even it does not fit."""
+        wordings = wordings or ("",)
+        if wordings != self._title_wordings:
+            self._title, self._title_wordings = wordings[0], wordings
             self.update()
+
+    def drawn_title(self) -> str:
+        """The wording of the title that fits the plot's width now (what is painted)."""
+        metrics = QFontMetricsF(self._title_font)
+        room = max(self.width() - 4.0, 10.0)
+        return next((w for w in self._title_wordings if metrics.horizontalAdvance(w) <= room),
+                    metrics.elidedText(self._title_wordings[-1], Qt.TextElideMode.ElideRight, room))
 
     def class_axes(self) -> list[Axis]:
         return [axis for axis in (self.left, self.bottom) if axis.classes]
@@ -231,8 +243,16 @@ class InputPlot(QWidget):
             if (self.left.choice, self.bottom.choice) == before:
                 break
         self._data_rect = rect
-        note = "\n\n".join(n for n in (a.toolTip() for a in self.class_axes()) if n)
-        tip = self.tooltip + (f"\n\n{note}" if note else "")
+        self._update_tooltip()
+
+    def set_tip_note(self, text: str) -> None:
+        """Words about the numbers shown now, added to the plot's tooltip."""
+        self._tip_note = text
+        self._update_tooltip()
+
+    def _update_tooltip(self) -> None:
+        notes = [self._tip_note, *(a.toolTip() for a in self.class_axes())]
+        tip = "\n\n".join([self.tooltip, *(n for n in notes if n)])
         if tip != self.toolTip():
             self.setToolTip(tip)
 
@@ -266,7 +286,8 @@ class InputPlot(QWidget):
             if self._title:
                 painter.setFont(self._title_font)
                 painter.setPen(QColor(FOREGROUND))
-                painter.drawText(QRectF(0, 1, self.width(), rect.top()), Qt.AlignmentFlag.AlignHCenter, self._title)
+                painter.drawText(QRectF(0, 1, self.width(), rect.top()), Qt.AlignmentFlag.AlignHCenter,
+                                 self.drawn_title())
             painter.setClipRect(rect.adjusted(-1, -1, 1, 1))
             if self.values:
                 self.paint_data(painter)
@@ -443,10 +464,23 @@ class IntervalPlot(InputPlot):
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
+        from core.analysis.uncertainty import interval_note  # the engine is loaded by now
+
         summary = prediction.summary
         self.values = {"mean": summary.mean.numpy(), "lower": summary.lower.numpy(),
                        "upper": summary.upper.numpy(), "top": np.asarray(summary.predicted_class)}
-        self.set_title(f"Mean and {round(100 * level)}% interval")
+        s, label = summary.num_samples, summary.interval_label  # "78% interval (90% asked)"
+        draws = plural(s, "draw")
+        if s < 2:
+            self.set_title(f"Mean · no interval from {draws}", "Mean · no interval")
+        elif summary.expected_coverage < summary.level:  # too few draws for the level asked
+            held, asked = round(100 * summary.expected_coverage), round(100 * summary.level)
+            self.set_title(f"Mean and {held}% interval ({asked}% asked) · {draws}",
+                           f"Mean and {held}% interval ({asked}% asked)",
+                           f"Mean, {held}% interval ({asked}% asked)", f"{held}% interval ({asked}% asked)")
+        else:
+            self.set_title(f"Mean and {label} · {draws}", f"Mean and {label}", label)
+        self.set_tip_note(interval_note(s, summary.level))
         self.update()
 
     def clear_view(self) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from core.analysis.uncertainty import summarise
+from core.analysis.uncertainty import interval_note, summarise
 from core.commands.console import check_seed, say
 from core.engine.data.preprocess import (
     EmptyDrawingError,
@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         "predicted_class": summary.predicted_class,
         "num_samples": summary.num_samples,
         "credible_level": args.level,
+        "expected_coverage": summary.expected_coverage,
         "classes": summary.class_records(names),
         "uncertainty": summary.uncertainty_record(),
     }
@@ -87,9 +88,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     say(f"{posterior.describe()}  ({plural(summary.num_samples, 'sample')})")
     say(f"predicted class: {names[summary.predicted_class]}")
-    say(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"{'class':>5}  {'mean':>6}  {summary.interval_label}")
     for row in result["classes"]:
         say(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+    if summary.num_samples > 1 and summary.expected_coverage < summary.level:
+        say(interval_note(summary.num_samples, summary.level))
     u = result["uncertainty"]
     say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
         f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
@@ -125,6 +128,7 @@ def run_predict(args: argparse.Namespace) -> int:
         "expected_group_index": expected_age_group(summary.mean.numpy()),
         "num_samples": summary.num_samples,
         "credible_level": args.level,
+        "expected_coverage": summary.expected_coverage,
         "groups": summary.class_records(names, key="group"),
         "uncertainty": summary.uncertainty_record(),
     }
@@ -137,9 +141,11 @@ def run_predict(args: argparse.Namespace) -> int:
     say(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
         f"{found['size'][0]}×{found['size'][1]} image{others}")
     say(f"predicted age group: {names[summary.predicted_class]} years")
-    say(f"{'group':>6}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"{'group':>6}  {'mean':>6}  {summary.interval_label}")
     for row in result["groups"]:
         say(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+    if summary.num_samples > 1 and summary.expected_coverage < summary.level:
+        say(interval_note(summary.num_samples, summary.level))
     u = result["uncertainty"]
     say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
         f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
