@@ -507,6 +507,16 @@ class EntropyPlot(InputPlot):
         "dashed line is the most possible, ln K, when all K classes are equally likely."
     )
     NAMES = ("total", "aleatoric", "epistemic")
+    #: rows for a posterior that drops input pixels at prediction (D-SGHMC): its epistemic
+    #: part in two, what the weights disagree on and what the random masks add
+    MASK_NAMES = ("total", "aleatoric", "input masks", "weights")
+    MASK_NOTE = (
+        "This posterior (D-SGHMC) keeps dropping random pixels of the input when it predicts, "
+        "so its epistemic part is shown in two. Weights: the sampled models disagree with each "
+        "other; more training data would shrink this. Input masks: one model judges the input "
+        "differently depending on which pixels are dropped; this is noise the method adds on "
+        "purpose, and no amount of data removes it. ({masks} random masks per draw.)"
+    )
     y_down = True
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
@@ -519,16 +529,35 @@ class EntropyPlot(InputPlot):
         # A fixed width that fits every value, so the data area never moves with the numbers.
         metrics = QFontMetricsF(self.font())
         self.left = Axis("left", ticks=[(i, "") for i in range(len(self.NAMES))],
-                         width=math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888") for n in self.NAMES)) + TICK_LENGTH + 8)
-        # Tall enough for the three labels not to overlap (the y range spans 3.2 label rows),
-        # plus the title and the bottom axis.
-        self.setMinimumHeight(math.ceil(3.2 * metrics.lineSpacing()) + 56)
+                         width=math.ceil(max(metrics.horizontalAdvance(f"{n} 8.888")
+                                             for n in self.NAMES + self.MASK_NAMES)) + TICK_LENGTH + 8)
+        self.names = self.NAMES
+        self._set_rows(self.NAMES)
         self.clear_view()
+
+    def _set_rows(self, names: tuple[str, ...]) -> None:
+        """One bar per name; tall enough for their labels not to overlap (the y range spans
+        len + 0.2 label rows), plus the title and the bottom axis."""
+        self.names = names
+        self.y_range = (-0.6, len(names) - 0.4)
+        self.left.ticks = [(i, "") for i in range(len(names))]
+        self.setMinimumHeight(math.ceil((len(names) + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
+        self.update()
 
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
-        self.values = {"nats": np.array([summary.total, summary.aleatoric, summary.epistemic], dtype=float)}
+        split = summary.masks
+        if split is None:
+            names, nats = self.NAMES, [summary.total, summary.aleatoric, summary.epistemic]
+        else:
+            names, nats = self.MASK_NAMES, [split.total, split.aleatoric, split.input_masks, split.weights]
+        if names != self.names:
+            self._set_rows(names)
+        self.values = {"nats": np.array(nats, dtype=float)}
         self.epistemic_defined = summary.num_samples > 1  # one draw: 0 by construction, not measured
+        self.set_title(*(("Uncertainty (nats)",) if split is None else
+                         ("Uncertainty (nats) · epistemic in two", "Uncertainty (nats)")))
+        self.set_tip_note("" if split is None else self.MASK_NOTE.format(masks=split.masks_per_draw))
         self.update()
 
     def clear_view(self) -> None:
@@ -536,7 +565,7 @@ class EntropyPlot(InputPlot):
         self.set_title("Uncertainty (nats)")
 
     def paint_data(self, painter: QPainter) -> None:
-        self.paint_bars(painter, [QColor(*UNCERTAINTY[n]) for n in self.NAMES],
+        self.paint_bars(painter, [QColor(*UNCERTAINTY[n]) for n in self.names],
                         [(0.0, i - 0.3, float(v), i + 0.3) for i, v in enumerate(self.values["nats"])])
 
     def paint_overlay(self, painter: QPainter) -> None:
@@ -552,10 +581,10 @@ class EntropyPlot(InputPlot):
         # drawn here, not with the axis, which is painted once.
         painter.setPen(QColor(FOREGROUND))
         right = self._data_rect.left() - TICK_LENGTH - 2
-        for i, name in enumerate(self.NAMES):
+        for i, name in enumerate(self.names):
             text = f"{name} {self.values['nats'][i]:.3f}" if self.values else name
-            if self.values and name == "epistemic" and not getattr(self, "epistemic_defined", True):
-                text = "epistemic n/a"
+            if self.values and name in ("epistemic", "weights") and not getattr(self, "epistemic_defined", True):
+                text = f"{name} n/a"
             y = self.px(0.0, i).y()
             painter.drawText(QRectF(0, y - height / 2, right, height),
                              Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)

@@ -180,6 +180,9 @@ def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
                 "total_entropy": float(s.total),
                 "aleatoric_entropy": float(s.aleatoric),
                 "epistemic_entropy": epistemic,
+                # D-SGHMC with its input masks at prediction: the epistemic part in two
+                "epistemic_weights_entropy": None if s.masks is None else s.masks.weights,
+                "input_masks_entropy": None if s.masks is None else s.masks.input_masks,
                 "overlap": float(s.overlap),
                 "uncertain": bool(s.uncertain),
                 "num_samples": int(s.num_samples),

@@ -230,9 +230,8 @@ def _interval_figure(summary: Summary, names: list[str], *, samples: Any, level:
     if s == 1:
         ax.set_title("1 draw: each interval shrinks to a point", fontsize=8, color="0.3")
     elif summary.expected_coverage < summary.level:
-        ax.set_title(f"{s} draws: even the widest interval holds only "
-                     f"{100 * summary.expected_coverage:.0f}% on average, not {100 * summary.level:g}%",
-                     fontsize=8, color="0.3")
+        ax.set_title(f"from {s} draws: holds {100 * summary.expected_coverage:.0f}% on average, "
+                     f"not {100 * summary.level:g}%", fontsize=8, color="0.3")
     else:
         ax.set_title(f"from {s} draws", fontsize=8, color="0.3")
     return fig
@@ -246,14 +245,22 @@ def _entropy_figure(summary: Summary, names: list[str], *, samples: Any, level: 
     ax.bar([0], [summary.total], width=0.6, color="0.35", label="total: entropy of the mean")
     ax.bar([1], [summary.aleatoric], width=0.6, color=_ALEATORIC_COLOUR,
            label="aleatoric: mean entropy of each draw")
-    ax.bar([1], [summary.epistemic], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
-           label="epistemic: disagreement between draws")
+    if summary.masks is None:
+        ax.bar([1], [summary.epistemic], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
+               label="epistemic: disagreement between draws")
+    else:  # D-SGHMC: the random input masks' part, then the weights' part
+        m = summary.masks
+        ax.bar([1], [m.input_masks], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
+               alpha=0.4, label=f"input masks: random pixels dropped at prediction ({m.masks_per_draw} per draw)")
+        ax.bar([1], [m.weights], bottom=[summary.aleatoric + m.input_masks], width=0.6,
+               color=_EPISTEMIC_COLOUR, label="weights: disagreement between the sampled models")
     for xpos, value in ((0, summary.total), (1, summary.aleatoric + summary.epistemic)):
         ax.text(xpos, value + maximum * 0.02, f"{value:.3f}", ha="center", va="bottom", fontsize=8)
     ax.axhline(maximum, color="black", linestyle="--", linewidth=1)
     ax.text(1.45, maximum * 0.985, f"maximum ln {k} = {maximum:.2f} nats\n(every class equally likely)",
             ha="right", va="top", fontsize=7)
-    ax.set_xticks([0, 1], ["total", "aleatoric + epistemic"])
+    ax.set_xticks([0, 1], ["total", "aleatoric + epistemic" if summary.masks is None
+                           else "aleatoric + input masks + weights"])
     ax.set_xlim(-0.55, 1.55)
     ax.set_ylim(0, maximum * 1.12)
     ax.set_ylabel("uncertainty (nats)")
@@ -371,6 +378,8 @@ def input_view_table(
                 ("total", summary.total),
                 ("aleatoric", summary.aleatoric),
                 ("epistemic", summary.epistemic),
+                *(() if summary.masks is None else (("epistemic: input masks", summary.masks.input_masks),
+                                                    ("epistemic: weights", summary.masks.weights))),
             )
         ]
     if view == "variance":

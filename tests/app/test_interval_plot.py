@@ -7,7 +7,9 @@ import torch
 from app.plots.input_views import IntervalPlot
 from core.analysis.predictive import Prediction
 from core.analysis.uncertainty import summarise
+from core.engine.resources import resources_dir
 
+MODELS = resources_dir() / "models"
 NAMES = tuple(str(k) for k in range(10))
 
 
@@ -41,3 +43,25 @@ def test_a_narrow_plot_takes_a_shorter_wording_not_a_cut_one(qtbot):
     plot.show(_prediction(8), 0.9)
     drawn = plot.drawn_title()
     assert "78%" in drawn and "90% asked" in drawn and not drawn.endswith("…")
+
+
+def test_dsghmc_uncertainty_is_shown_as_weights_and_input_masks(qtbot):
+    from app.plots.input_views import EntropyPlot
+    from core.analysis.predictive import predict_input
+    from core.engine.store import load_posterior
+
+    posterior = load_posterior(MODELS / "mnist_lenet_dsghmc.pt")
+    x = torch.rand(1, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # noise: the models disagree
+    prediction = predict_input(posterior, x, seed=None)
+    split = prediction.summary.masks
+    plot = EntropyPlot(NAMES)
+    qtbot.addWidget(plot)
+    plot.resize(320, plot.minimumHeight() + 10)
+    plot.show(prediction, 0.9)
+    plot.grab()  # paints the labels
+    assert plot.names == ("total", "aleatoric", "input masks", "weights")
+    assert list(plot.values["nats"]) == [split.total, split.aleatoric, split.input_masks, split.weights]
+    assert "no amount of data removes it" in plot.toolTip() and "16 random masks per draw" in plot.toolTip()
+    # a plain posterior's plot goes back to three rows
+    plot.show(_prediction(8), 0.9)
+    assert plot.names == ("total", "aleatoric", "epistemic") and "D-SGHMC" not in plot.toolTip()
