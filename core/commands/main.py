@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.commands import compare, evaluate, methods, predict, reproduce, train, upgrade
+from core.commands import compare, evaluate, fidelity, methods, predict, reproduce, train, upgrade
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
 
@@ -22,6 +22,7 @@ COMMANDS = {
     "methods": (methods, "list inference methods and their settings"),
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),
     "compare": (compare, "judge one image with several posteriors; write a report folder"),
+    "fidelity": (fidelity, "how far each posterior's predictive lies from a reference (HMC) on a data set"),
     "reproduce": (reproduce, "reproduce a paper's experiment"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }
