@@ -517,6 +517,12 @@ class EntropyPlot(InputPlot):
         "differently depending on which pixels are dropped; this is noise the method adds on "
         "purpose, and no amount of data removes it. ({masks} random masks per draw.)"
     )
+    #: measured on the bundled MC-dropout and MF-VI LeNets, 200 test digits (docs/uncertainty.md)
+    FEW_DRAWS_NOTE = (
+        "From only {draws} the epistemic part reads low: the draws have not yet shown all the "
+        "disagreement there is. On the bundled networks 8 draws show 13–21% less than 1000 "
+        "draws do, 100 draws 0–4% less. Compare columns with about as many draws."
+    )
     y_down = True
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
@@ -555,9 +561,14 @@ class EntropyPlot(InputPlot):
             self._set_rows(names)
         self.values = {"nats": np.array(nats, dtype=float)}
         self.epistemic_defined = summary.num_samples > 1  # one draw: 0 by construction, not measured
-        self.set_title(*(("Uncertainty (nats)",) if split is None else
-                         ("Uncertainty (nats) · epistemic in two", "Uncertainty (nats)")))
-        self.set_tip_note("" if split is None else self.MASK_NOTE.format(masks=split.masks_per_draw))
+        draws = plural(summary.num_samples, "draw")
+        self.set_title(*((f"Uncertainty (nats) · {draws}", "Uncertainty (nats)") if split is None else
+                         (f"Uncertainty (nats) · {draws} · epistemic in two", f"Uncertainty (nats) · {draws}",
+                          "Uncertainty (nats)")))
+        notes = [] if split is None else [self.MASK_NOTE.format(masks=split.masks_per_draw)]
+        if 1 < summary.num_samples < FEW_DRAWS:
+            notes.append(self.FEW_DRAWS_NOTE.format(draws=draws))
+        self.set_tip_note("\n\n".join(notes))
         self.update()
 
     def clear_view(self) -> None:

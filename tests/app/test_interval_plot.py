@@ -65,3 +65,14 @@ def test_dsghmc_uncertainty_is_shown_as_weights_and_input_masks(qtbot):
     # a plain posterior's plot goes back to three rows
     plot.show(_prediction(8), 0.9)
     assert plot.names == ("total", "aleatoric", "epistemic") and "D-SGHMC" not in plot.toolTip()
+
+
+def test_few_draws_warn_that_the_epistemic_part_reads_low(qtbot):
+    from app.plots.input_views import EntropyPlot
+
+    plot = EntropyPlot(NAMES)
+    qtbot.addWidget(plot)
+    plot.show(_prediction(8), 0.9)
+    assert plot.title() == "Uncertainty (nats) · 8 draws" and "reads low" in plot.toolTip()
+    plot.show(_prediction(100), 0.9)
+    assert plot.title() == "Uncertainty (nats) · 100 draws" and "reads low" not in plot.toolTip()
