@@ -255,8 +255,9 @@ class ColumnView(QFrame):
         top = s.predicted_class
         first, second = (class_names[c] for c in s.top_two)
         verdict = f"Reads <b>{class_names[top]}</b>: p̄ {float(s.mean[top]):.2f} "
-        # one draw has no spread: an interval from it would claim a certainty it never measured
-        verdict += (f"({round(level * 100)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
+        # one draw has no spread: an interval from it would claim a certainty it never measured;
+        # the level is the one the interval holds at this many draws (78% from 8, not 90%)
+        verdict += (f"({round(100 * s.expected_coverage)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
                     if s.num_samples > 1 else "(no interval)")
         if s.num_samples > 1 and s.uncertain:
             verdict += (f"<br><span style='color:{WARNING}'><b>Uncertain:</b> {first} and {second} "
