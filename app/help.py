@@ -20,18 +20,28 @@ same input side by side.</p>
 few) shows where the draws put that class's probability, from 0 to 1. The diamond is the
 average and the line the credible interval. A wide row means the models disagree.</p>
 <p><b>Mean probability and interval.</b> The average probability per class, with the range
-that holds the chosen share of draws (the Interval box). The red bar is the predicted class.</p>
+that holds the chosen share of the posterior (the Interval box) on average. With too few draws
+for that share the title says what the interval really holds: from 8 draws even the widest
+interval holds 78%, not 90% (19 draws give 90%). The red bar is the predicted class.</p>
 <p><b>Uncertainty (nats).</b> Total = aleatoric + epistemic, measured as entropy in nats
 (0 = certain; the dashed line ln K is the most possible, every class equally likely).
 <i>Aleatoric</i>: each model on its own finds the input ambiguous, like a 4 that could be a 9;
 more training data would not help. <i>Epistemic</i>: the models disagree with each other,
-typically because the input is unlike anything seen in training; more data would help.</p>
+typically because the input is unlike anything seen in training; more data would help. From few
+draws it reads low. For D-SGHMC, which drops random input pixels when it predicts, it is shown
+in two: <i>weights</i> (the models disagree) and <i>input masks</i> (noise of the dropped
+pixels, which no data removes).</p>
 <p><b>Variance per class.</b> The same split for each class's probability: green is the
 ambiguity within models, purple the disagreement between them.</p>
 <p><b>Class correlation.</b> Blue squares mark pairs of classes that trade belief between
 draws: when one model favours the first class, it takes probability from the second.</p>
 <p><b>Overlap flag.</b> Under each header: how much the draws of the two most likely classes
 overlap (0 = apart, 1 = the same). Above 0.5 the input is flagged as uncertain.</p>
+<p><b>Did the chains agree?</b> A sampler (SGHMC, HMC …) runs several chains from different
+starting weights. Hover a column's title: it lists the chains, the draws, <i>R̂</i> (1.00 when the
+chains agree; aim for 1.01, above 1.1 they disagree) and <i>ESS</i> (how many independent draws
+the stored ones are worth). A column whose chains disagree says so in red under its title; its
+⋯ menu → <i>Diagnostics…</i> shows each chain's trace and R̂ for each class.</p>
 <p><b>Rotate.</b> Turn a digit or letter with the slider, or press <i>Sweep</i> to see
 belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
 <p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or

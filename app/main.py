@@ -543,10 +543,15 @@ class MainWindow(QMainWindow):
                 view.remove_requested.connect(self.remove_column)
                 view.move_requested.connect(self.workspace.move)
                 view.export_requested.connect(self._on_column_export_requested)
+                view.diagnostics_requested.connect(self._on_column_diagnostics_requested)
                 self.column_views[column.key] = view
             self.columns_row.removeWidget(view)
             self.columns_row.insertWidget(i, view, 1)
             view.set_header(column, self.workspace.num_samples)
+        # while any column says its chains disagree, all keep that room: plots stay aligned
+        reserve = any(view.has_warning for view in self.column_views.values())
+        for view in self.column_views.values():
+            view.reserve_warning_room(reserve)
         self.empty_note.setVisible(not keys)
         self.columns_shown.emit()
         self._request_predictions()
@@ -970,6 +975,19 @@ class MainWindow(QMainWindow):
         path = self._ask_plot_path(f"{slug(title)}-{view}.png")
         if path is not None:
             self.export_plot(key, view, path)
+
+    def _on_column_diagnostics_requested(self, key: str) -> None:
+        """Open the column's Diagnostics window (what its file records about convergence)."""
+        from app.views.diagnostics import DiagnosticsWindow
+
+        column = self.workspace.column(key)
+        if column is None:
+            return
+        window = DiagnosticsWindow(column.posterior, column.title(self.workspace.num_samples),
+                                   self.workspace.class_names, self)
+        window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.diagnostics_window = window  # the latest, for tests and screenshots
+        window.show()
 
     def export_plot(self, key: str, view: str, path: Path) -> list[Path]:
         """Write one plot of one column (format from the suffix) with its numbers beside it."""

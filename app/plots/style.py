@@ -11,7 +11,10 @@ BAR_TOP = (214, 96, 77)
 MEAN = (20, 20, 20)
 BAND = (91, 133, 196, 60)
 GRID = (150, 150, 150)
-UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic": (152, 78, 163)}
+UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic": (152, 78, 163),
+               # D-SGHMC's epistemic part in two: its weights (the epistemic colour) and the
+               # input masks it draws at prediction (the same purple, faded: noise, not knowledge)
+               "weights": (152, 78, 163), "input masks": (203, 166, 209)}
 WARNING = "#b2182b"
 
 

@@ -24,7 +24,13 @@ from PySide6.QtWidgets import (
 from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import WARNING
 from app.workspace import Column
-from core.engine.naming import METHOD_DESCRIPTIONS, fixed_sample_count, plural
+from core.engine.naming import (
+    METHOD_DESCRIPTIONS,
+    convergence_lines,
+    convergence_warning,
+    fixed_sample_count,
+    plural,
+)
 
 
 def column_title(text: str = "") -> QLabel:
@@ -38,6 +44,9 @@ def column_title(text: str = "") -> QLabel:
     label.setMinimumHeight(2 * QFontMetrics(bold).lineSpacing())
     return label
 
+
+#: The longest warning a column can show, to size its room (R̂ with two decimals above 1.1).
+ROOM_RECORD = {"diagnostics": {"status": "measured", "rhat_max": 88.88}}
 
 VIEW_NAMES = {
     "histograms": "Draws per class",
@@ -68,9 +77,12 @@ class ColumnView(QFrame):
     -------
     remove_requested(str), move_requested(str, int), export_requested(str, str)
         Column key (and offset, or the view key to export).
+    diagnostics_requested(str)
+        Column key: show whether its chains agreed.
     """
 
     remove_requested = Signal(str)
+    diagnostics_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
 
@@ -86,7 +98,7 @@ class ColumnView(QFrame):
 
         self.title = column_title()
         self.title.setObjectName("columnTitle")
-        more = self._button("⋯", "Move or export this column", None)
+        more = self._button("⋯", "Move or export this column, or see whether its chains agreed", None)
         more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)
         menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
@@ -94,6 +106,8 @@ class ColumnView(QFrame):
         menu.addSeparator()
         for view, name in VIEW_NAMES.items():
             menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
+        menu.addSeparator()
+        menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
         menu.addSeparator()
         menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
         more.setMenu(menu)
@@ -107,6 +121,21 @@ class ColumnView(QFrame):
         # The verdict sits in a holder without a layout: a label's new text asks its parent's
         # layout to recompute, which here would re-lay out the whole window on every
         # prediction (3.5 ms for 4 columns); the holder absorbs that request.
+        # Says, in red, when the file records chains that disagree (R̂ above 1.1). While any
+        # column says so, every column keeps the same room for it (the window asks, see
+        # reserve_warning_room), so that the plots still start at one height in every column.
+        self.convergence = QLabel()
+        self.convergence.setObjectName("convergenceWarning")
+        self.convergence.setWordWrap(True)
+        self.convergence.setTextFormat(Qt.TextFormat.RichText)
+        self.convergence.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.convergence.setVisible(False)
+        self._warning_room = QLabel(f"<b>{convergence_warning(ROOM_RECORD)}</b>")
+        self._warning_room.setWordWrap(True)
+        self._warning_room.setTextFormat(Qt.TextFormat.RichText)
+        self._warning = None
+        self._reserve_warning = False
+
         self._verdict_holder = LabelHolder()
         self.verdict = QLabel(self._verdict_holder)
         self.verdict.setObjectName("verdict")
@@ -129,6 +158,7 @@ class ColumnView(QFrame):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
         layout.addLayout(header)
+        layout.addWidget(self.convergence)
         layout.addWidget(self._verdict_holder)
         stretch = {"histograms": 5, "interval": 3, "entropy": 2, "variance": 3, "correlation": 4}
         for cls in INPUT_PLOTS:
@@ -143,6 +173,23 @@ class ColumnView(QFrame):
         if width > 0 and width != getattr(self, "_verdict_width", None):
             self._verdict_width = width
             self._fit_verdict()
+            self._fit_warning()
+
+    @property
+    def has_warning(self) -> bool:
+        """Whether this column's file records chains that disagree."""
+        return self._warning is not None
+
+    def reserve_warning_room(self, reserve: bool) -> None:
+        """Keep room for the convergence warning (blank when this column has none), or none."""
+        self._reserve_warning = reserve
+        self.convergence.setVisible(reserve)
+        self._fit_warning()
+
+    def _fit_warning(self) -> None:
+        width = self._verdict_holder.width()
+        if self._reserve_warning and width > 0:
+            self.convergence.setFixedHeight(self._warning_room.heightForWidth(width) + 2)
 
     def _fit_verdict(self) -> None:
         """The verdict's room for this width; a failure's longer sentence gets the room it needs."""
@@ -174,7 +221,17 @@ class ColumnView(QFrame):
         else:
             tip.append("Draws as many models as the Samples box asks for.")
         tip.append(f"Trained on {column.posterior.dataset}.")
-        self.title.setToolTip(" ".join(tip))
+        # what the file records about convergence (never computed here): one line each
+        lines = [html.escape(line) for line in convergence_lines(column.posterior)]
+        self.title.setToolTip(html.escape(" ".join(tip)) + "<br><br>" + "<br>".join(lines))
+        warning = convergence_warning(column.posterior.info)
+        if warning != self._warning:
+            self._warning = warning
+            self.convergence.setText(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
+                                     if warning else "")
+            self.convergence.setToolTip("<br>".join(lines) + "<br><br>The column's menu (⋯) has "
+                                        "Diagnostics… with each chain's trace and R̂ per class."
+                                        if warning else "")
 
     def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None) -> None:
         """Draw the column's latest prediction (or say that there is none yet).
@@ -198,8 +255,9 @@ class ColumnView(QFrame):
         top = s.predicted_class
         first, second = (class_names[c] for c in s.top_two)
         verdict = f"Reads <b>{class_names[top]}</b>: p̄ {float(s.mean[top]):.2f} "
-        # one draw has no spread: an interval from it would claim a certainty it never measured
-        verdict += (f"({round(level * 100)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
+        # one draw has no spread: an interval from it would claim a certainty it never measured;
+        # the level is the one the interval holds at this many draws (78% from 8, not 90%)
+        verdict += (f"({round(100 * s.expected_coverage)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
                     if s.num_samples > 1 else "(no interval)")
         if s.num_samples > 1 and s.uncertain:
             verdict += (f"<br><span style='color:{WARNING}'><b>Uncertain:</b> {first} and {second} "

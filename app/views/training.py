@@ -45,6 +45,7 @@ from app import settings as app_settings
 from app.plots import style
 from app.settings import user_models_dir
 from app.workers import ComputationError, generator_worker
+from core.analysis.diagnostics import PROBE_SIZE, diagnose_progress, not_applicable
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
 from core.engine.data.idx import IdxFormatError
 from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
@@ -133,6 +134,7 @@ PHASE_WORDS: dict[str, str] = {
     "warmup": "Warming up",
     "sampling": "Sampling",
     "saving": "Saving",
+    "convergence": "Checking whether the chains agree",
     "MAP": "Finding the best weights",
     "curvature": "Measuring the loss's curvature around them",
     "averaging": "Taking snapshots around them",
@@ -359,9 +361,11 @@ def training_run(
     ``start``: a MAP posterior that Laplace or SWAG starts from instead of training its own.
     The fit runs on ``device`` (View ▸ Compute on; None: the CPU)."""
     yield ProgressRecord(0, 0, {}, phase="loading data")
-    train = load_split("mnist", "train", root=mnist_training_folder(data_dir, download))
+    folder = mnist_training_folder(data_dir, download)
+    train = load_split("mnist", "train", root=folder)
     posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed, start, start_source,
                                          device=device)
+    posterior.info["diagnostics"] = yield from convergence_run(posterior, folder, seed)
     if name.strip():
         posterior.info["name"] = name.strip()
     yield ProgressRecord(1, 1, {}, phase="saving")
@@ -380,6 +384,19 @@ BROWSE_FOR_START = "browse"
 
 #: What the dialog asks a person to do for a missing MNIST.
 DOWNLOAD_HINT = "tick “download” under the data folder"
+
+
+def convergence_run(posterior, folder: Path, seed: int):
+    """Whether the chains agree, on the first MNIST test images beside the training files
+    (:mod:`core.analysis.diagnostics`); a test set that cannot be read leaves it "not measured"."""
+    if not_applicable(posterior) is not None:
+        return (yield from diagnose_progress(posterior, None, seed))
+    yield ProgressRecord(0, 0, {}, phase="convergence")
+    try:
+        probe = load_split("mnist", "test", root=folder).first(PROBE_SIZE)
+    except (OSError, ValueError) as exc:  # missing or damaged test files: the fit is kept all the same
+        return {"status": "not measured", "reason": f"the test images could not be read ({exc})"}
+    return (yield from diagnose_progress(posterior, probe, seed))
 
 
 def mnist_training_folder(data_folder: str | Path | None, download: bool = False) -> Path:

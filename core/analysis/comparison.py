@@ -171,7 +171,8 @@ def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
     aleatoric + epistemic); per posterior, repeated on its rows: the entropy split in nats
     (the epistemic parts None, n/a, for a one-draw posterior),
     the top-two overlap (Bhattacharyya coefficient), the "uncertain" flag, the number of
-    draws and the credible level.
+    draws, the credible level asked and the share of the posterior the interval holds on
+    average at that number of draws (``expected_coverage``, below the level with few draws).
     """
     rows = []
     for column in comparison.columns:
@@ -193,10 +194,14 @@ def comparison_table(comparison: Comparison) -> list[dict[str, Any]]:
                 "total_entropy": float(s.total),
                 "aleatoric_entropy": float(s.aleatoric),
                 "epistemic_entropy": epistemic,
+                # D-SGHMC with its input masks at prediction: the epistemic part in two
+                "epistemic_weights_entropy": None if s.masks is None else s.masks.weights,
+                "input_masks_entropy": None if s.masks is None else s.masks.input_masks,
                 "overlap": float(s.overlap),
                 "uncertain": bool(s.uncertain),
                 "num_samples": int(s.num_samples),
                 "level": float(comparison.level),
+                "expected_coverage": float(s.expected_coverage),
             })
     return rows
 

@@ -28,6 +28,7 @@ import torch
 
 from core.analysis.uncertainty import (
     credible_interval,
+    expected_coverage,
     expected_entropy,
     mutual_information,
     predictive_entropy,
@@ -505,6 +506,9 @@ class RotationSweep:
     aleatoric: np.ndarray
     epistemic: np.ndarray
     level: float
+    #: the share of the posterior the band holds on average at this number of draws
+    #: (:func:`core.analysis.uncertainty.expected_coverage`), below ``level`` with too few
+    expected_coverage: float | None = None
 
 
 def rotation_angles(stop: float = 180.0, step: float = 10.0, start: float = 0.0) -> np.ndarray:
@@ -543,6 +547,7 @@ def rotation_sweep(
         aleatoric=expected_entropy(samples).numpy(),
         epistemic=mutual_information(samples).numpy(),
         level=level,
+        expected_coverage=expected_coverage(samples.shape[0], level),
     )
 
 

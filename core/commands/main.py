@@ -11,7 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.commands import compare, evaluate, import_, methods, predict, reproduce, train, upgrade
+from core.commands import (
+    compare,
+    diagnose,
+    evaluate,
+    fidelity,
+    import_,
+    info,
+    methods,
+    predict,
+    reproduce,
+    train,
+    upgrade,
+)
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
 
@@ -22,7 +34,10 @@ COMMANDS = {
     "methods": (methods, "list inference methods and their settings"),
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),
     "compare": (compare, "judge one image with several posteriors; write a report folder"),
+    "fidelity": (fidelity, "how far each posterior's predictive lies from a reference (HMC) on a data set"),
     "reproduce": (reproduce, "reproduce a paper's experiment"),
+    "info": (info, "what a posterior file holds: method, draws, convergence, provenance"),
+    "diagnose": (diagnose, "measure whether a sampled posterior's chains agree; record it in the file"),
     "import": (import_, "save a network trained elsewhere (architecture + state_dict) as a MAP posterior"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }

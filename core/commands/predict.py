@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from core.analysis.comparison import default_class_names
-from core.analysis.uncertainty import summarise
+from core.analysis.predictive import input_mask_split, masks_inputs, predict_image, predict_input
+from core.analysis.uncertainty import Summary, interval_note, summarise, with_mask_split
 from core.commands.console import add_device_argument, check_seed, chosen_device, say
 from core.engine.data.folder import photo_input, reads_photos
 from core.engine.data.preprocess import (
@@ -31,7 +32,12 @@ from core.engine.faces.age_groups import AGE_GROUP_NAMES
 from core.engine.faces.descriptor import (
     get_descriptor,
 )
-from core.engine.faces.heads import check_descriptor, expected_age_group, predict_age
+from core.engine.faces.heads import (
+    as_descriptor_batch,
+    check_descriptor,
+    expected_age_group,
+    predict_age,
+)
 from core.engine.faces.photo import describe_photo
 from core.engine.naming import plural
 from core.engine.resources import default_face_posterior_path, default_posterior_path
@@ -81,11 +87,10 @@ def run(args: argparse.Namespace) -> int:
     posterior.check_prediction(args.samples, batch_size=1)  # refuses with the memory estimate
     if reads_photos(posterior.arch):  # trained on a person's images: read as they were
         x = photo_input(args.image, posterior.arch)
+        summary = predict_input(posterior, x, args.samples, seed=args.seed, level=args.level).summary
     else:
         x = _digit_input(args.image)
-    generator = torch.Generator().manual_seed(args.seed)
-    samples = posterior.predict_proba(x, num_samples=args.samples, generator=generator)[:, 0]
-    summary = summarise(samples, level=args.level)
+        summary = predict_image(posterior, x, args.samples, seed=args.seed, level=args.level).summary
     # a person's own classes (their folders' names, an imported network's list), else 0, 1, ...
     names = (list(default_class_names(posterior)) if posterior.info.get("class_names")
              else [str(k) for k in range(posterior.num_classes)])
@@ -96,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         "predicted_class": summary.predicted_class,
         "num_samples": summary.num_samples,
         "credible_level": args.level,
+        "expected_coverage": summary.expected_coverage,
         "classes": summary.class_records(names),
         "uncertainty": summary.uncertainty_record(),
     }
@@ -104,13 +110,25 @@ def run(args: argparse.Namespace) -> int:
         return 0
     say(f"{posterior.describe()}  ({plural(summary.num_samples, 'sample')})")
     say(f"predicted class: {names[summary.predicted_class]}")
-    say(f"{'class':>5}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"{'class':>5}  {'mean':>6}  {summary.interval_label}")
     for row in result["classes"]:
         say(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
-    u = result["uncertainty"]
+    if summary.num_samples > 1 and summary.expected_coverage < summary.level:
+        say(interval_note(summary.num_samples, summary.level))
+    say_uncertainty(summary)
+    return 0
+
+
+def say_uncertainty(summary: Summary) -> None:
+    """The entropy split in words; for D-SGHMC, its epistemic part split into weights and input masks."""
+    u = summary.uncertainty_record()
     say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
         f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
-    return 0
+    if summary.masks is not None and u["epistemic"] is not None:
+        m = summary.masks
+        say(f"  epistemic = weights {m.weights:.4f} (the models disagree; more data would shrink it)"
+            f" + input masks {m.input_masks:.4f} (noise of the random pixels D-SGHMC drops at"
+            f" prediction; {m.masks_per_draw} masks per draw)")
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -125,6 +143,9 @@ def run_predict(args: argparse.Namespace) -> int:
     generator = torch.Generator().manual_seed(args.seed)
     samples = predict_age(posterior, found["descriptor"], backend.info, args.samples, generator)[:, 0]
     summary = summarise(samples, level=args.level)
+    if masks_inputs(posterior):  # D-SGHMC: its epistemic part split into weights and input masks
+        x = as_descriptor_batch(found["descriptor"], backend.info)
+        summary = with_mask_split(summary, input_mask_split(posterior, x, args.samples, generator))
     names = AGE_GROUP_NAMES
     boxes = found["faces"]
     result = {
@@ -142,6 +163,7 @@ def run_predict(args: argparse.Namespace) -> int:
         "expected_group_index": expected_age_group(summary.mean.numpy()),
         "num_samples": summary.num_samples,
         "credible_level": args.level,
+        "expected_coverage": summary.expected_coverage,
         "groups": summary.class_records(names, key="group"),
         "uncertainty": summary.uncertainty_record(),
     }
@@ -154,10 +176,10 @@ def run_predict(args: argparse.Namespace) -> int:
     say(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
         f"{found['size'][0]}×{found['size'][1]} image{others}")
     say(f"predicted age group: {names[summary.predicted_class]} years")
-    say(f"{'group':>6}  {'mean':>6}  {int(args.level * 100)}% interval")
+    say(f"{'group':>6}  {'mean':>6}  {summary.interval_label}")
     for row in result["groups"]:
         say(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
-    u = result["uncertainty"]
-    say(f"uncertainty (nats): total {u['total']:.4f} = aleatoric {u['aleatoric']:.4f}"
-        f" + epistemic {'n/a (one draw)' if u['epistemic'] is None else format(u['epistemic'], '.4f')}")
+    if summary.num_samples > 1 and summary.expected_coverage < summary.level:
+        say(interval_note(summary.num_samples, summary.level))
+    say_uncertainty(summary)
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from core.analysis.diagnostics import diagnose_progress
 from core.commands.console import (
     USER_ERRORS,
     add_device_argument,
@@ -27,6 +28,7 @@ from core.commands.console import (
     say,
     say_where,
 )
+from core.commands.info import convergence_text
 from core.engine.data.datasets import load_split
 from core.engine.data.folder import (
     MAX_FOLDER_SIZE,
@@ -232,6 +234,19 @@ def run(args: argparse.Namespace) -> int:
         {"test_accuracy": acc, "eval_samples": used,
          "test_data": {"name": test.name, "images": len(test), **test.source}}
     )
+    # Whether the chains agree, on the first test images (their labels unread): kept in the file.
+    bar = progress_bar(0, "convergence")
+    try:
+        try:
+            posterior.info["diagnostics"] = drain(diagnose_progress(posterior, test, args.seed), bar_callback(bar))
+        finally:
+            bar.close()
+    except KeyboardInterrupt as exc:
+        say(f"cancelled: the posterior is saved in {path}; its test accuracy ({acc * 100:.2f}%) and "
+            "convergence were not recorded", sys.stderr)
+        return cancel_code(exc)
+    except (*USER_ERRORS, MemoryError) as exc:
+        posterior.info["diagnostics"] = {"status": "not measured", "reason": describe_error(exc)}
     try:
         save_posterior(posterior, path, storage=args.storage)
     except (KeyboardInterrupt, *USER_ERRORS) as exc:
@@ -241,4 +256,5 @@ def run(args: argparse.Namespace) -> int:
         return 2
     say(f"test accuracy {acc * 100:.2f}% ({plural(used, 'sample')}, {len(test)} images), "
         f"recorded in {path}")
+    say(f"convergence: {convergence_text(posterior.info['diagnostics'])}")
     return 0

@@ -102,3 +102,108 @@ def posterior_title(posterior: Posterior, num_samples: int) -> str:
             return f"{label} ({', '.join(words)}, probit), {arch}"
         label += f" ({', '.join(words)})"
     return f"{label}, {arch}, {plural(num_samples, 'draw')}"
+
+
+# ------------------------------------------------------------------- convergence in words
+
+#: The fewest chains, and draws per chain, split-R̂ is defined for.
+MIN_CHAINS = 2
+MIN_DRAWS = 4
+
+#: R̂ targets: the paper's (Vehtari et al. 2021) and the looser one networks are held to;
+#: above :data:`RHAT_LOOSE` the chains disagree and a column says so.
+RHAT_STRICT = 1.01
+RHAT_LOOSE = 1.1
+
+#: With fewer draws per chain, each split half holds fewer than 5 and the ESS estimator looks
+#: at no autocorrelation at all: it returns its floor, N·log₁₀N for N draws, whatever the chains.
+MIN_DRAWS_ESS = 10
+
+
+def ess_estimable(draws: int) -> bool:
+    """Whether ESS says anything at ``draws`` draws per chain (see :data:`MIN_DRAWS_ESS`)."""
+    return draws >= MIN_DRAWS_ESS
+
+
+def why_not_measurable(chains: int, draws: int) -> str | None:
+    """Why R̂ cannot be measured on ``chains`` chains of ``draws`` draws, in words (None: it can)."""
+    if chains < MIN_CHAINS:
+        return ("one chain: R̂ compares chains with one another, so it needs at least "
+                f"{MIN_CHAINS} chains")
+    if draws < MIN_DRAWS:
+        return (f"{plural(draws, 'draw')} per chain: split-R̂ cuts each chain in half and needs "
+                f"at least {MIN_DRAWS} draws per chain")
+    return None
+
+
+def rhat_text(value: float) -> str:
+    """R̂ as shown: three decimals near the targets, two above the looser one, ∞ for chains
+    whose halves each hold one value and disagree."""
+    if value == float("inf"):
+        return "∞"
+    return f"{value:.2f}" if value >= RHAT_LOOSE else f"{value:.3f}"
+
+
+def _number(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    return float(value) if ok else None
+
+
+def convergence_warning(info: dict) -> str | None:
+    """The sentence a column shows when its chains disagree (R̂ above 1.1), else None."""
+    record = info.get("diagnostics") if isinstance(info, dict) else None
+    if not isinstance(record, dict) or record.get("status") != "measured":
+        return None
+    rhat = _number(record.get("rhat_max"))
+    if rhat is None or rhat <= RHAT_LOOSE:
+        return None
+    return f"The chains disagree: this posterior may not have converged (R̂ {rhat_text(rhat)})."
+
+
+def convergence_lines(posterior: Posterior) -> list[str]:
+    """What a posterior's file says about convergence, one sentence a line, for a person.
+
+    Reads ``info["diagnostics"]`` (written by training or ``bayescope-cli diagnose``); never
+    computes. A file without it says "not measured", unless R̂ cannot be measured at all.
+    """
+    info = posterior.info if isinstance(posterior.info, dict) else {}
+    record = info.get("diagnostics")
+    chains, draws = getattr(posterior, "num_chains", None), getattr(posterior, "num_draws", None)
+    lines = []
+    if chains is not None and draws is not None:
+        lines.append(f"{plural(chains, 'chain')} × {plural(draws, 'draw')}.")
+    acceptance = _number(info.get("acceptance_rate"))
+    if isinstance(record, dict) and record.get("status") == "measured":
+        rhat = _number(record.get("rhat_max"))
+        bulk, tail = _number(record.get("ess_bulk_min")), _number(record.get("ess_tail_min"))
+        if rhat is not None:
+            verdict = ("the chains agree" if rhat <= RHAT_STRICT else
+                       "the chains roughly agree" if rhat <= RHAT_LOOSE else "the chains disagree")
+            lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
+                         f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
+        above = _number(record.get("rhat_above_1_1"))
+        if above is not None and above > 0:
+            lines.append(f"R̂ is above {RHAT_LOOSE} for {above * 100:.0f}% of the probe's class probabilities.")
+        per_chain = record.get("draws") or 0
+        if bulk is not None and tail is not None and not ess_estimable(per_chain):
+            lines.append(f"ESS: too few draws per chain ({per_chain}) to estimate how many "
+                         f"independent draws they are worth (it needs {MIN_DRAWS_ESS}).")
+        elif bulk is not None and tail is not None:
+            total = (record.get("chains") or 0) * per_chain
+            of = f" of {total} draws" if total else ""
+            lines.append(f"Worth about {bulk:.1f} independent draws for the mean and {tail:.1f} "
+                         f"for the 5%/95% tails (smallest ESS{of}).")
+        if record.get("probe"):
+            lines.append(f"Measured on {record['probe']}.")
+    elif isinstance(record, dict) and record.get("status") == "n/a":
+        lines.append(f"Convergence: n/a ({record.get('reason', 'not measurable')}).")
+    elif chains is None:
+        lines.append("Convergence: n/a (its draws are independent by construction: no chains to compare).")
+    elif why_not_measurable(chains, draws or 0) is not None:
+        lines.append(f"Convergence: n/a ({why_not_measurable(chains, draws or 0)}).")
+    else:
+        lines.append("Convergence: not measured (this file predates the measurement; "
+                     "bayescope-cli diagnose FILE adds it).")
+    if acceptance is not None:
+        lines.append(f"HMC accepted {acceptance * 100:.0f}% of its proposals.")
+    return lines

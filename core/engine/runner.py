@@ -8,7 +8,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # types only: the atomic writer leans on this module and stays free of torch
@@ -81,7 +81,7 @@ def drain(
 def fit_posterior(
     method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
     start: Posterior | None = None, start_source: dict[str, Any] | None = None,
-    device: Any = None,
+    device: Any = None, chains: Sequence[int] | None = None,
 ) -> Generator[ProgressRecord, None, Posterior]:
     """``method.fit`` (an entry of :data:`core.engine.inference.METHODS`) with its provenance recorded.
 
@@ -94,11 +94,19 @@ def fit_posterior(
     With ``device`` (a ``torch.device``; None: the CPU) the data are moved there and every step
     of the fit runs there (:func:`core.engine.device.steps_on`): the model, its optimiser and
     its generators are made there, and so is the posterior it returns.
+
+    With ``chains``, a method that runs independent chains or members (``method.runs_chains``)
+    runs only those (numbers from 0), exactly as they are in the whole run; the parts are
+    joined by :func:`core.engine.inference.sampling.merge_chains`.
     """
     from core.engine.device import steps_on  # torch: only when a fit runs
     from core.engine.inference.base import check_data_fits
 
     check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
+    if chains is not None and not method.runs_chains:
+        raise ValueError(f"{method.name} does not run independent chains, so it cannot run a subset of them")
+    if chains is not None and start is not None:
+        raise ValueError("a fit that starts from saved weights runs no chains to choose from")
     began = time.perf_counter()
     if device is not None and device.type != "cpu":
         from core.engine.memory import check_fits
@@ -107,7 +115,8 @@ def fit_posterior(
                    f"the {len(data):,} training examples", "use fewer (--limit)", device)
         data = type(data)(data.x.to(device), data.y.to(device), data.name, data.class_names, dict(data.source))
     if start is None:
-        posterior = yield from steps_on(device, method.fit(config, arch, data, seed))
+        subset = {} if chains is None else {"chains": chains}
+        posterior = yield from steps_on(device, method.fit(config, arch, data, seed, **subset))
     else:
         weights = start_weights(method, start)
         if device is not None:

@@ -314,3 +314,33 @@ def upgrade_posterior_file(path: str | os.PathLike, out: str | os.PathLike | Non
     payload.pop("checksum", None)
     payload["checksum"] = payload_checksum(payload)
     return atomic_write(out or path, lambda fh: torch.save(payload, fh), "the upgraded posterior")
+
+
+def add_to_info(path: str | os.PathLike, records: dict[str, Any]) -> Path:
+    """Add ``records`` to a posterior file's ``info`` in place, atomically, its weights unchanged.
+
+    Every check of :func:`load_posterior` runs first (only a usable file is touched); the
+    file's other records stay as they were, and its checksum is computed anew so that the
+    next load verifies the new ``info`` too.
+    """
+    path = Path(path)
+    load_posterior(path)
+    payload = _read_payload(path)
+    payload["info"] = {**payload["info"], **records}
+    payload.pop("checksum", None)
+    try:
+        payload["checksum"] = payload_checksum(payload)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the records cannot be written into the posterior file ({exc})") from None
+    return atomic_write(path, lambda fh: torch.save(payload, fh), "the posterior")
+
+
+def file_records(path: str | os.PathLike) -> dict[str, Any]:
+    """A usable posterior file's records (format, code version, method, config, seed, ``info``
+    ...), its weights left out: what ``bayescope-cli info`` reports. Checked as on load."""
+    path = Path(path)
+    load_posterior(path)
+    payload = _read_payload(path)
+    records = {k: v for k, v in payload.items() if k != "tensors"}
+    records["weights"] = {k: list(v.shape) for k, v in payload["tensors"].items()}
+    return records

@@ -25,7 +25,7 @@ from core.analysis.comparison import (
     comparison_table,
     provenance_record,
 )
-from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
+from core.analysis.uncertainty import UNCERTAIN_THRESHOLD, interval_note
 from core.engine.files import atomic_write, replacing_folder, strict_json
 from core.engine.files import check_output_folder as io_check_output_folder
 from core.engine.naming import (
@@ -192,6 +192,8 @@ def _headline(column: ComparisonColumn, names: Sequence[str]) -> str:
             f"{float(s.mean[first]):.3f}; next {html.escape(names[second])} at {float(s.mean[second]):.3f}. "
             f"Uncertainty {s.total:.3f} nats = aleatoric {s.aleatoric:.3f} + "
             + (f"epistemic {s.epistemic:.3f}." if s.epistemic_defined else "epistemic n/a (one draw)."))
+    if s.num_samples > 1 and s.expected_coverage < s.level:
+        text += " " + html.escape(interval_note(s.num_samples, s.level))
     if s.uncertain:
         text += (f' <span class="flag">Uncertain input:</span> the draws of the top two classes overlap '
                  f"(Bhattacharyya coefficient {s.overlap:.2f} &gt; {UNCERTAIN_THRESHOLD:g}).")

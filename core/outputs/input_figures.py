@@ -211,7 +211,8 @@ def _interval_figure(summary: Summary, names: list[str], *, samples: Any, level:
     ax = fig.subplots()
     x = np.arange(k)
     lower, upper, mean = _numpy(summary.lower), _numpy(summary.upper), _numpy(summary.mean)
-    band = f"{level * 100:g}% credible interval" if level is not None else "credible interval"
+    # the level it really holds at this number of draws (e.g. "78% interval (90% asked)")
+    band = (f"credible {summary.interval_label}" if s > 1 else "credible interval")
     # Drawn as its own segment, not as an error bar around the mean: with few or skewed
     # draws the mean can lie outside the equal-tailed interval.
     ax.vlines(x, lower, upper, color="tab:blue", linewidth=5, alpha=0.45, label=band)
@@ -228,8 +229,11 @@ def _interval_figure(summary: Summary, names: list[str], *, samples: Any, level:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if s == 1:
         ax.set_title("1 draw: each interval shrinks to a point", fontsize=8, color="0.3")
-    elif s <= STRIP_MAX_DRAWS:
-        ax.set_title(f"interval from only {s} draws: a rough guide", fontsize=8, color="0.3")
+    elif summary.expected_coverage < summary.level:
+        ax.set_title(f"from {s} draws: holds {100 * summary.expected_coverage:.0f}% on average, "
+                     f"not {100 * summary.level:g}%", fontsize=8, color="0.3")
+    else:
+        ax.set_title(f"from {s} draws", fontsize=8, color="0.3")
     return fig
 
 
@@ -241,14 +245,22 @@ def _entropy_figure(summary: Summary, names: list[str], *, samples: Any, level: 
     ax.bar([0], [summary.total], width=0.6, color="0.35", label="total: entropy of the mean")
     ax.bar([1], [summary.aleatoric], width=0.6, color=_ALEATORIC_COLOUR,
            label="aleatoric: mean entropy of each draw")
-    ax.bar([1], [summary.epistemic], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
-           label="epistemic: disagreement between draws")
+    if summary.masks is None:
+        ax.bar([1], [summary.epistemic], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
+               label="epistemic: disagreement between draws")
+    else:  # D-SGHMC: the random input masks' part, then the weights' part
+        m = summary.masks
+        ax.bar([1], [m.input_masks], bottom=[summary.aleatoric], width=0.6, color=_EPISTEMIC_COLOUR,
+               alpha=0.4, label=f"input masks: random pixels dropped at prediction ({m.masks_per_draw} per draw)")
+        ax.bar([1], [m.weights], bottom=[summary.aleatoric + m.input_masks], width=0.6,
+               color=_EPISTEMIC_COLOUR, label="weights: disagreement between the sampled models")
     for xpos, value in ((0, summary.total), (1, summary.aleatoric + summary.epistemic)):
         ax.text(xpos, value + maximum * 0.02, f"{value:.3f}", ha="center", va="bottom", fontsize=8)
     ax.axhline(maximum, color="black", linestyle="--", linewidth=1)
     ax.text(1.45, maximum * 0.985, f"maximum ln {k} = {maximum:.2f} nats\n(every class equally likely)",
             ha="right", va="top", fontsize=7)
-    ax.set_xticks([0, 1], ["total", "aleatoric + epistemic"])
+    ax.set_xticks([0, 1], ["total", "aleatoric + epistemic" if summary.masks is None
+                           else "aleatoric + input masks + weights"])
     ax.set_xlim(-0.55, 1.55)
     ax.set_ylim(0, maximum * 1.12)
     ax.set_ylabel("uncertainty (nats)")
@@ -354,7 +366,8 @@ def input_view_table(
         lower, upper, mean = _numpy(summary.lower), _numpy(summary.upper), _numpy(summary.mean)
         return [
             {"class": name, "mean": float(mean[j]), "lower": float(lower[j]),
-             "upper": float(upper[j]), "level": level, "num_samples": s}
+             "upper": float(upper[j]), "level": level,
+             "expected_coverage": summary.expected_coverage, "num_samples": s}
             for j, name in enumerate(names)
         ]
     if view == "entropy":
@@ -365,6 +378,8 @@ def input_view_table(
                 ("total", summary.total),
                 ("aleatoric", summary.aleatoric),
                 ("epistemic", summary.epistemic),
+                *(() if summary.masks is None else (("epistemic: input masks", summary.masks.input_masks),
+                                                    ("epistemic: weights", summary.masks.weights))),
             )
         ]
     if view == "variance":
@@ -431,7 +446,14 @@ def sweep_figure(
 
     fig = rotation_figure({title: sweep}, [str(c) for c in class_names], images)
     probability_axis = fig.axes[1 if images is not None and len(images) else 0]
-    probability_axis.set_ylabel(f"class probability\n(median, {sweep.level * 100:g}% band)", fontsize=8)
+    held = sweep.expected_coverage
+    if held is None or held >= sweep.level:
+        band = f"{sweep.level * 100:g}% band"
+    elif held == 0:  # one draw: the band is the line itself
+        band = "no band from 1 draw"
+    else:
+        band = f"{100 * held:.0f}% band, {sweep.level * 100:g}% asked"
+    probability_axis.set_ylabel(f"class probability\n(median, {band})", fontsize=8)
     fig.suptitle(f"Rotation sweep\n{title}", fontsize=10)
     return fig
 
@@ -447,7 +469,7 @@ def sweep_table(sweep: RotationSweep, class_names: Sequence[str]) -> list[dict[s
          "lower": float(sweep.lower[a, j]), "upper": float(sweep.upper[a, j]),
          "mean": float(sweep.mean[a, j]), "total": float(sweep.total[a]),
          "aleatoric": float(sweep.aleatoric[a]), "epistemic": float(sweep.epistemic[a]),
-         "level": float(sweep.level)}
+         "level": float(sweep.level), "expected_coverage": sweep.expected_coverage}
         for a, angle in enumerate(sweep.angles)
         for j, name in enumerate(names)
     ]

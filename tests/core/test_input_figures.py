@@ -85,7 +85,10 @@ def _expected_rows(view: str, samples: np.ndarray, level: float) -> list[dict[st
             rows.append(row)
         return rows
     if view == "interval":
-        lower, upper = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        # the m-th smallest and largest draws, m the most with (S + 1 − 2m)/(S + 1) ≥ level
+        m = max(1, int((1 - level) * (s + 1) / 2 + 1e-9))
+        ordered = np.sort(samples, axis=0)
+        lower, upper = ordered[m - 1], ordered[s - m]
         return [{"mean": mean[j], "lower": lower[j], "upper": upper[j]} for j in range(k)]
     if view == "entropy":
         def h(p: np.ndarray) -> np.ndarray:
@@ -232,5 +235,7 @@ def test_sweep_exports_figure_and_numbers(tmp_path):
     written = export_sweep("MAP, softmax regression, 1 draw", sweep, NAMES, tmp_path / "sweep.svg")
     assert {p.suffix for p in written} == {".svg", ".csv", ".json"}
     texts = " ".join(_svg_texts(tmp_path / "sweep.svg"))
-    assert "MAP, softmax regression, 1 draw" in texts and "80% band" in texts
+    # one draw has no spread: no "80% band" is claimed for it
+    assert "MAP, softmax regression, 1 draw" in texts and "no band from 1 draw" in texts
+    assert "80% band" not in texts and all(row["expected_coverage"] == 0 for row in rows)
     assert len(_read_csv(tmp_path / "sweep.csv")) == len(rows)

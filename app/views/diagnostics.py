@@ -1,0 +1,59 @@
+"""A column's Diagnostics window: did its chains agree? It shows what the posterior's file
+records (``info["traces"]``, kept while sampling, and ``info["diagnostics"]``, written by training
+or ``bayescope-cli diagnose``); it never computes."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+
+from app.plots.convergence_plots import RhatPlot, TracePlot
+from app.plots.style import WARNING
+from core.engine.naming import convergence_lines, convergence_warning
+
+#: Which per-chain trace to show, best first.
+TRACE_NAMES = {"log_posterior": "log posterior", "param_norm": "weight norm ‖θ‖"}
+
+
+class DiagnosticsWindow(QDialog):
+    def __init__(self, posterior, title: str, class_names: tuple[str, ...], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Diagnostics: {title}")
+        self.resize(720, 640)
+        info = posterior.info if isinstance(posterior.info, dict) else {}
+        layout = QVBoxLayout(self)
+        heading = QLabel(f"<b>{html.escape(title)}</b>")
+        layout.addWidget(heading)
+        warning = convergence_warning(info)
+        self.warning = QLabel(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
+                              if warning else "")
+        self.warning.setVisible(bool(warning))
+        self.warning.setWordWrap(True)
+        layout.addWidget(self.warning)
+        self.summary = QLabel("<br>".join(html.escape(line) for line in convergence_lines(posterior)))
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.summary)
+
+        self.trace = TracePlot()
+        traces = info.get("traces") if isinstance(info.get("traces"), dict) else {}
+        key = next((k for k in TRACE_NAMES if traces.get(k)), None)
+        self.trace.show_traces(traces.get(key) if key else None, info.get("num_steps"),
+                               info.get("burn_in_steps"), TRACE_NAMES.get(key, ""))
+        self.trace.getPlotItem().setTitle("Each chain against the step")
+        layout.addWidget(self.trace, 1)
+
+        self.rhat = RhatPlot(tuple(class_names))
+        record = info.get("diagnostics") if isinstance(info.get("diagnostics"), dict) else {}
+        per_class = record.get("rhat_per_class") if record.get("status") == "measured" else None
+        note = "" if per_class else (
+            f"n/a: {record.get('reason', '')}" if record.get("status") == "n/a"
+            else "Not measured: bayescope-cli diagnose FILE adds it")
+        self.rhat.show_rhat(per_class, note)
+        self.rhat.getPlotItem().setTitle("Do the chains agree on each class? (R̂ per class)")
+        layout.addWidget(self.rhat, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)

@@ -1,0 +1,155 @@
+"""Did a sampled posterior converge? Its chains compared on a fixed probe set (numbers only).
+
+Weights themselves are a poor thing to compare across chains (a network has many equivalent
+weight settings, so two chains that predict alike may sit far apart), so the chains are
+compared where it matters: the predicted class probabilities. Every stored draw predicts the
+same **probe set** — the first :data:`PROBE_SIZE` images of the data set's test split; their
+labels are never read — giving an array (chains, draws, images, classes). Its rank-normalised
+split-R̂ and bulk/tail ESS (:mod:`core.analysis.convergence`) are taken per image × class
+(leaving out probabilities that move by less than :data:`MIN_SPREAD` across all draws); the
+record keeps the worst of each and, per class, the largest R̂ over the images.
+
+The record, as kept in a posterior file's ``info["diagnostics"]``::
+
+    {"status": "measured", "chains": 2, "draws": 4, "probe": "the first 1000 images of ...",
+     "rhat_max": 2.1, "ess_bulk_min": 2.9, "ess_tail_min": 3.4, "rhat_per_class": [...],
+     "rhat_above_1_1": 0.93 (the share of image × class probabilities whose R̂ is above 1.1),
+     "acceptance": 0.81 (HMC only), "measure": "..."}
+
+or ``{"status": "n/a", "reason": "one chain: ...", "chains": 1, "draws": 1, ...}`` when R̂
+cannot be measured (fewer than 2 chains or 4 draws per chain; a posterior without chains).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.analysis import convergence
+from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+from core.engine.naming import RHAT_LOOSE, method_label, why_not_measurable
+
+#: Images in the probe set.
+PROBE_SIZE = 1000
+
+#: Probabilities that move less than this across all draws are left out: float32 resolves
+#: about 6e-8 near 1, and a probability that flips between 0.99999988 and 1.0 has tied halves,
+#: hence an infinite R̂ that says nothing about the chains.
+MIN_SPREAD = 1e-6
+
+#: What is measured, in words (kept in the record so a file says it).
+MEASURE = ("rank-normalised split-R̂ (max of bulk and tail) and bulk/tail ESS of each class "
+           "probability on each probe image (Vehtari et al. 2021)")
+
+#: The probe set's data set for a posterior trained on each known training set.
+PROBE_DATA = {"mnist-train": "mnist-test"}
+FACE_PREFIX = "utkface"
+
+
+def probe_spec(posterior: Posterior) -> str | None:
+    """The data set (a name :func:`core.analysis.evaluation.resolve_dataset` knows) whose test
+    images probe ``posterior``, or None when its training set is not a known one."""
+    if posterior.dataset in PROBE_DATA:
+        return PROBE_DATA[posterior.dataset]
+    if posterior.dataset.startswith(FACE_PREFIX):
+        return "utkface-test"
+    return None
+
+
+def chain_shape(posterior: Posterior) -> tuple[int, int] | None:
+    """(chains, draws per chain) of a posterior that stores chains, else None."""
+    chains, draws = getattr(posterior, "num_chains", None), getattr(posterior, "num_draws", None)
+    if chains is None or draws is None:
+        return None
+    return int(chains), int(draws)
+
+
+def not_applicable(posterior: Posterior) -> dict[str, Any] | None:
+    """The "n/a" record, with its reason, for a posterior whose R̂ cannot be measured."""
+    shape = chain_shape(posterior)
+    if shape is None:
+        return {"status": "n/a", "chains": None, "draws": None,
+                "reason": (f"{method_label(posterior.method)} draws each prediction independently: "
+                           "there are no chains to compare")}
+    reason = why_not_measurable(*shape)
+    if reason is None:
+        return None
+    return {"status": "n/a", "chains": shape[0], "draws": shape[1], "reason": reason}
+
+
+def _number(value: float) -> float | None:
+    """NaN (nothing measured) as None; an infinite R̂ stays infinite."""
+    return None if math.isnan(value) else float(value)
+
+
+def probe_draws_progress(
+    posterior: Posterior, images: torch.Tensor, seed: int = 0
+) -> Generator[ProgressRecord, None, np.ndarray]:
+    """Class probabilities of every stored draw on ``images``: (chains, draws, images, classes).
+
+    Batches hold about 8192 draw-images, so memory stays bounded for any number of draws; a
+    posterior that masks its inputs at prediction draws its masks from ``seed``.
+    """
+    chains, draws = chain_shape(posterior)  # type: ignore[misc]
+    s = chains * draws
+    batch_size = max(1, 8192 // s)
+    posterior.check_prediction(s, batch_size=min(batch_size, len(images)))
+    generator = torch.Generator().manual_seed(seed)
+    total = math.ceil(len(images) / batch_size)
+    parts = []
+    for i, start in enumerate(range(0, len(images), batch_size), start=1):
+        p = posterior.predict_proba(images[start : start + batch_size], num_samples=s, generator=generator)
+        parts.append(p.detach().cpu().double().numpy().reshape(chains, draws, *p.shape[1:]))
+        yield ProgressRecord(i, total, {}, "convergence")
+    return np.concatenate(parts, axis=2)
+
+
+def diagnose_progress(
+    posterior: Posterior, probe: Dataset | None, seed: int = 0
+) -> Generator[ProgressRecord, None, dict[str, Any]]:
+    """The convergence record of ``posterior`` on the first :data:`PROBE_SIZE` images of ``probe``
+    (which may be None when :func:`not_applicable` gives the record without any)."""
+    acceptance = posterior.info.get("acceptance_rate")
+    extra = {} if acceptance is None else {"acceptance": float(acceptance)}
+    record = not_applicable(posterior)
+    if record is not None:
+        return {**record, **extra}
+    if probe is None:
+        raise ValueError("comparing the chains needs probe images")
+    images = probe.x[:PROBE_SIZE]
+    if len(images) == 0:
+        raise ValueError(f"{probe.name} holds no images to compare the chains on")
+    chains, draws = chain_shape(posterior)  # type: ignore[misc]
+    probs = yield from probe_draws_progress(posterior, images, seed)
+    summary = convergence.summarise(probs, MIN_SPREAD)
+    rhat = np.where(convergence.spread(probs) > MIN_SPREAD, convergence.rhat(probs), np.nan)  # (images, classes)
+    per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
+    measured = rhat[~np.isnan(rhat)]
+    above = float((measured > RHAT_LOOSE).mean()) if measured.size else None
+    return {
+        "status": "measured",
+        "chains": chains,
+        "draws": draws,
+        "probe": f"the first {len(images)} images of {probe.name} (their labels are not read)",
+        "rhat_max": _number(summary.rhat_max),
+        "ess_bulk_min": _number(summary.ess_bulk_min),
+        "ess_tail_min": _number(summary.ess_tail_min),
+        "rhat_per_class": per_class,
+        "rhat_above_1_1": above,
+        "measure": MEASURE,
+        **extra,
+    }
+
+
+def diagnose(posterior: Posterior, probe: Dataset | None, seed: int = 0) -> dict[str, Any]:
+    """:func:`diagnose_progress` run to its end."""
+    run = diagnose_progress(posterior, probe, seed)
+    while True:
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value

@@ -1,0 +1,149 @@
+"""``bayescope-cli info FILE [--json]``: what a posterior file holds, read without predicting.
+
+The method in words, architecture, data set, chains and draws, whether the chains agree (R̂,
+ESS, HMC's acceptance: as the file records them, see ``bayescope-cli diagnose``), training
+time, seed and provenance. ``--json`` prints one object with the same facts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from core.commands.console import say
+from core.engine.models import ArchSpec
+from core.engine.naming import (
+    ARCH_LABELS,
+    METHOD_DESCRIPTIONS,
+    MIN_DRAWS_ESS,
+    ess_estimable,
+    method_label,
+    plural,
+    rhat_text,
+    why_not_measurable,
+)
+from core.engine.store import file_records
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a posterior file (.pt)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: NaN becomes null, an infinity the string "inf" (or "-inf")."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def convergence_record(records: dict[str, Any]) -> dict[str, Any]:
+    """The file's diagnostics record, or what can be said without one."""
+    info, weights = records["info"], records["weights"]
+    recorded = info.get("diagnostics")
+    if isinstance(recorded, dict):
+        return recorded
+    if records["kind"] not in ("sampled", "input_dropout"):
+        return {"status": "n/a", "chains": None, "draws": None,
+                "reason": f"{method_label(records['method'])} draws each prediction independently: "
+                          "there are no chains to compare"}
+    chains, draws = next(iter(weights.values()))[:2]
+    reason = why_not_measurable(chains, draws)
+    if reason is not None:
+        return {"status": "n/a", "chains": chains, "draws": draws, "reason": reason}
+    return {"status": "not measured", "chains": chains, "draws": draws,
+            "reason": "the file predates the measurement; bayescope-cli diagnose FILE adds it"}
+
+
+def convergence_text(record: dict[str, Any]) -> str:
+    """One line: R̂ and ESS in words, or why there are none."""
+    if record.get("status") != "measured":
+        return f"{record.get('status', 'not measured')}: {record.get('reason', '')}"
+    rhat, bulk, tail = record.get("rhat_max"), record.get("ess_bulk_min"), record.get("ess_tail_min")
+    if rhat is None:
+        return "convergence measured, but every probability was the same in every draw"
+    verdict = ("the chains agree" if rhat <= 1.01 else "the chains roughly agree" if rhat <= 1.1
+               else "the chains disagree: this posterior may not have converged")
+    total = (record.get("chains") or 0) * (record.get("draws") or 0)
+    ess = "" if bulk is None or tail is None else f"; smallest ESS {bulk:.1f} bulk, {tail:.1f} tail, of {total} draws"
+    if ess and not ess_estimable(record.get("draws") or 0):
+        ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
+    return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"
+
+
+
+def summary(records: dict[str, Any]) -> dict[str, Any]:
+    """The facts ``info`` prints, as one plain dictionary."""
+    info = records["info"]
+    arch = ArchSpec.from_dict(records["arch"])
+    record = convergence_record(records)
+    out = {
+        "method": records["method"],
+        "method_label": method_label(records["method"]),
+        "method_words": METHOD_DESCRIPTIONS.get(records["method"], records["method"]),
+        "name": info.get("name"),
+        "kind": records["kind"],
+        "architecture": arch.to_dict(),
+        "architecture_label": ARCH_LABELS.get(arch.name, arch.name),
+        "parameters": arch.parameter_count(),
+        "dataset": records["dataset"],
+        "chains": record.get("chains"),
+        "draws": record.get("draws"),
+        "convergence": record,
+        "acceptance": info.get("acceptance_rate"),
+        "train_seconds": info.get("train_seconds"),
+        "test_accuracy": info.get("test_accuracy"),
+        "seed": records["seed"],
+        "config": records["config"],
+        "training_data": info.get("training_data"),
+        "test_data": info.get("test_data"),
+        "started_from": info.get("started_from"),
+        "format_version": records["format_version"],
+        "code_version": records.get("code_version"),
+        "storage": records["storage"],
+        "checksum": records.get("checksum"),
+    }
+    return _plain(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    facts = summary(file_records(args.file))
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    say(f"{args.file}")
+    name = f" “{facts['name']}”" if facts["name"] else ""
+    say(f"  method        {facts['method_label']}{name}: {facts['method_words']}")
+    say(f"  architecture  {facts['architecture_label']} ({facts['parameters']:,} weights)")
+    say(f"  trained on    {facts['dataset']}")
+    if facts["chains"] is not None:
+        say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
+    say(f"  convergence   {convergence_text(facts['convergence'])}")
+    probe = facts["convergence"].get("probe")
+    if probe:
+        say(f"                measured on {probe}")
+    if facts["acceptance"] is not None:
+        say(f"  acceptance    {facts['acceptance'] * 100:.0f}% of HMC's proposals")
+    if facts["test_accuracy"] is not None:
+        say(f"  test accuracy {facts['test_accuracy'] * 100:.2f}%")
+    if facts["train_seconds"] is not None:
+        say(f"  training time {facts['train_seconds']:.0f} s")
+    say(f"  seed          {facts['seed']}")
+    data = facts["training_data"] or {}
+    if data:
+        where = data.get("folder") or data.get("path") or ""
+        say(f"  training data {data.get('name', '?')}, {data.get('images', '?')} images"
+            + (f", from {where}" if where else ""))
+    if facts["started_from"]:
+        say(f"  started from  {facts['started_from'].get('method')} {facts['started_from'].get('file', '')}")
+    say(f"  file          format {facts['format_version']}, written by bayescope {facts['code_version']}, "
+        f"{facts['storage']} weights, {facts['checksum']}")
+    return 0

@@ -1,0 +1,97 @@
+"""Convergence in the window: the column header's tooltip and warning, and the Diagnostics window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.main import MainWindow
+from core.engine.resources import resources_dir
+
+MODELS = resources_dir() / "models"
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch, shared_data):
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def _sghmc_file(name: str, diagnostics: dict | None):
+    """The bundled SGHMC posterior saved under the user's models with ``diagnostics`` (or none)."""
+    from app.settings import user_models_dir
+    from core.engine.store import load_posterior, save_posterior
+
+    posterior = load_posterior(MODELS / "mnist_lenet_sghmc.pt")
+    posterior.info.pop("diagnostics", None)
+    posterior.info["name"] = name
+    if diagnostics is not None:
+        posterior.info["diagnostics"] = diagnostics
+    return save_posterior(posterior, user_models_dir() / f"{name}.pt", storage="float16")
+
+
+DISAGREE = {"status": "measured", "chains": 2, "draws": 4, "rhat_max": 2.2, "ess_bulk_min": 5.8,
+            "ess_tail_min": 6.1, "probe": "the first 1000 images of mnist-test (their labels are not read)",
+            "rhat_per_class": [1.3, 2.2, 1.05, 1.0, 1.2, 1.1, 1.4, 1.6, 1.9, 1.5]}
+
+
+def test_a_column_whose_chains_disagree_says_so_in_words(qtbot, window):
+    path = _sghmc_file("disagree", DISAGREE)
+    assert window.add_posterior(path)
+    view = window.column_views[str(path.resolve())]
+    assert not view.convergence.isHidden()  # (shown once the window lays the column out)
+    assert "The chains disagree: this posterior may not have converged (R̂ 2.20)." in view.convergence.text()
+    tip = view.title.toolTip()
+    assert "2 chains × 4 draws." in tip and "Largest R̂ 2.20: the chains disagree" in tip
+    assert "too few draws per chain (4) to estimate" in tip  # ESS needs 10 per chain
+
+
+def test_an_old_file_says_not_measured_and_shows_no_warning(qtbot, window):
+    path = _sghmc_file("old", None)
+    assert window.add_posterior(path)
+    view = window.column_views[str(path.resolve())]
+    assert view.convergence.text() == "" and not view.has_warning
+    assert "Convergence: not measured" in view.title.toolTip()
+    dropout = next(v for v in window.column_views.values() if "MC dropout" in v.title.text())
+    assert "Convergence: n/a" in dropout.title.toolTip() and dropout.convergence.text() == ""
+    # no room is kept for a warning once no column has one
+    for key in [k for k, v in window.column_views.items() if v.has_warning]:
+        window.remove_column(key)
+    assert all(v.convergence.isHidden() for v in window.column_views.values())
+
+
+def test_the_plots_start_at_one_height_whether_a_column_warns_or_not(qtbot, window):
+    from PySide6.QtCore import QPoint
+
+    path = _sghmc_file("disagree", DISAGREE)
+    assert window.add_posterior(path)
+    window.resize(1400, 860)
+    qtbot.wait(50)
+    views = list(window.column_views.values())
+    assert sum(v.has_warning for v in views) >= 1 and not all(v.has_warning for v in views)
+    tops = {v.plots["histograms"].mapTo(window, QPoint(0, 0)).y() for v in views}
+    assert len(tops) == 1
+
+
+def test_the_diagnostics_window_draws_the_traces_and_r_hat_per_class(qtbot, window):
+    path = _sghmc_file("disagree", DISAGREE)
+    assert window.add_posterior(path)
+    view = window.column_views[str(path.resolve())]
+    more = next(b for b in view.findChildren(type(view._button("x", "", None))) if b.text() == "⋯")
+    action = next(a for a in more.menu().actions() if a.text() == "Diagnostics…")
+    action.trigger()
+    dialog = window.diagnostics_window
+    qtbot.waitExposed(dialog)
+    assert "disagree" in dialog.windowTitle()
+    curves = dialog.trace.getPlotItem().listDataItems()
+    assert len(curves) == 2  # one per chain
+    heights = np.asarray(dialog.rhat.bars.opts["height"])
+    np.testing.assert_allclose(heights, np.array(DISAGREE["rhat_per_class"]) - 1.0)
+    assert [line.value() for line in dialog.rhat.lines] == [1.01, 1.1]
+    assert "1.01" in dialog.rhat.toolTip() and "chain" in dialog.trace.toolTip()
+    assert dialog.warning.isVisible() and "(R̂ 2.20)" in dialog.warning.text()
+    dialog.close()

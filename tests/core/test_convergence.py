@@ -1,0 +1,142 @@
+"""Rank-normalised split-R̂ and bulk/tail ESS, checked against ArviZ (the independent reference)
+and against cases whose answer is known without either implementation."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from core.analysis import convergence as cv
+from core.engine.naming import why_not_measurable
+
+with warnings.catch_warnings():  # ArviZ 0.x announces its refactor on import
+    warnings.simplefilter("ignore", FutureWarning)
+    az = pytest.importorskip("arviz")
+
+
+def _arviz(fn, draws: np.ndarray, **kwargs) -> np.ndarray:
+    """ArviZ's value for each trailing element of (chains, draws, ...), one 2-D call each."""
+    flat = draws.reshape(draws.shape[0], draws.shape[1], -1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # tied halves: ArviZ divides by 0, as we do
+        values = [float(fn(np.ascontiguousarray(flat[..., i]), **kwargs)) for i in range(flat.shape[2])]
+    return np.array(values).reshape(draws.shape[2:])
+
+
+def _cases() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(20210101)
+    shifted = rng.normal(size=(4, 200, 3))
+    shifted[2] += np.array([0.3, 1.0, 3.0])  # one chain away from the others, by more and more
+    constant_chain = rng.normal(size=(3, 60, 2))
+    constant_chain[1] = 0.25  # one chain stuck on one value
+    autocorrelated = np.cumsum(rng.normal(size=(2, 301, 2)), axis=1) * 0.1 + rng.normal(size=(2, 301, 2))
+    ties = rng.integers(0, 4, size=(4, 50, 3)).astype(float)  # many ties in the ranks
+    probabilities = rng.dirichlet(np.ones(10), size=(2, 8)).astype(np.float32).astype(float)
+    return {
+        "well mixed": rng.normal(size=(4, 500, 5)),
+        "shifted means": shifted,
+        "one constant chain": constant_chain,
+        "odd draws, autocorrelated": autocorrelated,
+        "ties": ties,
+        "2 chains x 8 draws of probabilities": probabilities,
+        "2 chains x 4 draws": rng.normal(size=(2, 4, 3)),
+        "heavy tails": rng.standard_cauchy(size=(4, 100, 2)),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rhat_matches_arviz_rank(name: str) -> None:
+    draws = CASES[name]
+    ours = cv.rhat(draws)
+    reference = _arviz(az.rhat, draws, method="rank")
+    np.testing.assert_allclose(ours, reference, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bulk_and_tail_rhat_match_arviz_z_scale_and_folded(name: str) -> None:
+    draws = CASES[name]
+    np.testing.assert_allclose(cv.rhat_bulk(draws), _arviz(az.rhat, draws, method="z_scale"), rtol=1e-9)
+    # ArviZ's "folded" folds before splitting; its "rank" (and we) fold the split chains.
+    # They agree when the draw count is even (nothing is dropped by the split).
+    if draws.shape[1] % 2 == 0:
+        np.testing.assert_allclose(cv.rhat_tail(draws), _arviz(az.rhat, draws, method="folded"), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("method", ["bulk", "tail"])
+def test_ess_matches_arviz(name: str, method: str) -> None:
+    draws = CASES[name]
+    ours = cv.ess_bulk(draws) if method == "bulk" else cv.ess_tail(draws)
+    reference = _arviz(az.ess, draws, method=method)
+    np.testing.assert_allclose(ours, reference, rtol=1e-9, atol=1e-9)
+
+
+def test_vectorised_over_any_trailing_shape() -> None:
+    rng = np.random.default_rng(3)
+    draws = rng.normal(size=(3, 40, 4, 5))
+    assert cv.rhat(draws).shape == (4, 5)
+    assert cv.ess_tail(draws).shape == (4, 5)
+    np.testing.assert_allclose(cv.rhat(draws)[2, 3], cv.rhat(draws[:, :, 2, 3:4])[0])
+
+
+def test_chains_from_one_normal_agree_and_chains_apart_do_not() -> None:
+    rng = np.random.default_rng(11)
+    same = rng.normal(size=(4, 1000, 20))
+    assert np.all(cv.rhat(same) < 1.01)
+    apart = rng.normal(size=(4, 1000, 20)) + np.arange(4)[:, None, None]  # means 0, 1, 2, 3
+    # the classic ratio would be √(1 + var(0, 1, 2, 3)) ≈ 1.63; ranks pull it in a little
+    assert np.all(cv.rhat(apart) > 1.4)
+    # independent draws are worth about their number; chains apart much less
+    assert np.all(cv.ess_bulk(same) > 3000)
+    assert np.all(cv.ess_bulk(apart) < 100)
+
+
+def test_too_few_chains_or_draws_is_nan_with_the_reason() -> None:
+    rng = np.random.default_rng(0)
+    assert np.isnan(cv.rhat(rng.normal(size=(1, 100, 2)))).all()
+    assert np.isnan(cv.rhat(rng.normal(size=(4, 3, 2)))).all()
+    assert why_not_measurable(1, 100).startswith("one chain")
+    assert "at least 4 draws" in why_not_measurable(8, 1)
+    assert why_not_measurable(2, 4) is None
+
+
+def test_summary_takes_the_worst_element_and_skips_constant_ones() -> None:
+    rng = np.random.default_rng(5)
+    draws = rng.normal(size=(2, 50, 3))
+    draws[..., 1] += np.array([0.0, 4.0])[:, None]  # chains far apart in element 1 only
+    draws[..., 2] = 1.0  # a probability that is 1 in every draw: nothing to compare
+    summary = cv.summarise(draws)
+    assert summary.rhat_max == pytest.approx(float(cv.rhat(draws)[1]))
+    assert summary.rhat_max > 1.5
+    assert summary.ess_bulk_min == pytest.approx(float(np.nanmin(cv.ess_bulk(draws)[:2])))
+
+
+@pytest.mark.parametrize("draws", [4, 6, 9])
+def test_ess_from_fewer_than_10_draws_per_chain_is_the_estimators_floor(draws: int) -> None:
+    """Why the window and `info` call such an ESS "not estimable": each split half holds fewer
+    than 5 draws, Geyer's sequence never starts, and ESS is N·log₁₀N whatever the chains."""
+    from core.engine.naming import ess_estimable
+
+    rng = np.random.default_rng(draws)
+    x = rng.normal(size=(2, draws, 6))
+    x[1] += 5.0  # chains far apart: a real estimate would be near 2
+    n = 2 * (draws // 2) * 2
+    np.testing.assert_allclose(cv.ess_bulk(x), n * np.log10(n))
+    np.testing.assert_allclose(_arviz(az.ess, x, method="bulk"), n * np.log10(n))
+    assert not ess_estimable(draws) and ess_estimable(10)
+
+
+def test_a_probability_that_moves_by_one_float32_step_is_left_out_of_the_summary() -> None:
+    """Probabilities saturated at 1 in float32 flip between 0.99999988 and 1.0: tied halves give
+    an infinite R̂ (as ArviZ computes it) that says nothing about the chains."""
+    rng = np.random.default_rng(9)
+    draws = rng.normal(size=(2, 4, 2)) * 0.1
+    draws[..., 1] = [[np.float32(1 - 2**-23), np.float32(1 - 2**-23), 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    assert np.isinf(cv.rhat(draws)[1])
+    assert np.isinf(_arviz(az.rhat, draws, method="rank")[1])
+    assert np.isinf(cv.summarise(draws).rhat_max)
+    assert cv.summarise(draws, min_spread=1e-6).rhat_max == pytest.approx(float(cv.rhat(draws)[0]))

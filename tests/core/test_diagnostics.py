@@ -1,0 +1,121 @@
+"""Convergence on a probe set: the record training writes, `diagnose` adds and `info` reads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from core.analysis.diagnostics import PROBE_SIZE, diagnose, probe_draws_progress
+from core.commands.main import main
+from core.engine.inference.base import SampledPosterior
+from core.engine.models import ArchSpec, build_model
+from core.engine.naming import convergence_lines, convergence_warning
+from core.engine.resources import resources_dir
+from core.engine.runner import drain
+from core.engine.store import load_posterior, save_posterior
+
+SOFTMAX = ArchSpec("softmax", num_classes=10)
+
+
+def _softmax_posterior(chains: int, draws: int, offsets: list[float], seed: int = 0) -> SampledPosterior:
+    """Weights drawn independently around ``offsets[c]`` for chain c (the bias of class 0)."""
+    g = torch.Generator().manual_seed(seed)
+    shapes = {k: v.shape for k, v in build_model(SOFTMAX).named_parameters()}
+    samples = {k: 0.05 * torch.randn((chains, draws, *shape), generator=g) for k, shape in shapes.items()}
+    samples["linear.bias"][:, :, 0] += torch.tensor(offsets)[:, None]
+    return SampledPosterior("sghmc", SOFTMAX, {}, seed, "mnist-train", samples)
+
+
+def test_probe_draws_keep_each_chain_apart(two_halves) -> None:
+    post = _softmax_posterior(2, 4, [0.0, 0.0])
+    post.samples = {k: v.clone() for k, v in post.samples.items()}
+    for v in post.samples.values():
+        v[0] = 0.0  # chain 0: all weights zero, so every class has probability 1/10
+    probs = drain(probe_draws_progress(post, two_halves.x[:7]))
+    assert probs.shape == (2, 4, 7, 10)
+    np.testing.assert_allclose(probs[0], 0.1, rtol=1e-6)
+    assert np.abs(probs[1] - 0.1).max() > 1e-3
+
+
+def test_chains_that_agree_and_chains_that_do_not(two_halves) -> None:
+    agree = diagnose(_softmax_posterior(2, 200, [0.0, 0.0]), two_halves)
+    assert agree["status"] == "measured" and agree["chains"] == 2 and agree["draws"] == 200
+    assert agree["rhat_max"] < 1.05
+    assert agree["ess_bulk_min"] > 100
+    apart = diagnose(_softmax_posterior(2, 200, [0.0, 1.0]), two_halves)
+    assert apart["rhat_max"] > 1.1
+    assert len(apart["rhat_per_class"]) == 10 and max(apart["rhat_per_class"]) == apart["rhat_max"]
+    assert f"{min(len(two_halves), PROBE_SIZE)} images of two-halves" in apart["probe"]
+    warning = convergence_warning({"diagnostics": apart})
+    assert warning.startswith("The chains disagree: this posterior may not have converged (R̂ ")
+    assert convergence_warning({"diagnostics": agree}) is None
+
+
+@pytest.mark.parametrize(("chains", "draws", "words"), [(1, 50, "one chain"), (3, 2, "2 draws per chain")])
+def test_too_few_chains_or_draws_is_na_with_the_reason(two_halves, chains, draws, words) -> None:
+    record = diagnose(_softmax_posterior(chains, draws, [0.0] * chains), two_halves)
+    assert record["status"] == "n/a" and words in record["reason"]
+
+
+def test_train_records_convergence_and_info_reads_it(tiny_mnist, tmp_path, capsys) -> None:
+    out = tmp_path / "s.pt"
+    rc = main(["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "sghmc",
+               "--set", "num_chains=2", "--set", "epochs=8", "--set", "burn_in_epochs=2", "--set", "thin=1",
+               "--seed", "1", "--out", str(out), "--eval-samples", "4"])
+    assert rc == 0
+    assert "convergence:" in capsys.readouterr().out
+    record = load_posterior(out).info["diagnostics"]
+    assert record["status"] == "measured" and record["chains"] == 2 and record["draws"] == 18
+    assert record["probe"].startswith("the first 100 images of")
+    assert rc == main(["info", str(out), "--json"])
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["method"] == "sghmc" and facts["chains"] == 2 and facts["draws"] == 18
+    assert facts["convergence"]["rhat_max"] == pytest.approx(record["rhat_max"])
+    assert facts["seed"] == 1 and facts["training_data"]["images"] == 300
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 chains × 18 draws" in text and "largest R̂" in text and "seed          1" in text
+
+
+def test_diagnose_adds_the_record_and_keeps_the_file_valid(tmp_path, two_halves, tiny_mnist, capsys) -> None:
+    post = _softmax_posterior(2, 8, [0.0, 2.0])
+    path = save_posterior(post, tmp_path / "apart.pt", storage="float16")
+    before = load_posterior(path)
+    assert "diagnostics" not in before.info
+    assert any("not measured" in line for line in convergence_lines(before))
+    assert main(["diagnose", str(path), "--data", str(tiny_mnist)]) == 0
+    assert "the chains disagree" in capsys.readouterr().out
+    after = load_posterior(path)  # the checksum still holds
+    assert after.info["diagnostics"]["rhat_max"] > 1.1
+    for name, tensor in before.samples.items():
+        assert torch.equal(tensor, after.samples[name])  # weights bit for bit
+    lines = convergence_lines(after)
+    assert lines[0] == "2 chains × 8 draws." and "the chains disagree" in lines[1]
+
+
+def test_info_on_the_bundled_files(tmp_path, capsys) -> None:
+    models = resources_dir() / "models"
+    assert main(["info", str(models / "mnist_lenet_sghmc.pt")]) == 0
+    text = capsys.readouterr().out
+    assert "SGHMC" in text and "LeNet" in text and "2 chains × 4 draws" in text
+    assert main(["info", "--json", str(models / "mnist_lenet_mc_dropout.pt")]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["convergence"]["status"] == "n/a" and "no chains" in facts["convergence"]["reason"]
+    copy = tmp_path / "map.pt"
+    shutil.copy(models / "mnist_softmax_map.pt", copy)
+    assert main(["diagnose", str(copy)]) == 0
+    assert "one chain" in load_posterior(copy).info["diagnostics"]["reason"]
+
+
+def test_hmc_acceptance_is_kept_and_said(two_halves) -> None:
+    post = _softmax_posterior(2, 10, [0.0, 0.0])
+    post.method = "hmc"
+    post.info["acceptance_rate"] = 0.81
+    record = diagnose(post, two_halves)
+    assert record["acceptance"] == pytest.approx(0.81)
+    post.info["diagnostics"] = record
+    assert "HMC accepted 81% of its proposals." in convergence_lines(post)
