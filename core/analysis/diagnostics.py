@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.analysis import convergence
+from core.engine import convergence
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 from core.engine.naming import RHAT_LOOSE, method_label, why_not_measurable
 

@@ -3,12 +3,13 @@ and against cases whose answer is known without either implementation."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import pytest
 
-from core.analysis import convergence as cv
+from core.engine import convergence as cv
 from core.engine.naming import why_not_measurable
 
 with warnings.catch_warnings():  # ArviZ 0.x announces its refactor on import
@@ -140,3 +141,32 @@ def test_a_probability_that_moves_by_one_float32_step_is_left_out_of_the_summary
     assert np.isinf(_arviz(az.rhat, draws, method="rank")[1])
     assert np.isinf(cv.summarise(draws).rhat_max)
     assert cv.summarise(draws, min_spread=1e-6).rhat_max == pytest.approx(float(cv.rhat(draws)[0]))
+
+
+def _ar1(phi: float, chains: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.empty((chains, n))
+    x[:, 0] = rng.normal(size=chains) / math.sqrt(1 - phi**2)
+    noise = rng.normal(size=(chains, n))
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + noise[:, t]
+    return x
+
+
+def test_ess_of_ar1_matches_closed_form():
+    """AR(1) with coefficient φ has integrated autocorrelation time (1 + φ)/(1 − φ)."""
+    phi, chains, n = 0.8, 4, 5000
+    expected = chains * n * (1 - phi) / (1 + phi)
+    assert float(cv.ess_bulk(_ar1(phi, chains, n, 0))) == pytest.approx(expected, rel=0.15)
+    iid = np.random.default_rng(1).normal(size=(4, 2000))
+    assert float(cv.ess_bulk(iid)) == pytest.approx(8000, rel=0.15)
+
+
+def test_split_rhat_flags_disagreeing_chains():
+    rng = np.random.default_rng(2)
+    iid = rng.normal(size=(4, 1000))
+    assert abs(float(cv.rhat(iid)) - 1) < 0.01
+    shifted = iid + np.arange(4)[:, None] * 1.0
+    assert float(cv.rhat(shifted)) > 1.2
+    drifting = iid + np.linspace(0, 3, 1000)[None]
+    assert float(cv.rhat(drifting)) > 1.1

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
 import torch
 
@@ -16,9 +13,7 @@ from core.engine.inference.sampling import (
     SampleBudgetError,
     SampleBudgetWarning,
     SamplerDivergedError,
-    effective_sample_size,
     plan_storage,
-    split_rhat,
 )
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
@@ -92,38 +87,6 @@ def test_fit_refuses_over_budget():
     config = sgld.SgldConfig(**SMALL, step_size=1e-3, memory_budget_mb=1e-3)
     with pytest.raises(SampleBudgetError):
         drain(sgld.fit(config, ARCH, toy_data(), 0))
-
-
-# ----------------------------------------------------------------------- diagnostics
-
-
-def _ar1(phi: float, chains: int, n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = np.empty((chains, n))
-    x[:, 0] = rng.normal(size=chains) / math.sqrt(1 - phi**2)
-    noise = rng.normal(size=(chains, n))
-    for t in range(1, n):
-        x[:, t] = phi * x[:, t - 1] + noise[:, t]
-    return x
-
-
-def test_ess_of_ar1_matches_closed_form():
-    """AR(1) with coefficient φ has integrated autocorrelation time (1 + φ)/(1 − φ)."""
-    phi, chains, n = 0.8, 4, 5000
-    expected = chains * n * (1 - phi) / (1 + phi)
-    assert effective_sample_size(_ar1(phi, chains, n, 0)) == pytest.approx(expected, rel=0.15)
-    iid = np.random.default_rng(1).normal(size=(4, 2000))
-    assert effective_sample_size(iid) == pytest.approx(8000, rel=0.15)
-
-
-def test_split_rhat_flags_disagreeing_chains():
-    rng = np.random.default_rng(2)
-    iid = rng.normal(size=(4, 1000))
-    assert abs(split_rhat(iid) - 1) < 0.01
-    shifted = iid + np.arange(4)[:, None] * 1.0
-    assert split_rhat(shifted) > 1.2
-    drifting = iid + np.linspace(0, 3, 1000)[None]
-    assert split_rhat(drifting) > 1.1
 
 
 # ---------------------------------------------------------- fit, progress, reproducibility

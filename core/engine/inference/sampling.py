@@ -5,9 +5,9 @@ Parameters of C chains are a dict of tensors with a leading chain dimension (C, 
 gradient; a sampler's ``step(state, batch, generator, *, config, target)`` moves all chains
 at once. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
 traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
-with a warning, before it exceeds its memory budget. :func:`split_rhat` and
-:func:`effective_sample_size` summarise scalar traces (Gelman et al., *BDA3*, §11.4–11.5;
-Vehtari et al. 2021 for the split chains).
+with a warning, before it exceeds its memory budget. :func:`diagnostics` summarises scalar
+traces with :mod:`core.engine.convergence` (rank-normalised split-R̂ and bulk ESS, Vehtari et
+al. 2021), the same estimators as the probe diagnostics.
 
 Per-chain random streams
 ------------------------
@@ -41,6 +41,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from core.engine import convergence
 from core.engine.inference.base import Dataset, ProgressRecord, SampledPosterior
 from core.engine.models import ArchSpec, build_model
 
@@ -458,65 +459,6 @@ def constant_batches(batch: Any = None) -> Iterator[Any]:
 # --------------------------------------------------------------------------- diagnostics
 
 
-def split_rhat(trace: np.ndarray | torch.Tensor) -> float:
-    """Split-R̂ of a scalar trace of shape (chains, draws) (Gelman et al., BDA3 §11.4).
-
-    Each chain is cut in half, so a single drifting chain also shows R̂ > 1.
-    """
-    x = np.asarray(trace, dtype=np.float64)
-    n = x.shape[1] // 2
-    if n < 2:
-        return float("nan")
-    halves = np.concatenate([x[:, :n], x[:, -n:]], axis=0)
-    within = halves.var(axis=1, ddof=1).mean()
-    between = n * halves.mean(axis=1).var(ddof=1)
-    var_plus = (n - 1) / n * within + between / n
-    if within <= 0:
-        return float("nan")
-    return float(math.sqrt(var_plus / within))
-
-
-def _autocovariance(x: np.ndarray) -> np.ndarray:
-    """Autocovariance of each row at all lags, by FFT."""
-    n = x.shape[1]
-    centred = x - x.mean(axis=1, keepdims=True)
-    size = 2 ** math.ceil(math.log2(2 * n))
-    f = np.fft.rfft(centred, n=size, axis=1)
-    return np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :n] / n
-
-
-def effective_sample_size(trace: np.ndarray | torch.Tensor) -> float:
-    """Multi-chain ESS of a scalar trace (chains, draws) with Geyer's initial monotone sequence.
-
-    ρ̂_t = 1 − (W − mean_c acov_c(t)) / var⁺ (BDA3 eq. 11.7); ESS = C·n / (−1 + 2 Σ P̂_k)
-    with P̂_k = ρ̂_{2k} + ρ̂_{2k+1} summed while positive and made non-increasing.
-    """
-    x = np.asarray(trace, dtype=np.float64)
-    chains, n = x.shape
-    if n < 4:
-        return float("nan")
-    acov = _autocovariance(x)
-    within = acov[:, 0].mean() * n / (n - 1)
-    var_plus = within * (n - 1) / n
-    if chains > 1:
-        var_plus += x.mean(axis=1).var(ddof=1)
-    if var_plus <= 0:
-        return float("nan")
-    rho = 1.0 - (within - acov.mean(axis=0)) / var_plus
-    rho[0] = 1.0
-    total = 0.0
-    previous = math.inf
-    for k in range(0, n - 1, 2):
-        pair = rho[k] + rho[k + 1]
-        if pair <= 0:
-            break
-        pair = min(pair, previous)
-        total += pair
-        previous = pair
-    tau = max(-1.0 + 2.0 * total, 1.0 / math.log10(max(chains * n, 10)))
-    return float(chains * n / tau)
-
-
 def diagnostics(traces: dict[str, torch.Tensor], burn_in: int) -> dict[str, float]:
     """R̂ and ESS of every per-chain trace after burn-in, keyed ``rhat_<name>``, ``ess_<name>``."""
     out: dict[str, float] = {}
@@ -526,8 +468,8 @@ def diagnostics(traces: dict[str, torch.Tensor], burn_in: int) -> dict[str, floa
         kept = trace[:, burn_in:].cpu().numpy()  # traces of a GPU run live on the GPU
         if kept.shape[1] < 4 or np.ptp(kept) == 0:
             continue
-        out[f"rhat_{name}"] = split_rhat(kept)
-        out[f"ess_{name}"] = effective_sample_size(kept)
+        out[f"rhat_{name}"] = float(convergence.rhat(kept))
+        out[f"ess_{name}"] = float(convergence.ess_bulk(kept))
     return out
 
 
