@@ -8,8 +8,9 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # types only: the atomic writer leans on this module and stays free of torch
     from core.engine.inference.base import Dataset, Posterior, ProgressRecord
@@ -76,6 +77,43 @@ def drain(
         return stop.value
     finally:
         generator.close()
+
+
+@dataclass(frozen=True)
+class RemoteTask:
+    """One independent part of a run (a chain, an ensemble member, a slice of a data set) that
+    an :class:`Executor` may run on another machine.
+
+    ``function(*args)`` is a generator of progress records returning the part's result; it
+    must be a module-level function (a worker imports it by name) and its arguments
+    picklable, or handles from :meth:`Executor.share`.
+    """
+
+    function: Callable[..., Generator[ProgressRecord, None, Any]]
+    args: tuple[Any, ...] = ()
+    label: str = ""
+    gpus: float = 0.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    """Runs :class:`RemoteTask` s elsewhere (:class:`core.engine.cluster.RayCluster`)."""
+
+    @property
+    def parallelism(self) -> int:
+        """How many tasks it runs at once."""
+        ...
+
+    def share(self, value: Any) -> Any:
+        """A handle to ``value`` copied once to the workers, to pass as a task argument."""
+        ...
+
+    def run(self, tasks: Sequence[RemoteTask], phase: str) -> Generator[ProgressRecord, None, list[Any]]:
+        """Run every task; yield the progress of all; return their results in order.
+
+        Closing the generator (Ctrl-C) cancels every task still running.
+        """
+        ...
 
 
 def fit_posterior(
