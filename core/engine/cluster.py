@@ -50,6 +50,14 @@ class ClusterError(RuntimeError):
     """The cluster could not be reached, or a task was lost more often than it is retried."""
 
 
+def require_ray() -> None:
+    """Raise :class:`RayMissingError` unless Ray can be imported (without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise RayMissingError()
+
+
 def _import_ray() -> Any:
     try:
         import ray
