@@ -119,6 +119,7 @@ class Executor(Protocol):
 def fit_posterior(
     method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
     start: Posterior | None = None, start_source: dict[str, Any] | None = None,
+    chains: Sequence[int] | None = None,
 ) -> Generator[ProgressRecord, None, Posterior]:
     """``method.fit`` (an entry of :data:`core.engine.inference.METHODS`) with its provenance recorded.
 
@@ -127,12 +128,21 @@ def fit_posterior(
     saved posterior says what it was trained on. The CLI and the GUI both train through here.
     With ``start`` (a MAP posterior), methods that can start from given weights (Laplace, SWAG)
     skip their own MAP training; ``info["started_from"]`` records it and ``start_source``.
+    With ``chains``, a method that runs independent chains or members (``method.runs_chains``)
+    runs only those (numbers from 0), exactly as they are in the whole run; the parts are
+    joined by :func:`core.engine.inference.sampling.merge_chains`.
     """
     from core.engine.inference.base import check_data_fits  # torch: only when a fit runs
 
     check_data_fits(arch, data, "the training set")  # before a label beyond the classes fails deep in the loss
+    if chains is not None and not method.runs_chains:
+        raise ValueError(f"{method.name} does not run independent chains, so it cannot run a subset of them")
+    if chains is not None and start is not None:
+        raise ValueError("a fit that starts from saved weights runs no chains to choose from")
     began = time.perf_counter()
-    if start is None:
+    if start is None and chains is not None:
+        posterior = yield from method.fit(config, arch, data, seed, chains=chains)
+    elif start is None:
         posterior = yield from method.fit(config, arch, data, seed)
     else:
         posterior = yield from method.fit_from(start_weights(method, start), config, arch, data, seed)

@@ -33,6 +33,10 @@ class Method:
     #: ``fit_from(weights, config, arch, data, seed)`` for methods that start from given MAP
     #: weights (a saved MAP posterior) instead of training them; None for the others.
     fit_from: Callable[..., FitGenerator] | None = None
+    #: Whether ``fit(..., chains=...)`` runs a subset of independent chains (or ensemble
+    #: members), each from its own stream, to be merged with
+    #: :func:`~core.engine.inference.sampling.merge_chains`.
+    runs_chains: bool = False
 
     def make_config(self, **overrides: Any) -> Any:
         known = {f.name for f in fields(self.config_cls)}
@@ -103,14 +107,16 @@ register(
         needs_dropout=True,
     )
 )
-register(Method("sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)"))
-register(Method("sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)"))
+register(Method("sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)", runs_chains=True))
+register(Method("sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)", runs_chains=True))
 register(
-    Method("dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)")
+    Method("dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
+           runs_chains=True)
 )
-register(Method("hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up"))
+register(Method("hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up", runs_chains=True))
 register(
-    Method("ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)")
+    Method("ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
+           runs_chains=True)
 )
 
 register(Method("mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop"))

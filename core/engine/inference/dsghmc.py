@@ -20,6 +20,7 @@ posterior's fixed bank, so the same drawing always gets the same verdict.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ from core.engine.inference.base import (
     interactive_generator,
     register_posterior_kind,
 )
-from core.engine.inference.sampling import Params, Target
+from core.engine.inference.sampling import ChainGenerators, Params, Target
 from core.engine.inference.sghmc import SghmcState
 from core.engine.models import ArchSpec
 
@@ -69,12 +70,18 @@ def init(params: Params, *, config: DsghmcConfig, generator: torch.Generator) ->
     return sghmc.init(params, config=config, generator=generator)
 
 
-def input_dropout(x: torch.Tensor, drop_rate: float, generator: torch.Generator) -> torch.Tensor:
-    """x ⊙ z / (1 − r) with z ~ Bernoulli(1 − r) drawn independently for every value."""
+def input_dropout(
+    x: torch.Tensor, drop_rate: float, generator: torch.Generator | ChainGenerators
+) -> torch.Tensor:
+    """x ⊙ z / (1 − r) with z ~ Bernoulli(1 − r) drawn independently for every value.
+
+    With :class:`~core.engine.inference.sampling.ChainGenerators`, ``x`` is a per-chain
+    batch (C, B, ...) and chain c's masks come from its own stream.
+    """
     if drop_rate == 0:
         return x
     keep = 1.0 - drop_rate
-    mask = torch.rand(x.shape, generator=generator, dtype=x.dtype) < keep
+    mask = sampling.chain_rand(x.shape, generator, x.dtype, x.device) < keep
     return x * mask / keep
 
 
@@ -153,11 +160,14 @@ class InputDropoutPosterior(SampledPosterior):
         return _logits_to_proba(self.predict_logits(x, num_samples, generator))
 
 
-def fit(config: DsghmcConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
+def fit(
+    config: DsghmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
+) -> FitGenerator:
+    """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
     def make(samples: Params, info: dict[str, Any]) -> InputDropoutPosterior:
         return InputDropoutPosterior("dsghmc", arch, asdict(config), seed, data.name, samples, info)
 
-    posterior = yield from sampling.fit_sgmcmc("dsghmc", init, step, config, arch, data, seed, make)
+    posterior = yield from sampling.fit_sgmcmc("dsghmc", init, step, config, arch, data, seed, make, chains)
     return posterior
 
 

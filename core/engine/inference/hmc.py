@@ -32,7 +32,7 @@ buffer, shrunk to 15%/75%/10% for short warm-ups), and dual averaging restarts a
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
 from core.engine.inference.sampling import (
     BudgetPolicy,
+    ChainGenerators,
     ChainResult,
     InitName,
     Params,
@@ -167,7 +168,7 @@ def _kinetic(momentum: Params, inv_mass: Params) -> torch.Tensor:
 def step(
     state: HmcState,
     batch: Any,
-    generator: torch.Generator,
+    generator: torch.Generator | ChainGenerators,
     *,
     config: HmcConfig,
     target: Target,
@@ -178,7 +179,7 @@ def step(
     h0 = -state.log_posterior + _kinetic(momentum, state.inv_mass)
     step_size = state.step_size
     if config.step_size_jitter > 0:
-        u = torch.rand(step_size.shape, generator=generator, dtype=step_size.dtype)
+        u = sampling.chain_rand(step_size.shape, generator, step_size.dtype, step_size.device)
         step_size = step_size * (1.0 + config.step_size_jitter * (2.0 * u - 1.0))
     theta, r, logp, grad = leapfrog(
         state.params, momentum, state.grad, step_size, state.inv_mass,
@@ -190,7 +191,7 @@ def step(
     divergent = ~finite | (error > config.max_energy_error)
     accept_prob = torch.where(finite, torch.exp(torch.clamp(-error, max=0.0)), 0.0)
     accept_prob = torch.where(divergent, 0.0, accept_prob)
-    u = torch.rand(accept_prob.shape, generator=generator)
+    u = sampling.chain_rand(accept_prob.shape, generator, accept_prob.dtype, accept_prob.device)
     accept = u < accept_prob
     new_params = {
         k: torch.where(per_chain(accept, v), theta[k], v) for k, v in state.params.items()
@@ -270,7 +271,7 @@ def warmup(
     config: HmcConfig,
     target: Target,
     batch: Any,
-    generator: torch.Generator,
+    generator: torch.Generator | ChainGenerators,
     total: int,
 ) -> Generator[ProgressRecord, None, tuple[HmcState, dict[str, torch.Tensor]]]:
     """Adapt ε (dual averaging) and the diagonal M⁻¹ (windows); return the state and traces."""
@@ -326,13 +327,20 @@ def run(
     config: HmcConfig,
     target: Target,
     batch: Any,
-    generator: torch.Generator,
+    generator: torch.Generator | ChainGenerators,
+    draw_bytes: int | None = None,
 ) -> Generator[ProgressRecord, None, ChainResult]:
-    """Warm up, then sample: the whole HMC run on any target, chain-stacked ``params``."""
+    """Warm up, then sample: the whole HMC run on any target, chain-stacked ``params``.
+
+    ``draw_bytes`` is the size of one draw that the memory budget is planned for (default:
+    one draw of ``params``); a fit that runs a subset of its chains passes the whole run's,
+    so that the subset thins as the whole run would.
+    """
     total = config.num_warmup + config.num_samples
     state = init(params, config=config, target=target, batch=batch)
     plan = sampling.plan_storage(
-        config.num_samples, 0, config.thin, sampling.bytes_per_draw(params),
+        config.num_samples, 0, config.thin,
+        sampling.bytes_per_draw(params) if draw_bytes is None else draw_bytes,
         config.memory_budget_mb, config.on_budget,
     )
     sampling.warn_plan(plan)
@@ -365,20 +373,33 @@ def summary(result: ChainResult, num_warmup: int) -> dict[str, Any]:
     }
 
 
-def fit(config: HmcConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
-    generator = torch.Generator().manual_seed(seed)
+def fit(
+    config: HmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
+) -> FitGenerator:
+    """Full-batch HMC on a classifier: every chain (or the subset ``chains``) from its own stream.
+
+    Chain c draws its starting weights, momenta, jitter and acceptance uniforms from
+    :func:`~core.engine.inference.sampling.chain_seed` (seed, c); warm-up adapts each chain
+    on its own, so a subset holds exactly those chains of the full run.
+    """
+    chain_ids = sampling.resolve_chains(chains, config.num_chains)
+    generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
     params = sampling.initial_params(
-        arch, config.num_chains, config.init, config.prior_std, generator
+        arch, len(chain_ids), config.init, config.prior_std, generator
     )
-    target = sampling.ModelTarget(build_model(arch), len(data), config.prior_std)
-    chains = config.num_chains
+    target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
+    chains = len(chain_ids)
     batch = (
         data.x.unsqueeze(0).expand(chains, *data.x.shape),
         data.y.unsqueeze(0).expand(chains, *data.y.shape),
     )
-    result = yield from run(params, config=config, target=target, batch=batch, generator=generator)
+    result = yield from run(
+        params, config=config, target=target, batch=batch, generator=generator,
+        draw_bytes=sampling.bytes_per_draw(params) // chains * config.num_chains,
+    )
     info = {
         "num_chains": chains,
+        "chain_ids": list(chain_ids),
         "num_draws": int(next(iter(result.samples.values())).shape[1]),
         **summary(result, config.num_warmup),
         "traces": sampling.downsampled_traces(result.traces),

@@ -3,7 +3,24 @@
 Parameters of C chains are a dict of tensors with a leading chain dimension (C, ...). A
 *target* returns the log posterior of every chain, log p(θ_c | D) up to a constant, and its
 gradient; a sampler's ``step(state, batch, generator, *, config, target)`` moves all chains
-at once. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
+at once.
+
+Per-chain random streams
+------------------------
+In a fit, chain c of a run with seed s draws everything about itself (its initial weights,
+its mini-batch order, its noise, D-SGHMC's input masks, HMC's momentum, jitter and
+acceptance uniforms) from its own ``torch.Generator`` seeded by :func:`chain_seed` (s, c),
+held by a :class:`ChainGenerators`. Every draw has the shape of one chain, so a chain's
+numbers do not depend on which other chains run beside it: chains (0, 1, 2, 3) run
+together, one at a time, or as subsets on different machines (``fit(..., chains=(2, 3))``,
+then :func:`merge_chains`) give the same chains, up to the float rounding of batched
+kernels (on the same kind of device: CPU and CUDA generators differ). Nothing in a step
+couples chains: preconditioners, HMC's step-size and mass adaptation are per chain; the
+storage plan of a subset is the plan of the whole run (:func:`fit_sgmcmc`); only a
+divergence in one chain stops the run it is part of, and progress records show chain means.
+A plain ``torch.Generator`` is still accepted wherever a ``ChainGenerators`` is: it draws
+for all chains at once (one stream), as densities without chain identity and the
+statistical tests do. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
 traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
 with a warning, before it exceeds its memory budget. :func:`split_rhat` and
 :func:`effective_sample_size` summarise scalar traces (Gelman et al., *BDA3*, §11.4–11.5;
@@ -12,9 +29,10 @@ Vehtari et al. 2021 for the split chains).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -104,15 +122,115 @@ def gaussian_log_prior(params: Params, prior_std: float) -> torch.Tensor:
     return -0.5 * sq / prior_std**2
 
 
+# ------------------------------------------------------------------ per-chain streams
+
+
+def chain_seed(seed: int, chain: int) -> int:
+    """The seed of chain (or ensemble member) ``chain`` of a fit with seed ``seed``.
+
+    The first 8 bytes, big-endian, of SHA-256 of the ASCII text ``"bayescope-chain:{seed}:{chain}"``,
+    with the top bit cleared (a non-negative 63-bit integer, which ``torch.Generator.manual_seed``
+    takes on every device). A hash rather than ``seed + chain`` so that neighbouring seeds do
+    not share chains (seed 0's chain 1 is not seed 1's chain 0); hashlib rather than numpy's
+    ``SeedSequence`` so that the value is fixed by this text alone, across library versions.
+    """
+    if chain < 0:
+        raise ValueError(f"a chain number is at least 0, got {chain}")
+    digest = hashlib.sha256(f"bayescope-chain:{int(seed)}:{int(chain)}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
+class ChainGenerators:
+    """One ``torch.Generator`` per chain, seeded by :func:`chain_seed` (seed, c) for c in ``chain_ids``.
+
+    Every draw is made chain by chain with the shape of one chain and stacked, so chain c's
+    numbers are the same whichever chains run with it. The generators live on ``device``
+    (where the parameters are), so a CUDA run draws on the GPU.
+    """
+
+    def __init__(self, seed: int, chain_ids: Sequence[int], device: torch.device | str = "cpu") -> None:
+        self.seed = int(seed)
+        self.chain_ids = tuple(int(c) for c in chain_ids)
+        self.device = torch.device(device)
+        self.generators = [
+            torch.Generator(device=self.device).manual_seed(chain_seed(self.seed, c)) for c in self.chain_ids
+        ]
+
+    def __len__(self) -> int:
+        return len(self.generators)
+
+    def _check(self, chains: int) -> None:
+        if chains != len(self.generators):
+            raise ValueError(f"a draw for {chains} chains from the generators of {len(self)} chains")
+
+    def randn(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
+              device: torch.device | str | None = None) -> torch.Tensor:
+        """Standard normal draws of shape (C, *shape[1:]), row c from chain c's generator."""
+        self._check(shape[0])
+        out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
+        for row, g in zip(out, self.generators, strict=True):
+            row.normal_(generator=g)
+        return out.to(device) if device is not None else out
+
+    def rand(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
+             device: torch.device | str | None = None) -> torch.Tensor:
+        """Uniform [0, 1) draws of shape (C, *shape[1:]), row c from chain c's generator."""
+        self._check(shape[0])
+        out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
+        for row, g in zip(out, self.generators, strict=True):
+            row.uniform_(generator=g)
+        return out.to(device) if device is not None else out
+
+    def randperm(self, n: int) -> torch.Tensor:
+        """A random order of 0 … n−1 per chain: (C, n) on the CPU (where the data lie)."""
+        return torch.stack([torch.randperm(n, generator=g, device=self.device).cpu() for g in self.generators])
+
+    def model_seeds(self) -> list[int]:
+        """One integer per chain for torch's global generator while a model initialises itself."""
+        return [int(torch.randint(0, 2**62, (1,), generator=g, device=self.device)) for g in self.generators]
+
+
+def chain_randn(shape: Sequence[int], generator: torch.Generator | ChainGenerators,
+                dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    """N(0, 1) draws of shape (C, ...): per chain from :class:`ChainGenerators`, else in one call."""
+    if isinstance(generator, ChainGenerators):
+        return generator.randn(shape, dtype, device)
+    return torch.randn(tuple(shape), generator=generator, dtype=dtype, device=device)
+
+
+def chain_rand(shape: Sequence[int], generator: torch.Generator | ChainGenerators,
+               dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    """U[0, 1) draws of shape (C, ...): per chain from :class:`ChainGenerators`, else in one call."""
+    if isinstance(generator, ChainGenerators):
+        return generator.rand(shape, dtype, device)
+    return torch.rand(tuple(shape), generator=generator, dtype=dtype, device=device)
+
+
+def resolve_chains(chains: Sequence[int] | None, num_chains: int) -> tuple[int, ...]:
+    """The chain numbers a fit runs: all of 0 … num_chains−1, or the given subset, sorted.
+
+    Raises ``ValueError`` with a sentence for an empty subset, a repeated chain or one
+    outside the run.
+    """
+    if chains is None:
+        return tuple(range(num_chains))
+    ids = [int(c) for c in chains]
+    if not ids:
+        raise ValueError("a fit runs at least one chain; the subset of chains is empty")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"chains {ids} name a chain twice")
+    bad = [c for c in ids if not 0 <= c < num_chains]
+    if bad:
+        raise ValueError(f"chain(s) {bad} lie outside the run's {num_chains} chains (0 to {num_chains - 1})")
+    return tuple(sorted(ids))
+
+
 # ------------------------------------------------------------------------ tensor helpers
 
 
-def normal_like(params: Params, generator: torch.Generator) -> Params:
+def normal_like(params: Params, generator: torch.Generator | ChainGenerators) -> Params:
     """Independent standard normal draws shaped like ``params`` (the samplers' only noise)."""
-    return {
-        k: torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
-        for k, v in params.items()
-    }
+    return {k: chain_randn(v.shape, generator, v.dtype, v.device) for k, v in params.items()}
 
 
 def per_chain(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -313,16 +431,20 @@ def sample_chains(
 
 
 def epoch_batches(
-    data: Dataset, num_chains: int, batch_size: int, generator: torch.Generator
+    data: Dataset, num_chains: int, batch_size: int, generator: torch.Generator | ChainGenerators
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless per-chain mini-batches: each chain its own random order, epoch after epoch.
 
     Yields ``(x, y)`` of shapes (C, B, ...) and (C, B); the last batch of an epoch may be
-    smaller (the same size for all chains).
+    smaller (the same size for all chains). With :class:`ChainGenerators` chain c's order
+    comes from its own stream.
     """
     n = len(data)
     while True:
-        orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(num_chains)])
+        if isinstance(generator, ChainGenerators):
+            orders = generator.randperm(n)
+        else:
+            orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(num_chains)])
         for idx in orders.split(batch_size, dim=1):
             yield data.x[idx], data.y[idx]
 
@@ -480,16 +602,32 @@ class ChainConfig:
 
 
 def initial_params(
-    arch: ArchSpec, num_chains: int, init: InitName, prior_std: float, generator: torch.Generator
+    arch: ArchSpec,
+    num_chains: int,
+    init: InitName,
+    prior_std: float,
+    generator: torch.Generator | ChainGenerators,
 ) -> Params:
-    """Chain-stacked starting values for ``arch``, reproducible from ``generator``."""
+    """Chain-stacked starting values for ``arch``, reproducible from ``generator``.
+
+    Each chain's model initialises itself (torch's global generator, forked) from an integer
+    drawn first from the chain's own stream; ``"prior"`` then draws θ_c ~ N(0, σ²I) from it.
+    The models are built on the CPU and moved to the generators' device.
+    """
+    if isinstance(generator, ChainGenerators):
+        if len(generator) != num_chains:
+            raise ValueError(f"{num_chains} chains but generators for {len(generator)}")
+        seeds = generator.model_seeds()
+        device = generator.device
+    else:
+        seeds = [int(torch.randint(0, 2**62, (1,), generator=generator)) for _ in range(num_chains)]
+        device = torch.device("cpu")
     models = []
-    for _ in range(num_chains):
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    for seed in seeds:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             models.append(build_model(arch))
-    params = stack_chains(models)
+    params = {k: v.to(device) for k, v in stack_chains(models).items()}
     if init == "prior":
         params = {k: prior_std * v for k, v in normal_like(params, generator).items()}
     return params
@@ -504,35 +642,43 @@ def fit_sgmcmc(
     data: Dataset,
     seed: int,
     make_posterior: Callable[[Params, dict[str, Any]], Any] | None = None,
+    chains: Sequence[int] | None = None,
 ) -> Generator[ProgressRecord, None, Any]:
     """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
 
+    ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result
+    holds exactly those chains of the full run (see the module docstring), ready for
+    :func:`merge_chains`. Its storage plan is the full run's: the memory budget is for all
+    ``config.num_chains`` chains, so a subset thins as the whole run would.
+
     Returns a :class:`~core.engine.inference.base.SampledPosterior` (or ``make_posterior(samples,
-    info)``) whose ``info`` holds R̂ and ESS of the log posterior and of ‖θ‖, the storage
-    plan and per-chain traces downsampled to 500 points.
+    info)``) whose ``info`` holds the chain numbers, R̂ and ESS of the log posterior and of ‖θ‖
+    over the chains it holds, the storage plan and per-chain traces downsampled to 500 points.
     """
-    generator = torch.Generator().manual_seed(seed)
-    params = initial_params(arch, config.num_chains, config.init, config.prior_std, generator)
-    target = ModelTarget(build_model(arch), len(data), config.prior_std)
+    chain_ids = resolve_chains(chains, config.num_chains)
+    generators = ChainGenerators(seed, chain_ids, data.x.device)
+    params = initial_params(arch, len(chain_ids), config.init, config.prior_std, generators)
+    target = ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     num_steps = config.epochs * steps_per_epoch
     plan = plan_storage(
         num_steps,
         config.burn_in_epochs * steps_per_epoch,
         config.thin,
-        bytes_per_draw(params),
+        bytes_per_draw(params) // len(chain_ids) * config.num_chains,
         config.memory_budget_mb,
         config.on_budget,
     )
     warn_plan(plan)
-    state = init(params, config=config, generator=generator)
-    batches = epoch_batches(data, config.num_chains, config.batch_size, generator)
+    state = init(params, config=config, generator=generators)
+    batches = epoch_batches(data, len(chain_ids), config.batch_size, generators)
     result = yield from sample_chains(
         step, state, config=config, target=target, batches=batches, num_steps=num_steps,
-        plan=plan, generator=generator,
+        plan=plan, generator=generators,
     )
     info: dict[str, Any] = {
-        "num_chains": config.num_chains,
+        "num_chains": len(chain_ids),
+        "chain_ids": list(chain_ids),
         "num_draws": int(next(iter(result.samples.values())).shape[1]),
         "thin": plan.thin,
         "burn_in_steps": plan.burn_in,
@@ -545,3 +691,106 @@ def fit_sgmcmc(
     if make_posterior is not None:
         return make_posterior(result.samples, info)
     return SampledPosterior(method, arch, asdict(config), seed, data.name, result.samples, info)
+
+
+# ------------------------------------------------------------------------ merging chains
+
+#: ``info`` values that add up over the parts of a run.
+_SUMMED_INFO = ("num_chains", "num_members", "divergences", "train_seconds")
+#: ``info`` values that are a mean over chains (weighted by each part's number of chains).
+_CHAIN_MEAN_INFO = ("acceptance_rate",)
+#: ``info`` values that hold one entry per chain, in chain order.
+_PER_CHAIN_INFO = ("chain_ids", "step_size")
+
+
+def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
+    """Concatenate posteriors that hold different chains of one run along the chain dimension.
+
+    Each part is a fit of the same method, architecture, config, seed and data run on a
+    subset of the chains (``fit(..., chains=...)``, perhaps on another machine); the result
+    holds their chains in chain order, so merging the subsets of a run gives the run.
+    ``info`` is merged chain by chain: per-chain traces and lists are concatenated in chain
+    order, counts (chains, members, divergences, training seconds) added, the acceptance
+    rate averaged over chains; R̂ and ESS, which need all chains at once, are recomputed from
+    the merged traces that ``info`` keeps (downsampled to at most 500 points per chain, so
+    they can differ a little from those of a single run, which used every step). Raises
+    ``ValueError`` naming what disagrees, or a chain held twice.
+    """
+    parts = list(posteriors)
+    if not parts:
+        raise ValueError("there is nothing to merge: no posterior was given")
+    first = parts[0]
+    for p in parts:
+        if not isinstance(p, SampledPosterior):
+            raise ValueError(f"only sampled posteriors hold chains to merge, got a {type(p).__name__}")
+    for what, value in (
+        ("kind", lambda p: type(p)), ("method", lambda p: p.method), ("architecture", lambda p: p.arch),
+        ("settings", lambda p: p.config), ("seed", lambda p: p.seed), ("training data", lambda p: p.dataset),
+        ("training data files", lambda p: p.info.get("training_data")),
+        ("number of draws per chain", lambda p: p.num_draws),
+    ):
+        values = [value(p) for p in parts]
+        if any(v != values[0] for v in values[1:]):
+            raise ValueError(f"the posteriors to merge differ in their {what}: {values}")
+    ids = [_chain_ids(p) for p in parts]
+    flat = [c for part in ids for c in part]
+    if len(set(flat)) != len(flat):
+        twice = sorted({c for c in flat if flat.count(c) > 1})
+        raise ValueError(f"the posteriors to merge hold chain(s) {twice} twice")
+    order = sorted(range(len(parts)), key=lambda i: ids[i][0])  # parts by their first chain
+    parts, ids = [parts[i] for i in order], [ids[i] for i in order]
+    concat = [c for part in ids for c in part]
+    index = sorted(range(len(concat)), key=concat.__getitem__)  # then chains by number
+    samples = {k: torch.cat([p.samples[k] for p in parts])[index] for k in first.samples}
+    info = _merge_info([p.info for p in parts], ids, index, first.config)
+    return type(first).from_state(first.method, first.arch, first.config, first.seed, first.dataset,
+                                  info, samples)
+
+
+def _chain_ids(posterior: SampledPosterior) -> list[int]:
+    ids = posterior.info.get("chain_ids")
+    if ids is None:
+        raise ValueError(f"this {posterior.method} posterior does not record which chains it holds "
+                         "(it was trained before chains could be run apart), so it cannot be merged")
+    if len(ids) != posterior.num_chains:
+        raise ValueError(f"the posterior records chains {ids} but holds {posterior.num_chains}")
+    return [int(c) for c in ids]
+
+
+def _merge_info(
+    infos: list[dict[str, Any]], ids: list[list[int]], index: list[int], config: dict[str, Any]
+) -> dict[str, Any]:
+    """``info`` of merged parts (see :func:`merge_chains`); ``index`` puts the chains in order."""
+    counts = [len(i) for i in ids]
+    out: dict[str, Any] = {}
+    diagnosed: set[str] = set()
+    for key in dict.fromkeys(k for info in infos for k in info):
+        values = [info.get(key) for info in infos]
+        if key.startswith(("rhat_", "ess_")):
+            diagnosed.add(key.split("_", 1)[1])
+        elif key == "traces":
+            names = dict.fromkeys(n for v in values for n in (v or {}))
+            out[key] = {n: [[row for v in values for row in v[n]][i] for i in index] for n in names}
+        elif key in _SUMMED_INFO and all(isinstance(v, (int, float)) for v in values):
+            out[key] = sum(values)
+        elif key in _CHAIN_MEAN_INFO and all(isinstance(v, (int, float)) for v in values):
+            out[key] = sum(v * c for v, c in zip(values, counts, strict=True)) / sum(counts)
+        elif key in _PER_CHAIN_INFO and all(isinstance(v, list) for v in values):
+            out[key] = [[x for v in values for x in v][i] for i in index]
+        elif all(v == values[0] for v in values[1:]):
+            out[key] = values[0]
+        else:
+            out[key] = values  # one value per part, parts in chain order: kept, not guessed at
+    traces = {n: v for n, v in out.get("traces", {}).items() if n in diagnosed}
+    if traces:
+        # downsampled_traces kept every stride-th step of the run's T steps, burn-in included
+        if "num_steps" in out:
+            total, burn_in = int(out["num_steps"]), int(out.get("burn_in_steps", 0))
+        else:  # HMC: warm-up, then sampling
+            total = int(config.get("num_warmup", 0)) + int(config.get("num_samples", 0))
+            burn_in = int(config.get("num_warmup", 0))
+        stride = max(1, math.ceil(total / 500))
+        full = {n: torch.tensor(v, dtype=torch.float32) for n, v in traces.items()}
+        out.update(diagnostics(full, math.ceil(burn_in / stride)))
+        out["diagnostics_from"] = f"the merged traces, every {stride}th step"
+    return out

@@ -18,13 +18,20 @@ Edward's ``SGHMC``, run by the D-SGHMC authors, is the case β̂ = 0, α = frict
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator
-from core.engine.inference.sampling import ChainConfig, Params, RmsPreconditioner, Target
+from core.engine.inference.sampling import (
+    ChainConfig,
+    ChainGenerators,
+    Params,
+    RmsPreconditioner,
+    Target,
+)
 from core.engine.models import ArchSpec
 
 
@@ -84,7 +91,7 @@ class SghmcState:
     preconditioner: RmsPreconditioner | None = None
 
 
-def init(params: Params, *, config: SghmcConfig, generator: torch.Generator) -> SghmcState:
+def init(params: Params, *, config: SghmcConfig, generator: torch.Generator | ChainGenerators) -> SghmcState:
     pre = RmsPreconditioner(config.rms_decay, config.rms_epsilon) if config.precondition else None
     return SghmcState(
         {k: v.clone() for k, v in params.items()},
@@ -97,7 +104,7 @@ def init(params: Params, *, config: SghmcConfig, generator: torch.Generator) -> 
 def step(
     state: SghmcState,
     batch: object,
-    generator: torch.Generator,
+    generator: torch.Generator | ChainGenerators,
     *,
     config: SghmcConfig,
     target: Target,
@@ -137,6 +144,9 @@ def step(
     return replace(state, params=new_theta, momentum=new_v, t=state.t + 1), info
 
 
-def fit(config: SghmcConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
-    posterior = yield from sampling.fit_sgmcmc("sghmc", init, step, config, arch, data, seed)
+def fit(
+    config: SghmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
+) -> FitGenerator:
+    """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
+    posterior = yield from sampling.fit_sgmcmc("sghmc", init, step, config, arch, data, seed, chains=chains)
     return posterior

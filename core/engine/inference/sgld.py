@@ -18,6 +18,7 @@ schedule of Edward's ``SGLD`` used by the D-SGHMC authors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -25,7 +26,13 @@ import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator
-from core.engine.inference.sampling import ChainConfig, Params, RmsPreconditioner, Target
+from core.engine.inference.sampling import (
+    ChainConfig,
+    ChainGenerators,
+    Params,
+    RmsPreconditioner,
+    Target,
+)
 from core.engine.models import ArchSpec
 
 Schedule = Literal["constant", "polynomial"]
@@ -84,7 +91,7 @@ class SgldState:
     preconditioner: RmsPreconditioner | None = None
 
 
-def init(params: Params, *, config: SgldConfig, generator: torch.Generator) -> SgldState:
+def init(params: Params, *, config: SgldConfig, generator: torch.Generator | ChainGenerators) -> SgldState:
     pre = RmsPreconditioner(config.rms_decay, config.rms_epsilon) if config.precondition else None
     return SgldState({k: v.clone() for k, v in params.items()}, 0, pre)
 
@@ -100,7 +107,7 @@ def step_size_at(config: SgldConfig, t: int) -> float:
 def step(
     state: SgldState,
     batch: object,
-    generator: torch.Generator,
+    generator: torch.Generator | ChainGenerators,
     *,
     config: SgldConfig,
     target: Target,
@@ -128,6 +135,9 @@ def step(
     return replace(state, params=new, t=state.t + 1), info
 
 
-def fit(config: SgldConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:
-    posterior = yield from sampling.fit_sgmcmc("sgld", init, step, config, arch, data, seed)
+def fit(
+    config: SgldConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
+) -> FitGenerator:
+    """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
+    posterior = yield from sampling.fit_sgmcmc("sgld", init, step, config, arch, data, seed, chains=chains)
     return posterior
