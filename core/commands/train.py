@@ -14,10 +14,13 @@ from pathlib import Path
 import torch
 
 from core.commands.console import (
+    CLUSTER_HELP,
     USER_ERRORS,
     bar_callback,
     cancel_code,
+    check_cluster,
     check_seed,
+    cluster_for,
     describe_error,
     parse_settings,
     progress_bar,
@@ -29,7 +32,7 @@ from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import accuracy_progress
 from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
 from core.engine.naming import plural, samples_used
-from core.engine.runner import drain, fit_posterior, start_weights
+from core.engine.runner import drain, fit_posterior, fit_posterior_on, start_weights
 from core.engine.store import load_posterior, save_posterior
 
 
@@ -46,6 +49,7 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
     if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
         raise ValueError(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
     check_seed(args.seed)
+    check_cluster(args.cluster)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
     if args.dataset == "utkface":  # a head over face descriptors, eight age groups
         from core.engine.faces import descriptor_info
@@ -87,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(e.g. 'long run'), so that two runs of one method can be told apart")
     parser.add_argument("--storage", choices=("float32", "float16"), default="float32",
                         help="precision of the saved weights (float16 halves the file)")
+    parser.add_argument("--cluster", metavar="ADDRESS", help=CLUSTER_HELP)
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
@@ -114,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
                                              "file_sha256": file_sha256(args.start_from)}
-        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source), bar_callback(bar))
+        with cluster_for(args.cluster) as cluster:
+            if cluster is None:
+                run = fit_posterior(method, config, arch, train, args.seed, start, source)
+            else:  # chains (members) as tasks; the samples are those of the run here
+                run = fit_posterior_on(cluster, method, config, arch, train, args.seed, start, source)
+            posterior = drain(run, bar_callback(bar))
     finally:
         bar.close()
     if args.name and args.name.strip():
