@@ -54,7 +54,11 @@ def require_ray() -> None:
     """Raise :class:`RayMissingError` unless Ray can be imported (without importing it)."""
     import importlib.util
 
-    if importlib.util.find_spec("ray") is None:
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        found = False
+    if not found:
         raise RayMissingError()
 
 
