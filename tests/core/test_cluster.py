@@ -263,6 +263,33 @@ def test_an_evaluation_sharded_over_the_cluster_equals_the_local_one(driver_env,
 
 
 @needs_ray
+def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_env):
+    from core.commands.reproduce.dhmc_faces import run_protocol
+    from core.engine.cluster import connected
+    from core.engine.faces.age_groups import AGE_GROUP_NAMES
+    from core.engine.faces.descriptor import DescriptorInfo
+    from core.engine.inference.base import Dataset
+    from core.engine.runner import drain
+
+    info = DescriptorInfo("test-descriptor", "1-abc", 16)
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(8).repeat_interleave(12)  # eight far-apart clusters of 16-d "descriptors"
+    x = torch.eye(16)[:8][y] + 0.15 * torch.randn(len(y), 16, generator=g)
+    train, test = Dataset(x[::2], y[::2], "train", AGE_GROUP_NAMES), Dataset(x[1::2], y[1::2], "test", AGE_GROUP_NAMES)
+    # SGHMC: two chains of one fit; MC dropout: two fits with seeds 0 and 1
+    kwargs = {"runs": 2, "epochs": 3, "methods": {"SGHMC", "MC dropout"}}
+    here = drain(run_protocol("tuned", train, test, info, **kwargs))
+    with connected(driver_env.client) as cluster:
+        there = drain(run_protocol("tuned", train, test, info, executor=cluster, **kwargs))
+    assert list(there.scores) == list(here.scores) == ["SGHMC", "MC dropout"]
+    for label in here.scores:
+        a, b = here.scores[label], there.scores[label]
+        np.testing.assert_array_equal(a.accuracy, b.accuracy)
+        np.testing.assert_array_equal(a.nll, b.nll)
+        np.testing.assert_array_equal(a.soft_confusion, b.soft_confusion)
+
+
+@needs_ray
 def test_ctrl_c_cancels_every_task_and_writes_nothing(driver_env, tiny_mnist, tmp_path):
     out = tmp_path / "p.pt"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
