@@ -250,7 +250,8 @@ def test_an_evaluation_sharded_over_the_cluster_equals_the_local_one(driver_env,
         assert cluster.parallelism == 2
         there = drain(evaluate(posteriors, test, ood, num_samples=6, seed=5, batch_size=16, executor=cluster),
                       records.append)
-    assert records and records[-1].values["tasks"] == 4  # 2 parts of the test set, 2 of the OOD set
+    # 2 parts of the test set (7 batches of 16), 2 of the OOD set (4 batches): all done at the end
+    assert records and records[-1].values["tasks"] == 4 and records[-1].values["tasks_done"] == 4
     for a, b in ((here.results["dropout"].data, there.results["dropout"].data),
                  (here.results["dropout"].ood, there.results["dropout"].ood)):
         np.testing.assert_array_equal(a.mean_proba, b.mean_proba)
