@@ -3,7 +3,11 @@
 Parameters of C chains are a dict of tensors with a leading chain dimension (C, ...). A
 *target* returns the log posterior of every chain, log p(θ_c | D) up to a constant, and its
 gradient; a sampler's ``step(state, batch, generator, *, config, target)`` moves all chains
-at once.
+at once. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
+traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
+with a warning, before it exceeds its memory budget. :func:`split_rhat` and
+:func:`effective_sample_size` summarise scalar traces (Gelman et al., *BDA3*, §11.4–11.5;
+Vehtari et al. 2021 for the split chains).
 
 Per-chain random streams
 ------------------------
@@ -20,11 +24,7 @@ storage plan of a subset is the plan of the whole run (:func:`fit_sgmcmc`); only
 divergence in one chain stops the run it is part of, and progress records show chain means.
 A plain ``torch.Generator`` is still accepted wherever a ``ChainGenerators`` is: it draws
 for all chains at once (one stream), as densities without chain identity and the
-statistical tests do. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
-traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
-with a warning, before it exceeds its memory budget. :func:`split_rhat` and
-:func:`effective_sample_size` summarise scalar traces (Gelman et al., *BDA3*, §11.4–11.5;
-Vehtari et al. 2021 for the split chains).
+statistical tests do.
 """
 
 from __future__ import annotations
@@ -792,5 +792,5 @@ def _merge_info(
         stride = max(1, math.ceil(total / 500))
         full = {n: torch.tensor(v, dtype=torch.float32) for n, v in traces.items()}
         out.update(diagnostics(full, math.ceil(burn_in / stride)))
-        out["diagnostics_from"] = f"the merged traces, every {stride}th step"
+        out["diagnostics_from"] = "the merged traces" + (f", one step in {stride}" if stride > 1 else "")
     return out
