@@ -263,8 +263,10 @@ def connect(address: str, device: str = "cpu", max_retries: int = MAX_RETRIES) -
         else:
             ray.init(address=address, **quiet)
     except ConnectionError as exc:
-        where = "RAY_ADDRESS or a head started with 'ray start --head'" if address == "auto" else address
-        raise ClusterError(f"no Ray cluster answered at {where}: {exc}") from None
+        if address == "auto":
+            raise ClusterError("no running Ray cluster was found: set RAY_ADDRESS to its head, or start one "
+                               "on this machine with 'ray start --head'") from None
+        raise ClusterError(f"no Ray cluster answered at {address}: {exc}") from None
     return RayCluster(ray, address, device, max_retries)
 
 
