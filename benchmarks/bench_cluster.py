@@ -51,7 +51,7 @@ def _free_port() -> int:
 
 def _ray(*args: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # a 2nd node needs it on
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")  # see tests/core/test_cluster.py
     subprocess.run([sys.executable, "-c", LOOPBACK_RAY, *args], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
 
@@ -129,6 +129,7 @@ def main() -> int:
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # this driver, too, stays on loopback
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     method, config, arch, data = _job(args.chains, args.steps)
     torch.set_num_threads(1)  # as a one-CPU Ray task runs
     here, local = _timed(lambda: fit_posterior(method, config, arch, data, 0), args.repeats)

@@ -56,6 +56,11 @@ main()
 FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
                       "RAY_health_check_failure_threshold": "3", "RAY_health_check_initial_delay_ms": "0"}
 
+#: Every process of the test cluster, and every driver: no usage reports, and no token
+#: authentication (Ray turns it on when it finds ~/.ray/auth_token, which ``ray.init()`` of a
+#: private instance writes; a second node then cannot join).
+QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+
 SGLD = ["--model", "softmax", "--method", "sgld", "--set", "num_chains=4", "--set", "burn_in_epochs=1",
         "--set", "thin=5", "--set", "step_size=1e-4", "--seed", "3", "--eval-samples", "4"]
 
@@ -88,20 +93,28 @@ class LoopbackCluster:
         self.python = str(ray_bin)
         self.temp = Path(tempfile.mkdtemp(prefix="bsray", dir="/tmp"))  # short: Ray's socket paths
         self.port, self.client_port, self.worker_port = _free_port(), _free_port(), _free_port()
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAST_HEALTH_CHECKS}
+        self.env = {**os.environ, **QUIET_RAY, **FAST_HEALTH_CHECKS}
         self.address = f"127.0.0.1:{self.port}"
         self.client = f"ray://127.0.0.1:{self.client_port}"
 
-    def ray(self, *args: str) -> None:
-        subprocess.run([self.python, "-c", LOOPBACK_RAY, *args], env=self.env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    def ray(self, *args: str) -> str:
+        """Run ``ray ARGS``; return its error stream ('' when it succeeded)."""
+        done = subprocess.run([self.python, "-c", LOOPBACK_RAY, *args], env=self.env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+        return "" if done.returncode == 0 else done.stderr or f"exit {done.returncode}"
 
     def start(self) -> None:
-        self.ray("start", "--head", "--port", str(self.port), "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
-                 "--ray-client-server-port", str(self.client_port), "--include-dashboard=false",
-                 "--temp-dir", str(self.temp), "--disable-usage-stats")
-        self.ray("start", "--address", self.address, "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
-                 "--node-manager-port", str(self.worker_port), "--disable-usage-stats")
+        failed = self.ray("start", "--head", "--port", str(self.port), "--num-cpus", "1",
+                          "--node-ip-address", "127.0.0.1", "--ray-client-server-port", str(self.client_port),
+                          "--include-dashboard=false", "--temp-dir", str(self.temp), "--disable-usage-stats")
+        assert not failed, f"the head did not start: {failed[-2000:]}"
+        for _ in range(3):  # a port picked here may be taken meanwhile by one of the head's own
+            failed = self.ray("start", "--address", self.address, "--num-cpus", "1", "--node-ip-address",
+                              "127.0.0.1", "--node-manager-port", str(self.worker_port), "--disable-usage-stats")
+            if not failed:
+                return
+            self.worker_port = _free_port()
+        raise AssertionError(f"the second node did not start: {failed[-2000:]}")
 
     def ours(self) -> list[int]:
         """Every process of this cluster: those naming its folder or port, and their children."""
@@ -151,7 +164,8 @@ def driver_env(monkeypatch, cluster):
 
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    for name, value in QUIET_RAY.items():
+        monkeypatch.setenv(name, value)
     return cluster
 
 
@@ -293,7 +307,7 @@ def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_en
 @needs_ray
 def test_ctrl_c_cancels_every_task_and_writes_nothing(driver_env, tiny_mnist, tmp_path):
     out = tmp_path / "p.pt"
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY}
     with _cli("train", "--data-dir", str(tiny_mnist), *SGLD, "--set", "epochs=400", "--set", "batch_size=10",
               "--out", str(out), "--cluster", driver_env.client, env=env) as process:
         try:
@@ -324,7 +338,7 @@ def test_a_lost_node_costs_a_retry_not_the_run(driver_env, tiny_mnist, tmp_path,
     """Last in the module: it takes the second node away."""
     local, remote = tmp_path / "local.pt", tmp_path / "remote.pt"
     args = ["train", "--data-dir", str(tiny_mnist), *SGLD, "--set", "epochs=12", "--set", "batch_size=10"]
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY}
     with _cli(*args, "--out", str(remote), "--cluster", driver_env.client, env=env) as process:
         try:
             _wait_for_progress(process)
