@@ -25,7 +25,7 @@ import torch
 from core.engine.data.datasets import find_split
 from core.engine.inference import get_method
 from core.engine.inference.base import Dataset, ProgressRecord
-from core.engine.inference.ensemble import EnsembleConfig
+from core.engine.inference.ensemble import EnsembleConfig, side_by_side_fits
 from core.engine.inference.hmc import HmcConfig
 from core.engine.inference.sampling import ChainConfig
 from core.engine.models import ArchSpec
@@ -84,24 +84,36 @@ def count_training_images(folder: str | Path | None) -> int | None:
     return int.from_bytes(header[4:8], "big")
 
 
-def planned_steps(method: str, config: Any, num_train: int) -> int:
-    """Updates a run of ``method`` with ``config`` on ``num_train`` images will make."""
+def planned_steps(method: str, config: Any, num_train: int, arch: ArchSpec | None = None) -> int:
+    """Updates a run of ``method`` with ``config`` on ``num_train`` images will make.
+
+    An ensemble's members train side by side, one update for all of them, unless the
+    stacked training of ``arch`` would not fit in memory (:func:`side_by_side_fits`); then
+    one after another, M times as many updates (without ``arch``: side by side).
+    """
     if isinstance(config, HmcConfig):
         return config.num_warmup + config.num_samples
     per_epoch = math.ceil(num_train / config.batch_size)
     steps = config.epochs * per_epoch
-    if isinstance(config, EnsembleConfig):
+    if isinstance(config, EnsembleConfig) and not _side_by_side(config, arch):
         steps *= config.num_members
     return steps
 
 
-def _probe_config(config: Any, steps: int) -> Any:
-    """The same settings, shortened to ``steps`` updates on a one-batch data set."""
+def _side_by_side(config: EnsembleConfig, arch: ArchSpec | None) -> bool:
+    return arch is None or side_by_side_fits(arch, config.num_members, config.batch_size)
+
+
+def _probe_config(config: Any, steps: int, arch: ArchSpec | None = None) -> Any:
+    """The same settings, shortened to ``steps`` updates on a one-batch data set (an
+    ensemble keeps its members when they train side by side: a step is all of them)."""
     if isinstance(config, HmcConfig):
         return replace(config, num_warmup=0, num_samples=steps, thin=1, on_budget="thin")
     if isinstance(config, ChainConfig):
         return replace(config, epochs=steps, burn_in_epochs=0, thin=1, on_budget="thin")
     if isinstance(config, EnsembleConfig):
+        if _side_by_side(config, arch):
+            return replace(config, epochs=steps)
         return replace(config, num_members=1, epochs=steps)
     return replace(config, epochs=steps)
 
@@ -143,7 +155,7 @@ def estimate_duration(
     probes = 0
 
     def run(steps: int) -> float:
-        return _timed_fit(method, _probe_config(config, steps), arch, data, seed)
+        return _timed_fit(method, _probe_config(config, steps, arch), arch, data, seed)
 
     run(1)  # the first fit in a process pays seconds of one-off costs (lazy imports, kernels)
     reference = run(1)
@@ -163,7 +175,7 @@ def estimate_duration(
         per_step = elapsed / steps
     if full_batch:
         per_step *= num_train / size  # each gradient evaluates the whole training set
-    planned = planned_steps(method, config, num_train)
+    planned = planned_steps(method, config, num_train, arch)
     step_name = "iterations" if full_batch else "steps"
     return TrainingEstimate(per_step * planned, planned, per_step, num_train, step_name)
 

@@ -55,6 +55,20 @@ def test_planned_steps_match_the_fits_own_count(method, settings):
     assert totals == {planned_steps(method, config, len(data))}
 
 
+def test_an_ensemble_plans_its_members_side_by_side_unless_memory_is_short(monkeypatch):
+    """50 images in batches of 20 are 3 updates an epoch: side by side, 3 updates move both
+    members; one after another (when the stacked training would not fit), 2 × 3."""
+    import core.engine.inference.ensemble as ensemble
+
+    config = get_method("ensemble").make_config(num_members=2, epochs=1, batch_size=20)
+    arch, data = ArchSpec("softmax"), tiny_data(50)
+    assert planned_steps("ensemble", config, len(data), arch) == 3
+    monkeypatch.setattr(ensemble, "available_bytes", lambda: 1000)
+    assert planned_steps("ensemble", config, len(data), arch) == 6
+    _, records = drain(get_method("ensemble").fit(config, arch, data, 0))
+    assert {r.total for r in records if r.total} == {6}
+
+
 def test_step_cost_is_separated_from_start_up_costs(monkeypatch):
     """A fake method on a fake clock: 2 s to start (5 s more the first time), 0.25 s a step."""
     clock = [0.0]

@@ -221,7 +221,7 @@ def train_side_by_side(
                         "train_accuracy": float((correct / seen).mean()),
                         "epoch": epoch + seen / n,
                         "lr": sched.get_last_lr()[0],
-                    }, f"{m} members side by side")
+                    }, f"training {m} members side by side")
     finally:
         for hook in hooks:
             hook.remove()
