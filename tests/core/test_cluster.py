@@ -278,7 +278,7 @@ def test_an_evaluation_sharded_over_the_cluster_equals_the_local_one(driver_env,
 
 
 @needs_ray
-def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_env):
+def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_env, monkeypatch):
     from core.commands.reproduce.dhmc_faces import run_protocol
     from core.engine.cluster import connected
     from core.engine.faces.age_groups import AGE_GROUP_NAMES
@@ -294,7 +294,8 @@ def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_en
     # SGHMC: two chains of one fit; MC dropout: two fits with seeds 0 and 1
     kwargs = {"runs": 2, "epochs": 3, "methods": {"SGHMC", "MC dropout"}}
     here = drain(run_protocol("tuned", train, test, info, **kwargs))
-    with connected(driver_env.client) as cluster:
+    monkeypatch.setenv("RAY_ADDRESS", driver_env.address)
+    with connected("auto") as cluster:
         there = drain(run_protocol("tuned", train, test, info, executor=cluster, **kwargs))
     assert list(there.scores) == list(here.scores) == ["SGHMC", "MC dropout"]
     for label in here.scores:
@@ -307,9 +308,9 @@ def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_en
 @needs_ray
 def test_ctrl_c_cancels_every_task_and_writes_nothing(driver_env, tiny_mnist, tmp_path):
     out = tmp_path / "p.pt"
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY}
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY, "RAY_ADDRESS": driver_env.address}
     with _cli("train", "--data-dir", str(tiny_mnist), *SGLD, "--set", "epochs=400", "--set", "batch_size=10",
-              "--out", str(out), "--cluster", driver_env.client, env=env) as process:
+              "--out", str(out), "--cluster", "auto", env=env) as process:
         try:
             _wait_for_progress(process)
             process.send_signal(signal.SIGINT)
@@ -338,8 +339,8 @@ def test_a_lost_node_costs_a_retry_not_the_run(driver_env, tiny_mnist, tmp_path,
     """Last in the module: it takes the second node away."""
     local, remote = tmp_path / "local.pt", tmp_path / "remote.pt"
     args = ["train", "--data-dir", str(tiny_mnist), *SGLD, "--set", "epochs=12", "--set", "batch_size=10"]
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY}
-    with _cli(*args, "--out", str(remote), "--cluster", driver_env.client, env=env) as process:
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **QUIET_RAY, "RAY_ADDRESS": driver_env.address}
+    with _cli(*args, "--out", str(remote), "--cluster", "auto", env=env) as process:
         try:
             _wait_for_progress(process)
             os.kill(driver_env.worker_raylet(), signal.SIGKILL)  # the second node is gone mid-run
