@@ -40,6 +40,7 @@ RESOURCE_PATTERNS: tuple[tuple[str, str], ...] = (
 EXCLUDED_MODULES: tuple[str, ...] = (
     "torchvision",
     "torchaudio",
+    "ray",  # the 'cluster' extra: the command line's --cluster only, never the window
     "tkinter",
     "_tkinter",
     "IPython",

@@ -42,8 +42,8 @@ if [[ ! -f $venv/.complete ]]; then
   say "3/4 installing torch, the CPU build (about 1 minute, a 200 MB download)..."
   quiet "$venv/bin/pip" install "torch==2.13.0" \
     || quiet "$venv/bin/pip" install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
-  say "4/4 installing PySide6, pyqtgraph, matplotlib, dlib (faces) and the test tools (about 2 minutes)..."
-  quiet "$venv/bin/pip" install -e "$root[dev,faces]"
+  say "4/4 installing PySide6, pyqtgraph, matplotlib, dlib (faces), Ray (cluster) and the test tools (about 2 minutes)..."
+  quiet "$venv/bin/pip" install -e "$root[dev,faces,cluster]"
   # The 'laplace' extra (curvlinops) without the torchvision that BackPACK lists for its examples
   # only: torchvision would replace the app's CPU torch 2.13 by another torch build.
   quiet "$venv/bin/pip" install --no-deps curvlinops-for-pytorch backpack-for-pytorch einconv unfoldNd linear_operator

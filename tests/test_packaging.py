@@ -141,6 +141,12 @@ def test_torchvision_is_kept_out(bundle):
     assert "torchvision" in bundle.EXCLUDED_MODULES
 
 
+def test_ray_is_kept_out(bundle):
+    # the 'cluster' extra serves the command line's --cluster; the window never imports it
+    # (an import-linter contract), so the installer must not carry its ~80 MB either
+    assert "ray" in bundle.EXCLUDED_MODULES
+
+
 def test_trims_drop_unused_files_and_keep_what_the_app_loads(bundle, tmp_path):
     def entry(dest: str, size: int = 10) -> tuple[str, str, str]:
         src = tmp_path / dest.replace("/", "_")

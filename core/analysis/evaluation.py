@@ -33,6 +33,7 @@ from core.analysis.metrics import (
     classwise_calibration_error,
     confusion_matrix,
     expected_calibration_error,
+    merge_predictions,
     negative_log_likelihood,
     ood_detection,
     oracle_rejection_curve,
@@ -59,6 +60,7 @@ from core.engine.data.locate import (
 from core.engine.data.preprocess import image_to_input, load_image
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord, check_data_fits
 from core.engine.memory import check_fits
+from core.engine.runner import Executor, RemoteTask
 from core.engine.store import load_posterior
 
 #: Known data-set names → (data set, split).
@@ -215,6 +217,46 @@ def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> N
                     f"{', '.join(map(str, own[:6]))}: evaluate it on images of its own classes")
 
 
+#: The sets of an evaluation, in order: each draws from generators of its own.
+SETS = ("data", "ood")
+
+
+def batch_seed(seed: int, set_index: int, batch: int) -> int:
+    """The seed of batch ``batch`` of set ``set_index`` (0: the data set, 1: the OOD set).
+
+    Every batch draws its masks or weights from its own generator, so an evaluation split
+    over machines by whole batches (:func:`predict_batches`) draws exactly what the same
+    evaluation draws in one process.
+    """
+    state = np.random.SeedSequence([int(seed), int(set_index), int(batch)]).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])  # below 2^63: a torch seed
+
+
+def batch_generator(seed: int, set_index: int, first_batch: int = 0) -> Any:
+    """``i ↦`` the generator of batch ``first_batch + i`` of a set (see :func:`batch_seed`)."""
+    return lambda i: torch.Generator().manual_seed(batch_seed(seed, set_index, first_batch + i))
+
+
+def predict_batches(
+    posterior: Posterior, data: Dataset, set_index: int, first_batch: int, stop_batch: int,
+    batch_size: int, num_samples: int | None, seed: int,
+) -> Generator[ProgressRecord, None, DatasetPredictions]:
+    """Batches ``first_batch`` … ``stop_batch − 1`` of ``data`` (batches of ``batch_size``),
+    predicted as :func:`evaluate` predicts them: one part of a sharded evaluation."""
+    part = data.subset(slice(first_batch * batch_size, stop_batch * batch_size))
+    return (yield from predict_dataset(posterior, part, num_samples, batch_size=batch_size,
+                                       batch_generator=batch_generator(seed, set_index, first_batch)))
+
+
+def _batch_sizes(posteriors: dict[str, Posterior], num_samples: int | None,
+                 batch_size: int | None) -> list[tuple[str, Posterior, int]]:
+    plans = []
+    for name, posterior in posteriors.items():
+        s = len(chain_ids(posterior, num_samples))
+        plans.append((name, posterior, batch_size or max(1, SAMPLE_BUDGET // s)))
+    return plans
+
+
 def evaluate(
     posteriors: dict[str, Posterior],
     data: Dataset,
@@ -227,12 +269,16 @@ def evaluate(
     batch_size: int | None = None,
     angles: Sequence[float] | np.ndarray | None = None,
     level: float = 0.9,
+    executor: Executor | None = None,
 ) -> Generator[ProgressRecord, None, Evaluation]:
     """Evaluate every posterior on ``data`` (and ``ood``, and a rotation sweep of one image).
 
     Yields one :class:`ProgressRecord` per batch over all posteriors and sets (phase names
-    the posterior and set) and returns an :class:`Evaluation`. Each posterior draws from its
-    own generator seeded with ``seed``, so results do not depend on the order given.
+    the posterior and set) and returns an :class:`Evaluation`. Each batch of each set draws
+    from its own generator (:func:`batch_seed`), the rotation sweep from one seeded with
+    ``seed``, so results depend neither on the order the posteriors are given in nor on
+    where the batches run. With an ``executor`` (a Ray cluster) the sets are cut into runs
+    of whole batches that its workers predict side by side; the result is the same.
     """
     _check_data(posteriors, data, "data set")
     if rotate_image is not None:
@@ -241,39 +287,34 @@ def evaluate(
         refuse_own_images(list(posteriors.values()), "the rotation sweep turns a digit (28×28, grey)")
     if ood is not None:
         _check_data(posteriors, ood, "OOD set")
-    plans = []
-    for name, posterior in posteriors.items():
-        s = len(chain_ids(posterior, num_samples))
-        b = batch_size or max(1, SAMPLE_BUDGET // s)
-        plans.append((name, posterior, b))
-    total = sum(
-        math.ceil(len(data) / b) + (math.ceil(len(ood) / b) if ood is not None else 0)
-        for _, _, b in plans
-    ) + (len(plans) if rotate_image is not None else 0)
+    plans = _batch_sizes(posteriors, num_samples, batch_size)
+    sets = [(i, subset) for i, subset in enumerate((data, ood)) if subset is not None]
     angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
+    sweeps = len(plans) if rotate_image is not None else 0  # one step each, after the sets
+    if executor is None:
+        run = _predict_here(plans, sets, num_samples, seed)
+    else:
+        run = _predict_on(executor, plans, sets, num_samples, seed)
     done = 0
+    try:
+        while True:
+            record = next(run)
+            done = record.total
+            yield ProgressRecord(record.step, record.total + sweeps, record.values, record.phase)
+    except StopIteration as stop:
+        predictions = stop.value
+    finally:
+        run.close()  # a cancel reaches the cluster's tasks
     results: dict[str, PosteriorEvaluation] = {}
-    for name, posterior, b in plans:
-        generator = torch.Generator().manual_seed(seed)
-        outputs = []
-        for subset in (data, ood):
-            if subset is None:
-                outputs.append(None)
-                continue
-            run = predict_dataset(posterior, subset, num_samples, generator, batch_size=b)
-            try:
-                while True:
-                    record = next(run)
-                    yield ProgressRecord(done + record.step, total, record.values, f"{name} · {subset.name}")
-            except StopIteration as stop:
-                outputs.append(stop.value)
-            done += record.total
+    for name, posterior, _ in plans:
         sweep = None
         if rotate_image is not None:
-            sweep = rotation_sweep(posterior, rotate_image, angles, num_samples, generator, level)
+            sweep = rotation_sweep(posterior, rotate_image, angles, num_samples,
+                                   torch.Generator().manual_seed(seed), level)
             done += 1
-            yield ProgressRecord(done, total, {}, f"{name} · rotation")
-        results[name] = PosteriorEvaluation(posterior, outputs[0], outputs[1], sweep)
+            yield ProgressRecord(done, done + sweeps - len(results) - 1, {}, f"{name} · rotation")
+        outputs = predictions[name]
+        results[name] = PosteriorEvaluation(posterior, outputs[0], outputs.get(1), sweep)
     images = None
     if rotate_image is not None:
         from core.engine.data.preprocess import rotate
@@ -298,6 +339,63 @@ def evaluate(
         data_source={"name": data.name, "images": len(data), **data.source},
         ood_source=None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
     )
+
+
+Predictions = dict[str, dict[int, DatasetPredictions]]
+
+
+def _predict_here(
+    plans: list[tuple[str, Posterior, int]], sets: list[tuple[int, Dataset]],
+    num_samples: int | None, seed: int,
+) -> Generator[ProgressRecord, None, Predictions]:
+    """Every posterior on every set, batch after batch, in this process."""
+    total = sum(math.ceil(len(subset) / b) for _, _, b in plans for _, subset in sets)
+    done = 0
+    out: Predictions = {}
+    for name, posterior, b in plans:
+        out[name] = {}
+        for index, subset in sets:
+            run = predict_dataset(posterior, subset, num_samples, batch_size=b,
+                                  batch_generator=batch_generator(seed, index))
+            try:
+                while True:
+                    record = next(run)
+                    yield ProgressRecord(done + record.step, total, record.values, f"{name} · {subset.name}")
+            except StopIteration as stop:
+                out[name][index] = stop.value
+            done += math.ceil(len(subset) / b)
+    return out
+
+
+def _predict_on(
+    executor: Executor, plans: list[tuple[str, Posterior, int]], sets: list[tuple[int, Dataset]],
+    num_samples: int | None, seed: int,
+) -> Generator[ProgressRecord, None, Predictions]:
+    """Every posterior on every set, each set cut into runs of whole batches, one task each.
+
+    Each set is cut into as many parts as the cluster runs tasks at once (never finer than
+    a batch); the posteriors and sets are copied to the cluster once and shared by tasks.
+    """
+    shared_sets = {index: executor.share(subset) for index, subset in sets}
+    tasks, keys = [], []
+    for name, posterior, b in plans:
+        handle = executor.share(posterior)
+        for index, subset in sets:
+            batches = math.ceil(len(subset) / b)
+            parts = min(batches, executor.parallelism)
+            edges = [round(j * batches / parts) for j in range(parts + 1)]
+            for first, stop in zip(edges[:-1], edges[1:], strict=True):
+                tasks.append(RemoteTask(predict_batches, (handle, shared_sets[index], index, first, stop, b,
+                                                          num_samples, seed),
+                                        label=f"{name} · {subset.name} · batches {first + 1}-{stop}"))
+                keys.append((name, index))
+    results = yield from executor.run(tasks, "evaluate on the cluster")
+    out: Predictions = {name: {} for name, _, _ in plans}
+    for name, _, _ in plans:
+        for index, _ in sets:
+            out[name][index] = merge_predictions([r for r, key in zip(results, keys, strict=True)
+                                                  if key == (name, index)])
+    return out
 
 
 Table = list[dict[str, Any]]

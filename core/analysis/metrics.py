@@ -20,7 +20,7 @@ metric functions then work on plain arrays, so they are tested on synthetic inpu
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,11 +144,14 @@ def predict_dataset(
     num_samples: int | None = None,
     generator: torch.Generator | None = None,
     batch_size: int | None = None,
+    batch_generator: Callable[[int], torch.Generator] | None = None,
 ) -> Generator[ProgressRecord, None, DatasetPredictions]:
     """Stream ``data`` through ``posterior``; yield progress per batch, return the results.
 
     Memory holds one batch of S×B×K samples at a time (B = ``SAMPLE_BUDGET // S`` unless
-    ``batch_size`` is given). Stop iterating to cancel.
+    ``batch_size`` is given). Batch i draws from ``batch_generator(i)`` when given (its own
+    generator, so that any run of whole batches gives the same result wherever it runs),
+    else from ``generator``. Stop iterating to cancel.
     """
     chains = chain_ids(posterior, num_samples)
     s = len(chains)
@@ -158,7 +161,8 @@ def predict_dataset(
     total_batches = math.ceil(n / batch)
     for i, start in enumerate(range(0, n, batch)):
         x = data.x[start : start + batch]
-        samples = posterior.predict_proba(x, num_samples=num_samples, generator=generator)
+        g = batch_generator(i) if batch_generator is not None else generator
+        samples = posterior.predict_proba(x, num_samples=num_samples, generator=g)
         if i == 0 and samples.shape[0] != s:
             if callable(getattr(posterior, "chain_ids", None)):
                 raise ValueError(f"posterior returned {samples.shape[0]} samples, expected {s}")
@@ -184,6 +188,23 @@ def predict_dataset(
             torch.cat(chain_preds, 1).numpy() if chain_preds else np.zeros((1, 0), np.int64)
         ),
         num_samples=s,
+    )
+
+
+def merge_predictions(parts: Sequence[DatasetPredictions]) -> DatasetPredictions:
+    """The predictions of consecutive slices of a data set, joined in order: what
+    :func:`predict_dataset` returns for the whole set when each slice drew as it would have."""
+    if not parts:
+        raise ValueError("no predictions to merge")
+    counts = {p.num_samples for p in parts}
+    if len(counts) != 1:
+        raise ValueError(f"the slices were predicted with different sample counts: {sorted(counts)}")
+    return DatasetPredictions(
+        mean_proba=np.concatenate([p.mean_proba for p in parts]),
+        labels=np.concatenate([p.labels for p in parts]),
+        scores={key: np.concatenate([p.scores[key] for p in parts]) for key in parts[0].scores},
+        chain_predictions=np.concatenate([p.chain_predictions for p in parts], axis=1),
+        num_samples=parts[0].num_samples,
     )
 
 

@@ -4,11 +4,15 @@ message, exit codes, progress bars and checked arguments."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import sys
-from typing import TextIO
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TextIO
 
 import torch
 
+from core.engine.cluster import ClusterError, RayMissingError
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.idx import IdxFormatError
 from core.engine.data.preprocess import (
@@ -22,6 +26,9 @@ from core.engine.inference.base import ProgressRecord
 from core.engine.memory import MemoryEstimateError
 from core.engine.runner import Terminated
 from core.engine.store import PosteriorFileError
+
+if TYPE_CHECKING:
+    from core.engine.cluster import RayCluster
 
 USER_ERRORS = (
     DatasetNotFoundError,
@@ -39,6 +46,8 @@ USER_ERRORS = (
     OSError,
     DescriptorUnavailableError,
     DeviceUnavailableError,
+    RayMissingError,
+    ClusterError,
 )
 
 #: Seeds index torch generators, which take 64-bit values.
@@ -98,6 +107,39 @@ def say_where(action: str, device: torch.device) -> None:
 def check_seed(seed: int) -> None:
     if not 0 <= seed <= MAX_SEED:
         raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {seed}")
+
+
+CLUSTER_HELP = ("run the independent parts (chains, ensemble members, slices of the data) as Ray tasks: "
+                "'local' (a private Ray on this machine), 'auto' (the cluster RAY_ADDRESS names, or the "
+                "head on this machine) or ray://HOST:PORT (a head's Ray Client port); needs "
+                "pip install 'bayescope[cluster]'")
+
+_RAY_CLIENT = re.compile(r"^ray://(?P<host>[^:/\s]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+
+
+def check_cluster(address: str | None) -> None:
+    """Refuse a ``--cluster`` value other than local, auto or ray://HOST:PORT, and refuse
+    ``--cluster`` without Ray installed, before anything is loaded."""
+    if address is None:
+        return
+    match = _RAY_CLIENT.match(address)
+    if address not in ("local", "auto") and not (match and 0 < int(match["port"]) < 65536):
+        raise ValueError(f"--cluster must be local, auto or ray://HOST:PORT, got {address!r}")
+    from core.engine.cluster import require_ray
+
+    require_ray()
+
+
+@contextlib.contextmanager
+def cluster_for(address: str | None, device: str = "cpu") -> Iterator[RayCluster | None]:
+    """The cluster ``--cluster`` names, connected for the block (None without the option)."""
+    if address is None:
+        yield None
+        return
+    from core.engine.cluster import connected
+
+    with connected(address, device) as cluster:
+        yield cluster
 
 
 def bar_callback(bar):

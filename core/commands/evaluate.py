@@ -23,7 +23,16 @@ from core.analysis.metrics import (
     SCORES,
     rotation_angles,
 )
-from core.commands.console import add_device_argument, chosen_device, printable, say, say_where
+from core.commands.console import (
+    CLUSTER_HELP,
+    add_device_argument,
+    check_cluster,
+    chosen_device,
+    cluster_for,
+    printable,
+    say,
+    say_where,
+)
 from core.engine.files import file_sha256
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.outputs.report import check_report_folder, write_report
@@ -49,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", default="png", choices=("png", "svg", "pdf"), help="figure format")
     parser.add_argument("--out", help="output folder (tables as CSV + JSON, figures, evaluation.json)")
+    parser.add_argument("--cluster", metavar="ADDRESS", help=CLUSTER_HELP)
     parser.add_argument("--report", metavar="FILE.html",
                         help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
                              "Export report)")
@@ -69,6 +79,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("give --out FOLDER, --report FILE.html, or both")
     if not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
+    check_cluster(getattr(args, "cluster", None))
 
 
 def _face_test_set(args: argparse.Namespace) -> Dataset:
@@ -135,11 +146,12 @@ def run(args: argparse.Namespace) -> int:
         bar.update(record.step - bar.n)  # rate-limited by tqdm's mininterval
 
     try:
-        ev = drain(
-            evaluate(posteriors, data, ood, image, rotate_label=label, num_samples=args.samples,
-                     seed=args.seed, angles=angles, level=args.level),
-            on_progress,
-        )
+        with cluster_for(getattr(args, "cluster", None)) as cluster:
+            ev = drain(
+                evaluate(posteriors, data, ood, image, rotate_label=label, num_samples=args.samples,
+                         seed=args.seed, angles=angles, level=args.level, executor=cluster),
+                on_progress,
+            )
     finally:
         bar.close()
     ev.settings["posterior_files"] = files

@@ -16,12 +16,15 @@ import torch
 
 from core.analysis.diagnostics import diagnose_progress
 from core.commands.console import (
+    CLUSTER_HELP,
     USER_ERRORS,
     add_device_argument,
     bar_callback,
     cancel_code,
+    check_cluster,
     check_seed,
     chosen_device,
+    cluster_for,
     describe_error,
     parse_settings,
     progress_bar,
@@ -48,7 +51,7 @@ from core.engine.models import (
     check_model_fits,
 )
 from core.engine.naming import plural, samples_used
-from core.engine.runner import drain, fit_posterior, start_weights
+from core.engine.runner import drain, fit_posterior, fit_posterior_on, start_weights
 from core.engine.store import load_posterior, save_posterior
 
 
@@ -66,6 +69,7 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
     if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
         raise ValueError(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
     check_seed(args.seed)
+    check_cluster(args.cluster)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
     if args.dataset == "utkface":  # a head over face descriptors, eight age groups
         from core.engine.faces import descriptor_info
@@ -170,6 +174,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(e.g. 'long run'), so that two runs of one method can be told apart")
     parser.add_argument("--storage", choices=("float32", "float16"), default="float32",
                         help="precision of the saved weights (float16 halves the file)")
+    parser.add_argument("--cluster", metavar="ADDRESS", help=CLUSTER_HELP)
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
@@ -201,7 +206,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         source = None if start is None else {"file": str(Path(args.start_from).absolute()),
                                              "file_sha256": file_sha256(args.start_from)}
-        posterior = drain(fit_posterior(method, config, arch, train, args.seed, start, source, device), bar_callback(bar))
+        with cluster_for(args.cluster) as cluster:
+            if cluster is None:
+                run = fit_posterior(method, config, arch, train, args.seed, start, source, device)
+            else:  # chains (members) as tasks; the samples are those of the run here
+                run = fit_posterior_on(cluster, method, config, arch, train, args.seed, start, source,
+                                       device=str(device or "cpu"))
+            posterior = drain(run, bar_callback(bar))
     finally:
         bar.close()
     if image_folder(args.dataset):

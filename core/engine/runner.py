@@ -9,7 +9,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # types only: the atomic writer leans on this module and stays free of torch
     from core.engine.inference.base import Dataset, Posterior, ProgressRecord
@@ -78,6 +79,43 @@ def drain(
         generator.close()
 
 
+@dataclass(frozen=True)
+class RemoteTask:
+    """One independent part of a run (a chain, an ensemble member, a slice of a data set) that
+    an :class:`Executor` may run on another machine.
+
+    ``function(*args)`` is a generator of progress records returning the part's result; it
+    must be a module-level function (a worker imports it by name) and its arguments
+    picklable, or handles from :meth:`Executor.share`.
+    """
+
+    function: Callable[..., Generator[ProgressRecord, None, Any]]
+    args: tuple[Any, ...] = ()
+    label: str = ""
+    gpus: float = 0.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    """Runs :class:`RemoteTask` s elsewhere (:class:`core.engine.cluster.RayCluster`)."""
+
+    @property
+    def parallelism(self) -> int:
+        """How many tasks it runs at once."""
+        ...
+
+    def share(self, value: Any) -> Any:
+        """A handle to ``value`` copied once to the workers, to pass as a task argument."""
+        ...
+
+    def run(self, tasks: Sequence[RemoteTask], phase: str) -> Generator[ProgressRecord, None, list[Any]]:
+        """Run every task; yield the progress of all; return their results in order.
+
+        Closing the generator (Ctrl-C) cancels every task still running.
+        """
+        ...
+
+
 def fit_posterior(
     method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
     start: Posterior | None = None, start_source: dict[str, Any] | None = None,
@@ -138,3 +176,59 @@ def start_weights(method: Any, start: Posterior) -> dict[str, Any]:
         raise ValueError(f"a {method.name} fit starts from one set of best weights (a MAP posterior); "
                          f"the file holds a {start.method} posterior")
     return {name: tensor[0, 0] for name, tensor in samples.items()}
+
+
+def fit_part(
+    method_name: str, config: Any, arch: ArchSpec, data: Dataset, seed: int,
+    chains: Sequence[int] | None = None, start: Posterior | None = None,
+    start_source: dict[str, Any] | None = None, device: str = "cpu",
+) -> Generator[ProgressRecord, None, Posterior]:
+    """One task of :func:`fit_posterior_on`: the chains ``chains`` of the fit (all of it when
+    None), on whichever machine runs it, computed on ``device`` there and returned on the CPU."""
+    import torch
+
+    from core.engine.inference import get_method
+
+    where = None if device == "cpu" else torch.device(device)
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, data, seed, start, start_source,
+                                         device=where, chains=chains)
+    return posterior if where is None else posterior.to(torch.device("cpu"))
+
+
+def fit_posterior_on(
+    executor: Executor, method: Any, config: Any, arch: ArchSpec, data: Dataset, seed: int,
+    start: Posterior | None = None, start_source: dict[str, Any] | None = None, device: str = "cpu",
+) -> Generator[ProgressRecord, None, Posterior]:
+    """:func:`fit_posterior` with the work on ``executor`` (a Ray cluster).
+
+    A method of independent chains or ensemble members (``method.runs_chains``) runs each
+    chain as its own task, drawing from its own stream (``chain_seed(seed, c)``), and the
+    parts are joined by :func:`~core.engine.inference.sampling.merge_chains`: the samples are
+    those of the same fit run here. Any other fit runs whole, as one task. The training set
+    is copied to the cluster once. ``device`` is where each task computes: a CUDA task asks
+    for one GPU. ``info["cluster"]`` records the address and the number of tasks, and
+    ``train_seconds`` the wall-clock time of the whole run.
+    """
+    from core.engine.inference.base import check_data_fits  # torch: only when a fit runs
+
+    check_data_fits(arch, data, "the training set")
+    began = time.perf_counter()
+    shared = executor.share(data)
+    gpus = 1.0 if str(device).startswith("cuda") else 0.0
+    count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0) or 1)
+    if method.runs_chains and start is None and count > 1:
+        word = "member" if hasattr(config, "num_members") else "chain"
+        tasks = [RemoteTask(fit_part, (method.name, config, arch, shared, seed, (c,), None, None, str(device)),
+                            f"{word} {c + 1}/{count}", gpus=gpus) for c in range(count)]
+        parts = yield from executor.run(tasks, f"{method.name}: {count} {word}s on the cluster")
+        from core.engine.inference.sampling import merge_chains
+
+        posterior = merge_chains(parts)
+    else:
+        task = RemoteTask(fit_part, (method.name, config, arch, shared, seed, None, start, start_source, str(device)),
+                          method.name, gpus=gpus)
+        (posterior,) = yield from executor.run([task], f"{method.name} on the cluster")
+    posterior.info["cluster"] = {"address": getattr(executor, "address", None), "tasks": count}
+    posterior.info["train_seconds"] = round(time.perf_counter() - began, 1)
+    return posterior
+

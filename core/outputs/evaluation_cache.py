@@ -50,7 +50,8 @@ from core.engine.files import (
 from core.engine.inference.base import Dataset, ProgressRecord
 
 #: Bumped whenever what a cache entry holds, or how it is computed, changes.
-CACHE_FORMAT = 1
+#: 2: every batch draws from its own generator (core.analysis.evaluation.batch_seed).
+CACHE_FORMAT = 2
 
 
 def cache_folder() -> Path:

@@ -55,7 +55,14 @@ import numpy as np
 import torch
 
 from core.analysis.metrics import soft_confusion_matrix
-from core.commands.console import add_device_argument, chosen_device, say_where
+from core.commands.console import (
+    CLUSTER_HELP,
+    add_device_argument,
+    check_cluster,
+    chosen_device,
+    cluster_for,
+    say_where,
+)
 from core.commands.reproduce import Reproduction, register
 from core.commands.reproduce.dhmc import ChainMasks, SoftmaxRegressionTarget
 from core.engine.device import on_device, seeded_generator, steps_on
@@ -67,6 +74,7 @@ from core.engine.inference import get_method, hmc, mc_dropout, mfvi, sghmc, sgld
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 from core.engine.inference.dsghmc import DsghmcConfig, InputDropoutPosterior
 from core.engine.inference.sampling import Params
+from core.engine.runner import Executor
 
 K = len(AGE_GROUP_NAMES)
 #: The paper's keep probabilities p of D-SGHMC; the drop rate is 1 − p.
@@ -305,15 +313,20 @@ def run_protocol(
     seed: int = 0,
     methods: set[str] | None = None,
     device: torch.device | None = None,
+    executor: Executor | None = None,
 ) -> Generator[ProgressRecord, None, ProtocolResult]:
     """Fit and score every method of ``protocol`` ("paper" or "tuned"), yielding progress.
 
     ``methods`` keeps only the runs whose label starts with one of its entries. Fits and
-    predictions run on ``device`` (None: the CPU); the scores are computed on the CPU.
+    predictions run on ``device`` (None: the CPU); the scores are computed on the CPU. With an
+    ``executor`` (``--cluster``), the tuned protocol's independent parts run as its tasks:
+    each chain of a sampler, each seed of the other methods; the results are those of the
+    run here. The paper protocol's groups share one generator and always run here.
     """
-    from core.engine.runner import fit_posterior
+    from core.engine.runner import RemoteTask, fit_part, fit_posterior, fit_posterior_on
 
     arch = face_arch(info)
+    where = str(device or "cpu")  # a task's device, by name
     plan = paper_runs(epochs, runs) if protocol == "paper" else tuned_runs(epochs, runs, len(train))
     if methods:
         plan = [r for r in plan if any(r.label.startswith(m) for m in methods)]
@@ -343,17 +356,27 @@ def run_protocol(
         method = get_method(run.method)
         start = time.perf_counter()
         if run.method in ("sgld", "sghmc", "dsghmc", "hmc"):  # `runs` chains in one fit
-            posterior = yield from _tagged(fit_posterior(method, run.config, arch, train, seed, device=device),
-                                           run.label)
+            fit = (fit_posterior(method, run.config, arch, train, seed, device=device) if executor is None
+                   else fit_posterior_on(executor, method, run.config, arch, train, seed, device=where))
+            posterior = yield from _tagged(fit, run.label)
             means = run_means(posterior, x_test, torch.Generator().manual_seed(seed * 1000 + 99))
             draws = posterior.num_draws
         else:  # one fit per run, seeds seed … seed + runs − 1
             run_arch = face_arch(info, drop_rate=run.drop_rate)
+            if executor is None:
+                posteriors = []
+                for r in range(runs):
+                    posteriors.append((yield from _tagged(
+                        fit_posterior(method, run.config, run_arch, train, seed + r, device=device),
+                        f"{run.label} run {r + 1}")))
+            else:
+                shared = executor.share(train)
+                tasks = [RemoteTask(fit_part, (run.method, run.config, run_arch, shared, seed + r, None, None, None, where),
+                                    f"{run.label} run {r + 1}", gpus=1.0 if where.startswith("cuda") else 0.0)
+                         for r in range(runs)]
+                posteriors = yield from _tagged(executor.run(tasks, run.label), f"{run.label}: {runs} runs")
             means = []
-            for r in range(runs):
-                posterior = yield from _tagged(
-                    fit_posterior(method, run.config, run_arch, train, seed + r, device=device),
-                    f"{run.label} run {r + 1}")
+            for r, posterior in enumerate(posteriors):
                 means += run_means(posterior, x_test, torch.Generator().manual_seed(seed * 1000 + 99 + r))
             draws = posterior.default_num_samples
         scores = score_runs(means, labels)
@@ -558,6 +581,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     add_device_argument(parser)
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help=CLUSTER_HELP + " (the tuned protocol's chains and runs; the paper protocol runs here)")
 
 
 def _is_ours(folder: Path) -> bool:
@@ -577,6 +602,7 @@ def run(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.epochs < 1:
         raise ValueError("--runs and --epochs must be at least 1")
     device = chosen_device(args)
+    check_cluster(args.cluster)
     check_output_folder(args.out, _is_ours, "the reproduction")
     torch.set_num_threads(args.threads)
     methods = None if args.methods == "all" else {m.strip() for m in args.methods.split(",") if m.strip()}
@@ -597,13 +623,14 @@ def run(args: argparse.Namespace) -> int:
             bar.set_description_str(f"{record.phase[:40]}", refresh=False)
             bar.refresh()
 
-        for protocol in protocols:
-            results[protocol] = drain(run_protocol(protocol, split.train, split.test, info, runs=args.runs,
-                                                   epochs=args.epochs, seed=args.seed, methods=methods,
-                                                   device=device), progress)
-            for label, s in results[protocol].scores.items():
-                tqdm.write(f"{protocol:6s} {label:18s} accuracy {_fmt(s.accuracy)} %  within one "
-                           f"{_fmt(s.within_one)} %  ({s.seconds:.0f} s)", file=sys.stderr)
+        with cluster_for(args.cluster) as cluster:
+            for protocol in protocols:
+                results[protocol] = drain(run_protocol(protocol, split.train, split.test, info, runs=args.runs,
+                                                       epochs=args.epochs, seed=args.seed, methods=methods,
+                                                       device=device, executor=cluster), progress)
+                for label, s in results[protocol].scores.items():
+                    tqdm.write(f"{protocol:6s} {label:18s} accuracy {_fmt(s.accuracy)} %  within one "
+                               f"{_fmt(s.within_one)} %  ({s.seconds:.0f} s)", file=sys.stderr)
     wall = time.perf_counter() - start
     facts = {"descriptor": info.describe(), "runs": args.runs, "wall_seconds": wall}
     with replacing_folder(args.out, _is_ours, "the reproduction") as tmp:
