@@ -57,3 +57,27 @@ def two_halves():
     x, y = _two_halves(256, np.random.default_rng(1))
     return Dataset(torch.from_numpy(x).float().div(255).unsqueeze(1), torch.from_numpy(y).long(), "two-halves",
                    class_names=("left", "right"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module (samplers' exact-equality tests, timing-free)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def toy_data(n: int = 60, seed: int = 0, side: int = 4):
+    """A two-class toy set of n side×side images: is the first half of the pixels brighter?"""
+    import torch
+
+    from core.engine.inference.base import Dataset
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, side, side, generator=g)
+    half = side * side // 2
+    y = (x.flatten(1)[:, :half].sum(1) > x.flatten(1)[:, half:].sum(1)).long()
+    return Dataset(x, y, "toy")

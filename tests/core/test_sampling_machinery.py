@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from core.engine.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
-from core.engine.inference.base import Dataset
 from core.engine.inference.dsghmc import InputDropoutPosterior
 from core.engine.inference.sampling import (
     FunctionTarget,
@@ -18,22 +17,9 @@ from core.engine.inference.sampling import (
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
 from core.engine.store import load_posterior, save_posterior
+from tests.conftest import toy_data
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def toy_data(n: int = 60, seed: int = 0, side: int = 4) -> Dataset:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 1, side, side, generator=g)
-    half = side * side // 2
-    y = (x.flatten(1)[:, :half].sum(1) > x.flatten(1)[:, half:].sum(1)).long()
-    return Dataset(x, y, "toy")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 ARCH = ArchSpec("softmax", num_classes=2, image_size=4)
