@@ -91,12 +91,7 @@ def ensemble_row(name: str, arch: ArchSpec, data: Dataset, batch_size: int, repe
 
     def members():
         streams = ChainGenerators(0, range(CHAINS))
-        models = []
-        for s in streams.model_seeds():
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(s)
-                models.append(build_model(arch))
-        return models, streams.generators
+        return streams.models(arch), streams.generators
 
     kw = {"epochs": 1, "batch_size": batch_size, "lr": 1e-3, "penalty": 1.0 / (2 * len(data))}
     def run(train, on: Dataset) -> None:

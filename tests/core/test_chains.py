@@ -33,7 +33,7 @@ from core.engine.inference.sampling import (
     merge_chains,
     resolve_chains,
 )
-from core.engine.models import ArchSpec, build_model
+from core.engine.models import ArchSpec
 from core.engine.runner import drain, fit_posterior
 from tests.conftest import toy_data
 
@@ -193,12 +193,7 @@ def test_subsets_are_refused_by_methods_without_chains():
 
 def _members(arch: ArchSpec, seed: int, ids=(0, 1, 2)):
     streams = ChainGenerators(seed, ids)
-    models = []
-    for s in streams.model_seeds():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(s)
-            models.append(build_model(arch))
-    return models, streams.generators
+    return streams.models(arch), streams.generators
 
 
 @pytest.mark.parametrize("drop_rate", [0.0, 0.3])

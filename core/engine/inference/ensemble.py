@@ -45,7 +45,7 @@ from core.engine.inference.base import (
 )
 from core.engine.inference.sampling import ChainGenerators, Params, resolve_chains, stack_chains
 from core.engine.memory import USABLE_FRACTION, available_bytes
-from core.engine.models import ArchSpec, Dropout, build_model
+from core.engine.models import ArchSpec, Dropout
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,7 @@ def fit(
     """
     member_ids = resolve_chains(chains, config.num_members)
     streams = ChainGenerators(seed, member_ids, data.x.device)
-    models = []
-    for member_seed in streams.model_seeds():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(member_seed)
-            models.append(build_model(arch).to(data.x.device))
+    models = [model.to(data.x.device) for model in streams.models(arch)]
     if side_by_side is None:
         side_by_side = side_by_side_fits(arch, len(member_ids), config.batch_size)
     train = train_side_by_side if side_by_side else train_one_by_one

@@ -384,9 +384,7 @@ def fit(
     """
     chain_ids = sampling.resolve_chains(chains, config.num_chains)
     generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
-    params = sampling.initial_params(
-        arch, len(chain_ids), config.init, config.prior_std, generator
-    )
+    params = sampling.initial_params(arch, config.init, config.prior_std, generator)
     target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
     chains = len(chain_ids)
     batch = (

@@ -186,9 +186,17 @@ class ChainGenerators:
         """A random order of 0 … n−1 per chain: (C, n) on the CPU (where the data lie)."""
         return torch.stack([torch.randperm(n, generator=g, device=self.device).cpu() for g in self.generators])
 
-    def model_seeds(self) -> list[int]:
-        """One integer per chain for torch's global generator while a model initialises itself."""
-        return [int(torch.randint(0, 2**62, (1,), generator=g, device=self.device)) for g in self.generators]
+    def models(self, arch: ArchSpec) -> list[nn.Module]:
+        """One freshly initialised model per chain, on the CPU: each initialises itself with
+        torch's global generator (forked, so the caller's stays as it was) seeded by an integer
+        drawn first from the chain's own stream."""
+        models = []
+        for g in self.generators:
+            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=self.device))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                models.append(build_model(arch))
+        return models
 
 
 def chain_randn(shape: Sequence[int], generator: torch.Generator | ChainGenerators,
@@ -543,35 +551,16 @@ class ChainConfig:
             raise ValueError(f"on_budget must be 'refuse' or 'thin', got {self.on_budget!r}")
 
 
-def initial_params(
-    arch: ArchSpec,
-    num_chains: int,
-    init: InitName,
-    prior_std: float,
-    generator: torch.Generator | ChainGenerators,
-) -> Params:
-    """Chain-stacked starting values for ``arch``, reproducible from ``generator``.
+def initial_params(arch: ArchSpec, init: InitName, prior_std: float, generators: ChainGenerators) -> Params:
+    """Chain-stacked starting values for ``arch``, one chain per stream of ``generators``.
 
-    Each chain's model initialises itself (torch's global generator, forked) from an integer
-    drawn first from the chain's own stream; ``"prior"`` then draws θ_c ~ N(0, σ²I) from it.
-    The models are built on the CPU and moved to the generators' device.
+    Each chain's model initialises itself from its own stream (:meth:`ChainGenerators.models`);
+    ``"prior"`` then draws θ_c ~ N(0, σ²I) from it. The models are built on the CPU and moved
+    to the generators' device.
     """
-    if isinstance(generator, ChainGenerators):
-        if len(generator) != num_chains:
-            raise ValueError(f"{num_chains} chains but generators for {len(generator)}")
-        seeds = generator.model_seeds()
-        device = generator.device
-    else:
-        seeds = [int(torch.randint(0, 2**62, (1,), generator=generator)) for _ in range(num_chains)]
-        device = torch.device("cpu")
-    models = []
-    for seed in seeds:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            models.append(build_model(arch))
-    params = {k: v.to(device) for k, v in stack_chains(models).items()}
+    params = {k: v.to(generators.device) for k, v in stack_chains(generators.models(arch)).items()}
     if init == "prior":
-        params = {k: prior_std * v for k, v in normal_like(params, generator).items()}
+        params = {k: prior_std * v for k, v in normal_like(params, generators).items()}
     return params
 
 
@@ -599,7 +588,7 @@ def fit_sgmcmc(
     """
     chain_ids = resolve_chains(chains, config.num_chains)
     generators = ChainGenerators(seed, chain_ids, data.x.device)
-    params = initial_params(arch, len(chain_ids), config.init, config.prior_std, generators)
+    params = initial_params(arch, config.init, config.prior_std, generators)
     target = ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     num_steps = config.epochs * steps_per_epoch
