@@ -81,3 +81,14 @@ def toy_data(n: int = 60, seed: int = 0, side: int = 4):
     half = side * side // 2
     y = (x.flatten(1)[:, :half].sum(1) > x.flatten(1)[:, half:].sum(1)).long()
     return Dataset(x, y, "toy")
+
+
+def pretend_cuda(monkeypatch, count: int) -> None:
+    """torch as it is on a CUDA build with ``count`` GPUs (the calls the device choice makes)."""
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Test GPU")

@@ -47,3 +47,17 @@ def isolated_settings(tmp_path):
     for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
         QSettings.setPath(fmt, QSettings.Scope.UserScope, str(tmp_path / "settings"))
     yield
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch, shared_data):
+    """The main window as a first launch opens it (its default columns), data from ../shared/data.
+    Modules that need another window define their own ``window``."""
+    from app.main import MainWindow
+
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win

@@ -16,20 +16,13 @@ from PySide6.QtCore import QSettings
 from app import settings as app_settings
 from app.main import MainWindow
 from core.engine.device import describe_device
+from tests.conftest import pretend_cuda
 
 
 def _settings_with(text: str) -> None:
     path = Path(QSettings(app_settings.APP_NAME, app_settings.APP_NAME).fileName())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
-
-
-def _pretend_cuda(monkeypatch, count: int) -> None:
-    monkeypatch.setattr(torch.version, "cuda", "12.4")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Test GPU")
 
 
 @pytest.mark.parametrize("saved", ["cuda:3", "gpu", "", "@Invalid()"])
@@ -44,10 +37,10 @@ def test_a_bad_or_gone_device_falls_back_to_auto(saved, monkeypatch, caplog):
 
 
 def test_a_saved_gpu_is_kept_while_it_is_there(monkeypatch):
-    _pretend_cuda(monkeypatch, 2)
+    pretend_cuda(monkeypatch, 2)
     app_settings.set_device("cuda:1")
     assert app_settings.read_device() == "cuda:1"
-    _pretend_cuda(monkeypatch, 1)  # the second GPU taken out
+    pretend_cuda(monkeypatch, 1)  # the second GPU taken out
     assert app_settings.read_device() == "auto"
 
 
@@ -78,7 +71,7 @@ def test_the_menu_offers_auto_and_cpu_here_and_the_status_bar_says_where(qtbot, 
 
 def test_the_menu_lists_each_gpu_found(qtbot, monkeypatch):
     win = _open(qtbot)  # opened on the CPU; a GPU is pretended for the menu only
-    _pretend_cuda(monkeypatch, 2)
+    pretend_cuda(monkeypatch, 2)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     win.device_menu.aboutToShow.emit()
     assert [a.text() for a in win.device_menu.actions()] == [

@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from app.main import MainWindow
 from core.engine.resources import resources_dir
 
 MODELS = resources_dir() / "models"
-
-
-@pytest.fixture
-def window(qtbot, monkeypatch, shared_data):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
 
 
 def _sghmc_file(name: str, diagnostics: dict | None):

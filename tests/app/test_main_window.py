@@ -48,16 +48,6 @@ def settle(qtbot, window, timeout=30_000):
     qtbot.wait(30)
 
 
-@pytest.fixture
-def window(qtbot, monkeypatch, shared_data):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
-
-
 def test_first_launch_shows_one_posterior_of_each_family_titled_in_words(window):
     titles = [view.title.text() for view in window.column_views.values()]
     assert len(titles) == 4

@@ -28,6 +28,7 @@ from core.engine.device import (
 )
 from core.engine.memory import MemoryEstimateError, check_fits
 from core.engine.store import load_posterior, save_posterior
+from tests.conftest import pretend_cuda
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -35,15 +36,6 @@ HAS_CUDA = torch.cuda.is_available()
 def _no_gpu(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-
-
-def _pretend_cuda(monkeypatch, count: int) -> None:
-    """torch as it is on a CUDA build with ``count`` GPUs (the calls resolve_device makes)."""
-    monkeypatch.setattr(torch.version, "cuda", "12.4")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Test GPU")
 
 
 # ----------------------------------------------------------------------------- choosing
@@ -63,7 +55,7 @@ def test_auto_is_the_cpu_here():
 
 
 def test_auto_prefers_cuda_then_mps(monkeypatch):
-    _pretend_cuda(monkeypatch, 1)
+    pretend_cuda(monkeypatch, 1)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda", 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -71,7 +63,7 @@ def test_auto_prefers_cuda_then_mps(monkeypatch):
 
 
 def test_cuda_index_is_checked_against_the_gpus_found(monkeypatch):
-    _pretend_cuda(monkeypatch, 1)
+    pretend_cuda(monkeypatch, 1)
     assert resolve_device("cuda") == torch.device("cuda", 0)
     assert resolve_device("CUDA:0") == torch.device("cuda", 0)
     with pytest.raises(DeviceUnavailableError) as caught:
@@ -85,7 +77,7 @@ def test_each_missing_device_is_named(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", None, raising=False)
     with pytest.raises(DeviceUnavailableError, match="this torch build is CPU-only"):
         resolve_device("cuda")
-    _pretend_cuda(monkeypatch, 0)  # a CUDA build on a computer without a GPU or driver
+    pretend_cuda(monkeypatch, 0)  # a CUDA build on a computer without a GPU or driver
     with pytest.raises(DeviceUnavailableError, match="no GPU or no working driver"):
         resolve_device("cuda:0")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
@@ -99,7 +91,7 @@ def test_each_missing_device_is_named(monkeypatch):
 def test_where_work_runs_in_words(monkeypatch):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert describe_device(torch.device("cpu")) == f"the CPU ({cores} core{'s' if cores != 1 else ''})"
-    _pretend_cuda(monkeypatch, 2)
+    pretend_cuda(monkeypatch, 2)
     assert describe_device(torch.device("cuda", 1)) == "NVIDIA Test GPU (cuda:1)"
     assert describe_device("mps") == "the Apple GPU (mps)"
 
@@ -107,7 +99,7 @@ def test_where_work_runs_in_words(monkeypatch):
 def test_choices_offer_each_gpu_and_only_cpu_without_one(monkeypatch):
     _no_gpu(monkeypatch)
     assert [value for value, _ in device_choices()] == ["auto", "cpu"]
-    _pretend_cuda(monkeypatch, 2)
+    pretend_cuda(monkeypatch, 2)
     choices = dict(device_choices())
     assert list(choices) == ["auto", "cpu", "cuda:0", "cuda:1"]
     assert choices["cuda:1"] == "NVIDIA Test GPU (cuda:1)"
@@ -115,7 +107,7 @@ def test_choices_offer_each_gpu_and_only_cpu_without_one(monkeypatch):
 
 
 def test_a_gpu_memory_check_uses_its_free_memory(monkeypatch):
-    _pretend_cuda(monkeypatch, 1)
+    pretend_cuda(monkeypatch, 1)
     asked = []
 
     def mem_get_info(device=None):
@@ -181,7 +173,7 @@ def test_a_missing_gpu_is_one_line_and_exit_2(command, tiny_mnist, tmp_path, dig
 
 
 def test_an_absent_gpu_index_names_it_on_the_command_line(monkeypatch, digit_png, capsys):
-    _pretend_cuda(monkeypatch, 1)
+    pretend_cuda(monkeypatch, 1)
     assert main(["predict", str(digit_png), "--device", "cuda:7"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no CUDA GPU number 7" in err[0] and "only cuda:0" in err[0]
