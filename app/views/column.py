@@ -135,6 +135,7 @@ class ColumnView(QFrame):
         self._warning_room.setTextFormat(Qt.TextFormat.RichText)
         self._warning = None
         self._reserve_warning = False
+        self._header_for: tuple[object, str] | None = None  # the posterior and title the header shows
 
         self._verdict_holder = LabelHolder()
         self.verdict = QLabel(self._verdict_holder)
@@ -212,7 +213,13 @@ class ColumnView(QFrame):
         return button
 
     def set_header(self, column: Column, requested: int) -> None:
+        """The title and its tooltip, the convergence warning: the posterior's and the sample
+        count's, not the prediction's, so called again for the same two (every prediction of a
+        stroke) it returns at once."""
         title = column.title(requested)
+        if self._header_for is not None and self._header_for[0] is column.posterior and self._header_for[1] == title:
+            return
+        self._header_for = (column.posterior, title)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
         tip = [METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method).capitalize() + "."]
