@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
@@ -34,6 +35,8 @@ RAY_MISSING = "Running on a cluster needs Ray: pip install 'bayescope[cluster]'"
 
 #: How often a lost task (its worker or node died) is run again before the run stops.
 MAX_RETRIES = 3
+#: Tries at a ``ray://`` address whose head answers but whose client server fails to start.
+CONNECT_ATTEMPTS = 3
 
 #: Seconds between two progress reports of one task, and between two polls of the driver.
 REPORT_INTERVAL = 0.25
@@ -256,18 +259,34 @@ def connect(address: str, device: str = "cpu", max_retries: int = MAX_RETRIES) -
     ray = _import_ray()
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    try:
-        if address == "local":
-            with _loopback_only(ray):
-                ray.init(address="local", include_dashboard=False, **quiet)
-        else:
-            ray.init(address=address, **quiet)
-    except ConnectionError as exc:
-        if address == "auto":
-            raise ClusterError("no running Ray cluster was found: set RAY_ADDRESS to its head, or start one "
-                               "on this machine with 'ray start --head'") from None
-        raise ClusterError(f"no Ray cluster answered at {address}: {exc}") from None
-    return RayCluster(ray, address, device, max_retries)
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            if address == "local":
+                with _loopback_only(ray):
+                    ray.init(address="local", include_dashboard=False, **quiet)
+            else:
+                ray.init(address=address, **quiet)
+            return RayCluster(ray, address, device, max_retries)
+        except ConnectionError as exc:
+            ray.shutdown()  # a failed ray:// connection leaves client state that breaks the next init
+            if address == "auto":
+                raise ClusterError("no running Ray cluster was found: set RAY_ADDRESS to its head, or start "
+                                   "one on this machine with 'ray start --head'") from None
+            if attempt == CONNECT_ATTEMPTS or not _server_flaked(exc):
+                raise ClusterError(f"no Ray cluster answered at {address}: {_last_line(exc)}") from None
+    raise AssertionError("unreachable")
+
+
+def _server_flaked(exc: Exception) -> bool:
+    """Whether the head answered but its per-client server did not start: a known race in Ray's
+    client server (ray-project/ray#21625, #40676) that a second try gets past."""
+    return "Initialization failure from server" in str(exc)
+
+
+def _last_line(exc: Exception) -> str:
+    """The sentence that says what went wrong, without the server's traceback."""
+    lines = [line.strip() for line in str(exc).replace("\\n", "\n").splitlines() if line.strip()]
+    return re.sub(r"^\w+(Error|Exception): ", "", lines[-1]) if lines else "the connection failed"
 
 
 @contextlib.contextmanager

@@ -226,6 +226,53 @@ def test_the_command_line_imports_ray_only_when_asked():
                           timeout=120).returncode == 0
 
 
+class _FlakyClientRay:
+    """Ray's module as ``connect`` sees it, whose client server fails to start ``fails`` times."""
+
+    SERVER_TRACE = ("Initialization failure from server:\\nTraceback (most recent call last):\\n  File "
+                    "\"proxier.py\", line 772, in Datapath\\nRuntimeError: Starting Ray client server "
+                    "failed. See ray_client_server_23000.err for detailed logs.\\n")
+
+    def __init__(self, fails: int) -> None:
+        self.fails, self.calls = fails, []
+
+    def init(self, address, **kwargs):
+        self.calls.append("init")
+        if self.calls.count("init") <= self.fails:
+            raise ConnectionAbortedError(self.SERVER_TRACE)
+
+    def shutdown(self):
+        self.calls.append("shutdown")
+
+    def remote(self, function):
+        return function
+
+
+@pytest.mark.parametrize("fails", [1, 2])
+def test_a_client_server_that_fails_to_start_is_tried_again(fails, monkeypatch):
+    # Ray's client server sometimes loses the race to start its per-client server (a known
+    # upstream flake): a second try gets past it, and each failed try is shut down first
+    import core.engine.cluster as cluster
+
+    ray = _FlakyClientRay(fails)
+    monkeypatch.setattr(cluster, "_import_ray", lambda: ray)
+    connected = cluster.connect("ray://127.0.0.1:10001")
+    assert connected.address == "ray://127.0.0.1:10001"
+    assert ray.calls == ["init", "shutdown"] * fails + ["init"]
+
+
+def test_a_client_server_that_never_starts_is_one_sentence(monkeypatch):
+    import core.engine.cluster as cluster
+
+    ray = _FlakyClientRay(fails=99)
+    monkeypatch.setattr(cluster, "_import_ray", lambda: ray)
+    with pytest.raises(cluster.ClusterError) as raised:
+        cluster.connect("ray://127.0.0.1:10001")
+    assert str(raised.value) == ("no Ray cluster answered at ray://127.0.0.1:10001: Starting Ray client server "
+                                 "failed. See ray_client_server_23000.err for detailed logs.")
+    assert ray.calls == ["init", "shutdown"] * cluster.CONNECT_ATTEMPTS
+
+
 # ---------------------------------------------------------------------------- with Ray
 
 
