@@ -88,3 +88,22 @@ def test_mc_dropout_kept_masks_are_the_bank_s_masks_bit_for_bit(spec):
     # an explicit generator still draws fresh masks on every call
     g = torch.Generator().manual_seed(3)
     assert not torch.equal(posterior.predict_proba(x, 16, generator=g), posterior.predict_proba(x, 16, generator=g))
+
+
+@pytest.mark.parametrize("spec", SPECS[:3], ids=lambda s: s.name)
+def test_a_shared_batch_target_is_the_per_chain_target_on_the_same_batch(spec):
+    # full-batch HMC passes one (x, y) to every chain; its log posterior and gradient are
+    # those of the per-chain target given that batch copied to every chain
+    from core.engine.inference.sampling import ModelTarget
+
+    model = build_model(spec)
+    params = weight_sets(model, 3, seed=7)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.rand(40, *spec.input_shape, generator=g), torch.randint(0, spec.num_classes, (40,), generator=g)
+    per_chain = ModelTarget(model, 600, prior_std=0.7)
+    shared = ModelTarget(model, 600, prior_std=0.7, shared_batch=True)
+    want, want_grad = per_chain.log_prob_and_grad(params, (x.expand(3, *x.shape), y.expand(3, 40)))
+    got, got_grad = shared.log_prob_and_grad(params, (x, y))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
+    for k in want_grad:
+        torch.testing.assert_close(got_grad[k], want_grad[k], rtol=1e-4, atol=1e-4 * float(want_grad[k].abs().max()))

@@ -385,14 +385,10 @@ def fit(
     chain_ids = sampling.resolve_chains(chains, config.num_chains)
     generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
     params = sampling.initial_params(arch, config.init, config.prior_std, generator)
-    target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
+    target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std, shared_batch=True)
     chains = len(chain_ids)
-    batch = (
-        data.x.unsqueeze(0).expand(chains, *data.x.shape),
-        data.y.unsqueeze(0).expand(chains, *data.y.shape),
-    )
     result = yield from run(
-        params, config=config, target=target, batch=batch, generator=generator,
+        params, config=config, target=target, batch=(data.x, data.y), generator=generator,
         draw_bytes=sampling.bytes_per_draw(params) // chains * config.num_chains,
     )
     info = {

@@ -95,19 +95,32 @@ class ModelTarget(FunctionTarget):
     """Posterior of a classifier: (N/B) Σ_batch log p(y | x, θ) − ‖θ‖² / (2σ²).
 
     ``batch`` is ``(x, y)`` with a leading chain dim, ``x`` (C, B, ...) and ``y`` (C, B): each
-    chain sees its own mini-batch (and, for D-SGHMC, its own input mask). The model runs
-    under ``vmap(functional_call)`` over the chains, in eval mode (its dropout layers off).
+    chain sees its own mini-batch (and, for D-SGHMC, its own input mask); with ``shared_batch``
+    it is one ``(x, y)`` that every chain sees (full-batch HMC), never copied per chain.
+    The model runs under ``vmap(functional_call)`` over the chains, in eval mode (dropout off).
     """
 
-    def __init__(self, model: nn.Module, num_data: int, prior_std: float) -> None:
+    def __init__(self, model: nn.Module, num_data: int, prior_std: float, shared_batch: bool = False) -> None:
         self.model = model.eval()
         self.num_data = num_data
         self.prior_std = prior_std
+        self.shared_batch = shared_batch
         super().__init__(self._log_prob)
 
     def _log_prob(self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
         model = self.model
+        if self.shared_batch:  # one (x, y) for every chain (full-batch HMC)
+            # chain by chain, not one product over the stacked weights: a chain then does the same
+            # arithmetic alone as beside others (bit for bit, as the cluster's split runs need), and
+            # on the full MNIST set it costs 0.28 s per gradient of 4 chains against 0.85-1.07 s for
+            # vmap over a copied input (2 cores); one product over all chains took 0.12 s
+            lik = torch.stack([
+                -nn.functional.cross_entropy(functional_call(model, {k: v[c] for k, v in params.items()}, (x,)), y,
+                                             reduction="sum")
+                for c in range(next(iter(params.values())).shape[0])
+            ])
+            return self.num_data / len(y) * lik + gaussian_log_prior(params, self.prior_std)
 
         def log_lik(p: Params, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
             logits = functional_call(model, p, (xb,))
