@@ -23,6 +23,7 @@ from core.commands import (
     reproduce,
     train,
     upgrade,
+    zoo,
 )
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
 from core.engine.runner import Terminated, signals_raise
@@ -39,6 +40,7 @@ COMMANDS = {
     "info": (info, "what a posterior file holds: method, draws, convergence, provenance"),
     "diagnose": (diagnose, "measure whether a sampled posterior's chains agree; record it in the file"),
     "import": (import_, "save a network trained elsewhere (architecture + state_dict) as a MAP posterior"),
+    "zoo": (zoo, "rebuild one tier of posteriors (every method on one model) and measure them side by side"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }
 

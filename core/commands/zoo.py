@@ -1,0 +1,263 @@
+"""``bayescope-cli zoo --tier paper|network --out DIR``: rebuild one tier of posteriors.
+
+A *tier* is one model trained by every method on the same data with the same N(0, 1) prior
+(where a method has a prior), so that the columns of a comparison differ in method only:
+
+- ``paper``: the D-SGHMC paper's softmax regression on MNIST (7,850 weights); full-batch HMC
+  with four chains is the reference every other method is measured against.
+- ``network``: LeNet (20-50-500) on MNIST, for drawn digits; HMC is left out (see
+  docs/zoo.md for why).
+
+Each method runs as ``bayescope-cli train`` with the arguments in :data:`TIERS` (so a file is
+the same as that command's), into ``DIR/<tier>_<model>_<method>.pt``. A file already there
+and made with the same arguments is kept, so an interrupted rebuild goes on where it stopped.
+Then every file is evaluated on the MNIST test set (accuracy, NLL, ECE) and on notMNIST
+letters (out-of-distribution AUROC), and, where the tier has a reference, its predictive
+distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.commands.console import USER_ERRORS, bar_callback, check_seed, progress_bar, say
+from core.engine.files import atomic_write, strict_json
+
+#: Chains, run length and thinning shared by the stochastic-gradient samplers of a tier.
+SG_CHAINS = ("--set", "num_chains=4", "--set", "epochs=30", "--set", "burn_in_epochs=10", "--set", "thin=400")
+#: The samplers keep their draws in float16 (predictions agree with float32 to 1e-3, tested).
+HALF = ("--storage", "float16")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One model and the ``train`` arguments of every method on it."""
+
+    name: str
+    model: tuple[str, ...]
+    methods: dict[str, tuple[str, ...]]
+    reference: str | None  # the method every other is measured against
+    rhat_target: float  # the largest R̂ a sampled posterior of this tier may have
+    words: str
+
+    def file_name(self, method: str) -> str:
+        return f"{self.name}_{self.model[1]}_{method}.pt"
+
+
+TIERS: dict[str, Tier] = {
+    "paper": Tier(
+        "paper", ("--model", "softmax"), {
+            "hmc": ("--method", "hmc", "--set", "num_chains=4", "--set", "num_warmup=300",
+                    "--set", "num_samples=400", "--set", "thin=4", "--set", "num_leapfrog=10", *HALF),
+            "map": ("--method", "map",),
+            "mc_dropout": ("--method", "mc_dropout", "--drop-rate", "0.5"),
+            "ensemble": ("--method", "ensemble", "--set", "num_members=5"),
+            "laplace": ("--method", "laplace", "--set", "structure=kron", "--set", "prior_precision=prior"),
+            "swag": ("--method", "swag"),
+            "sgld": ("--method", "sgld", *SG_CHAINS, "--set", "step_size=1e-4", *HALF),
+            "sghmc": ("--method", "sghmc", *SG_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1",
+                      *HALF),
+            "dsghmc": ("--method", "dsghmc", *SG_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1",
+                       "--drop-rate", "0.5", *HALF),
+            "mfvi": ("--method", "mfvi", "--set", "epochs=30"),
+            "snvi": ("--method", "snvi", "--set", "epochs=30", "--set", "rank=4"),
+            "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
+            "vdropout": ("--method", "vdropout", "--set", "epochs=30"),
+        },
+        reference="hmc", rhat_target=1.01,
+        words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
+    "network": Tier(
+        "network", ("--model", "lenet"), {
+            "map": ("--method", "map"),
+            "mc_dropout": ("--method", "mc_dropout", "--drop-rate", "0.5", "--set", "epochs=15"),
+            "ensemble": ("--method", "ensemble", "--set", "num_members=5"),
+            "laplace": ("--method", "laplace", "--set", "structure=kron", "--set", "prior_precision=prior"),
+            "swag": ("--method", "swag"),
+            "sgld": ("--method", "sgld", *SG_CHAINS, "--set", "step_size=1e-5", *HALF),
+            "sghmc": ("--method", "sghmc", *SG_CHAINS, "--set", "step_size=5e-7", "--set", "friction=0.05", *HALF),
+            "dsghmc": ("--method", "dsghmc", *SG_CHAINS, "--set", "step_size=5e-7", "--set", "friction=0.05",
+                       "--drop-rate", "0.5", *HALF),
+            "mfvi": ("--method", "mfvi", "--set", "epochs=30"),
+            "snvi": ("--method", "snvi", "--set", "epochs=30", "--set", "rank=4"),
+            "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
+            "vdropout": ("--method", "vdropout", "--set", "epochs=30"),
+        },
+        reference=None, rhat_target=1.1,
+        words="LeNet, a network that reads drawn digits well, every method but HMC"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``bayescope-cli zoo``."""
+    parser.add_argument("--tier", required=True, choices=tuple(TIERS), help="which model's set to rebuild")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
+    parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/")
+    parser.add_argument("--methods", help="comma-separated subset of the tier's methods (default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, help="use only the first N images of every set (a quick check)")
+    parser.add_argument("--evaluate-only", action="store_true", help="train nothing: measure the files in DIR")
+
+
+def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
+    """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
+    argv = ["train", *tier.model, *tier.methods[method], "--seed", str(args.seed), "--out", str(out),
+            "--name", f"{tier.name} tier"]
+    if args.data_dir:
+        argv += ["--data-dir", args.data_dir]
+    if args.limit:
+        argv += ["--limit", str(args.limit)]
+    return argv
+
+
+def recorded_arguments(argv: list[str]) -> list[str]:
+    """``argv`` without the output path and the data folder: what makes a file what it is."""
+    kept, skip = [], False
+    for a in argv:
+        if not skip and a not in ("--out", "--data-dir"):
+            kept.append(a)
+        skip = a in ("--out", "--data-dir") and not skip
+    return kept
+
+
+def _kept(path: Path, argv: list[str]) -> bool:
+    """Whether ``path`` holds a posterior made by ``argv`` already (then it is not retrained)."""
+    from core.engine.store import file_records
+
+    if not path.is_file():
+        return False
+    try:
+        return file_records(path)["info"].get("zoo", {}).get("arguments") == recorded_arguments(argv)
+    except (*USER_ERRORS, OSError):  # a damaged or older file is rebuilt
+        return False
+
+
+def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
+    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure."""
+    from core.commands.main import main
+    from core.engine.store import load_posterior, save_posterior
+
+    for i, method in enumerate(methods, 1):
+        path = folder / tier.file_name(method)
+        argv = train_arguments(tier, method, path, args)
+        if _kept(path, argv):
+            say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
+            continue
+        say(f"[{i}/{len(methods)}] {method}: bayescope-cli {' '.join(argv)}")
+        code = main(argv)
+        if code != 0:
+            say(f"error: {method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
+                "and running the same command again goes on from here", sys.stderr)
+            return code
+        posterior = load_posterior(path)
+        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv)}
+        save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
+    return 0
+
+
+def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One row per method: convergence, test-set quality, OOD detection and distance to the reference."""
+    from core.analysis.evaluation import evaluate, evaluation_tables, resolve_dataset
+    from core.analysis.fidelity import fidelity_to_reference
+    from core.commands.info import convergence_record, summary
+    from core.engine.runner import drain
+    from core.engine.store import file_records, load_posterior
+
+    paths = {m: folder / tier.file_name(m) for m in methods}
+    posteriors = {m: load_posterior(p) for m, p in paths.items()}
+    test = resolve_dataset("mnist-test", args.data_dir).first(args.limit)
+    ood = resolve_dataset("notmnist", args.data_dir).first(args.limit)
+    bar = progress_bar(0, "evaluating")
+    try:
+        ev = drain(evaluate(posteriors, test, ood, seed=args.seed), bar_callback(bar))
+        tables = evaluation_tables(ev)
+        distance = {}
+        if tier.reference in posteriors:
+            others = {m: p for m, p in posteriors.items() if m != tier.reference}
+            if others:
+                report = drain(fidelity_to_reference((tier.reference, posteriors[tier.reference]), others, test,
+                                                     seed=args.seed), bar_callback(bar))
+                distance = {m: f.record() for m, f in report.results.items()}
+    finally:
+        bar.close()
+    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables["ood_detection"]}
+    rows = []
+    for row in tables["summary"]:
+        m = row["posterior"]
+        records = file_records(paths[m])
+        facts, record = summary(records), convergence_record(records)
+        rows.append({
+            "method": m, "label": facts["method_label"], "chains": record.get("chains"),
+            "draws": record.get("draws"), "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
+            "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
+            "ood_auroc_total": auroc.get((m, "total")), "ood_auroc_epistemic": auroc.get((m, "epistemic")),
+            **{f"to_{tier.reference}_{k}": v for k, v in distance.get(m, {}).items() if not k.startswith("per_")},
+            "file_mb": paths[m].stat().st_size / 1e6, "train_seconds": facts["train_seconds"],
+            "command": "bayescope-cli " + " ".join(records["info"].get("zoo", {}).get("arguments", [])),
+        })
+    return rows
+
+
+def _cell(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
+    """The tier's table as Markdown, one row per method."""
+    ref = tier.reference
+    head = ["method", "chains × draws", "R̂", "bulk ESS", "accuracy", "NLL", "ECE", "OOD AUROC (total)",
+            "OOD AUROC (epistemic)"] + ([f"KL({ref} ‖ ·)", "TV", "top-class agreement"] if ref else []) + [
+            "MB", "train s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        draws = f"{r['chains']} × {r['draws']}" if r["chains"] else "n/a"
+        cells = [r["label"], draws, _cell(r["rhat"]), _cell(r["ess_bulk"], 0), f"{r['accuracy'] * 100:.2f} %",
+                 _cell(r["nll"]), _cell(r["ece"]), _cell(r["ood_auroc_total"]), _cell(r["ood_auroc_epistemic"])]
+        if ref:
+            cells += [_cell(r.get(f"to_{ref}_kl"), 4), _cell(r.get(f"to_{ref}_total_variation"), 4),
+                      _cell(r.get(f"to_{ref}_agreement"))]
+        cells += [f"{r['file_mb']:.1f}", _cell(r["train_seconds"], 0)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
+    tier = TIERS[args.tier]
+    check_seed(args.seed)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
+    methods = list(tier.methods)
+    if args.methods:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        unknown = [m for m in methods if m not in tier.methods]
+        if unknown:
+            raise ValueError(f"the {tier.name} tier has no method {', '.join(unknown)}; "
+                             f"it has {', '.join(tier.methods)}")
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    if not args.evaluate_only:
+        code = build(tier, methods, folder, args)
+        if code != 0:
+            return code
+    rows = measure(tier, methods, folder, args)
+    table = markdown(tier, rows)
+    record = strict_json({"tier": tier.name, "words": tier.words, "rows": rows}, indent=2)
+    atomic_write(folder / "zoo.json", lambda f: f.write(record.encode()))
+    atomic_write(folder / "zoo.md", lambda f: f.write(table.encode()))
+    for line in table.splitlines():
+        say(line)
+    late = [f"{r['label']} ({r['rhat']:.3f})" for r in rows if r["rhat"] is not None and r["rhat"] > tier.rhat_target]
+    if late:
+        say(f"above the {tier.name} tier's R̂ target of {tier.rhat_target}: {', '.join(late)}")
+    say(f"the {tier.name} tier took {(time.monotonic() - started) / 60:.1f} min; table in {folder / 'zoo.md'}")
+    return 0

@@ -1,0 +1,103 @@
+"""``bayescope-cli zoo``: one model, every method, the same data; the table says how each did
+and how far it lies from the reference; a rebuild keeps what it made. And the bundled tiers
+hold what docs/zoo.md promises: one architecture and data set per tier, and sampled
+posteriors thick and converged enough."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.commands import zoo
+from core.commands.main import main
+from core.engine.resources import resources_dir
+from core.engine.store import file_records
+
+# a tier small enough for a test: the real one's methods with a handful of steps
+TINY = zoo.Tier(
+    "paper", ("--model", "softmax"), {
+        "hmc": ("--method", "hmc", "--set", "num_chains=4", "--set", "num_warmup=6", "--set", "num_samples=8",
+                "--set", "num_leapfrog=3", "--storage", "float16"),
+        "map": ("--method", "map", "--set", "epochs=1"),
+        "sgld": ("--method", "sgld", "--set", "num_chains=4", "--set", "epochs=2", "--set", "burn_in_epochs=1",
+                 "--set", "thin=1", "--set", "batch_size=50", "--set", "step_size=1e-4"),
+        "mfvi": ("--method", "mfvi", "--set", "epochs=1"),
+    },
+    reference="hmc", rhat_target=1.01, words="a test tier")
+
+
+@pytest.fixture
+def data_dir(tiny_mnist):
+    """A data folder with mnist/ (two-halves digits) and notmnist/ (the same images flipped)."""
+    import numpy as np
+
+    from core.engine.data.idx import read_idx, write_idx
+
+    root = tiny_mnist.parent
+    (root / "notmnist").mkdir()
+    for stem in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        array = read_idx(tiny_mnist / f"{stem}.gz")
+        write_idx(root / "notmnist" / f"{stem}.gz", np.ascontiguousarray(array[..., ::-1]) if array.ndim == 3 else array)
+    return root
+
+
+def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(zoo.TIERS, "paper", TINY)
+    out = tmp_path / "zoo"
+    assert main(["zoo", "--tier", "paper", "--out", str(out), "--data-dir", str(data_dir)]) == 0
+    files = sorted(out.glob("*.pt"))
+    assert [f.name for f in files] == sorted(f"paper_softmax_{m}.pt" for m in TINY.methods)
+    records = [file_records(f) for f in files]
+    assert {r["arch"]["name"] for r in records} == {"softmax"}
+    assert len({r["dataset"] for r in records}) == 1  # the same training set for every method
+    assert all(r["info"]["zoo"]["tier"] == "paper" for r in records)
+    table = json.loads((out / "zoo.json").read_text())
+    rows = {r["method"]: r for r in table["rows"]}
+    assert set(rows) == set(TINY.methods)
+    assert "to_hmc_kl" not in rows["hmc"]  # the reference is not measured against itself
+    for m in ("map", "sgld", "mfvi"):
+        assert rows[m]["to_hmc_kl"] >= 0 and 0 <= rows[m]["to_hmc_total_variation"] <= 1
+        assert rows[m]["command"].startswith("bayescope-cli train --model softmax --method " + m)
+    assert rows["hmc"]["chains"] == 4 and rows["hmc"]["draws"] == 8 and rows["hmc"]["acceptance"] is not None
+    assert rows["map"]["rhat"] is None and rows["map"]["ood_auroc_epistemic"] is None  # n/a, not 0.5
+    md = (out / "zoo.md").read_text()
+    assert md.startswith("| method | chains × draws | R̂ |") and md.count("\n") == 2 + len(TINY.methods)
+    assert "| MAP | 1 × 1 | n/a | n/a |" in md
+
+
+def test_a_rebuild_keeps_the_files_made_with_the_same_arguments(data_dir, tmp_path, monkeypatch, capsys):
+    tier = zoo.Tier("paper", TINY.model, {m: TINY.methods[m] for m in ("map", "mfvi")}, None, 1.01, "test")
+    monkeypatch.setitem(zoo.TIERS, "paper", tier)
+    out = tmp_path / "zoo"
+    argv = ["zoo", "--tier", "paper", "--out", str(out), "--data-dir", str(data_dir)]
+    assert main(argv) == 0
+    made = {f.name: f.stat().st_mtime_ns for f in out.glob("*.pt")}
+    capsys.readouterr()
+    changed = {**tier.methods, "mfvi": ("--method", "mfvi", "--set", "epochs=2")}
+    monkeypatch.setitem(zoo.TIERS, "paper", zoo.Tier("paper", TINY.model, changed, None, 1.01, "test"))
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "map: kept paper_softmax_map.pt" in said and "mfvi: kept" not in said
+    assert (out / "paper_softmax_map.pt").stat().st_mtime_ns == made["paper_softmax_map.pt"]
+    assert (out / "paper_softmax_mfvi.pt").stat().st_mtime_ns != made["paper_softmax_mfvi.pt"]
+
+
+def test_an_unknown_method_of_a_tier_is_named(tmp_path, capsys):
+    assert main(["zoo", "--tier", "paper", "--out", str(tmp_path), "--methods", "map,bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "the paper tier has no method bogus; it has hmc, map" in err
+
+
+@pytest.mark.parametrize("tier", list(zoo.TIERS.values()), ids=lambda t: t.name)
+def test_every_bundled_file_of_a_tier_is_one_model_and_converged(tier):
+    bundled = [file_records(f) for f in sorted((resources_dir() / "models").glob(f"{tier.name}_*.pt"))]
+    if not bundled:
+        pytest.skip(f"no {tier.name}-tier posterior is bundled")
+    assert len({(r["arch"]["name"], r["dataset"]) for r in bundled}) == 1
+    for r in bundled:
+        assert r["info"]["zoo"]["tier"] == tier.name
+        record = r["info"].get("diagnostics", {})
+        if r["kind"] == "sampled" and r["method"] != "ensemble":
+            assert record["chains"] >= 4 and record["chains"] * record["draws"] >= 100, r["method"]
+            assert record["rhat_max"] <= tier.rhat_target, (r["method"], record["rhat_max"])
