@@ -561,8 +561,10 @@ class MainWindow(QMainWindow):
         view = self.column_views.get(key)
         if column is not None and view is not None:
             view.set_header(column, self.workspace.num_samples)
+            reference = self.workspace.reference_for(column)
             view.show_column(column, self.workspace.class_names, self.workspace.level,
-                             full=column.samples(self.workspace.num_samples))
+                             full=column.samples(self.workspace.num_samples),
+                             reference=None if reference is None else reference.prediction)
 
     def remove_column(self, key: str) -> None:
         """Remove a column; the status bar offers to bring it back (Undo, or Ctrl+Z)."""
@@ -752,8 +754,12 @@ class MainWindow(QMainWindow):
                 view.clear_column(self._empty_message())
             return
         full = self.workspace.num_samples
+        judged = list(self.workspace.columns)
+        reference = self.workspace.reference
+        if reference is not None and reference.key not in self.workspace.column_keys():
+            judged.append(reference)  # judged beside the tier's columns, drawn as marks on theirs
         requests = [ColumnRequest(c.key, c.posterior, min(c.samples(full), PREVIEW_SAMPLES) if preview else c.samples(full))
-                    for c in self.workspace.columns]
+                    for c in judged]
         if preview:
             self._refine.start()
         else:

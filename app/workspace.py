@@ -118,6 +118,10 @@ class Workspace(QObject):
         self.last_removed: tuple[str, int, Column] | None = None
         #: Where the columns' posteriors live and predict (a ``torch.device``; None: the CPU).
         self.device = None
+        #: The reference (exact inference, HMC) of the tier the digit columns belong to, judged
+        #: beside them but not shown as a column (see :meth:`find_reference`), or None.
+        self.reference: Column | None = None
+        self.columns_changed.connect(self.find_reference)
 
     def set_device(self, device) -> None:
         """Move every column's posterior (and the last removed one's) to ``device``: their
@@ -126,6 +130,8 @@ class Workspace(QObject):
         for task in TASKS:
             for column in self._columns[task]:
                 column.posterior = column.posterior.to(device)
+        if self.reference is not None:
+            self.reference.posterior = self.reference.posterior.to(device)
         if self.last_removed is not None:
             self.last_removed[2].posterior = self.last_removed[2].posterior.to(device)
 
@@ -258,6 +264,51 @@ class Workspace(QObject):
             column.prediction = prediction
             column.failure = None
             self.prediction_changed.emit(key)
+        if self.reference is not None and key == self.reference.key:
+            self.reference.prediction = prediction
+            for other in self.columns:  # their marks of the reference move with it
+                if other.key != key and self.reference_for(other) is not None:
+                    self.prediction_changed.emit(other.key)
+
+    # ------------------------------------------------------------------ reference
+    def find_reference(self) -> None:
+        """Find the reference of the tier the shown digit columns belong to (the first such
+        column's tier), beside that column's file or among the bundled posteriors; load it
+        once. A person who never adds a tier's posterior never loads one."""
+        from core.engine import tiers
+        from core.engine.resources import resources_dir
+
+        wanted = None
+        for column in self.columns if self.task == "digits" else []:
+            tier = tiers.tier_of(column.posterior.info)
+            found = tiers.reference_candidates(tier, column.posterior.arch.name, column.source.parent,
+                                               resources_dir() / "models") if tier else []
+            wanted = next((p for p in found if p.is_file()), None)
+            if wanted is not None:
+                break
+        key = None if wanted is None else str(wanted.resolve())
+        if key == (self.reference.key if self.reference else None):
+            return
+        self.reference = None
+        if key is not None:
+            from core.engine.store import load_posterior
+
+            try:
+                self.reference = Column(key, load_posterior(key, device=self.device))
+            except Exception:  # noqa: BLE001 - without its reference a tier's columns show no marks
+                self.reference = None
+
+    def reference_for(self, column: Column) -> Column | None:
+        """The reference ``column`` is marked against: that of its own tier and model, when it is
+        not the reference itself; None otherwise."""
+        from core.engine import tiers
+
+        ref = self.reference
+        if ref is None or column.key == ref.key or column.posterior.method == ref.posterior.method:
+            return None
+        same = (tiers.tier_of(column.posterior.info), column.posterior.arch.name) == (
+            tiers.tier_of(ref.posterior.info), ref.posterior.arch.name)
+        return ref if same else None
 
     def set_failure(self, key: str, message: str) -> None:
         """The column's posterior could not judge the input: it shows ``message`` instead."""

@@ -17,7 +17,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
@@ -32,6 +32,7 @@ from app.plots.style import (
     FOREGROUND,
     GRID,
     MEAN,
+    REFERENCE,
     UNCERTAINTY,
     diverging_lut,
     sequential_lut,
@@ -480,11 +481,25 @@ class IntervalPlot(InputPlot):
                            f"Mean, {held}% interval ({asked}% asked)", f"{held}% interval ({asked}% asked)")
         else:
             self.set_title(f"Mean and {label} · {draws}", f"Mean and {label}", label)
-        self.set_tip_note(interval_note(s, summary.level))
+        note = interval_note(s, summary.level)
+        self.set_tip_note(note + ("\n\n" + self.REFERENCE_NOTE if self.reference is not None else ""))
         self.update()
+
+    REFERENCE_NOTE = (
+        "Black marks: the same input judged by exact inference, HMC with converged chains on "
+        "the same model (this set's reference): its average (—) and its interval (the thin line "
+        "right of each bar). The closer the bars and whiskers are to them, the closer this "
+        "method comes to exact Bayesian inference. \"Differs by\" below is the total variation: "
+        "the most probability that any choice of classes gets from one and not the other.")
+
+    def set_reference(self, summary: Any | None) -> None:
+        """Exact inference's summary on the same input, drawn as marks (None: no marks)."""
+        self.reference = None if summary is None else {
+            "mean": summary.mean.numpy(), "lower": summary.lower.numpy(), "upper": summary.upper.numpy()}
 
     def clear_view(self) -> None:
         super().clear_view()
+        self.reference = None
         self.set_title("Mean and interval")
 
     def paint_data(self, painter: QPainter) -> None:
@@ -493,6 +508,15 @@ class IntervalPlot(InputPlot):
         self.paint_bars(painter, [QColor(*(BAR_TOP if c == top else BAR)) for c in range(len(v["mean"]))],
                         [(c - 0.35, 0.0, c + 0.35, float(m)) for c, m in enumerate(v["mean"])])
         self.paint_interval(painter, np.arange(len(v["mean"])), v["lower"], v["upper"], across=False)
+        if self.reference is not None:
+            r, at = self.reference, np.arange(len(v["mean"]), dtype=float)
+            painter.setPen(QPen(QColor(*REFERENCE), 2.5, cap=Qt.PenCapStyle.FlatCap))
+            painter.drawLines(self.segments(at - 0.45, r["mean"], at + 0.45, r["mean"]))
+            painter.setPen(QPen(QColor(*REFERENCE), 1.5))
+            side = at + 0.45
+            painter.drawLines(self.segments(side, r["lower"], side, r["upper"])
+                              + self.segments(side - 0.08, r["lower"], side, r["lower"])
+                              + self.segments(side - 0.08, r["upper"], side, r["upper"]))
 
 
 class EntropyPlot(InputPlot):

@@ -16,6 +16,9 @@ UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic"
                # input masks it draws at prediction (the same purple, faded: noise, not knowledge)
                "weights": (152, 78, 163), "input masks": (203, 166, 209)}
 WARNING = "#b2182b"
+#: Exact inference's (HMC's) marks on the plots of a tier's other methods.
+REFERENCE = (0, 0, 0)
+REFERENCE_HTML = "#000000"
 
 
 def configure() -> None:

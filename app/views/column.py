@@ -7,6 +7,7 @@ what it holds. It asks for changes through signals (remove, move, export), never
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontMetrics
@@ -22,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.plots.input_views import INPUT_PLOTS, InputPlot
-from app.plots.style import WARNING
+from app.plots.style import REFERENCE_HTML, WARNING
 from app.workspace import Column
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
@@ -31,6 +32,9 @@ from core.engine.naming import (
     fixed_sample_count,
     plural,
 )
+
+if TYPE_CHECKING:
+    from core.analysis.predictive import Prediction
 
 
 def column_title(text: str = "") -> QLabel:
@@ -240,11 +244,13 @@ class ColumnView(QFrame):
                                         "Diagnostics… with each chain's trace and R̂ per class."
                                         if warning else "")
 
-    def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None) -> None:
+    def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None,
+                    reference: Prediction | None = None) -> None:
         """Draw the column's latest prediction (or say that there is none yet).
 
         ``full`` is the number of draws the column uses at rest; a prediction from fewer (while
-        the input is moving) says so.
+        the input is moving) says so. ``reference`` is exact inference's (HMC's) prediction on
+        the same input for a column of a tier that has one: marked on its plot, and said.
         """
         prediction = column.prediction
         if column.failure is not None:
@@ -256,6 +262,9 @@ class ColumnView(QFrame):
         if self._failed:
             self._failed = False
             self._fit_verdict()
+        interval = self.plots.get("interval")
+        if interval is not None:
+            interval.set_reference(None if reference is None else reference.summary)
         for plot in self.plots.values():
             plot.show(prediction, level)
         s = prediction.summary
@@ -273,6 +282,12 @@ class ColumnView(QFrame):
             verdict += f"<br>{first} vs {second}: overlap {s.overlap:.2f}"
         else:
             verdict += "<br>one draw: no spread to compare"
+        if reference is not None:
+            r = reference.summary
+            tv = 0.5 * float((s.mean - r.mean).abs().sum())
+            verdict += (f"<br><span style='color:{REFERENCE_HTML}'>Exact inference (HMC) reads "
+                        f"<b>{class_names[r.predicted_class]}</b>: p̄ {float(r.mean[r.predicted_class]):.2f}; "
+                        f"this column differs by {tv:.2f}</span>")
         if full is not None and s.num_samples < full:
             verdict += f"<br><i>first {s.num_samples} of {full} draws while you draw…</i>"
         self.verdict.setText(verdict)

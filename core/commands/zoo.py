@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from core.commands.console import USER_ERRORS, bar_callback, check_seed, progress_bar, say
+from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 
 #: Chains, run length and thinning shared by the stochastic-gradient samplers of a tier.
@@ -46,7 +47,7 @@ class Tier:
     words: str
 
     def file_name(self, method: str) -> str:
-        return f"{self.name}_{self.model[1]}_{method}.pt"
+        return tiers.file_name(self.name, self.model[1], method)
 
 
 TIERS: dict[str, Tier] = {
@@ -69,7 +70,7 @@ TIERS: dict[str, Tier] = {
             "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
             "vdropout": ("--method", "vdropout", "--set", "epochs=30"),
         },
-        reference="hmc", rhat_target=1.01,
+        reference=tiers.REFERENCES["paper"], rhat_target=1.01,
         words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
     "network": Tier(
         "network", ("--model", "lenet"), {

@@ -1,0 +1,42 @@
+"""Model tiers: sets of posteriors that share one model, data set and prior, so that a
+comparison among them differs in method only (built by ``bayescope-cli zoo``).
+
+A posterior of a tier records it in ``info["zoo"]["tier"]``. A tier may have a *reference*
+method, the closest to exact inference there is for its model (HMC with converged chains),
+whose predictive the others are measured against and which the window marks on their plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: The reference method of each tier that has one.
+REFERENCES: dict[str, str] = {"paper": "hmc"}
+
+#: Each tier's model in words, for menus and tables.
+TIER_WORDS: dict[str, str] = {
+    "paper": "softmax regression (the D-SGHMC paper's model)",
+    "network": "LeNet network",
+}
+
+
+def file_name(tier: str, model: str, method: str) -> str:
+    """The file a tier's method is saved as: ``<tier>_<model>_<method>.pt``."""
+    return f"{tier}_{model}_{method}.pt"
+
+
+def tier_of(info: dict[str, Any]) -> str | None:
+    """The tier a posterior was built for (its ``info``), or None."""
+    zoo = info.get("zoo")
+    return zoo.get("tier") if isinstance(zoo, dict) else None
+
+
+def reference_candidates(tier: str, model: str, beside: Path, bundled: Path) -> list[Path]:
+    """Where a tier's reference file may be: beside the posterior's own file, then among the
+    bundled posteriors."""
+    method = REFERENCES.get(tier)
+    if method is None:
+        return []
+    name = file_name(tier, model, method)
+    return [beside / name, bundled / name]
