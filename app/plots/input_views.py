@@ -510,7 +510,9 @@ class IntervalPlot(InputPlot):
         self.paint_interval(painter, np.arange(len(v["mean"])), v["lower"], v["upper"], across=False)
         if self.reference is not None:
             r, at = self.reference, np.arange(len(v["mean"]), dtype=float)
-            painter.setPen(QPen(QColor(*REFERENCE), 2.5, cap=Qt.PenCapStyle.FlatCap))
+            pen = QPen(QColor(*REFERENCE), 2.5)
+            pen.setCapStyle(Qt.PenCapStyle.FlatCap)
+            painter.setPen(pen)
             painter.drawLines(self.segments(at - 0.45, r["mean"], at + 0.45, r["mean"]))
             painter.setPen(QPen(QColor(*REFERENCE), 1.5))
             side = at + 0.45

@@ -1,0 +1,86 @@
+"""A tier's columns carry exact inference's marks: the window judges the tier's HMC reference
+beside them without showing it as a column, draws its mean and interval on each of their
+Mean-and-interval plots and says what it reads; columns of no tier get no marks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.main import MainWindow
+from core.engine.inference import get_method
+from core.engine.models import ArchSpec
+from core.engine.runner import drain, fit_posterior
+from core.engine.store import save_posterior
+from core.engine.tiers import file_name
+from tests.app.test_main_window import MODELS, settle
+
+
+@pytest.fixture(scope="module")
+def tier_folder(tmp_path_factory):
+    """A paper tier of two posteriors (HMC and MAP) on a small two-halves digit set."""
+    from core.analysis.evaluation import resolve_dataset
+    from core.engine.data.idx import write_idx
+    from tests.conftest import _two_halves
+
+    folder = tmp_path_factory.mktemp("tier")
+    rng = np.random.default_rng(0)
+    (folder / "mnist").mkdir()
+    x, y = _two_halves(200, rng)
+    write_idx(folder / "mnist" / "train-images-idx3-ubyte.gz", x)
+    write_idx(folder / "mnist" / "train-labels-idx1-ubyte.gz", y)
+    train = resolve_dataset(str(folder / "mnist"), split="train")
+    for method, settings in (("hmc", {"num_warmup": 10, "num_samples": 10, "num_leapfrog": 3}), ("map", {"epochs": 1})):
+        m = get_method(method)
+        posterior = drain(fit_posterior(m, m.make_config(**settings), ArchSpec("softmax"), train, 0))
+        posterior.info["zoo"] = {"tier": "paper", "arguments": []}
+        save_posterior(posterior, folder / file_name("paper", "softmax", method))
+    return folder
+
+
+@pytest.fixture
+def window(qtbot, tier_folder):
+    win = MainWindow([tier_folder / "paper_softmax_map.pt", MODELS / "mnist_lenet_mc_dropout.pt"])
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def test_a_tier_column_shows_the_reference_and_others_do_not(qtbot, window, tier_folder):
+    ref = window.workspace.reference
+    assert ref is not None and ref.key == str((tier_folder / "paper_softmax_hmc.pt").resolve())
+    assert ref.key not in window.workspace.column_keys()  # judged, not shown as a column
+    from PIL import Image
+
+    arr = np.full((100, 80), 255, np.uint8)
+    arr[15:85, 36:44] = 0  # a dark "1" on white paper
+    Image.fromarray(arr).save(tier_folder / "one.png")
+    assert window.load_image_file(tier_folder / "one.png")
+    settle(qtbot, window)
+    qtbot.waitUntil(lambda: ref.prediction is not None, timeout=30_000)
+    qtbot.wait(50)
+    tier_key, lenet_key = window.workspace.column_keys()
+    marked = window.column_views[tier_key].plots["interval"]
+    assert marked.reference is not None
+    assert np.allclose(marked.reference["mean"], ref.prediction.summary.mean.numpy())
+    verdict = window.column_views[tier_key].verdict.text()
+    assert "Exact inference (HMC) reads" in verdict and "differs by" in verdict
+    assert "Black marks" in marked.toolTip()
+    assert window.column_views[lenet_key].plots["interval"].reference is None
+    assert "Exact inference" not in window.column_views[lenet_key].verdict.text()
+    grab = window.column_views[tier_key].plots["interval"].grab().toImage()
+    dark = sum(grab.pixelColor(x, y).value() < 40 for x in range(grab.width()) for y in range(grab.height()))
+    assert dark > 50  # the marks are drawn
+
+
+def test_removing_the_tier_columns_lets_the_reference_go(qtbot, window):
+    assert window.workspace.reference is not None
+    window.remove_column(window.workspace.column_keys()[0])
+    assert window.workspace.reference is None
+
+
+def test_the_reference_shown_as_a_column_is_not_marked_against_itself(qtbot, window, tier_folder):
+    window.add_posterior(tier_folder / "paper_softmax_hmc.pt")
+    ref_column = window.workspace.column(str((tier_folder / "paper_softmax_hmc.pt").resolve()))
+    assert window.workspace.reference_for(ref_column) is None
