@@ -37,7 +37,7 @@ from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
 from app.views.sweep import SweepView
 from app.workers import function_worker, generator_worker
-from app.workspace import Workspace, check_window_can_judge, task_of
+from app.workspace import Workspace, check_window_can_judge, menu_group, task_of
 from core.engine.naming import posterior_title, samples_used
 from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
@@ -495,26 +495,33 @@ class MainWindow(QMainWindow):
         self.add_menu.clear()
         shown = set(self.workspace.column_keys())
         bundled = set(app_settings.bundled_models()) | set(app_settings.default_face_columns())
+        groups: dict[str, list[tuple[str, Path]]] = {}
         for path in app_settings.available_models():
-            key = str(path.resolve())
             entry = self._menu_entry(path)
             if entry is None or entry[1] != self.workspace.task:  # only what this tab can judge
                 continue
-            title = entry[0]
+            title, _, group = entry
             origin = "bundled" if path in bundled else "yours"
-            action = self.add_menu.addAction(f"{title} ({origin})")
-            action.setCheckable(True)
-            action.setChecked(key in shown)
-            action.setEnabled(key not in shown)
-            action.triggered.connect(lambda _=False, p=path: self.add_posterior(p))
+            groups.setdefault(group, []).append((f"{title} ({origin})", path))
+        # one section per model: a comparison within a section differs in method only
+        for group in sorted(groups, key=lambda g: (not g.startswith("Same model"), g)):
+            self.add_menu.addSection(group)
+            for text, path in groups[group]:
+                key = str(path.resolve())
+                action = self.add_menu.addAction(text)
+                action.setCheckable(True)
+                action.setChecked(key in shown)
+                action.setEnabled(key not in shown)
+                action.triggered.connect(lambda _=False, p=path: self.add_posterior(p))
         self.add_menu.addSeparator()
         self.add_menu.addAction("Open a posterior file…", self.open_posterior_dialog)
         self.add_menu.addAction("Train a new posterior…", self.show_training_dialog)
 
-    _titles: dict[tuple[str, float], tuple[str, str] | None] = {}
+    _titles: dict[tuple[str, float], tuple[str, str, str] | None] = {}
 
-    def _menu_entry(self, path: Path) -> tuple[str, str] | None:
-        """The posterior's title in words and its task (loaded once per file version); None if unusable."""
+    def _menu_entry(self, path: Path) -> tuple[str, str, str] | None:
+        """The posterior's title in words, its task and its group in the menu (its tier, else its
+        model), loaded once per file version; None if unusable."""
         key = (str(path), path.stat().st_mtime)
         if key not in self._titles:
             from core.engine.store import load_posterior
@@ -523,7 +530,7 @@ class MainWindow(QMainWindow):
                 posterior = load_posterior(path)
                 check_window_can_judge(posterior)  # one's own images: not offered (the command line judges them)
                 title = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
-                self._titles[key] = (title, task_of(posterior))
+                self._titles[key] = (title, task_of(posterior), menu_group(posterior))
             except Exception:  # noqa: BLE001 — an unusable file is simply not offered
                 self._titles[key] = None
         return self._titles[key]

@@ -49,6 +49,20 @@ def check_window_can_judge(posterior: Posterior) -> None:
             "bayescope-cli predict IMAGE --posterior FILE, or evaluate --dataset FOLDER.")
 
 
+def menu_group(posterior: Posterior) -> str:
+    """Where the posterior goes in the Add-posterior menu: its tier (one model, every method,
+    the same data) or, outside a tier, its model."""
+    from core.engine import tiers
+    from core.engine.faces.heads import is_face_posterior
+    from core.engine.naming import ARCH_LABELS
+
+    tier = tiers.tier_of(posterior.info)
+    if tier in tiers.TIER_WORDS:
+        return f"Same model, every method: {tiers.TIER_WORDS[tier]}"
+    model = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
+    return f"Ages from a face, {model}" if is_face_posterior(posterior) else f"Digits, {model}"
+
+
 def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str, ...]:
     if task == "faces":
         from core.engine.faces import AGE_GROUP_NAMES

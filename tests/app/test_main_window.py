@@ -94,6 +94,15 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     assert texts and all(".pt" not in t for t in texts)
     shown = [a for a in window.add_menu.actions() if a.isCheckable() and a.isChecked()]
     assert len(shown) == len(window.workspace.columns) and not any(a.isEnabled() for a in shown)
+    # grouped by model: a section title, then the posteriors of that model only
+    section, groups = None, {}
+    for action in window.add_menu.actions():
+        if action.isSeparator() and action.text():
+            section = action.text()
+        elif action.isCheckable():
+            groups.setdefault(section, []).append(action.text())
+    assert all(", LeNet," in t for t in groups["Digits, LeNet"])
+    assert all(", MLP," in t for t in groups["Digits, MLP"])
 
 
 def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
