@@ -197,6 +197,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
             "ood_auroc_total": auroc.get((m, "total")), "ood_auroc_epistemic": auroc.get((m, "epistemic")),
             **{f"to_{tier.reference}_{k}": v for k, v in distance.get(m, {}).items() if not k.startswith("per_")},
+            "elbo_per_epoch": records["info"].get("elbo_per_epoch"),
+            "mixture_weights": records["info"].get("weights"),
             "file_mb": paths[m].stat().st_size / 1e6, "train_seconds": facts["train_seconds"],
             "command": "bayescope-cli " + " ".join(records["info"].get("zoo", {}).get("arguments", [])),
         })

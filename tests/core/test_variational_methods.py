@@ -59,6 +59,11 @@ def test_variational_method_learns_reports_and_round_trips(name, overrides, tmp_
     assert last["elbo"] == pytest.approx(last["expected_log_likelihood"] - last["kl"], abs=1e-9)
     assert last["kl"] > 0
     assert accuracy(posterior, data, num_samples=8) > 0.95
+    # the ELBO curve, one whole-epoch mean per epoch: it shows whether training had stopped improving
+    curve = posterior.info["elbo_per_epoch"]
+    ends = [r.values["elbo"] for r in records if r.step % (len(data) // 50) == 0]  # each epoch's last step
+    assert curve == pytest.approx(ends, abs=1e-6) and len(curve) == 3
+    assert curve[-1] > curve[0]
 
     probs = posterior.predict_proba(data.x[:5], generator=torch.Generator().manual_seed(3))
     assert probs.shape == (8, 5, 2)

@@ -863,7 +863,7 @@ def train_loop(
             seen += len(idx)
             for k, v in info.items():
                 sums[k] = sums.get(k, 0.0) + v
-            if state.step % report_every == 0 or state.step == total:
+            if state.step % report_every == 0 or count == steps_per_epoch:  # and each epoch's whole mean
                 values = {k: v / count for k, v in sums.items()}
                 values["epoch"] = epoch + seen / len(data)
                 values["lr"] = state.scheduler.get_last_lr()[0]
@@ -940,6 +940,7 @@ def run_fit(
     generator = seeded_generator(seed)
     state = init(config, arch, len(data), seed)
     last: ProgressRecord | None = None
+    elbo_per_epoch: dict[int, float] = {}  # the mean over each epoch: its last report
     try:
         for record in train_loop(
             state,
@@ -950,6 +951,7 @@ def run_fit(
             generator=generator,
         ):
             last = record
+            elbo_per_epoch[math.ceil(record.values["epoch"] - 1e-9) - 1] = record.values["elbo"]
             yield record
     finally:
         if state.local is not None:
@@ -958,6 +960,8 @@ def run_fit(
     if last is not None:
         keep = ("elbo", "kl", "expected_log_likelihood")
         info.update({k: round(v, 6) for k, v in last.values.items() if k in keep})
+        # the curve that shows whether the ELBO had stopped improving when training stopped
+        info["elbo_per_epoch"] = [round(elbo_per_epoch[e], 6) for e in sorted(elbo_per_epoch)]
     posterior = VariationalPosterior(
         method, arch, asdict(config), seed, data.name, state.variational.state(), info
     )
