@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from core.commands.console import say
+from core.engine import tiers
 from core.engine.models import ArchSpec
 from core.engine.naming import (
     ARCH_LABELS,
@@ -95,6 +96,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "architecture_label": ARCH_LABELS.get(arch.name, arch.name),
         "parameters": arch.parameter_count(),
         "dataset": records["dataset"],
+        "tier": tiers.tier_of(info),
         "chains": record.get("chains"),
         "draws": record.get("draws"),
         "convergence": record,
@@ -124,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     say(f"  method        {facts['method_label']}{name}: {facts['method_words']}")
     say(f"  architecture  {facts['architecture_label']} ({facts['parameters']:,} weights)")
     say(f"  trained on    {facts['dataset']}")
+    if facts["tier"]:
+        say(f"  tier          {facts['tier']}: one of a set of methods on this same model (bayescope-cli zoo)")
     if facts["chains"] is not None:
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")

@@ -61,6 +61,9 @@ def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data
         assert rows[m]["command"].startswith("bayescope-cli train --model softmax --method " + m)
     assert rows["hmc"]["chains"] == 4 and rows["hmc"]["draws"] == 8 and rows["hmc"]["acceptance"] is not None
     assert rows["map"]["rhat"] is None and rows["map"]["ood_auroc_epistemic"] is None  # n/a, not 0.5
+    capsys.readouterr()
+    assert main(["info", "--json", str(out / "paper_softmax_map.pt")]) == 0
+    assert json.loads(capsys.readouterr().out)["tier"] == "paper"
     md = (out / "zoo.md").read_text()
     assert md.startswith("| method | chains × draws | R̂ |") and md.count("\n") == 2 + len(TINY.methods)
     assert "| MAP | 1 × 1 | n/a | n/a |" in md
