@@ -23,6 +23,11 @@ average and the line the credible interval. A wide row means the models disagree
 that holds the chosen share of the posterior (the Interval box) on average. With too few draws
 for that share the title says what the interval really holds: from 8 draws even the widest
 interval holds 78%, not 90% (19 draws give 90%). The red bar is the predicted class.</p>
+<p><b>Black marks: exact inference.</b> The posteriors of the <i>softmax regression, every
+method</i> set (Add posterior) share one model, data set and prior, so they differ in method
+only. For that model HMC with converged chains is as close to exact Bayesian inference as there
+is; on every other column of the set its average (—) and interval (thin line right of each bar)
+are drawn in black, and the verdict says what it reads and how far the column is from it.</p>
 <p><b>Uncertainty (nats).</b> Total = aleatoric + epistemic, measured as entropy in nats
 (0 = certain; the dashed line ln K is the most possible, every class equally likely).
 <i>Aleatoric</i>: each model on its own finds the input ambiguous, like a 4 that could be a 9;
