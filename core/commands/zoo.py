@@ -111,8 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
     """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
-    argv = ["train", *tier.model, *tier.methods[method], "--seed", str(args.seed), "--out", str(out),
-            "--name", f"{tier.name} tier"]
+    argv = ["train", *tier.model, *tier.methods[method], "--seed", str(args.seed), "--out", str(out)]
     if args.data_dir:
         argv += ["--data-dir", args.data_dir]
     if args.limit:
