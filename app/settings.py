@@ -30,8 +30,11 @@ log = logging.getLogger(__name__)
 
 APP_NAME = "bayescope"
 
-#: The columns a first launch shows: one posterior of each family.
-DEFAULT_COLUMNS = ("mnist_lenet_mc_dropout.pt", "mnist_lenet_sghmc.pt", "mnist_lenet_mfvi.pt", "mnist_mlp_snvi_r8.pt")
+#: The columns a first launch shows: one method of each family (exact, stochastic-gradient
+#: sampling, dropout, variational) on one and the same model, data and prior, so that they
+#: differ in method only (the paper tier, docs/zoo.md); HMC, the exact reference, first.
+DEFAULT_COLUMNS = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
+                   "paper_softmax_mfvi.pt")
 
 #: How a saved column names a bundled posterior: ``bundled:<file name>``.
 BUNDLED = "bundled:"

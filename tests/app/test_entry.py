@@ -66,7 +66,7 @@ def test_the_window_shows_before_the_engine_loads_then_the_columns_arrive(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     torch_before, titles = out.stdout.strip().splitlines()[-1].split(" ", 1)
     assert torch_before == "False"
-    assert "MC dropout, LeNet" in titles and "SGHMC" in titles
+    assert "HMC, softmax regression" in titles and "SGHMC" in titles
 
 
 MISSING_IMAGE = r"""

@@ -51,9 +51,12 @@ def settle(qtbot, window, timeout=30_000):
 def test_first_launch_shows_one_posterior_of_each_family_titled_in_words(window):
     titles = [view.title.text() for view in window.column_views.values()]
     assert len(titles) == 4
-    assert "MC dropout, LeNet, 100 draws" in titles[0]
-    assert "SGHMC, LeNet, 8 draws" in titles[1]  # the stored draws, not the 100 asked for
+    assert "HMC, softmax regression, 100 draws" in titles[0]  # 100 of its 400, as asked
+    assert "SGHMC, softmax regression, 100 draws" in titles[1]
+    assert "MC dropout, softmax regression" in titles[2] and "Mean-field VI, softmax regression" in titles[3]
     assert all(".pt" not in t and "models" not in t for t in titles)
+    # one model, data set and prior: the same tier, its reference judged with them
+    assert window.workspace.reference is not None and window.workspace.reference.key == window.workspace.column_keys()[0]
 
 
 def test_drawing_updates_every_view_of_every_column(qtbot, window):
@@ -128,7 +131,7 @@ def test_a_removed_column_comes_back_at_its_place_with_undo(qtbot, window):
     keys = window.workspace.column_keys()
     window.column_views[keys[1]].remove_requested.emit(keys[1])  # its ✕ button
     assert keys[1] not in window.workspace.column_keys()
-    assert window.removed_bar.isVisible() and window.removed_note.text().startswith("Removed “SGHMC, LeNet")
+    assert window.removed_bar.isVisible() and window.removed_note.text().startswith("Removed “SGHMC, softmax regression")
     assert window.undo_action.text() == "Undo remove column" and window.undo_action.isEnabled()
     window.samples.setFocus()
     qtbot.keyClick(window.samples, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
