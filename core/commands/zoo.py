@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.commands.console import USER_ERRORS, bar_callback, check_seed, progress_bar, say
+from core.commands.console import (
+    USER_ERRORS,
+    bar_callback,
+    check_seed,
+    describe_error,
+    progress_bar,
+    say,
+)
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 
@@ -142,9 +149,17 @@ def _kept(path: Path, argv: list[str]) -> bool:
         return False
 
 
+def _train(argv: list[str]) -> int:
+    """``bayescope-cli train`` with ``argv`` (its name first), in this process."""
+    from core.commands import train
+
+    parser = argparse.ArgumentParser(prog="bayescope-cli train")
+    train.add_arguments(parser)
+    return train.run(parser.parse_args(argv[1:]))
+
+
 def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
     """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure."""
-    from core.commands.main import main
     from core.engine.store import load_posterior, save_posterior
 
     for i, method in enumerate(methods, 1):
@@ -154,7 +169,15 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
             say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
             continue
         say(f"[{i}/{len(methods)}] {method}: bayescope-cli {' '.join(argv)}")
-        code = main(argv)
+        try:
+            code = _train(argv)
+        except KeyboardInterrupt:
+            say(f"cancelled during {method}: the files made so far are kept in {folder}, and running the same "
+                "command again goes on from there", sys.stderr)
+            raise
+        except (*USER_ERRORS, MemoryError) as exc:
+            code = 2
+            say(f"error: {describe_error(exc)}", sys.stderr)
         if code != 0:
             say(f"error: {method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
                 "and running the same command again goes on from here", sys.stderr)
