@@ -138,3 +138,32 @@ def test_another_set_of_classes_is_refused_in_a_sentence_and_the_menu_groups_by_
     assert "Traceback" not in shown[0] and str(tmp_path) not in shown[0]
     title, task, group = window._menu_entry(fruit)
     assert task == "images" and group == "Your images, ResNet-8" and "ResNet-8" in title
+
+
+def test_columns_of_different_sizes_each_read_the_photo_at_their_own(tmp_path, colour_posterior):
+    from app.controllers.inference import ColumnFailure, ColumnRequest, predict_columns
+    from core.engine.data.folder import open_photo
+    from core.engine.store import load_posterior
+
+    trained, red = colour_posterior
+    arch = ArchSpec("resnet", num_classes=2, image_size=48, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
+    wide = SampledPosterior("map", arch, {}, 0, "colours-train", samples, {"class_names": ["blue", "red"]})
+    digits = load_posterior(DIGITS)
+    requests = [ColumnRequest("32", load_posterior(trained), 1), ColumnRequest("48", wide, 1),
+                ColumnRequest("digits", digits, 4)]
+    out = dict(predict_columns(open_photo(red), requests, 0.9))
+    assert out["32"].summary.predicted_class == 1 and out["48"].samples.shape[-1] == 2
+    assert isinstance(out["digits"], ColumnFailure) and "judges digits" in out["digits"].message
+
+
+def test_the_columns_of_ones_images_come_back_at_the_next_start_on_the_image_tab(qtbot, colour_posterior):
+    path, _ = colour_posterior
+    first = _window(qtbot, [DIGITS, path])
+    first.modes.setCurrentWidget(first.image_panel)
+    first.close()
+    again = _window(qtbot, [])
+    assert again.modes.currentWidget() is again.image_panel
+    assert again.workspace.task == "images" and again.workspace.column_keys() == [str(path.resolve())]
+    again.modes.setCurrentWidget(again.draw_panel)
+    assert again.workspace.column_keys() == [str(DIGITS.resolve())]
