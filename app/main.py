@@ -67,12 +67,22 @@ LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
 
-def preview_note(face: bool, shown: bool, photo: str = "") -> str:
+DIGIT_TIP = "What the model sees: the drawing cropped, scaled to 20×20 and centred by mass in 28×28"
+FACE_TIP = "What the face heads judge: the face found in the photo, aligned and cropped"
+PHOTO_TIP = ("What the model sees: the photo upright, its shorter side resized to the model's side and the "
+             "centre cut square, as its training images were read")
+
+
+def preview_note(face: bool, shown: bool, photo: str = "", sizes: int = 1) -> str:
     """The line beside the picture of what the posteriors see (a black square when empty);
-    ``photo``: what the first column of one's own images reads ("colour 32×32 images"), if shown."""
+    ``photo``: what the first column of one's own images reads ("colour 32×32 images"), if shown;
+    ``sizes``: how many sizes or kinds the columns read."""
     if photo:
-        return (f"The first column sees this photo as it saw its training images ({photo}): shorter side "
-                "resized, centre cut square. Each column reads it at its own size.")
+        how = "shorter side resized, centre cut square"
+        if sizes > 1:
+            return (f"The first column sees this photo as it saw its training images ({photo}: {how}); "
+                    "each of the others reads it at its own size.")
+        return f"The posteriors see this photo as they saw their training images ({photo}: {how})."
     if face:
         return "The posteriors see this aligned face." if shown else "The aligned face the posteriors judge will show here."
     return "The model sees this 28×28 image." if shown else "The 28×28 image the model judges will show here."
@@ -763,7 +773,7 @@ class MainWindow(QMainWindow):
     def _apply_input(self) -> None:
         panel = self.current_panel()
         image, label = panel.current_input()
-        preview, photo = panel.preview() if panel is self.face_panel else image, ""
+        preview, photo, sizes = panel.preview() if panel is self.face_panel else image, "", 1
         if image is not None and hasattr(image, "model_input"):  # a photo: what the first column sees
             first = next(iter(self.workspace.columns), None)
             arch = first.posterior.arch if first is not None else None
@@ -774,13 +784,15 @@ class MainWindow(QMainWindow):
                 seen = None
             preview = None if seen is None else (seen.transpose(1, 2, 0) if seen.shape[0] == 3 else seen[0] / 255.0)
             photo = images_words(first.posterior) if first is not None else "colour 32×32 images"
+            sizes = len({images_words(c.posterior) for c in self.workspace.columns})
         self.workspace.set_input(image, label, preview)
         if image is not None:  # first, so the worker computes while the rest is drawn
             self._request_predictions(preview=self._in_motion())
         self.warning.setText(panel.note())
         self.preview.show_image(preview)
         self.preview_note.setText(preview_note(face=panel is self.face_panel, shown=image is not None,
-                                               photo=photo if preview is not None else ""))
+                                               photo=photo if preview is not None else "", sizes=sizes))
+        self.preview.setToolTip(PHOTO_TIP if photo else FACE_TIP if panel is self.face_panel else DIGIT_TIP)
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
             for column in self.workspace.columns:
