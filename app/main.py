@@ -154,7 +154,7 @@ class MainWindow(QMainWindow):
         self.modes.setToolTip("")
         for panel, tip in ((self.draw_panel, "Draw a digit with the mouse or a pen"),
                            (self.rotate_panel, "Rotate a digit, a letter or your drawing"),
-                           (self.image_panel, "Open or drop a picture of a digit"),
+                           (self.image_panel, "Open or drop a picture of a digit, or a photo for the posteriors of your own images"),
                            (self.face_panel, "Open or drop a photo with a face: the posteriors judge its age group")):
             index = self.modes.addTab(panel, panel.mode_name)
             self.modes.setTabToolTip(index, tip)
@@ -898,7 +898,8 @@ class MainWindow(QMainWindow):
         if self.current_panel() is self.face_panel:
             title, formats = "Open a photo with a face", "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)"
         else:
-            title, formats = "Open an image of a digit", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+            what = "a photo" if self._task_of_panel(self.image_panel) == "images" else "an image of a digit"
+            title, formats = f"Open {what}", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
         path, _ = QFileDialog.getOpenFileName(self, title, app_settings.last_folder("image"), formats)
         if path:
             app_settings.remember_folder("image", path)

@@ -1,9 +1,9 @@
 """The workspace: one plain state object for what the person is looking at.
 
-It holds the input every column judges (a 28×28 model input and a words label), the ordered
-columns (a posterior each, with its title) and the latest prediction per column. Views render
-it and ask it to change; they hold no numbers of their own (napari's layer list plays the same
-role for its canvas).
+It holds the input every column judges (a 28×28 model input, a face descriptor or a photo of
+one's own, and a words label), the ordered columns (a posterior each, with its title) and the
+latest prediction per column. Views render it and ask it to change; they hold no numbers of
+their own (napari's layer list plays the same role for its canvas).
 """
 
 from __future__ import annotations
@@ -197,10 +197,11 @@ class Workspace(QObject):
     def add_posterior(self, path: str | Path) -> Column:
         """Load a posterior file and append it as a column (once: a second add returns the first).
 
-        A face posterior joins the face columns and a digit posterior the digit columns,
-        whichever task is shown. Raises ``PosteriorFileError`` for a file that cannot be used
-        and ``ValueError`` when that task's columns are full or the posterior has other
-        classes than the columns beside it.
+        A face posterior joins the face columns, a posterior of one's own images the image
+        columns and a digit posterior the digit columns, whichever task is shown. Raises
+        ``PosteriorFileError`` for a file that cannot be used and ``ValueError`` when that task's
+        columns are full or the posterior has other classes than the columns beside it (another
+        number, or for one's own images other names).
         """
         key = str(Path(path).expanduser().resolve())
         for task in TASKS:

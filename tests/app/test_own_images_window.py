@@ -167,3 +167,15 @@ def test_the_columns_of_ones_images_come_back_at_the_next_start_on_the_image_tab
     assert again.workspace.task == "images" and again.workspace.column_keys() == [str(path.resolve())]
     again.modes.setCurrentWidget(again.draw_panel)
     assert again.workspace.column_keys() == [str(DIGITS.resolve())]
+
+
+def test_the_dataset_tab_says_where_the_columns_of_ones_images_are_evaluated(qtbot, tmp_path):
+    window = _window(qtbot, [_untrained(tmp_path / "pets.pt", ["cat", "dog"])])
+    window.modes.setCurrentWidget(window.image_panel)
+    window.views.setCurrentIndex(2)
+    view = window.dataset_view
+    assert view.evaluate() is False and not view.running
+    assert "bayescope-cli evaluate --dataset FOLDER" in view.status.text()
+    assert not any(view.test_set.model().item(i).isEnabled() for i in range(view.test_set.count()))
+    window.modes.setCurrentWidget(window.draw_panel)  # the digit sets come back for the digit columns
+    assert view.test_set.model().item(view.test_set.currentIndex()).isEnabled()
