@@ -179,3 +179,24 @@ def test_the_dataset_tab_says_where_the_columns_of_ones_images_are_evaluated(qtb
     assert not any(view.test_set.model().item(i).isEnabled() for i in range(view.test_set.count()))
     window.modes.setCurrentWidget(window.draw_panel)  # the digit sets come back for the digit columns
     assert view.test_set.model().item(view.test_set.currentIndex()).isEnabled()
+
+
+def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtbot, tmp_path):
+    from app import settings as app_settings
+
+    folder = app_settings.user_models_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    pets = _untrained(folder / "pets.pt", ["cat", "dog"])
+    window = _window(qtbot, [DIGITS])
+
+    def sections():
+        window._fill_add_menu()
+        return [a.text() for a in window.add_menu.actions() if a.isSeparator() and a.text()]
+
+    assert "Your images, ResNet-8" not in sections()  # the Draw tab judges digits
+    window.modes.setCurrentWidget(window.image_panel)
+    shown = sections()
+    assert shown[-1] == "Your images, ResNet-8" and any(s.startswith("Digits") for s in shown[:-1])
+    entry = next(a for a in window.add_menu.actions() if "ResNet-8" in a.text() and not a.isSeparator())
+    entry.trigger()
+    assert window.workspace.task == "images" and window.workspace.column_keys() == [str(pets.resolve())]
