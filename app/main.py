@@ -37,7 +37,7 @@ from app.views.modes import DrawPanel, ImagePanel, ModePanel, RotatePanel
 from app.views.preview import PreviewView
 from app.views.sweep import SweepView
 from app.workers import function_worker, generator_worker
-from app.workspace import Workspace, check_window_can_judge, menu_group, task_of
+from app.workspace import Workspace, images_words, menu_group, task_of
 from core.engine.naming import posterior_title, samples_used
 from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
@@ -58,7 +58,7 @@ INPUT_TICK_MS = 4
 DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, confusion, "
                "uncertainty in and out of distribution")
 #: Where the columns of each task are remembered between launches.
-SAVED_COLUMNS = {"digits": "workspace/columns", "faces": "workspace/face_columns"}
+SAVED_COLUMNS = {"digits": "workspace/columns", "faces": "workspace/face_columns", "images": "workspace/image_columns"}
 #: How long “Removed X — Undo” stays in the status bar.
 REMOVED_NOTE_MS = 20_000
 #: How long the window's size and place must rest before they are saved.
@@ -67,8 +67,22 @@ LOADING_NOTE = "Loading the posteriors… (you can draw meanwhile)"
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
 
 
-def preview_note(face: bool, shown: bool) -> str:
-    """The line beside the picture of what the posteriors see (a black square when empty)."""
+DIGIT_TIP = "What the model sees: the drawing cropped, scaled to 20×20 and centred by mass in 28×28"
+FACE_TIP = "What the face heads judge: the face found in the photo, aligned and cropped"
+PHOTO_TIP = ("What the model sees: the photo upright, its shorter side resized to the model's side and the "
+             "centre cut square, as its training images were read")
+
+
+def preview_note(face: bool, shown: bool, photo: str = "", sizes: int = 1) -> str:
+    """The line beside the picture of what the posteriors see (a black square when empty);
+    ``photo``: what the first column of one's own images reads ("colour 32×32 images"), if shown;
+    ``sizes``: how many sizes or kinds the columns read."""
+    if photo:
+        how = "shorter side resized, centre cut square"
+        if sizes > 1:
+            return (f"The first column sees this photo as it saw its training images ({photo}: {how}); "
+                    "each of the others reads it at its own size.")
+        return f"The posteriors see this photo as they saw their training images ({photo}: {how})."
     if face:
         return "The posteriors see this aligned face." if shown else "The aligned face the posteriors judge will show here."
     return "The model sees this 28×28 image." if shown else "The 28×28 image the model judges will show here."
@@ -140,7 +154,7 @@ class MainWindow(QMainWindow):
         self.modes.setToolTip("")
         for panel, tip in ((self.draw_panel, "Draw a digit with the mouse or a pen"),
                            (self.rotate_panel, "Rotate a digit, a letter or your drawing"),
-                           (self.image_panel, "Open or drop a picture of a digit"),
+                           (self.image_panel, "Open or drop a picture of a digit, or a photo for the posteriors of your own images"),
                            (self.face_panel, "Open or drop a photo with a face: the posteriors judge its age group")):
             index = self.modes.addTab(panel, panel.mode_name)
             self.modes.setTabToolTip(index, tip)
@@ -385,7 +399,8 @@ class MainWindow(QMainWindow):
         saved = {task: [app_settings.resolve_reference(r) for r in app_settings.read_list(key)]
                  for task, key in SAVED_COLUMNS.items()}
         self._unread_columns = {"digits": saved["digits"] or app_settings.default_columns(),
-                                "faces": saved["faces"] or app_settings.default_face_columns()}
+                                "faces": saved["faces"] or app_settings.default_face_columns(),
+                                "images": saved["images"]}
         if posteriors:
             self._unread_columns["digits"] = [Path(p) for p in posteriors]
         # Tasks whose columns come from last time: a file gone since is said once, then forgotten.
@@ -399,6 +414,9 @@ class MainWindow(QMainWindow):
         self._columns_allowed = True
         self.set_device(app_settings.read_device(), announce=False)
         self._read_columns(self.workspace.task)
+        if self.current_panel() is self.image_panel:
+            self._read_columns("images")
+            self._show_task()
 
     # ----------------------------------------------------------------- device
     def _fill_device_menu(self) -> None:
@@ -449,7 +467,8 @@ class MainWindow(QMainWindow):
                       and not self.add_posterior(path, quiet=not self._columns_asked)]
             defaults = from_last_time and (gone or failed) and not self.workspace.columns_of(task)
             if defaults:
-                for path in app_settings.default_columns() if task == "digits" else app_settings.default_face_columns():
+                defaults_of = {"digits": app_settings.default_columns, "faces": app_settings.default_face_columns}
+                for path in defaults_of[task]() if task in defaults_of else []:
                     self.add_posterior(path, quiet=True)
         finally:
             self._loading_columns = False
@@ -483,22 +502,48 @@ class MainWindow(QMainWindow):
     def add_posterior(self, path: Path, quiet: bool = False) -> bool:
         """Add a column for a posterior file; say why not in a dialog (or stay quiet at start-up)."""
         try:
-            self.workspace.add_posterior(path)
+            column = self.workspace.add_posterior(path)
         except Exception as exc:  # noqa: BLE001 — every failure becomes a sentence, never a crash
             log.warning("could not add %s: %s", path, exc)
             if not quiet:
                 QMessageBox.warning(self, "Cannot use this posterior", readable(exc, Path(path)))
             return False
+        if task_of(column.posterior) == "images" and not self._loading_columns:
+            if self.current_panel() is not self.image_panel and not quiet:
+                self.modes.setCurrentWidget(self.image_panel)  # the one tab that judges it
+                self.statusBar().showMessage(
+                    f"“{column.title(self.workspace.num_samples)}” reads your own "
+                    f"{images_words(column.posterior)}: open a photo here to see its belief.", 15_000)
+            self._show_task()
         return True
+
+    def _task_of_panel(self, panel: ModePanel) -> str:
+        """The columns a tab shows: face heads on Face; on Image, the posteriors of one's own
+        images whenever there are any, else the digit posteriors (as on Draw and Rotate)."""
+        if panel is self.face_panel:
+            return "faces"
+        if panel is self.image_panel and self.workspace.columns_of("images"):
+            return "images"
+        return "digits"
+
+    def _show_task(self) -> None:
+        """After columns of one's own images came or went: the Image tab shows the right columns."""
+        task = self._task_of_panel(self.current_panel())
+        self.image_panel.set_judges_photos(self._task_of_panel(self.image_panel) == "images")
+        if task != self.workspace.task:
+            self.workspace.set_task(task)
+            self._apply_input()
 
     def _fill_add_menu(self) -> None:
         self.add_menu.clear()
         shown = set(self.workspace.column_keys())
         bundled = set(app_settings.bundled_models()) | set(app_settings.default_face_columns())
         groups: dict[str, list[tuple[str, Path]]] = {}
+        # only what this tab can judge: the Image tab offers one's own images beside its digits
+        tasks = {self.workspace.task} | ({"images"} if self.current_panel() is self.image_panel else set())
         for path in app_settings.available_models():
             entry = self._menu_entry(path)
-            if entry is None or entry[1] != self.workspace.task:  # only what this tab can judge
+            if entry is None or entry[1] not in tasks:
                 continue
             title, _, group = entry
             origin = "bundled" if path in bundled else "yours"
@@ -528,7 +573,6 @@ class MainWindow(QMainWindow):
 
             try:
                 posterior = load_posterior(path)
-                check_window_can_judge(posterior)  # one's own images: not offered (the command line judges them)
                 title = posterior_title(posterior, samples_used(posterior, posterior.default_num_samples))
                 self._titles[key] = (title, task_of(posterior), menu_group(posterior))
             except Exception:  # noqa: BLE001 — an unusable file is simply not offered
@@ -578,6 +622,7 @@ class MainWindow(QMainWindow):
         column = self.workspace.remove(key)
         if column is None:
             return
+        self._show_task()  # the last column of one's own images gone: the Image tab judges digits
         self.removed_note.setText(f"Removed “{column.title(self.workspace.num_samples)}”")
         self.removed_bar.show()
         self._removed_timer.start()
@@ -589,6 +634,7 @@ class MainWindow(QMainWindow):
         self._undo_column_next = False
         self.removed_bar.hide()
         column = self.workspace.restore_removed()
+        self._show_task()
         if column is not None:
             self.statusBar().showMessage(f"“{column.title(self.workspace.num_samples)}” is back.", 5000)
         self._update_undo_action()
@@ -649,20 +695,29 @@ class MainWindow(QMainWindow):
     MODE_HINTS = {
         "Draw": "Draw a digit with the mouse or a pen. Ctrl+Z undoes a stroke, Delete clears.",
         "Rotate": "Pick an image and turn it with the slider; Ctrl+R sweeps 0–180°.",
-        "Image": "Open a picture of a digit (Ctrl+I) or drop one on the window.",
+        "Image": "Open a picture of a digit, or a photo for the posteriors of your own images (Ctrl+I), or drop one on the window.",
         "Face": "Open a photo with a face (Ctrl+I) or drop one on the window; the columns judge its age group.",
     }
 
     def _on_modes_current_changed(self, index: int) -> None:
         self.statusBar().showMessage(self.MODE_HINTS.get(self.modes.tabText(index), ""))
-        task = "faces" if self.modes.widget(index) is self.face_panel else "digits"
+        panel = self.modes.widget(index)
+        if panel is self.image_panel:
+            self._read_columns("images")  # whether there are any decides which columns judge
+        task = self._task_of_panel(panel)
         self._read_columns(task)
+        self.image_panel.set_judges_photos(self._task_of_panel(self.image_panel) == "images")
         self.workspace.set_task(task)
-        if self.modes.widget(index) is self.rotate_panel:
-            self.rotate_panel.set_drawing(*self._rotate_source.current_input())
+        if panel is self.rotate_panel:
+            self.rotate_panel.set_drawing(*self._rotate_input())
         self.clear_action.setEnabled(self.modes.widget(index) is self.draw_panel)
         self._update_undo_action()
         self._on_panel_input_changed()
+
+    def _rotate_input(self) -> tuple[np.ndarray | None, str]:
+        """The Rotate tab's own image: the drawing, or the Image tab's file read as a digit."""
+        source = self._rotate_source
+        return source.digit_input() if source is self.image_panel else source.current_input()
 
     def current_panel(self) -> ModePanel:
         return self.modes.currentWidget()
@@ -718,13 +773,26 @@ class MainWindow(QMainWindow):
     def _apply_input(self) -> None:
         panel = self.current_panel()
         image, label = panel.current_input()
-        preview = panel.preview() if panel is self.face_panel else image
+        preview, photo, sizes = panel.preview() if panel is self.face_panel else image, "", 1
+        if image is not None and hasattr(image, "model_input"):  # a photo: what the first column sees
+            first = next(iter(self.workspace.columns), None)
+            arch = first.posterior.arch if first is not None else None
+            try:
+                seen = image.array(arch.image_size, arch.channels) if arch is not None else image.array(32, 3)
+            except Exception as exc:  # noqa: BLE001 — the columns each say why in words
+                log.warning("could not read the photo at the first column's size: %s", exc)
+                seen = None
+            preview = None if seen is None else (seen.transpose(1, 2, 0) if seen.shape[0] == 3 else seen[0] / 255.0)
+            photo = images_words(first.posterior) if first is not None else "colour 32×32 images"
+            sizes = len({images_words(c.posterior) for c in self.workspace.columns})
         self.workspace.set_input(image, label, preview)
         if image is not None:  # first, so the worker computes while the rest is drawn
             self._request_predictions(preview=self._in_motion())
         self.warning.setText(panel.note())
         self.preview.show_image(preview)
-        self.preview_note.setText(preview_note(face=panel is self.face_panel, shown=image is not None))
+        self.preview_note.setText(preview_note(face=panel is self.face_panel, shown=image is not None,
+                                               photo=photo if preview is not None else "", sizes=sizes))
+        self.preview.setToolTip(PHOTO_TIP if photo else FACE_TIP if panel is self.face_panel else DIGIT_TIP)
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
             for column in self.workspace.columns:
@@ -750,7 +818,8 @@ class MainWindow(QMainWindow):
         if panel is self.draw_panel:
             return "Draw a digit to see this posterior's belief."
         if panel is self.image_panel:
-            return "Open an image to see this posterior's belief."
+            what = "a photo" if self.workspace.task == "images" else "an image"
+            return f"Open {what} to see this posterior's belief."
         if panel is self.face_panel:
             return "Open a photo with a face to see this posterior's belief about its age."
         return "Pick an image to rotate."
@@ -829,15 +898,20 @@ class MainWindow(QMainWindow):
         if self.current_panel() is self.face_panel:
             title, formats = "Open a photo with a face", "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)"
         else:
-            title, formats = "Open an image of a digit", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+            what = "a photo" if self._task_of_panel(self.image_panel) == "images" else "an image of a digit"
+            title, formats = f"Open {what}", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
         path, _ = QFileDialog.getOpenFileName(self, title, app_settings.last_folder("image"), formats)
         if path:
             app_settings.remember_folder("image", path)
             self.load_image_file(Path(path))
 
     def load_image_file(self, path: Path) -> bool:
-        """Open an image: a photo in the Face tab, else a digit in the Image tab."""
+        """Open an image: a photo in the Face tab, else one in the Image tab (a photo for the
+        posteriors of one's own images when there are any, else a digit)."""
         panel = self.face_panel if self.current_panel() is self.face_panel else self.image_panel
+        if panel is self.image_panel:  # a photo for one's own images, or a digit: which columns judge it
+            self._read_columns("images")
+            self.image_panel.set_judges_photos(self._task_of_panel(self.image_panel) == "images")
         try:
             panel.load(path)
         except Exception as exc:  # noqa: BLE001 — bad files get a sentence, never a crash
@@ -1042,11 +1116,16 @@ class MainWindow(QMainWindow):
             ComparisonColumn(c.title(self.workspace.num_samples), c.posterior, c.prediction, source=c.key)
             for c in self.workspace.columns if c.prediction is not None
         )
-        if self.workspace.image is None or not columns:
+        if self.workspace.image is None or not columns or self.workspace.task == "images":
             return None
         return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names)
 
     def export_comparison_dialog(self) -> None:
+        if self.workspace.task == "images":
+            QMessageBox.information(self, "Not for photos yet",
+                                    "A comparison folder holds digits and faces so far. Export each column's plots "
+                                    "from its menu, or save a picture of the window (Ctrl+Shift+E).")
+            return
         comparison = self.comparison()
         if comparison is None:
             QMessageBox.information(self, "Nothing to export yet", "Add a posterior and give it an input first.")

@@ -1,9 +1,9 @@
 """The workspace: one plain state object for what the person is looking at.
 
-It holds the input every column judges (a 28×28 model input and a words label), the ordered
-columns (a posterior each, with its title) and the latest prediction per column. Views render
-it and ask it to change; they hold no numbers of their own (napari's layer list plays the same
-role for its canvas).
+It holds the input every column judges (a 28×28 model input, a face descriptor or a photo of
+one's own, and a words label), the ordered columns (a posterior each, with its title) and the
+latest prediction per column. Views render it and ask it to change; they hold no numbers of
+their own (napari's layer list plays the same role for its canvas).
 """
 
 from __future__ import annotations
@@ -23,30 +23,26 @@ if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see ap
 
 DIGITS = tuple("0123456789")
 
-#: What the columns judge: handwritten digits (28×28 images) or faces (descriptor vectors).
-TASKS = ("digits", "faces")
+#: What the columns judge: handwritten digits (28×28 images), faces (descriptor vectors) or a
+#: person's own images (photos opened in the Image tab, read as that posterior's training images were).
+TASKS = ("digits", "faces", "images")
 
 
 def task_of(posterior: Posterior) -> str:
-    """"faces" for a posterior of face descriptors, else "digits"."""
+    """"faces" for a posterior of face descriptors, "images" for one trained on a person's own
+    images (colour, or grey standardised to them), else "digits"."""
+    from core.engine.data.folder import reads_photos
     from core.engine.faces.heads import is_face_posterior
 
-    return "faces" if is_face_posterior(posterior) else "digits"
+    if is_face_posterior(posterior):
+        return "faces"
+    return "images" if reads_photos(posterior.arch) else "digits"
 
 
-def check_window_can_judge(posterior: Posterior) -> None:
-    """Refuse, in a sentence, a posterior of a person's own images: the window feeds 28×28
-    digits and faces, which such a model (colour, or standardised to its own images) would
-    judge wrongly or not at all; the command line judges its images."""
-    from core.engine.data.folder import reads_photos
-
-    if reads_photos(posterior.arch):
-        side = posterior.arch.image_size
-        kind = "colour" if posterior.arch.channels == 3 else "grey"
-        raise ValueError(
-            f"This posterior was trained on your own {kind} {side}×{side} images; the window judges digits "
-            "and faces only, so far. Judge your images with it on the command line: "
-            "bayescope-cli predict IMAGE --posterior FILE, or evaluate --dataset FOLDER.")
+def images_words(posterior: Posterior) -> str:
+    """What a posterior of one's own images reads, in words: "colour 32×32 images"."""
+    side = posterior.arch.image_size
+    return f"{'colour' if posterior.arch.channels == 3 else 'grey'} {side}×{side} images"
 
 
 def menu_group(posterior: Posterior) -> str:
@@ -60,7 +56,9 @@ def menu_group(posterior: Posterior) -> str:
     if tier in tiers.TIER_WORDS:
         return f"Same model, every method: {tiers.TIER_WORDS[tier]}"
     model = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
-    return f"Ages from a face, {model}" if is_face_posterior(posterior) else f"Digits, {model}"
+    if is_face_posterior(posterior):
+        return f"Ages from a face, {model}"
+    return f"Your images, {model}" if task_of(posterior) == "images" else f"Digits, {model}"
 
 
 def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str, ...]:
@@ -68,8 +66,17 @@ def class_names_for(task: str, posterior: Posterior | None = None) -> tuple[str,
         from core.engine.faces import AGE_GROUP_NAMES
 
         return tuple(AGE_GROUP_NAMES)
+    if task == "images" and posterior is not None:
+        from core.analysis.comparison import default_class_names
+
+        return tuple(default_class_names(posterior))  # the class folders' names
     k = posterior.num_classes if posterior is not None else 10
     return DIGITS if k == 10 else tuple(str(i) for i in range(k))
+
+
+def _listed(names: tuple[str, ...], most: int = 6) -> str:
+    quoted = [f"“{n}”" for n in names[:most]] + (["…"] if len(names) > most else [])
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else "".join(quoted)
 
 
 @dataclass
@@ -162,7 +169,7 @@ class Workspace(QObject):
         return self._columns[task]
 
     def set_task(self, task: str) -> None:
-        """Switch between digit and face columns (each task keeps its own); clears the input."""
+        """Switch between digit, face and own-image columns (each task keeps its own); clears the input."""
         if task == self.task:
             return
         self.task = task
@@ -190,10 +197,11 @@ class Workspace(QObject):
     def add_posterior(self, path: str | Path) -> Column:
         """Load a posterior file and append it as a column (once: a second add returns the first).
 
-        A face posterior joins the face columns and a digit posterior the digit columns,
-        whichever task is shown. Raises ``PosteriorFileError`` for a file that cannot be used
-        and ``ValueError`` when that task's columns are full or the posterior has other
-        classes than the columns beside it.
+        A face posterior joins the face columns, a posterior of one's own images the image
+        columns and a digit posterior the digit columns, whichever task is shown. Raises
+        ``PosteriorFileError`` for a file that cannot be used and ``ValueError`` when that task's
+        columns are full or the posterior has other classes than the columns beside it (another
+        number, or for one's own images other names).
         """
         key = str(Path(path).expanduser().resolve())
         for task in TASKS:
@@ -203,11 +211,16 @@ class Workspace(QObject):
         from core.engine.store import load_posterior
 
         posterior = load_posterior(key, device=self.device)
-        check_window_can_judge(posterior)
         task = task_of(posterior)
         columns = self._columns[task]
         if len(columns) >= self.MAX_COLUMNS:
             raise ValueError(f"At most {self.MAX_COLUMNS} posteriors fit side by side: remove one first.")
+        if task == "images" and columns:
+            names, shown = class_names_for(task, posterior), class_names_for(task, columns[0].posterior)
+            if names != shown:
+                raise ValueError(
+                    f"This posterior tells apart {_listed(names)}; the columns of your images shown tell apart "
+                    f"{_listed(shown)}: remove them first to compare it with others.")
         if columns and posterior.num_classes != columns[0].posterior.num_classes:
             raise ValueError(
                 f"This posterior tells {posterior.num_classes} classes apart, the columns shown tell "
@@ -262,9 +275,11 @@ class Workspace(QObject):
         """Set the model input every column judges (None: nothing to judge).
 
         For digits a 28×28 image (its own preview); for faces a descriptor vector (D,) and
-        the aligned face crop as the preview.
+        the aligned face crop as the preview; for one's own images a ``Photo`` and what the
+        first column sees of it (RGB uint8) as the preview.
         """
-        self.image = None if image is None else np.asarray(image, dtype=np.float32)
+        # a photo of one's own (core.engine.data.folder.Photo) stays as it is: each column reads it
+        self.image = image if image is None or hasattr(image, "model_input") else np.asarray(image, dtype=np.float32)
         self.preview = self.image if preview is None else preview
         self.input_label = label
         if image is None:

@@ -56,9 +56,12 @@ def failure_in_words(exc: BaseException) -> str:
 
 
 def predict_columns(
-    image: np.ndarray, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
+    image, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
 ) -> list[tuple[str, Prediction | ColumnFailure]]:
-    """``(key, prediction)`` per column, or ``(key, ColumnFailure)`` for a column whose
+    """``image``: a 28×28 array, a face descriptor (D,) or a photo of one's own
+    (:class:`core.engine.data.folder.Photo`, read by each column at its own size).
+
+    ``(key, prediction)`` per column, or ``(key, ColumnFailure)`` for a column whose
     posterior raised: one broken posterior never keeps the others from judging. ``seed=None``
     lets each posterior use its own randomness (a variational posterior's fixed bank of draws,
     dropout's masks). ``threads``: torch's intra-op threads for these predictions (``None``:
@@ -67,10 +70,17 @@ def predict_columns(
         return [(column.key, _predict_column(image, column, level)) for column in columns]
 
 
-def _predict_column(image: np.ndarray, column: ColumnRequest, level: float) -> Prediction | ColumnFailure:
-    from core.analysis.predictive import predict_features, predict_image
+def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | ColumnFailure:
+    from core.analysis.predictive import predict_features, predict_image, predict_input
+    from core.engine.data.folder import reads_photos
 
     try:
+        if hasattr(image, "model_input"):  # a photo (core.engine.data.folder.Photo), read at the column's size
+            return predict_input(column.posterior, image.model_input(column.posterior.arch), column.num_samples,
+                                 seed=None, level=level)
+        if reads_photos(column.posterior.arch):
+            raise ValueError("This posterior was trained on your own images: it judges a photo opened in the "
+                             "Image tab, read as its training images were, not a drawn or picked digit")
         if image.ndim == 1:  # a face descriptor: the posterior must read this descriptor
             from core.engine.faces import descriptor_info
             from core.engine.faces.heads import check_descriptor

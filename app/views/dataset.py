@@ -92,14 +92,20 @@ NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a
                  "known ages are at hand).")
 NOT_FOR_DIGITS = ("The columns are digit posteriors: they read 28×28 images, so the faces test split is not "
                   "offered (open the Face tab on the left to evaluate the face heads on it).")
+NOT_FOR_IMAGES = ("The columns are posteriors of your own images: this tab evaluates digit posteriors and face "
+                  "heads so far. Evaluate yours on their folder with the command line: "
+                  "bayescope-cli evaluate --dataset FOLDER --posterior FILE.")
 IDLE_TEXT = "Choose the images and press Evaluate to judge every column's posterior on them."
 #: The columns of each task, and the modes that show them, in words.
-TASK_WORDS = {"digits": "digit posteriors", "faces": "face heads"}
-MODE_WORDS = {"digits": "a digit mode on the left (Draw, Rotate or Image)", "faces": "the Face mode on the left"}
+TASK_WORDS = {"digits": "digit posteriors", "faces": "face heads", "images": "posteriors of your images"}
+MODE_WORDS = {"digits": "a digit mode on the left (Draw, Rotate or Image)", "faces": "the Face mode on the left",
+              "images": "the Image mode on the left"}
 
 
 def readable_by(task: str, spec: str, ood: bool) -> bool:
-    """Whether the columns of ``task`` ("digits", "faces") can read the set ``spec``."""
+    """Whether the columns of ``task`` ("digits", "faces", "images") can read the set ``spec``."""
+    if task == "images":  # their own folders are evaluated on the command line, so far
+        return False
     if task == "faces":
         return spec == "" if ood else spec == FACE_SET
     return spec != FACE_SET
@@ -446,7 +452,7 @@ class DatasetView(QWidget):
         else:
             wanted = None
         self._offered_task = task
-        reason = NOT_FOR_FACES if task == "faces" else NOT_FOR_DIGITS
+        reason = {"faces": NOT_FOR_FACES, "images": NOT_FOR_IMAGES}.get(task, NOT_FOR_DIGITS)
         for box in (self.test_set, self.ood_set):
             model = box.model()
             for i in range(box.count()):
@@ -458,7 +464,9 @@ class DatasetView(QWidget):
             self.set_choice(wanted[0], wanted[1] or None, self.images.value(), self.samples.value())
         for box in (self.test_set, self.ood_set):
             if not model_enabled(box, box.currentIndex()):
-                first = next(i for i in range(box.count()) if model_enabled(box, i))
+                first = next((i for i in range(box.count()) if model_enabled(box, i)), None)
+                if first is None:  # nothing these columns read: the choice stays for the other tabs
+                    continue
                 box.setCurrentIndex(first)
                 self._previous[box] = first
         self.sets_note.setText(reason)
@@ -565,6 +573,10 @@ class DatasetView(QWidget):
             self._worker.quit()  # a silent look into the cache gives way to the real run
             self._worker = None
             self._set_running(False)
+        if self.task == "images":
+            if not cache_only:
+                self.status.setText(NOT_FOR_IMAGES)
+            return False
         items = self.items()
         if not items and self.task in self.workspace.unread_tasks:
             waiting = self._waiting_for_columns

@@ -285,7 +285,12 @@ class RotatePanel(ModePanel):
 
 
 class ImagePanel(ModePanel):
-    """An image file of a digit: opened with the button or Ctrl+I, or dropped on the window.
+    """An image file: opened with the button or Ctrl+I, or dropped on the window.
+
+    It judges a digit (the file read as MNIST's digits were prepared) while the columns are
+    digit posteriors, and a photo (:class:`core.engine.data.folder.Photo`, which each column
+    reads at its own size and channels, as its training images were read) while they are
+    posteriors of a person's own images: the window says which with :meth:`set_judges_photos`.
 
     Signals
     -------
@@ -295,14 +300,25 @@ class ImagePanel(ModePanel):
 
     mode_name = "Image"
     open_requested = Signal()
+    DIGIT_WORDS = ("The digit posteriors judge this image as a digit. A posterior trained on your own "
+                   "images, once added, judges it in colour instead.")
+    PHOTO_WORDS = ("The posteriors of your own images judge this photo, each reading it as its training images "
+                   "were read. The digit posteriors judge the Draw and Rotate tabs, and this one again "
+                   "when no posterior of your images is shown.")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._image: np.ndarray | None = None
+        self._image: np.ndarray | None = None  # the digit (28×28), or None when the file shows none
+        self._photo = None  # the file as a Photo, or None (a digit picked in the Dataset tab)
+        self._grey: np.ndarray | None = None
         self._label = ""
+        self._digit_problem = ""  # why the file gives no digit, in a sentence
+        self.photos = False
         self.open = QPushButton("Open an image…")
-        self.open.setToolTip("A photo or scan of one digit: PNG, JPEG, BMP, GIF, TIFF or WebP (Ctrl+I). You can also drop a file on the window.")
+        self.open.setToolTip("A photo or scan: PNG, JPEG, BMP, GIF, TIFF or WebP (Ctrl+I). You can also drop a file on the window.")
         self.open.clicked.connect(self.open_requested)
+        self.judging = QLabel(self.DIGIT_WORDS)
+        self.judging.setWordWrap(True)
         self.picture = QLabel("No image yet.\nOpen one, or drop a file on the window.")
         self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.picture.setMinimumSize(200, 200)
@@ -310,22 +326,69 @@ class ImagePanel(ModePanel):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.open)
+        layout.addWidget(self.judging)
         layout.addWidget(self.picture, 1)
 
+    def set_judges_photos(self, photos: bool) -> None:
+        """Whether the columns shown read photos (one's own images) or digits; the caller reads
+        :meth:`current_input` again."""
+        self.photos = photos
+        self.judging.setText(self.PHOTO_WORDS if photos else self.DIGIT_WORDS)
+        self._show_picture()
+
     def load(self, path: Path) -> None:
-        """Read an image file; raises ``ImageLoadError`` or ``EmptyDrawingError`` with a sentence."""
-        grey = load_image(path)
-        self.set_array(to_mnist(grey), f"the image {Path(path).name}", grey)
+        """Read an image file; raises ``ImageLoadError`` (or, while digits are judged,
+        ``EmptyDrawingError``) with a sentence."""
+        from core.engine.data.folder import open_photo
+
+        photo = open_photo(path)
+        try:
+            grey = load_image(path)
+            digit, problem = to_mnist(grey), ""
+        except EmptyDrawingError as exc:
+            if not self.photos:
+                raise
+            grey, digit, problem = None, None, str(exc)
+        self._photo, self._digit_problem = photo, problem
+        self._set(digit, f"the image {Path(path).name}", grey)
 
     def set_array(self, model_input: np.ndarray, label: str, picture: np.ndarray | None = None) -> None:
         """Show a ready 28×28 model input (e.g. a test image picked in the Dataset tab)."""
-        self._image, self._label = np.asarray(model_input, dtype=np.float32), label
-        grey = self._image if picture is None else picture
-        data = np.ascontiguousarray((np.clip(grey, 0, 1) * 255).astype(np.uint8))
-        h, w = data.shape
-        qimage = QImage(data.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
-        self.picture.setPixmap(QPixmap.fromImage(qimage).scaled(240, 240, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation))
+        self._photo, self._digit_problem = None, ""
+        self._set(np.asarray(model_input, dtype=np.float32), label, picture)
+
+    def _set(self, digit: np.ndarray | None, label: str, grey: np.ndarray | None) -> None:
+        self._image, self._label = digit, label
+        self._grey = digit if grey is None else grey
+        self._show_picture()
         self.input_changed.emit(*self.current_input())
 
-    def current_input(self) -> tuple[np.ndarray | None, str]:
+    def _show_picture(self) -> None:
+        if self._photo is not None and (self.photos or self._grey is None):
+            rgb = self._photo.picture(240)
+            h, w, _ = rgb.shape
+            qimage = QImage(np.ascontiguousarray(rgb).data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+        elif self._grey is not None:
+            data = np.ascontiguousarray((np.clip(self._grey, 0, 1) * 255).astype(np.uint8))
+            h, w = data.shape
+            qimage = QImage(data.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
+        else:
+            return
+        self.picture.setPixmap(QPixmap.fromImage(qimage).scaled(240, 240, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation))
+
+    def current_input(self):
+        """The photo while photos are judged (the 28×28 digit when there is no file, e.g. a
+        digit picked in the Dataset tab: those columns then say why they cannot judge it), else
+        the digit."""
+        if self.photos and self._photo is not None:
+            return self._photo, self._label
+        return self.digit_input()
+
+    def digit_input(self) -> tuple[np.ndarray | None, str]:
+        """The file as a digit (what the Rotate tab turns), or (None, "")."""
         return (self._image, self._label) if self._image is not None else (None, "")
+
+    def note(self) -> str:
+        if not self.photos and self._photo is not None and self._image is None and self._digit_problem:
+            return "This image shows no digit for the digit posteriors to judge."
+        return ""

@@ -1,4 +1,5 @@
-"""The image the model actually sees: the 28×28 digit, or the aligned face crop.
+"""The image the model actually sees: the 28×28 digit, the aligned face crop, or a photo of
+one's own as a posterior of one's own images reads it (in colour).
 
 A plain widget that paints one image, scaled up with square pixels. It is redrawn on every
 stroke while the worker predicts, and a pyqtgraph scene's Python paint held the interpreter
@@ -24,13 +25,14 @@ class PreviewView(QWidget):
         self.setToolTip("What the model sees: the drawing cropped, scaled to 20×20 and centred by mass in 28×28")
         self.setFixedSize(140 + 2 * self.MARGIN, 140 + 2 * self.MARGIN)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-        #: The array shown: rows × columns, grey in [0, 1] or RGB uint8 (blank 28×28 at first).
+        #: The array shown: rows × columns, grey in [0, 1] or rows × columns × 3 RGB uint8 (blank 28×28 at first).
         self.shown: np.ndarray | None = None
         self._image = QImage()
         self.show_image(None)
 
     def show_image(self, image: np.ndarray | None) -> None:
-        """A grey image in [0, 1] (28×28 digits) or a uint8 RGB face crop; None clears."""
+        """A grey image in [0, 1] (28×28 digits, a grey photo) or a uint8 RGB image (a face crop,
+        a colour photo as a model reads it); None clears."""
         if image is None:
             image = np.zeros((28, 28), dtype=np.float32)
         image = np.asarray(image)

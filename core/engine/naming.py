@@ -41,7 +41,7 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
 }
 
-ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet"}
+ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "resnet": "ResNet-8"}
 
 
 #: A class whose probability has a standard deviation across draws below this is faded in

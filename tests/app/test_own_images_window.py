@@ -1,29 +1,202 @@
-"""A posterior of one's own images in the window: refused in a sentence, never a column that fails."""
+"""A posterior of one's own images in the window: the Image tab judges a colour photo with it,
+the preview shows in colour what the model sees, and a column that cannot read the input says why."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
 from app.main import MainWindow
+from core.commands.main import main
 from core.engine.inference.base import SampledPosterior
 from core.engine.models import ArchSpec, build_model
 from core.engine.store import save_posterior
 
+DIGITS = Path(__file__).resolve().parents[2] / "resources" / "models" / "mnist_lenet_mc_dropout.pt"
 
-def _colour_posterior(path):
-    arch = ArchSpec("resnet", num_classes=2, image_size=32, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
+
+def _tinted(rng, rgb, side=40):
+    """A photo of noise around one colour (so red and blue are told apart by colour alone)."""
+    noise = rng.normal(0, 30, size=(side, side + 8, 3))
+    return Image.fromarray(np.clip(np.array(rgb) + noise, 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def colour_posterior(tmp_path_factory):
+    """A ResNet-8 MAP posterior trained by ``bayescope-cli train`` on a folder of red and blue photos."""
+    folder = tmp_path_factory.mktemp("colours")
+    rng = np.random.default_rng(0)
+    for name, rgb in (("blue", (40, 60, 200)), ("red", (210, 40, 40))):
+        (folder / name).mkdir()
+        for i in range(20):
+            _tinted(rng, rgb).save(folder / name / f"{i}.png")
+    out = folder / "colours-map.pt"
+    assert main(["train", "--dataset", str(folder), "--method", "map", "--set", "epochs=3",
+                 "--set", "batch_size=8", "--seed", "0", "--out", str(out)]) == 0
+    red = folder / "a red photo.jpg"
+    _tinted(np.random.default_rng(1), (200, 50, 45), side=90).save(red)
+    return out, red
+
+
+def _window(qtbot, paths):
+    window = MainWindow([str(p) for p in paths])
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def settle(qtbot, window):
+    qtbot.waitUntil(lambda: not window.inference.busy and not window._throttle.isActive()
+                    and not window._refine.isActive()
+                    and all(c.prediction is not None or c.failure is not None for c in window.workspace.columns),
+                    timeout=30_000)
+    qtbot.wait(30)
+
+
+def test_a_colour_photo_is_judged_by_a_colour_posterior_and_previewed_in_colour(qtbot, colour_posterior):
+    path, red = colour_posterior
+    window = _window(qtbot, [DIGITS, path])
+    assert window.workspace.column_keys() == [str(DIGITS.resolve())]  # Draw: the digit column only
+    assert window.load_image_file(red)
+    assert window.modes.currentWidget() is window.image_panel
+    settle(qtbot, window)
+    # the Image tab shows the posteriors of one's own images, not the digit column beside them
+    assert window.workspace.task == "images"
+    assert window.workspace.column_keys() == [str(path.resolve())]
+    assert "your own images judge this photo" in window.image_panel.judging.text()
+    column = window.workspace.columns[0]
+    assert column.failure is None and column.prediction is not None
+    assert window.workspace.class_names == ("blue", "red")  # the folders' names
+    assert window.workspace.class_names[column.prediction.summary.predicted_class] == "red"
+    assert "red" in window.column_views[column.key].verdict.text()
+    # the preview: what the model sees, 32×32 in colour (the photo cropped square), red on top
+    seen = window.preview.shown
+    assert seen.shape == (32, 32, 3) and seen.dtype == np.uint8
+    assert seen[..., 0].mean() > seen[..., 1].mean() + 80 and seen[..., 0].mean() > seen[..., 2].mean() + 80
+    painted = window.preview.grab().toImage()
+    middle = painted.pixelColor(painted.width() // 2, painted.height() // 2)
+    assert middle.red() > middle.green() + 60 and middle.red() > middle.blue() + 60
+    assert "colour 32×32 images" in window.preview_note.text()
+    # the picture beside the button is the photo in colour too
+    picture = window.image_panel.picture.pixmap().toImage()
+    centre = picture.pixelColor(picture.width() // 2, picture.height() // 2)
+    assert centre.red() > centre.green() + 60
+    # the Draw tab judges digits with the digit column again
+    window.modes.setCurrentWidget(window.draw_panel)
+    assert window.workspace.task == "digits" and window.workspace.column_keys() == [str(DIGITS.resolve())]
+
+
+def test_a_colour_column_given_a_digit_says_why_in_words(qtbot, colour_posterior):
+    path, _ = colour_posterior
+    window = _window(qtbot, [path])
+    window.modes.setCurrentWidget(window.image_panel)
+    assert window.workspace.task == "images"
+    digit = np.zeros((28, 28), np.float32)
+    digit[6:22, 12:16] = 1.0
+    window.show_image_array(digit, "MNIST test digit #3 (a 1)")  # as the Dataset tab's thumbnails send it
+    settle(qtbot, window)
+    column = window.workspace.columns[0]
+    assert column.prediction is None and "trained on your own images" in column.failure
+    words = window.column_views[column.key].verdict.text()
+    assert "Could not judge this input" in words and "open" in words.lower()
+    assert "Error" not in words and "/" not in column.failure  # no exception names, no paths
+
+
+def test_the_image_tab_judges_digits_again_when_the_last_colour_column_goes(qtbot, colour_posterior):
+    path, _ = colour_posterior
+    window = _window(qtbot, [DIGITS, path])
+    window.modes.setCurrentWidget(window.image_panel)
+    assert window.workspace.column_keys() == [str(path.resolve())]
+    window.remove_column(str(path.resolve()))
+    assert window.workspace.task == "digits" and window.workspace.column_keys() == [str(DIGITS.resolve())]
+    assert "digit posteriors judge this image" in window.image_panel.judging.text()
+    window.undo_remove_column()
+    assert window.workspace.task == "images" and window.workspace.column_keys() == [str(path.resolve())]
+
+
+def _untrained(path, names):
+    arch = ArchSpec("resnet", num_classes=len(names), image_size=32, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
     samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
-    return save_posterior(SampledPosterior("map", arch, {}, 0, "pets-train", samples, {"class_names": ["cat", "dog"]}),
+    return save_posterior(SampledPosterior("map", arch, {}, 0, "pets-train", samples, {"class_names": list(names)}),
                           path)
 
 
-def test_a_colour_posterior_is_refused_with_what_to_do(qtbot, monkeypatch, tmp_path):
+def test_another_set_of_classes_is_refused_in_a_sentence_and_the_menu_groups_by_model(qtbot, monkeypatch, tmp_path):
     shown = []
     monkeypatch.setattr("app.main.QMessageBox.warning", lambda *a: shown.append(a[2]))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    before = window.workspace.column_keys()
-    path = _colour_posterior(tmp_path / "pets.pt")
-    assert window.add_posterior(path) is False
-    assert window.workspace.column_keys() == before
-    assert len(shown) == 1 and "trained on your own colour 32×32 images" in shown[0]
-    assert "bayescope-cli predict IMAGE --posterior FILE" in shown[0] and "Traceback" not in shown[0]
-    assert window._menu_entry(path) is None  # not offered in the Add menu either
+    pets, fruit = _untrained(tmp_path / "pets.pt", ["cat", "dog"]), _untrained(tmp_path / "fruit.pt", ["apple", "pear"])
+    window = _window(qtbot, [])
+    assert window.add_posterior(pets)
+    assert window.modes.currentWidget() is window.image_panel and window.workspace.task == "images"
+    assert window.workspace.class_names == ("cat", "dog")
+    assert window.add_posterior(fruit) is False
+    assert len(shown) == 1 and "“apple” and “pear”" in shown[0] and "“cat” and “dog”" in shown[0]
+    assert "Traceback" not in shown[0] and str(tmp_path) not in shown[0]
+    title, task, group = window._menu_entry(fruit)
+    assert task == "images" and group == "Your images, ResNet-8" and "ResNet-8" in title
+
+
+def test_columns_of_different_sizes_each_read_the_photo_at_their_own(tmp_path, colour_posterior):
+    from app.controllers.inference import ColumnFailure, ColumnRequest, predict_columns
+    from core.engine.data.folder import open_photo
+    from core.engine.store import load_posterior
+
+    trained, red = colour_posterior
+    arch = ArchSpec("resnet", num_classes=2, image_size=48, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
+    wide = SampledPosterior("map", arch, {}, 0, "colours-train", samples, {"class_names": ["blue", "red"]})
+    digits = load_posterior(DIGITS)
+    requests = [ColumnRequest("32", load_posterior(trained), 1), ColumnRequest("48", wide, 1),
+                ColumnRequest("digits", digits, 4)]
+    out = dict(predict_columns(open_photo(red), requests, 0.9))
+    assert out["32"].summary.predicted_class == 1 and out["48"].samples.shape[-1] == 2
+    assert isinstance(out["digits"], ColumnFailure) and "judges digits" in out["digits"].message
+
+
+def test_the_columns_of_ones_images_come_back_at_the_next_start_on_the_image_tab(qtbot, colour_posterior):
+    path, _ = colour_posterior
+    first = _window(qtbot, [DIGITS, path])
+    first.modes.setCurrentWidget(first.image_panel)
+    first.close()
+    again = _window(qtbot, [])
+    assert again.modes.currentWidget() is again.image_panel
+    assert again.workspace.task == "images" and again.workspace.column_keys() == [str(path.resolve())]
+    again.modes.setCurrentWidget(again.draw_panel)
+    assert again.workspace.column_keys() == [str(DIGITS.resolve())]
+
+
+def test_the_dataset_tab_says_where_the_columns_of_ones_images_are_evaluated(qtbot, tmp_path):
+    window = _window(qtbot, [_untrained(tmp_path / "pets.pt", ["cat", "dog"])])
+    window.modes.setCurrentWidget(window.image_panel)
+    window.views.setCurrentIndex(2)
+    view = window.dataset_view
+    assert view.evaluate() is False and not view.running
+    assert "bayescope-cli evaluate --dataset FOLDER" in view.status.text()
+    assert not any(view.test_set.model().item(i).isEnabled() for i in range(view.test_set.count()))
+    window.modes.setCurrentWidget(window.draw_panel)  # the digit sets come back for the digit columns
+    assert view.test_set.model().item(view.test_set.currentIndex()).isEnabled()
+
+
+def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtbot, tmp_path):
+    from app import settings as app_settings
+
+    folder = app_settings.user_models_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    pets = _untrained(folder / "pets.pt", ["cat", "dog"])
+    window = _window(qtbot, [DIGITS])
+
+    def sections():
+        window._fill_add_menu()
+        return [a.text() for a in window.add_menu.actions() if a.isSeparator() and a.text()]
+
+    assert "Your images, ResNet-8" not in sections()  # the Draw tab judges digits
+    window.modes.setCurrentWidget(window.image_panel)
+    shown = sections()
+    assert shown[-1] == "Your images, ResNet-8" and any(s.startswith("Digits") for s in shown[:-1])
+    entry = next(a for a in window.add_menu.actions() if "ResNet-8" in a.text() and not a.isSeparator())
+    entry.trigger()
+    assert window.workspace.task == "images" and window.workspace.column_keys() == [str(pets.resolve())]

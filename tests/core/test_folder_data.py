@@ -28,6 +28,8 @@ from core.engine.data.folder import (
     fit_square,
     image_folder,
     load_image_folder,
+    open_photo,
+    photo_input,
     read_image,
 )
 from core.engine.data.idx import read_idx, write_idx
@@ -253,6 +255,30 @@ def test_the_exif_orientation_is_applied(tmp_path):
     Image.fromarray(stored).save(tmp_path / "turned.jpg", exif=exif, quality=95)
     x = read_image(tmp_path / "turned.jpg", 20, 1)[0]  # shown 20×40: the centre 20 rows
     assert x[:8].max() < 40 and x[12:].min() > 215
+
+
+def test_an_opened_photo_reads_as_predict_reads_its_file_at_every_size(tmp_path, photos):
+    """The window keeps an opened photo as its bytes; each column reads it as ``predict`` reads
+    the file (a JPEG larger than four times the side decodes at a reduced size, the EXIF turn applied)."""
+    from core.engine.models import ArchSpec
+
+    big = Image.open(io.BytesIO(photos["old"][0])).resize((300, 200))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    big.save(tmp_path / "turned.jpg", exif=exif, quality=90)
+    photo = open_photo(tmp_path / "turned.jpg")
+    for side, channels in ((32, 3), (48, 3), (28, 1)):
+        arch = ArchSpec("resnet", num_classes=2, image_size=side, channels=channels,
+                        mean=(0.5,) * channels, std=(0.25,) * channels)
+        assert np.array_equal(photo.array(side, channels), read_image(tmp_path / "turned.jpg", side, channels))
+        torch.testing.assert_close(photo.model_input(arch), photo_input(tmp_path / "turned.jpg", arch), rtol=0, atol=0)
+    assert photo.picture(100).shape == (100, 67, 3)  # shown upright: 200 wide, 300 tall
+    with pytest.raises(ValueError, match="judges digits"):
+        photo.model_input(ArchSpec("lenet"))  # MNIST's digits are prepared otherwise
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="bad.png: not a readable image") as refused:
+        open_photo(tmp_path / "bad.png")
+    assert str(tmp_path) not in str(refused.value)
 
 
 def test_colour_is_detected_and_grey_photos_stay_grey(tmp_path, photos, digits):

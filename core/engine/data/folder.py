@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -149,9 +150,10 @@ def image_array(img: Image.Image, side: int, channels: int) -> np.ndarray:
     return array[None] if channels == 1 else np.ascontiguousarray(array.transpose(2, 0, 1))
 
 
-def read_image(path: str | os.PathLike, side: int, channels: int) -> np.ndarray:
-    """Decode one image file as the model sees it, or raise :class:`ImageLoadError` (one sentence)."""
-    name = Path(path).name
+def read_image(path: str | os.PathLike | IO[bytes], side: int, channels: int, name: str | None = None) -> np.ndarray:
+    """Decode one image file (or its bytes, named ``name``) as the model sees it, or raise
+    :class:`ImageLoadError` (one sentence)."""
+    name = name or Path(path).name
     with upright_image(path, name, ImageLoadError, draft_side=4 * side) as (img, _):
         try:
             return image_array(img, side, channels)
@@ -173,6 +175,56 @@ def photo_input(path: str | os.PathLike, arch: Any) -> torch.Tensor:
         raise ImageLoadError(f"{path} is a folder, not an image")
     array = read_image(path, arch.image_size, arch.channels)
     return torch.from_numpy(array.astype(np.float32) / 255.0).unsqueeze(0)
+
+
+@dataclass(frozen=True, eq=False)
+class Photo:
+    """An opened image file, kept as its bytes: each posterior of a person's images reads it at
+    its own side and channels exactly as :func:`photo_input` reads the file (the command line's
+    ``predict``), so columns of different sizes judge one photo alike."""
+
+    name: str
+    data: bytes
+    _arrays: dict = field(default_factory=dict, repr=False)
+
+    def array(self, side: int, channels: int) -> np.ndarray:
+        """uint8 (channels, side, side): what a model of that side and channels sees."""
+        key = (side, channels)
+        if key not in self._arrays:
+            self._arrays[key] = read_image(io.BytesIO(self.data), side, channels, name=self.name)
+        return self._arrays[key]
+
+    def picture(self, side: int = 240) -> np.ndarray:
+        """The whole photo upright, RGB uint8 (H, W, 3), its longer side at most ``side``."""
+        with upright_image(io.BytesIO(self.data), self.name, ImageLoadError, draft_side=side) as (img, _):
+            rgb = _grey(img).convert("RGB") if img.mode.startswith(("I", "F")) else _on_white(img)
+            rgb.thumbnail((side, side), Image.Resampling.LANCZOS)
+            return np.asarray(rgb, dtype=np.uint8).copy()
+
+    def model_input(self, arch: Any) -> torch.Tensor:
+        """(1, C, S, S) float32 in [0, 1] for a posterior of a person's images; a model that reads
+        digits or face descriptors is refused in a sentence."""
+        if not reads_photos(arch):
+            raise ValueError("This posterior judges digits as MNIST's were prepared, not photos: it judges the "
+                             "Draw and Rotate tabs, and the Image tab when no posterior of your own images is shown")
+        return torch.from_numpy(self.array(arch.image_size, arch.channels).astype(np.float32) / 255.0).unsqueeze(0)
+
+
+def open_photo(path: str | os.PathLike) -> Photo:
+    """Read an image file into a :class:`Photo`, checking that it decodes; raises
+    :class:`ImageLoadError` with one sentence."""
+    path = Path(path)
+    if path.is_dir():
+        raise ImageLoadError(f"{path.name} is a folder, not an image")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageLoadError(f"{path.name}: no such file") from None
+    except OSError as exc:
+        raise ImageLoadError(f"{path.name}: the file cannot be read ({exc.strerror or exc})") from None
+    photo = Photo(path.name, data)
+    photo.array(COLOUR_IMAGE_SIZE, 3)  # decodes it once: a file that is no image is refused here
+    return photo
 
 
 def _reason(exc: Exception, name: str) -> str:
