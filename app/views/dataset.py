@@ -224,8 +224,15 @@ class DatasetColumn(QFrame):
     #: Four columns fit beside the left panel in a 1600-pixel-wide window.
     MIN_WIDTH = 228
 
+    REFERENCE_TIP = ("This posterior belongs to a set that shares one model, data set and prior with exact "
+                     "inference (HMC with converged chains). Same top class: how often both predict the same "
+                     "class. Differs by: the total variation between their average predictions, averaged over "
+                     "the images (0 = the same; it is the most probability that any choice of classes gets from "
+                     "one and not the other).")
+
     def __init__(self, column: ColumnViews, title: str, class_names: tuple[str, ...], score: str,
-                 set_names: tuple[str, str | None] = ("test set", None), parent: QWidget | None = None) -> None:
+                 set_names: tuple[str, str | None] = ("test set", None), reference_note: str = "",
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.column = column
         self.name = column.name
@@ -259,6 +266,11 @@ class DatasetColumn(QFrame):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
         layout.addLayout(header)
+        self.reference = QLabel(reference_note)
+        self.reference.setWordWrap(True)
+        self.reference.setToolTip(self.REFERENCE_TIP)
+        self.reference.setVisible(bool(reference_note))
+        layout.addWidget(self.reference)
         layout.addWidget(self.metrics)
         for plot in self.plots.values():
             layout.addWidget(plot)
@@ -312,6 +324,7 @@ class DatasetView(QWidget):
         self._watching_window = False
         self._current_request: tuple | None = None
         self.result_keys_pending: list[str] = []
+        self._item_count = 0  # posteriors of the run under way, a tier's hidden reference included
         self._photo_worker = None
         self._selection_run = 0
         #: The sets last chosen for each task's columns (switching tasks brings them back).
@@ -517,9 +530,39 @@ class DatasetView(QWidget):
         return self.workspace.columns_of(self.task)
 
     def items(self) -> list[EvaluationItem]:
-        """Every column's posterior, in the workspace's order, titled as in its header."""
+        """Every column's posterior, in the workspace's order, titled as in its header; then the
+        reference of their tier (exact inference, HMC) when it is not a column itself: it is
+        evaluated too, to say how far each of the tier's columns is from it, but not shown."""
         samples = self.samples.value()
-        return [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.columns()]
+        items = [EvaluationItem(c.title(samples), c.posterior, c.key) for c in self.columns()]
+        ref = self.workspace.reference if self.task == "digits" else None
+        if ref is not None and ref.key not in [c.key for c in self.columns()]:
+            items.append(EvaluationItem(ref.title(samples), ref.posterior, ref.key))
+        return items
+
+    def reference_notes(self, views: DatasetViews, keys: list[str]) -> dict[str, str]:
+        """Per shown column of a tier (by its name in ``views``), how far its predictive lies from
+        the tier's reference over the images: top-class agreement and mean total variation."""
+        from core.analysis.fidelity import predictive_fidelity
+
+        ref = self.workspace.reference
+        if ref is None:
+            return {}
+        by_key = dict(zip(keys, views.columns, strict=False))
+        ref_name = (by_key[ref.key].name if ref.key in by_key else
+                    views.columns[-1].name if len(views.columns) > len(keys) else None)
+        results = views.evaluation.results
+        if ref_name is None or ref_name not in results:
+            return {}
+        notes = {}
+        for key, column in by_key.items():
+            shown = self.workspace.column(key)
+            if shown is None or self.workspace.reference_for(shown) is None:
+                continue
+            f = predictive_fidelity(results[ref_name].data.mean_proba, results[column.name].data.mean_proba)
+            notes[column.name] = (f"Against exact inference (HMC): same top class on {f.agreement * 100:.1f}% "
+                                  f"of the images; differs by {f.total_variation:.3f} on average")
+        return notes
 
     def _restore_settings(self) -> None:
         read_int, read_str = app_settings.read_int, app_settings.read_str  # a bad value gives way to its default
@@ -593,6 +636,7 @@ class DatasetView(QWidget):
         self.offer_sets()
         dataset, ood, limit, samples = self.request()
         self.result_keys_pending = [c.key for c in self.columns()]
+        self._item_count = len(items)
         self._run += 1
         run = self._run
         self._run_task = self.task
@@ -666,7 +710,7 @@ class DatasetView(QWidget):
         total = int(record.values.get("images_total", 0))
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(int(record.values.get("images_done", 0)))
-        n = len(self.result_keys_pending)
+        n = max(len(self.result_keys_pending), self._item_count)  # a tier's hidden reference included
         self.status.setText(f"Evaluating {record.phase} ({index + 1} of {n})…")
         self.progress_reported.emit(self.progress.value(), total, record.phase)
 
@@ -684,9 +728,9 @@ class DatasetView(QWidget):
             self.save_settings(evaluated=True)
             return
         self.show_results(views)
-        cached = sum(c.cached for c in views.columns)
+        cached = sum(c.cached for c in views.columns[:len(self.result_keys)])
         ev = views.evaluation
-        text = f"{plural(len(views.columns), 'posterior')} on {len(views.data):,} {dataset_words(ev.dataset)}"
+        text = f"{plural(len(self.result_keys), 'posterior')} on {len(views.data):,} {dataset_words(ev.dataset)}"
         if views.ood is not None:
             text += f" and {len(views.ood):,} {dataset_words(ev.ood_dataset or '')}"
         text += f", in {elapsed:.1f} s"
@@ -772,10 +816,11 @@ class DatasetView(QWidget):
         self._kept[self.task] = (views, self.result_keys)
         self._shown_task = self.task
         score = self.score.currentData()
-        for column in views.columns:
+        notes = self.reference_notes(views, self.result_keys)
+        for column in views.columns[:len(self.result_keys)]:  # a tier's hidden reference last, not shown
             ev = views.evaluation
             sets = (dataset_words(ev.dataset), dataset_words(ev.ood_dataset) if ev.ood_dataset else None)
-            widget = DatasetColumn(column, column.name, ev.class_names, score, sets)
+            widget = DatasetColumn(column, column.name, ev.class_names, score, sets, notes.get(column.name, ""))
             widget.export_requested.connect(self.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)
             widget.bin_clicked.connect(self.show_bin_images)

@@ -84,3 +84,30 @@ def test_the_reference_shown_as_a_column_is_not_marked_against_itself(qtbot, win
     window.add_posterior(tier_folder / "paper_softmax_hmc.pt")
     ref_column = window.workspace.column(str((tier_folder / "paper_softmax_hmc.pt").resolve()))
     assert window.workspace.reference_for(ref_column) is None
+
+
+def test_the_dataset_tab_says_how_far_a_tier_column_is_from_the_reference(qtbot, window, monkeypatch, shared_data):
+    from core.analysis.evaluation import resolve_dataset
+    from core.analysis.fidelity import predictive_fidelity
+
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    view = window.dataset_view
+    window.views.setCurrentWidget(view)
+    view.set_choice("mnist-test", None, 60, 10)
+    with qtbot.waitSignal(view.run_ended, timeout=120_000):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+    tier_key, lenet_key = window.workspace.column_keys()
+    assert len(view.column_widgets) == 2  # the reference was evaluated, not shown
+    assert view.status.text().startswith("2 posteriors on 60")
+    tier_widget, lenet_widget = (view.column_widgets[n] for n in list(view.column_widgets))
+    assert lenet_widget.reference.isHidden()
+    # the figures: those of the two predictives computed here, with the same draws and seed
+    data = resolve_dataset("mnist-test", shared_data).first(60)
+    ev = view.results.evaluation
+    names = list(ev.results)
+    got = predictive_fidelity(ev.results[names[-1]].data.mean_proba, ev.results[names[0]].data.mean_proba)
+    assert names[-1].startswith("HMC") and len(ev.results[names[0]].data.labels) == len(data)
+    text = tier_widget.reference.text()
+    assert text == (f"Against exact inference (HMC): same top class on {got.agreement * 100:.1f}% of the images; "
+                    f"differs by {got.total_variation:.3f} on average")
