@@ -37,15 +37,16 @@ from core.engine.data.folder import (
     MAX_FOLDER_SIZE,
     TEST_FRACTION,
     check_training_classes,
+    folder_architecture,
     image_folder,
     load_image_folder,
+    streamed_refusal,
 )
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
 from core.engine.models import (
     ARCHITECTURES,
-    COLOUR_ARCHITECTURE,
     RESNET_MIN_SIZE,
     ArchSpec,
     check_model_fits,
@@ -117,12 +118,10 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     finally:
         bar.close()
     check_training_classes(data, args.dataset)
-    if data.train.source.get("streamed") and args.method == "hmc":
-        raise ValueError(f"{args.dataset} is too large to hold in memory, and HMC uses every training image "
-                         "at every step; use --limit N or another method")
-    if data.train.source.get("streamed") and device is not None and device.type != "cpu":
-        raise ValueError(f"{args.dataset} is too large to hold in memory, and images streamed from disk "
-                         "train on the CPU only, so far; use --device cpu or --limit N")
+    refusal = streamed_refusal(data, args.method, device)
+    if refusal:
+        hint = "use --limit N or another method" if args.method == "hmc" else "use --device cpu or --limit N"
+        raise ValueError(f"{args.dataset} is {refusal}; {hint}")
     summary = data.summary()
     if summary:
         say(f"note: {summary}", sys.stderr)
@@ -135,9 +134,7 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
             raise ValueError(f"{args.start_from} has {given.num_classes} classes, but {args.dataset} "
                              f"has {len(data.train.class_names)}")
         return data.train.first(args.limit), data.test.first(args.limit), given
-    name = args.model or (COLOUR_ARCHITECTURE if data.channels == 3 else "lenet")
-    arch = ArchSpec(name, num_classes=len(data.train.class_names), drop_rate=arch.drop_rate, hidden=arch.hidden,
-                    image_size=data.image_size, channels=data.channels, mean=data.mean, std=data.std)
+    arch = folder_architecture(data, args.model, arch.drop_rate, arch.hidden)
     copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
                      device)

@@ -42,7 +42,7 @@ import csv
 import hashlib
 import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,8 +54,14 @@ from PIL import Image
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.preprocess import ImageLoadError, upright_image
-from core.engine.inference.base import Dataset
-from core.engine.models import COLOUR_IMAGE_SIZE, IMAGE_SIZE, MAX_CLASSES
+from core.engine.inference.base import Dataset, ProgressRecord
+from core.engine.models import (
+    COLOUR_ARCHITECTURE,
+    COLOUR_IMAGE_SIZE,
+    IMAGE_SIZE,
+    MAX_CLASSES,
+    ArchSpec,
+)
 
 #: Suffixes read as images (any case).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
@@ -583,17 +589,38 @@ def load_image_folder(
     image_size: int | None = None,
     channels: int | None = None,
     *,
+    on_image: Callable[[int, int], None] | None = None,
+    **kwargs: Any,
+) -> FolderData:
+    """:func:`read_image_folder` run to its end; ``on_image(done, total)`` is called as images
+    are decoded."""
+    reading = read_image_folder(path, image_size, channels, report_every=1, **kwargs)
+    while True:
+        try:
+            record = next(reading)
+        except StopIteration as stop:
+            return stop.value
+        if on_image is not None and record.total:
+            on_image(record.step, record.total)
+
+
+def read_image_folder(
+    path: str | os.PathLike,
+    image_size: int | None = None,
+    channels: int | None = None,
+    *,
     test_fraction: float = TEST_FRACTION,
     seed: int = SPLIT_SEED,
     stream_bytes: int = STREAM_BYTES,
     workers: int | None = None,
-    on_image: Callable[[int, int], None] | None = None,
-) -> FolderData:
+    report_every: int = 64,
+) -> Generator[ProgressRecord, None, FolderData]:
     """Read a person's images (class folders, a CSV manifest or CIFAR binaries) as two splits.
 
     ``image_size``/``channels`` default to what the folder holds (see the module docstring);
-    the per-channel mean and standard deviation are measured on the training split.
-    ``on_image(done, total)`` is called as images are decoded.
+    the per-channel mean and standard deviation are measured on the training split. Yields a
+    ``ProgressRecord(done, total, phase="reading images")`` every ``report_every`` decoded
+    images (and after the last), so a caller can show progress and cancel between them.
 
     Raises
     ------
@@ -607,6 +634,7 @@ def load_image_folder(
         raise DatasetNotFoundError(f"{path}: no such folder or file")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"the test fraction must lie strictly between 0 and 1, got {test_fraction}")
+    yield ProgressRecord(0, 0, {}, phase="reading images")
     cifar = find_cifar(path) if path.is_dir() else None
     if cifar is not None:
         return _load_cifar(path, *cifar, image_size, channels)
@@ -634,8 +662,8 @@ def load_image_folder(
                 kept[i] = array
             values = array.reshape(channels, -1).astype(np.float64) / 255.0
             sums[i] = values.sum(1), (values**2).sum(1)
-        if on_image is not None:
-            on_image(done, n)
+        if done % max(report_every, 1) == 0 or done == n:
+            yield ProgressRecord(done, n, {}, phase="reading images")
     unreadable = [{"file": listing.relative(listing.paths[i]), "reason": reasons[i]} for i in sorted(reasons)]
     if not ok.any():
         raise DatasetContentError(
@@ -741,3 +769,29 @@ def check_training_classes(data: FolderData, where: str) -> None:
     if present < 2:
         raise DatasetContentError(f"{where}: the readable training images are all of one class")
 
+
+
+def default_folder_model(channels: int) -> str:
+    """The network a person's images train when none is chosen: ResNet-8 for colour, LeNet for grey
+    (``bayescope-cli train --dataset FOLDER`` without ``--model``, and the training dialog)."""
+    return COLOUR_ARCHITECTURE if channels == 3 else "lenet"
+
+
+def folder_architecture(data: FolderData, name: str | None = None, drop_rate: float = 0.0,
+                        hidden: int = 100) -> ArchSpec:
+    """The network that reads ``data``: its classes, channels, side and input standardisation
+    (measured on the training images) taken from them; ``ValueError`` when ``name`` cannot."""
+    return ArchSpec(name or default_folder_model(data.channels), num_classes=len(data.train.class_names),
+                    drop_rate=drop_rate, hidden=hidden, image_size=data.image_size, channels=data.channels,
+                    mean=data.mean, std=data.std)
+
+
+def streamed_refusal(data: FolderData, method: str, device: Any = None) -> str | None:
+    """Why images streamed from disk cannot train ``method`` on ``device``, or None when they can."""
+    if not data.train.source.get("streamed"):
+        return None
+    if method == "hmc":
+        return "too large to hold in memory, and HMC uses every training image at every step"
+    if device is not None and getattr(device, "type", str(device)) != "cpu":
+        return "too large to hold in memory, and images streamed from disk train on the CPU only, so far"
+    return None
