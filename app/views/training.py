@@ -47,13 +47,22 @@ from app.settings import user_models_dir
 from app.workers import ComputationError, generator_worker
 from core.analysis.diagnostics import PROBE_SIZE, diagnose_progress, not_applicable
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
+from core.engine.data.folder import (
+    SHOWN_UNREADABLE,
+    FolderData,
+    check_training_classes,
+    default_folder_model,
+    folder_architecture,
+    read_image_folder,
+    streamed_refusal,
+)
 from core.engine.data.idx import IdxFormatError
 from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
 from core.engine.files import NotSavedError, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Posterior, ProgressRecord
 from core.engine.inference.sampling import SampleBudgetError
-from core.engine.models import ARCHITECTURES, ArchSpec
+from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
 from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
 from core.engine.runner import fit_posterior, start_weights
 from core.engine.settings_help import (
@@ -84,6 +93,8 @@ ARCH_TOOLTIPS: dict[str, str] = {
     "mlp": "A fully connected network with two hidden layers.",
     "lenet": "A small convolutional network (LeNet-5 style: two convolution layers and one "
     "hidden layer). The most accurate and the slowest to train.",
+    "resnet": "A small residual convolutional network (eight layers) for colour images: what a "
+    "folder of colour images trains.",
 }
 
 #: What the trace and the status line call the numbers a run reports.
@@ -130,6 +141,7 @@ TRACE_OF_METHOD: dict[str, str] = {
 
 PHASE_WORDS: dict[str, str] = {
     "loading data": "Loading the training images",
+    "reading images": "Reading the images",
     "train": "Training",
     "warmup": "Warming up",
     "sampling": "Sampling",
@@ -213,6 +225,26 @@ class ScientificSpinBox(QDoubleSpinBox):
             return min(g for g in grid if g > value * (1 + 1e-9))
         below = [g for g in grid if g < value * (1 - 1e-9)]
         return max(below) if below else value / 2
+
+
+class WrappedLabel(QLabel):
+    """A word-wrapped label as tall as its text at its width: a form sizes a plain one by the
+    height its text takes at a narrow guessed width, which left blank lines around a long
+    found-summary."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+
+    def sizeHint(self) -> Any:  # noqa: N802 (Qt override)
+        hint = super().sizeHint()
+        if self.width() > 0:
+            hint.setHeight(self.heightForWidth(self.width()))
+        return hint
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self.updateGeometry()
 
 
 def _tooltip(help_: SettingHelp, default: Any, choices: dict[str, str] | None) -> str:
@@ -372,6 +404,71 @@ def training_run(
     return save_posterior(posterior, out)
 
 
+def folder_training_run(
+    method_name: str, arch: ArchSpec, config: Any, data: FolderData, seed: int, out: Path, name: str = "",
+    start: Posterior | None = None, start_source: dict[str, Any] | None = None, device: Any = None,
+):
+    """:func:`training_run` for a person's images, already read (:func:`read_image_folder`): fit
+    on their training split, record the class names (the folder names) as ``bayescope-cli train
+    --dataset FOLDER`` does, check convergence on the first test images, save."""
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, data.train, seed, start,
+                                         start_source, device=device)
+    posterior.info["class_names"] = list(data.train.class_names)
+    try:
+        probe = data.test if len(data.test) else None
+        posterior.info["diagnostics"] = yield from diagnose_progress(posterior, probe, seed)
+    except (OSError, ValueError) as exc:  # no test image to compare the chains on: the fit is kept
+        posterior.info["diagnostics"] = {"status": "not measured", "reason": str(exc)}
+    if name.strip():
+        posterior.info["name"] = name.strip()
+    yield ProgressRecord(1, 1, {}, phase="saving")
+    return save_posterior(posterior, out)
+
+
+def folder_in_words(data: FolderData) -> tuple[str, str]:
+    """What a read folder holds, in words for the dialog, and the unreadable files in detail
+    (for its tooltip; empty when every file was read)."""
+    names = data.train.class_names
+    shown = ", ".join(f"“{n}”" for n in names[:8]) + (f" and {len(names) - 8:,} more" if len(names) > 8 else "")
+    images = len(data.train) + len(data.test)
+    kind = "colour" if data.channels == 3 else "grey"
+    words = (f"Found {images:,} {kind} images in {len(names):,} classes: {shown}. They are trained at "
+             f"{data.image_size}×{data.image_size} pixels; {len(data.train):,} train the network and "
+             f"{len(data.test):,} are kept aside to check it.")
+    if not data.unreadable:
+        return words, ""
+    count = len(data.unreadable)
+    first = data.unreadable[0]["file"]
+    more = f" and {count - 1:,} more" if count > 1 else ""
+    words += (f" {count:,} {'file' if count == 1 else 'files'} could not be read and "
+              f"{'is' if count == 1 else 'are'} left out: {first}{more} (point here to see why).")
+    details = "".join(f"<li>{html.escape(u['file'])}: {html.escape(u['reason'])}</li>"
+                      for u in data.unreadable[:SHOWN_UNREADABLE])
+    rest = f"<p>and {count - SHOWN_UNREADABLE:,} more</p>" if count > SHOWN_UNREADABLE else ""
+    return words, f"<p>Left out, as they could not be read:</p><ul>{details}</ul>{rest}"
+
+
+def folder_problem(exc: BaseException) -> str:
+    """Why a chosen folder cannot train a posterior, in a sentence without its path."""
+    text = str(exc).strip()
+    if "none of the" in text and "could be read" in text:
+        first = text.partition("(the first: ")[2].rstrip(")")
+        return f"None of the images in this folder could be read (the first: {first})."
+    if isinstance(exc, DatasetNotFoundError) and ("not a folder" in text or "no such folder" in text):
+        return "This is not a folder that can be read. Choose a folder that holds one sub-folder of images per class."
+    if isinstance(exc, DatasetNotFoundError) and "holds no images" in text:
+        return ("No images were found in this folder (PNG, JPEG, BMP, WebP or TIFF). Put each class's images "
+                "in a sub-folder named after the class.")
+    if isinstance(exc, DatasetContentError) and "holds one class" in text:
+        return ("These images are all of one class, and a classifier needs at least two to tell apart: put "
+                "each class's images in a sub-folder named after the class (for example “cats” and “dogs”).")
+    if isinstance(exc, DatasetContentError):
+        return f"These images cannot train a posterior: {text.split(': ', 1)[-1]}"
+    if isinstance(exc, OSError):
+        return f"The folder could not be read: {exc.strerror or text}"
+    return f"These images cannot train a posterior: {text}"
+
+
 CLOSE_TIP = "Close this window."
 BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, the status bar shows "
                   "its progress (click it to come back here), and the posterior is added as a column "
@@ -381,6 +478,10 @@ BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, 
 BEST_WEIGHTS_SETTINGS = ("epochs", "lr")
 #: The “Start from” choice that opens a file dialog.
 BROWSE_FOR_START = "browse"
+
+#: The “Training images” choices.
+MNIST_IMAGES = "mnist"
+FOLDER_IMAGES = "folder"
 
 #: What the dialog asks a person to do for a missing MNIST.
 DOWNLOAD_HINT = "tick “download” under the data folder"
@@ -437,6 +538,7 @@ class TrainingDialog(QDialog):
     TRACE_KEYS = ("elbo", "log_posterior", "loss", "acceptance", "step_size")  # first present is plotted
     SETTINGS_GROUP = "training"
     ESTIMATE_DELAY_MS = 600
+    SCAN_DELAY_MS = 400  # typing a path reads the folder once, after the last key
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -520,6 +622,41 @@ class TrainingDialog(QDialog):
             "MNIST is not in the data folder: fetch its 60,000 training images from the public "
             "mirrors when the run starts. They are kept in bayescope's user cache for next time."
         )
+        self.images_source = QComboBox()
+        self.images_source.addItem("MNIST digits", MNIST_IMAGES)
+        self.images_source.addItem("a folder of your own images…", FOLDER_IMAGES)
+        self.images_source.setToolTip(
+            "<p>What the posterior learns to tell apart: MNIST's handwritten digits, or your own "
+            "images, one sub-folder per class (the sub-folders' names become the class names). "
+            "A posterior of your own images judges photos on the Image tab.</p>"
+        )
+        self.images_folder = QLineEdit()
+        self.images_folder.setPlaceholderText("none chosen")
+        self.images_folder.setToolTip(
+            "<p>A folder with one sub-folder of images per class (“cats/”, “dogs/”…), or a CSV file "
+            "of path,label rows, or CIFAR's binary files. Colour images train the colour network "
+            "(ResNet-8); grey ones the digit networks. A fifth of each class is kept aside to "
+            "check the result.</p>"
+        )
+        browse_images = QPushButton("Browse…")
+        browse_images.setToolTip("Choose the folder of your images (one sub-folder per class).")
+        browse_images.clicked.connect(self._on_browse_images_clicked)
+        images_row = QHBoxLayout()
+        images_row.addWidget(self.images_folder, 1)
+        images_row.addWidget(browse_images)
+        self._images_row = QWidget()
+        self._images_row.setLayout(images_row)
+        images_row.setContentsMargins(0, 0, 0, 0)
+        self.folder_found = WrappedLabel()
+        self.folder_found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.folder_data: FolderData | None = None
+        self._folder_read: str | None = None  # the folder folder_data (or the problem) is of
+        self._folder_problem: str | None = None
+        self._scan_worker = None
+        self._scan_timer = QTimer(self)
+        self._scan_timer.setSingleShot(True)
+        self._scan_timer.setInterval(self.SCAN_DELAY_MS)
+        self._scan_timer.timeout.connect(self._on_scan_timer_timeout)
         self.name = QLineEdit("my-posterior")
         self.name.setToolTip(
             "The name of the new posterior. It heads its column and its entry in the “Add "
@@ -541,13 +678,19 @@ class TrainingDialog(QDialog):
         self.form.addRow(self._label("Method", self.method.toolTip()), self.method)
         self.form.addRow("", self.method_about)
         self.form.addRow(self._label("Start from", self.start_from.toolTip()), self.start_from)
+        self.form.addRow(self._label("Training images", self.images_source.toolTip()), self.images_source)
+        self._data_row = QWidget()
+        self._data_row.setLayout(data_row)
+        data_row.setContentsMargins(0, 0, 0, 0)
+        self.form.addRow(self._label("Data folder", self.data_dir.toolTip()), self._data_row)
+        self.form.addRow("", self.data_found)
+        self.form.addRow("", self.download)
+        self.form.addRow(self._label("Images folder", self.images_folder.toolTip()), self._images_row)
+        self.form.addRow("", self.folder_found)
         self.form.addRow(self._label("Model", self.model.toolTip()), self.model)
         self.form.addRow(self._label("Hidden layer width", self.hidden.toolTip()), self.hidden)
         self.form.addRow(self._label("Dropout in the network", self.drop_rate.toolTip()), self.drop_rate)
         self.form.addRow(self._label("Seed", self.seed.toolTip()), self.seed)
-        self.form.addRow(self._label("Data folder", self.data_dir.toolTip()), data_row)
-        self.form.addRow("", self.data_found)
-        self.form.addRow("", self.download)
         self.form.addRow(self._label("Save as", self.name.toolTip()), self.name)
 
         self.settings_form = QFormLayout()
@@ -621,6 +764,9 @@ class TrainingDialog(QDialog):
         self._load_settings()
         self._on_data_dir_text_changed()
         self.data_dir.textChanged.connect(self._on_data_dir_text_changed)
+        self._on_images_source_changed()
+        self.images_source.currentIndexChanged.connect(self._on_images_source_changed)
+        self.images_folder.textChanged.connect(self._on_images_folder_text_changed)
         self._on_method_changed()
         self.method.currentIndexChanged.connect(self._on_method_changed)
         self.model.currentIndexChanged.connect(self._on_model_changed)
@@ -784,9 +930,150 @@ class TrainingDialog(QDialog):
         return {key: widget_value(widget) for key, widget in self.setting_widgets.items()}
 
     def architecture(self) -> ArchSpec:
-        """The chosen network; its dropout only where the method trains with it."""
+        """The chosen network; its dropout only where the method trains with it. For a folder of
+        one's own images, it reads their classes, channels and size (``ValueError`` before the
+        folder has been read, or for a network that folder does not train)."""
         drop = self.drop_rate.value() if self.method_name in USES_MODEL_DROPOUT else 0.0
-        return ArchSpec(self.model_name, drop_rate=drop, hidden=self.hidden.value())
+        if not self.uses_folder:
+            return ArchSpec(self.model_name, drop_rate=drop, hidden=self.hidden.value())
+        data = self.folder_data
+        if data is None:
+            raise ValueError(self._folder_problem or "the images folder has not been read yet")
+        offered = self.models_offered()
+        if self.model_name not in offered:
+            words = ARCH_LABELS.get(self.model_name, self.model_name)
+            raise ValueError(
+                f"a folder of {'colour' if data.channels == 3 else 'grey'} images trains "
+                f"{' or '.join(ARCH_LABELS.get(m, m) for m in offered)}, not {words}")
+        return folder_architecture(data, self.model_name, drop, self.hidden.value())
+
+    # ------------------------------------------------------------------ one's own images
+
+    @property
+    def uses_folder(self) -> bool:
+        """Whether the posterior learns a folder of one's own images (else MNIST's digits)."""
+        return self.images_source.currentData() == FOLDER_IMAGES
+
+    def choose_images_folder(self, folder: str | Path | None) -> None:
+        """Train on this folder of one's own images (None: on MNIST's digits)."""
+        if folder is not None:
+            self.images_folder.setText(str(folder))
+        self.images_source.setCurrentIndex(self.images_source.findData(MNIST_IMAGES if folder is None else FOLDER_IMAGES))
+
+    def models_offered(self) -> tuple[str, ...]:
+        """The networks the chosen images can train: every one for MNIST and grey folders (at their
+        size), the colour network for colour images (the command line's choice without --model)."""
+        data = self.folder_data if self.uses_folder else None
+        if data is not None and data.channels == 3:
+            return (default_folder_model(3),)
+        return ARCHITECTURES
+
+    def _update_models_offered(self) -> None:
+        offered = self.models_offered()
+        items = self.model.model()
+        for i in range(self.model.count()):
+            items.item(i).setEnabled(self.model.itemData(i) in offered)  # type: ignore[attr-defined]
+        if self.model_name not in offered:
+            self.select_model(offered[0])
+
+    def _on_images_source_changed(self, *_: object) -> None:
+        folder = self.uses_folder
+        for row in (self._data_row, self.data_found, self.download):
+            self.form.setRowVisible(row, not folder)
+        for row in (self._images_row, self.folder_found):
+            self.form.setRowVisible(row, folder)
+        if not folder:
+            self._on_data_dir_text_changed()  # shows the download box where MNIST is missing
+        if folder and self.images_folder.text().strip() != (self._folder_read or ""):
+            self._on_images_folder_text_changed()
+        self._update_models_offered()
+        self._update_start_enabled()
+        self._request_estimate()
+
+    def _on_browse_images_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self, "Choose the folder of your images (one sub-folder per class)", self.images_folder.text())
+        if folder:
+            self.images_folder.setText(folder)
+
+    def _on_images_folder_text_changed(self, *_: object) -> None:
+        """Forget what was read; read the folder shortly (after the last key typed)."""
+        self.folder_data, self._folder_read, self._folder_problem = None, None, None
+        text = self.images_folder.text().strip()
+        self.folder_found.setToolTip("")
+        self.folder_found.setText("Choose a folder of your images: one sub-folder per class." if not text
+                                  else "Reading the images…")
+        self._update_models_offered()
+        self._update_start_enabled()
+        if text and self.uses_folder:
+            self._scan_timer.start()
+
+    def _on_scan_timer_timeout(self) -> None:
+        if self._scan_worker is not None:
+            self._scan_worker.quit()  # its result is dropped: a newer folder is read instead
+        path = self.images_folder.text().strip()
+        if not path:
+            return
+        worker = generator_worker(read_image_folder(path))
+        worker.yielded.connect(self._on_scan_worker_yielded)
+        worker.returned.connect(lambda data, path=path: self._on_scan_worker_returned(path, data))
+        worker.errored.connect(lambda exc, path=path: self._on_scan_worker_errored(path, exc))
+        worker.finished.connect(lambda worker=worker: self._on_scan_worker_finished(worker))
+        self._scan_worker = worker
+        worker.start()
+
+    def _on_scan_worker_yielded(self, record: ProgressRecord) -> None:
+        if record.total:
+            self.folder_found.setText(f"Reading the images… {record.step:,} of {record.total:,}")
+
+    def _on_scan_worker_returned(self, path: str, data: FolderData) -> None:
+        if path != self.images_folder.text().strip():
+            return  # a stale reading
+        self._folder_read = path
+        try:
+            check_training_classes(data, "the folder")
+        except DatasetContentError as exc:
+            self._show_folder_problem(exc)
+            return
+        self.folder_data = data
+        words, details = folder_in_words(data)
+        self.folder_found.setText(words)
+        self.folder_found.setToolTip(details)
+        if self.start_path is None:  # the network the command line picks for these images
+            self.select_model(default_folder_model(data.channels))
+        self._update_models_offered()
+        self._update_start_enabled()
+        self._request_estimate()
+
+    def _on_scan_worker_errored(self, path: str, exc: Exception) -> None:
+        if path == self.images_folder.text().strip():
+            self._folder_read = path
+            self._show_folder_problem(exc)
+
+    def _show_folder_problem(self, exc: BaseException) -> None:
+        self.folder_data = None
+        self._folder_problem = folder_problem(exc)
+        self.folder_found.setText(f"<b>{html.escape(self._folder_problem)}</b>")
+        self.folder_found.setToolTip("")
+        self._update_models_offered()
+        self._update_start_enabled()
+        self._request_estimate()
+
+    def _on_scan_worker_finished(self, worker: object) -> None:
+        if self._scan_worker is worker:
+            self._scan_worker = None
+
+    @property
+    def reading_folder(self) -> bool:
+        """Whether a folder of one's own images is being read (or about to be)."""
+        return self._scan_worker is not None or self._scan_timer.isActive()
+
+    def _update_start_enabled(self) -> None:
+        """Start needs images that can train: MNIST (found or to download) or a read folder."""
+        ready = not self.uses_folder or self.folder_data is not None
+        self.start_button.setEnabled(ready and not self.running)
+        self.start_button.setToolTip("Train with these settings in the background." if ready else
+                                     "The images folder must be read, and usable, first.")
 
     def config(self) -> Any:
         """The method's config from the form (``ValueError`` when settings do not fit together)."""
@@ -812,6 +1099,8 @@ class TrainingDialog(QDialog):
                 (self.hidden, "hidden"),
                 (self.seed, "seed"),
                 (self.name, "name"),
+                (self.images_folder, "images_folder"),
+                (self.images_source, "images"),
             ):
                 value = settings.value(key)
                 if value is not None:
@@ -845,6 +1134,8 @@ class TrainingDialog(QDialog):
             settings.setValue(f"drop_rates/{method_name}", rate)
         settings.setValue("seed", self.seed.value())
         settings.setValue("name", self.name.text())
+        settings.setValue("images", self.images_source.currentData())
+        settings.setValue("images_folder", self.images_folder.text().strip())
         for method_name, values in self._method_values.items():
             for key, value in values.items():
                 settings.setValue(f"methods/{method_name}/{key}", value)
@@ -864,7 +1155,7 @@ class TrainingDialog(QDialog):
             folder = find_dataset("mnist", self.data_dir.text().strip() or None, "train", download_hint=DOWNLOAD_HINT)
         except DatasetMissingError as exc:
             self.data_found.setText(str(exc))
-            self.download.setVisible(True)
+            self.download.setVisible(not self.uses_folder)
             return
         count = count_training_images(folder)
         images = f"{count:,} " if count else ""
@@ -896,6 +1187,10 @@ class TrainingDialog(QDialog):
             # the measured steps would be the best-weights training that this run skips
             self.estimate.setText("Estimated time: not measured for a run that starts from a saved posterior.")
             return
+        if self.uses_folder and self.folder_data is None:
+            self.estimate.setText("Estimated time: once the images folder has been read." if self._folder_problem
+                                  is None else "Estimated time: none, as these images cannot train a posterior.")
+            return
         try:
             arch = self.architecture()
             config = self.config()
@@ -904,10 +1199,13 @@ class TrainingDialog(QDialog):
                 f"Estimated time: none until the settings fit together ({in_words(method, str(exc))})."
             )
             return
-        try:
-            found = count_training_images(mnist_training_folder(self.data_dir.text().strip()))
-        except DatasetMissingError:
-            found = None
+        if self.uses_folder:
+            found = len(self.folder_data.train) if self.folder_data is not None else None
+        else:
+            try:
+                found = count_training_images(mnist_training_folder(self.data_dir.text().strip()))
+            except DatasetMissingError:
+                found = None
         num_train = found or MNIST_TRAIN_IMAGES
         self._estimate_assumed = found is None
         worker = generator_worker(estimate_duration(method, config, arch, num_train))
@@ -922,7 +1220,9 @@ class TrainingDialog(QDialog):
             return  # the settings changed while measuring
         self.last_estimate = estimate
         images = f"{estimate.num_train:,} images"
-        if self._estimate_assumed:
+        if self.uses_folder:
+            images = f"your {images}"
+        elif self._estimate_assumed:
             images = f"MNIST's {images}, once downloaded"
         per_step = estimate.seconds_per_step
         step_words = f"{per_step * 1000:.0f} ms" if per_step < 1 else f"{per_step:.1f} s"
@@ -981,6 +1281,11 @@ class TrainingDialog(QDialog):
             return
         if start is not None:
             arch = start.arch
+        if self.uses_folder:
+            refusal = self._folder_refusal(arch, config, start)
+            if refusal:
+                QMessageBox.warning(self, "These images cannot train this run", refusal)
+                return
         out = self.output_path()
         if out.exists():
             answer = QMessageBox.question(
@@ -998,10 +1303,14 @@ class TrainingDialog(QDialog):
         self._stop_estimate()
         if self.last_estimate is None:
             self.estimate.setText("Estimated time: not measured, as the run started first.")
-        gen = training_run(
-            method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(), out,
-            self.name.text(), start, start_source, device=app_settings.compute_device(),
-        )
+        if self.uses_folder and self.folder_data is not None:
+            gen = folder_training_run(method, arch, config, self.folder_data, self.seed.value(), out,
+                                      self.name.text(), start, start_source, device=app_settings.compute_device())
+        else:
+            gen = training_run(
+                method, arch, config, self.data_dir.text().strip(), self.download.isChecked(), self.seed.value(),
+                out, self.name.text(), start, start_source, device=app_settings.compute_device(),
+            )
         self._trace_x.clear()
         self._trace_y.clear()
         self.curve.setData([], [])
@@ -1023,6 +1332,31 @@ class TrainingDialog(QDialog):
         self.status.setText("Starting…")
         worker.start()
         self.progress_reported.emit(self.run_words(0, 0), 0, 0)
+
+    def _folder_refusal(self, arch: ArchSpec, config: Any, start: Posterior | None) -> str | None:
+        """Why the read folder cannot train this run, in a sentence (what the command line refuses),
+        or None."""
+        data = self.folder_data
+        if data is None:
+            return self._folder_problem or "The images folder has not been read yet."
+        if start is not None and (start.arch.channels, start.arch.image_size, start.arch.num_classes) != (
+                data.channels, data.image_size, len(data.train.class_names)):
+            return (f"The saved posterior reads {start.arch.num_classes} classes of "
+                    f"{'colour' if start.arch.channels == 3 else 'grey'} {start.arch.image_size}×"
+                    f"{start.arch.image_size} images, and these images are {len(data.train.class_names)} classes "
+                    f"of {'colour' if data.channels == 3 else 'grey'} {data.image_size}×{data.image_size}.")
+        device = app_settings.compute_device()
+        refusal = streamed_refusal(data, self.method_name, device)
+        if refusal:
+            return f"These images are {refusal}. Choose another method, or compute on the CPU."
+        # weights, gradients and Adam's two moments for every chain or member, as the command line checks
+        copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
+        try:
+            check_model_fits(arch, copies, f"training {copies // 4} {ARCH_LABELS.get(arch.name, arch.name)} "
+                             f"network(s) of {arch.parameter_count():,} weights", device)
+        except (ValueError, MemoryError) as exc:
+            return str(exc)
+        return None
 
     def run_words(self, step: int, total: int) -> str:
         """The running run in a few words, for the status bar: ``"Training SGLD… 40 %"``."""
@@ -1087,7 +1421,7 @@ class TrainingDialog(QDialog):
     def _on_worker_finished(self) -> None:
         self._worker = None
         self.settings_panel.setEnabled(True)
-        self.start_button.setEnabled(True)
+        self._update_start_enabled()
         self.cancel_button.setEnabled(False)
         self.close_button.setText("Close")
         self.close_button.setToolTip(CLOSE_TIP)

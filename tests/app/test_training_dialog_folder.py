@@ -1,0 +1,129 @@
+"""The training dialog takes a folder of one's own images: it reads the folder in the background,
+says what it found in words (images, classes, grey or colour, the size trained at, the files it
+could not read), offers the network the command line would pick, refuses in a sentence what the
+command line would refuse, and the trained posterior becomes a column of one's own images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtWidgets import QMessageBox
+
+from app.views.training import TrainingDialog
+from core.engine.store import load_posterior
+
+
+def _tinted_folder(root, classes=(("blue", 2), ("red", 0)), count=12, corrupt=True):
+    """``count`` 32×32 PNGs per class, noise with one channel raised (red-ish or blue-ish), and
+    one file that is no image under the first class given."""
+    rng = np.random.default_rng(0)
+    for name, channel in classes:
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            pixels = rng.integers(0, 80, (32, 32, 3)).astype(np.uint8)
+            pixels[..., channel] += 150
+            Image.fromarray(pixels).save(root / name / f"{name}-{i:02d}.png")
+    if corrupt:
+        (root / classes[-1][0] / "broken.png").write_bytes(b"this is not a PNG")
+    return root
+
+
+def _read(qtbot, dialog: TrainingDialog, folder) -> None:
+    dialog.choose_images_folder(folder)
+    assert dialog.uses_folder and dialog.reading_folder
+    qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
+
+
+def _dialog(qtbot) -> TrainingDialog:
+    dialog = TrainingDialog()
+    qtbot.addWidget(dialog)
+    return dialog
+
+
+def test_a_colour_folder_is_described_in_words_and_trains_a_column_of_its_classes(qtbot, tmp_path, monkeypatch):
+    from app.main import MainWindow
+
+    folder = _tinted_folder(tmp_path / "tints")
+    monkeypatch.setattr("app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked"))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    window.show_training_dialog()
+    dialog = window.training_dialog
+    assert not dialog.uses_folder  # MNIST's digits, as before, unless a folder is chosen
+    assert dialog.form.isRowVisible(dialog._data_row) and not dialog.form.isRowVisible(dialog._images_row)
+    _read(qtbot, dialog, folder)
+    assert dialog.form.isRowVisible(dialog._images_row) and not dialog.form.isRowVisible(dialog._data_row)
+
+    found = dialog.folder_found.text()
+    assert "Found 24 colour images in 2 classes: “blue”, “red”" in found  # the 25th file is not an image
+    assert "32×32 pixels" in found
+    assert "1 file could not be read" in found and "broken.png" in found
+    assert str(tmp_path) not in found  # names within the folder, no paths
+    assert "broken.png" in dialog.folder_found.toolTip() and "not a readable image" in dialog.folder_found.toolTip()
+    # a colour folder trains the colour network, as `bayescope-cli train --dataset FOLDER` picks it
+    assert dialog.model_name == "resnet" and dialog.models_offered() == ("resnet",)
+    assert dialog.start_button.isEnabled()
+
+    dialog.select_method("map")
+    dialog.set_setting("epochs", 1)
+    dialog.set_setting("batch_size", 8)
+    dialog.name.setText("tints map")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+    posterior = load_posterior(saved.args[0])
+    assert posterior.method == "map" and posterior.arch.name == "resnet"
+    assert posterior.arch.channels == 3 and posterior.arch.image_size == 32 and posterior.arch.num_classes == 2
+    assert posterior.info["class_names"] == ["blue", "red"]  # the folders' names
+    record = posterior.info["training_data"]
+    assert record["images"] == 20 and [u["file"] for u in record["unreadable"]] == ["red/broken.png"]
+    key = str(saved.args[0].resolve())
+    assert key in [c.key for c in window.workspace.columns_of("images")]
+    assert "tints_map" in dialog.status.text()
+
+
+def test_a_folder_that_cannot_train_gets_a_sentence_and_start_stays_off(qtbot, tmp_path):
+    one_class = _tinted_folder(tmp_path / "only red", classes=(("red", 0),), count=5, corrupt=False)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(loose / "a.png")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    dialog = _dialog(qtbot)
+    for folder, words in ((one_class, "all of one class"), (loose, "all of one class"),
+                          (empty, "No images were found"), (tmp_path / "nowhere", "not a folder")):
+        _read(qtbot, dialog, folder)
+        assert words in dialog.folder_found.text(), folder
+        assert str(tmp_path) not in dialog.folder_found.text()
+        assert not dialog.start_button.isEnabled() and dialog.folder_data is None
+    dialog.choose_images_folder(None)  # back to MNIST: Start as before
+    assert dialog.start_button.isEnabled() and not dialog.form.isRowVisible(dialog.folder_found)
+
+
+def test_a_network_the_folder_does_not_train_is_refused_in_a_sentence(qtbot, tmp_path, monkeypatch):
+    folder = _tinted_folder(tmp_path / "tints", count=4, corrupt=False)
+    warned: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: warned.append(text))
+    dialog = _dialog(qtbot)
+    _read(qtbot, dialog, folder)
+    items = dialog.model.model()
+    assert [items.item(i).isEnabled() for i in range(dialog.model.count())] == [
+        dialog.model.itemData(i) == "resnet" for i in range(dialog.model.count())]
+    dialog.select_method("map")
+    dialog.select_model("softmax")  # not offered for colour images; chosen anyway
+    dialog.start()
+    assert not dialog.running and warned
+    assert "colour images trains ResNet-8, not softmax regression" in warned[0]
+
+
+def test_the_folder_choice_is_remembered(qtbot, tmp_path):
+    folder = _tinted_folder(tmp_path / "tints", count=3, corrupt=False)
+    dialog = _dialog(qtbot)
+    _read(qtbot, dialog, folder)
+    dialog.save_settings()
+    again = _dialog(qtbot)
+    assert again.uses_folder and again.images_folder.text() == str(folder)
+    qtbot.waitUntil(lambda: again.folder_data is not None, timeout=20_000)  # read again when opened
+    assert again.folder_data.train.class_names == ("blue", "red")
