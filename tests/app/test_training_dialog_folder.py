@@ -127,3 +127,25 @@ def test_the_folder_choice_is_remembered(qtbot, tmp_path):
     assert again.uses_folder and again.images_folder.text() == str(folder)
     qtbot.waitUntil(lambda: again.folder_data is not None, timeout=20_000)  # read again when opened
     assert again.folder_data.train.class_names == ("blue", "red")
+
+
+def test_a_grey_folder_offers_every_network_at_its_size_and_trains_lenet_by_default(qtbot, tmp_path):
+    root = tmp_path / "strokes"
+    rng = np.random.default_rng(1)
+    for label, name in enumerate(("left", "right")):
+        (root / name).mkdir(parents=True)
+        for i in range(6):
+            pixels = rng.integers(0, 60, (40, 40)).astype(np.uint8)
+            pixels[:, label * 20:(label + 1) * 20] += 150
+            Image.fromarray(pixels).save(root / name / f"{i}.png")
+    dialog = _dialog(qtbot)
+    dialog.select_model("mlp")
+    _read(qtbot, dialog, root)
+    found = dialog.folder_found.text()
+    assert "Found 12 grey images in 2 classes: “left”, “right”" in found and "28×28 pixels" in found
+    assert "could not be read" not in found and dialog.folder_found.toolTip() == ""
+    assert dialog.model_name == "lenet" and set(dialog.models_offered()) == {"softmax", "mlp", "lenet", "resnet"}
+    dialog.select_model("mlp")  # any of them, at the folder's size and standardisation
+    arch = dialog.architecture()
+    assert (arch.name, arch.channels, arch.image_size, arch.num_classes) == ("mlp", 1, 28, 2)
+    assert arch.mean == dialog.folder_data.mean  # so the window reads photos with it, as training did

@@ -443,3 +443,24 @@ def test_train_refuses_a_one_class_folder_in_one_line(tmp_path, digits, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and "a classifier needs at least two" in err and "Error" not in err
     assert not (tmp_path / "p.pt").exists()
+
+
+def test_reading_a_folder_reports_progress_and_picks_the_command_lines_network(tmp_path, photos):
+    from core.engine.data.folder import default_folder_model, folder_architecture, read_image_folder
+
+    folder = _photo_folder(tmp_path / "colours", photos, per_class=5)  # 10 files: records at 4, 8 and 10
+    reading = read_image_folder(folder, report_every=4)
+    records = []
+    while True:
+        try:
+            records.append(next(reading))
+        except StopIteration as stop:
+            data = stop.value
+            break
+    assert data.files == 10
+    assert [(r.step, r.total) for r in records] == [(0, 0), (4, 10), (8, 10), (10, 10)]
+    assert data.channels == 3 and default_folder_model(3) == "resnet" and default_folder_model(1) == "lenet"
+    arch = folder_architecture(data)
+    assert (arch.name, arch.channels, arch.image_size) == ("resnet", 3, data.image_size)
+    assert arch.num_classes == len(data.train.class_names) and arch.mean == data.mean
+    assert folder_architecture(data, "mlp", 0.2, 50).hidden == 50
