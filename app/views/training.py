@@ -53,6 +53,7 @@ from core.engine.data.folder import (
     check_training_classes,
     default_folder_model,
     folder_architecture,
+    listing_digest,
     read_image_folder,
     streamed_refusal,
 )
@@ -1063,6 +1064,22 @@ class TrainingDialog(QDialog):
         if self._scan_worker is worker:
             self._scan_worker = None
 
+    def _folder_changed(self) -> bool:
+        """Whether the folder's files changed since it was read (or it could not be used then)."""
+        if self._folder_read is None:
+            return False
+        if self.folder_data is None:
+            return True  # perhaps mended since: worth reading again
+        read = self.folder_data.train.source.get("listing_sha256")
+        return read is not None and listing_digest(self._folder_read) != read
+
+    def _read_folder_again_if_changed(self) -> bool:
+        """Read the folder again when its files changed since it was read; True when it did."""
+        if not self.uses_folder or self.running or not self._folder_changed():
+            return False
+        self._on_images_folder_text_changed()
+        return True
+
     @property
     def reading_folder(self) -> bool:
         """Whether a folder of one's own images is being read (or about to be)."""
@@ -1282,6 +1299,10 @@ class TrainingDialog(QDialog):
         if start is not None:
             arch = start.arch
         if self.uses_folder:
+            if self._read_folder_again_if_changed():
+                self.status.setText("Not started: the images folder changed since it was read; it is being "
+                                    "read again. Press Start when it has been.")
+                return
             refusal = self._folder_refusal(arch, config, start)
             if refusal:
                 QMessageBox.warning(self, "These images cannot train this run", refusal)
@@ -1442,6 +1463,7 @@ class TrainingDialog(QDialog):
         chosen = app_settings.data_folder()
         if chosen is not None and not self.running:  # chosen in the window since the dialog was made
             self.data_dir.setText(str(chosen))
+        self._read_folder_again_if_changed()  # images added or mended while the dialog was closed
         if not self.running and self.last_estimate is None:
             if self._estimate_worker is None:
                 self._request_estimate()

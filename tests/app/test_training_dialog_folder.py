@@ -149,3 +149,17 @@ def test_a_grey_folder_offers_every_network_at_its_size_and_trains_lenet_by_defa
     arch = dialog.architecture()
     assert (arch.name, arch.channels, arch.image_size, arch.num_classes) == ("mlp", 1, 28, 2)
     assert arch.mean == dialog.folder_data.mean  # so the window reads photos with it, as training did
+
+
+def test_a_folder_changed_since_it_was_read_is_read_again_before_a_run(qtbot, tmp_path):
+    folder = _tinted_folder(tmp_path / "tints", count=4, corrupt=False)
+    dialog = _dialog(qtbot)
+    _read(qtbot, dialog, folder)
+    assert "Found 8 colour images" in dialog.folder_found.text()
+    Image.fromarray(np.full((32, 32, 3), (200, 20, 20), np.uint8)).save(folder / "red" / "new.png")
+    dialog.select_method("map")
+    dialog.start()  # not on the 8 images read before: the folder is read again first
+    assert not dialog.running and "changed since it was read" in dialog.status.text()
+    assert dialog.reading_folder and not dialog.start_button.isEnabled()
+    qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
+    assert "Found 9 colour images" in dialog.folder_found.text() and dialog.start_button.isEnabled()

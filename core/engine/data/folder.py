@@ -578,6 +578,19 @@ def _manifest_digest(listing: ImageList) -> str:
     return h.hexdigest()
 
 
+def listing_digest(path: str | os.PathLike) -> str | None:
+    """The ``listing_sha256`` that reading ``path`` now would record (its files' paths, labels and
+    sizes), found without decoding an image: a reader can tell whether a folder changed since it
+    was read. None for CIFAR binaries and for a path that cannot be listed."""
+    path = Path(path)
+    try:
+        if path.is_dir() and find_cifar(path) is not None:
+            return None
+        return _manifest_digest(_listing(path))
+    except (OSError, ValueError):
+        return None
+
+
 def _statistics(total: np.ndarray, squares: np.ndarray, count: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     mean = total / max(count, 1)
     std = np.sqrt(np.maximum(squares / max(count, 1) - mean**2, 0.0))
