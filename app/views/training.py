@@ -439,10 +439,11 @@ def folder_in_words(data: FolderData) -> tuple[str, str]:
     if not data.unreadable:
         return words, ""
     count = len(data.unreadable)
-    first = data.unreadable[0]["file"]
+    first = Path(data.unreadable[0]["file"])
+    first_words = first.name if first.parent == Path(".") else f"{first.name} in “{first.parent.as_posix()}”"
     more = f" and {count - 1:,} more" if count > 1 else ""
     words += (f" {count:,} {'file' if count == 1 else 'files'} could not be read and "
-              f"{'is' if count == 1 else 'are'} left out: {first}{more} (point here to see why).")
+              f"{'is' if count == 1 else 'are'} left out: {first_words}{more} (point here to see why).")
     details = "".join(f"<li>{html.escape(u['file'])}: {html.escape(u['reason'])}</li>"
                       for u in data.unreadable[:SHOWN_UNREADABLE])
     rest = f"<p>and {count - SHOWN_UNREADABLE:,} more</p>" if count > SHOWN_UNREADABLE else ""
@@ -572,8 +573,7 @@ class TrainingDialog(QDialog):
                 self.method.count() - 1, METHOD_DESCRIPTIONS.get(name, ""), Qt.ItemDataRole.ToolTipRole
             )
         self.method.setToolTip("The inference method: how the spread of belief over the weights is found.")
-        self.method_about = QLabel()
-        self.method_about.setWordWrap(True)
+        self.method_about = WrappedLabel()
         self.method_about.setStyleSheet("color: #555555;")  # a quieter grey than the labels
         self.model = QComboBox()
         for name in ARCHITECTURES:
@@ -614,8 +614,7 @@ class TrainingDialog(QDialog):
         data_row = QHBoxLayout()
         data_row.addWidget(self.data_dir, 1)
         data_row.addWidget(browse)
-        self.data_found = QLabel()
-        self.data_found.setWordWrap(True)
+        self.data_found = WrappedLabel()
         self.data_found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.download = QCheckBox("download MNIST's training images (about 10 MB) into the user cache")
         self.download.setChecked(False)
@@ -1054,7 +1053,7 @@ class TrainingDialog(QDialog):
     def _show_folder_problem(self, exc: BaseException) -> None:
         self.folder_data = None
         self._folder_problem = folder_problem(exc)
-        self.folder_found.setText(f"<b>{html.escape(self._folder_problem)}</b>")
+        self.folder_found.setText(f"<b>{html.escape(self._folder_problem, quote=False)}</b>")
         self.folder_found.setToolTip("")
         self._update_models_offered()
         self._update_start_enabled()

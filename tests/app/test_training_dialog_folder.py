@@ -59,7 +59,7 @@ def test_a_colour_folder_is_described_in_words_and_trains_a_column_of_its_classe
     found = dialog.folder_found.text()
     assert "Found 24 colour images in 2 classes: “blue”, “red”" in found  # the 25th file is not an image
     assert "32×32 pixels" in found
-    assert "1 file could not be read" in found and "broken.png" in found
+    assert "1 file could not be read and is left out: broken.png in “red”" in found
     assert str(tmp_path) not in found  # names within the folder, no paths
     assert "broken.png" in dialog.folder_found.toolTip() and "not a readable image" in dialog.folder_found.toolTip()
     # a colour folder trains the colour network, as `bayescope-cli train --dataset FOLDER` picks it
