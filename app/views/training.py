@@ -433,8 +433,8 @@ def folder_in_words(data: FolderData) -> tuple[str, str]:
     shown = ", ".join(f"“{n}”" for n in names[:8]) + (f" and {len(names) - 8:,} more" if len(names) > 8 else "")
     images = len(data.train) + len(data.test)
     kind = "colour" if data.channels == 3 else "grey"
-    words = (f"Found {images:,} {kind} images in {len(names):,} classes: {shown}. They are trained at "
-             f"{data.image_size}×{data.image_size} pixels; {len(data.train):,} train the network and "
+    words = (f"Found {images:,} {kind} images in {len(names):,} classes: {shown}. The network sees them "
+             f"at {data.image_size}×{data.image_size} pixels; {len(data.train):,} train it and "
              f"{len(data.test):,} are kept aside to check it.")
     if not data.unreadable:
         return words, ""
