@@ -450,9 +450,12 @@ def folder_in_words(data: FolderData) -> tuple[str, str]:
     return words, f"<p>Left out, as they could not be read:</p><ul>{details}</ul>{rest}"
 
 
-def folder_problem(exc: BaseException) -> str:
+def folder_problem(exc: BaseException, folder: str | Path = "") -> str:
     """Why a chosen folder cannot train a posterior, in a sentence without its path."""
     text = str(exc).strip()
+    if str(folder).strip():
+        for spelling in sorted({str(Path(folder).resolve()), str(folder), str(Path(folder))}, key=len, reverse=True):
+            text = text.replace(spelling, "this folder")
     if "none of the" in text and "could be read" in text:
         first = text.partition("(the first: ")[2].rstrip(")")
         return f"None of the images in this folder could be read (the first: {first})."
@@ -1033,7 +1036,7 @@ class TrainingDialog(QDialog):
         try:
             check_training_classes(data, "the folder")
         except DatasetContentError as exc:
-            self._show_folder_problem(exc)
+            self._show_folder_problem(exc, path)
             return
         self.folder_data = data
         words, details = folder_in_words(data)
@@ -1048,11 +1051,11 @@ class TrainingDialog(QDialog):
     def _on_scan_worker_errored(self, path: str, exc: Exception) -> None:
         if path == self.images_folder.text().strip():
             self._folder_read = path
-            self._show_folder_problem(exc)
+            self._show_folder_problem(exc, path)
 
-    def _show_folder_problem(self, exc: BaseException) -> None:
+    def _show_folder_problem(self, exc: BaseException, path: str) -> None:
         self.folder_data = None
-        self._folder_problem = folder_problem(exc)
+        self._folder_problem = folder_problem(exc, path)
         self.folder_found.setText(f"<b>{html.escape(self._folder_problem, quote=False)}</b>")
         self.folder_found.setToolTip("")
         self._update_models_offered()

@@ -163,3 +163,17 @@ def test_a_folder_changed_since_it_was_read_is_read_again_before_a_run(qtbot, tm
     assert dialog.reading_folder and not dialog.start_button.isEnabled()
     qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
     assert "Found 9 colour images" in dialog.folder_found.text() and dialog.start_button.isEnabled()
+
+
+def test_a_problem_with_the_folder_is_told_without_its_path(tmp_path):
+    from app.views.training import folder_problem
+    from core.engine.data.datasets import DatasetContentError
+
+    folder = tmp_path / "many"
+    words = folder_problem(DatasetContentError(f"{folder} has 200,000 class folders; bayescope reads at most "
+                                               "100,000"), folder)
+    assert words == ("These images cannot train a posterior: this folder has 200,000 class folders; bayescope "
+                     "reads at most 100,000")
+    words = folder_problem(DatasetContentError(f"none of the 3 image files in {folder} could be read (the first: "
+                                               "a.png: not a readable image)"), folder)
+    assert words == "None of the images in this folder could be read (the first: a.png: not a readable image)."
