@@ -61,10 +61,10 @@ from core.engine.data.idx import IdxFormatError
 from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
 from core.engine.files import NotSavedError, file_sha256
 from core.engine.inference import METHODS, get_method
-from core.engine.inference.base import Posterior, ProgressRecord
+from core.engine.inference.base import Posterior, ProgressRecord, accuracy_progress
 from core.engine.inference.sampling import SampleBudgetError
 from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
-from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
+from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS, samples_used
 from core.engine.runner import fit_posterior, start_weights
 from core.engine.settings_help import (
     SettingHelp,
@@ -81,6 +81,10 @@ from core.engine.training_plan import (
     duration_in_words,
     estimate_duration,
 )
+
+#: Samples a posterior of one's own images is checked with on the images kept aside (the
+#: command line's ``--eval-samples`` default).
+EVAL_SAMPLES = 30
 
 #: Methods whose training runs the network with its own dropout layers switched on.
 USES_MODEL_DROPOUT = ("map", "mc_dropout", "ensemble")
@@ -143,6 +147,7 @@ TRACE_OF_METHOD: dict[str, str] = {
 PHASE_WORDS: dict[str, str] = {
     "loading data": "Loading the training images",
     "reading images": "Reading the images",
+    "eval": "Checking it on the images kept aside",
     "train": "Training",
     "warmup": "Warming up",
     "sampling": "Sampling",
@@ -415,6 +420,16 @@ def folder_training_run(
     posterior = yield from fit_posterior(get_method(method_name), config, arch, data.train, seed, start,
                                          start_source, device=device)
     posterior.info["class_names"] = list(data.train.class_names)
+    if len(data.test):  # the images kept aside, as the command line measures them (before saving here)
+        import torch
+
+        try:
+            acc = yield from accuracy_progress(posterior, data.test, EVAL_SAMPLES, torch.Generator().manual_seed(seed))
+        except (ValueError, MemoryError) as exc:
+            posterior.info["test_accuracy_not_measured"] = str(exc)
+        else:
+            posterior.info.update({"test_accuracy": acc, "eval_samples": samples_used(posterior, EVAL_SAMPLES),
+                                   "test_data": {"name": data.test.name, "images": len(data.test), **data.test.source}})
     try:
         probe = data.test if len(data.test) else None
         posterior.info["diagnostics"] = yield from diagnose_progress(posterior, probe, seed)
@@ -561,6 +576,8 @@ class TrainingDialog(QDialog):
         self.last_estimate: TrainingEstimate | None = None
         self._estimate_assumed = False
         self._run_method = ""
+        self._run_accuracy: tuple[float, int] | None = None  # share right, images kept aside
+        self._run_test_images = 0
         self.setting_widgets: dict[str, QWidget] = {}
         self._setting_help: dict[str, SettingHelp] = {}
         self._current_method = ""
@@ -1339,6 +1356,8 @@ class TrainingDialog(QDialog):
         self.curve.setData([], [])
         self._run_started = time.monotonic()
         self._run_first_step = None
+        self._run_accuracy = None
+        self._run_test_images = len(self.folder_data.test) if self.uses_folder and self.folder_data else 0
         worker = generator_worker(gen)
         worker.yielded.connect(self._on_worker_yielded)
         worker.returned.connect(self._on_worker_returned)
@@ -1420,6 +1439,8 @@ class TrainingDialog(QDialog):
         if now - self._last_draw > 1 / 30:  # throttle redraws to ~30 Hz
             self._last_draw = now
             self.curve.setData(self._trace_x, self._trace_y)
+        if record.phase == "eval" and record.step == record.total and "accuracy" in record.values:
+            self._run_accuracy = (record.values["accuracy"], self._run_test_images)
         phase = PHASE_WORDS.get(record.phase, record.phase[:1].upper() + record.phase[1:])
         parts = [f"{phase}…" if not record.total else f"{phase}: step {record.step:,} of {record.total:,}"]
         values = "  ".join(
@@ -1431,7 +1452,12 @@ class TrainingDialog(QDialog):
     def _on_worker_returned(self, path: Path) -> None:
         self.curve.setData(self._trace_x, self._trace_y)
         took = duration_in_words(time.monotonic() - self._run_started).removeprefix("about ")
-        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now a column and in the “Add posterior” menu.")
+        checked = ""
+        if self._run_accuracy is not None:
+            share, images = self._run_accuracy
+            checked = f" It names the right class of {round(share * images):,} of the {images:,} images kept aside."
+        self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now a column and in the “Add "
+                            f"posterior” menu.{checked}")
         self.posterior_saved.emit(Path(path))
 
     def _on_worker_errored(self, exc: Exception) -> None:

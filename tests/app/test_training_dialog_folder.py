@@ -82,6 +82,10 @@ def test_a_colour_folder_is_described_in_words_and_trains_a_column_of_its_classe
     key = str(saved.args[0].resolve())
     assert key in [c.key for c in window.workspace.columns_of("images")]
     assert "tints_map" in dialog.status.text()
+    # checked on the 4 images kept aside, as `bayescope-cli train` checks them, and said in words
+    assert posterior.info["test_data"]["images"] == 4 and posterior.info["eval_samples"] == 1  # a MAP holds one
+    right = round(posterior.info["test_accuracy"] * 4)
+    assert f"names the right class of {right} of the 4 images kept aside" in dialog.status.text()
 
 
 def test_a_folder_that_cannot_train_gets_a_sentence_and_start_stays_off(qtbot, tmp_path):
