@@ -11,6 +11,7 @@ from PIL import Image
 from PySide6.QtWidgets import QMessageBox
 
 from app.views.training import TrainingDialog
+from app.workspace import task_of
 from core.engine.store import load_posterior
 
 
@@ -153,6 +154,15 @@ def test_a_grey_folder_offers_every_network_at_its_size_and_trains_lenet_by_defa
     arch = dialog.architecture()
     assert (arch.name, arch.channels, arch.image_size, arch.num_classes) == ("mlp", 1, 28, 2)
     assert arch.mean == dialog.folder_data.mean  # so the window reads photos with it, as training did
+    dialog.select_model("softmax")
+    dialog.select_method("map")
+    dialog.set_setting("epochs", 1)
+    dialog.name.setText("strokes")
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+    posterior = load_posterior(saved.args[0])
+    assert posterior.info["class_names"] == ["left", "right"] and task_of(posterior) == "images"
 
 
 def test_a_folder_changed_since_it_was_read_is_read_again_before_a_run(qtbot, tmp_path):
