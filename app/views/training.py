@@ -14,6 +14,7 @@ import html
 import math
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -673,6 +674,7 @@ class TrainingDialog(QDialog):
         self._folder_read: str | None = None  # the folder folder_data (or the problem) is of
         self._folder_problem: str | None = None
         self._scan_worker = None
+        self._scan_number = 0  # of the latest reading started
         self._scan_timer = QTimer(self)
         self._scan_timer.setSingleShot(True)
         self._scan_timer.setInterval(self.SCAN_DELAY_MS)
@@ -1017,7 +1019,12 @@ class TrainingDialog(QDialog):
             self.images_folder.setText(folder)
 
     def _on_images_folder_text_changed(self, *_: object) -> None:
-        """Forget what was read; read the folder shortly (after the last key typed)."""
+        """Forget what was read (a reading under way is stopped, its reports dropped); read the
+        folder shortly (after the last key typed)."""
+        if self._scan_worker is not None:
+            self._scan_worker.quit()
+            self._scan_worker = None
+        self._scan_number += 1
         self.folder_data, self._folder_read, self._folder_problem = None, None, None
         text = self.images_folder.text().strip()
         self.folder_found.setToolTip("")
@@ -1029,25 +1036,26 @@ class TrainingDialog(QDialog):
             self._scan_timer.start()
 
     def _on_scan_timer_timeout(self) -> None:
-        if self._scan_worker is not None:
-            self._scan_worker.quit()  # its result is dropped: a newer folder is read instead
         path = self.images_folder.text().strip()
         if not path:
             return
+        self._scan_number += 1
         worker = generator_worker(read_image_folder(path))
-        worker.yielded.connect(self._on_scan_worker_yielded)
-        worker.returned.connect(lambda data, path=path: self._on_scan_worker_returned(path, data))
-        worker.errored.connect(lambda exc, path=path: self._on_scan_worker_errored(path, exc))
-        worker.finished.connect(lambda worker=worker: self._on_scan_worker_finished(worker))
+        # each slot is told which reading reported, so that a stale one's reports are dropped
+        number = self._scan_number
+        worker.yielded.connect(partial(self._on_scan_worker_yielded, number))
+        worker.returned.connect(partial(self._on_scan_worker_returned, number, path))
+        worker.errored.connect(partial(self._on_scan_worker_errored, number, path))
+        worker.finished.connect(partial(self._on_scan_worker_finished, number))
         self._scan_worker = worker
         worker.start()
 
-    def _on_scan_worker_yielded(self, record: ProgressRecord) -> None:
-        if record.total:
+    def _on_scan_worker_yielded(self, number: int, record: ProgressRecord) -> None:
+        if number == self._scan_number and record.total:
             self.folder_found.setText(f"Reading the images… {record.step:,} of {record.total:,}")
 
-    def _on_scan_worker_returned(self, path: str, data: FolderData) -> None:
-        if path != self.images_folder.text().strip():
+    def _on_scan_worker_returned(self, number: int, path: str, data: FolderData) -> None:
+        if number != self._scan_number:
             return  # a stale reading
         self._folder_read = path
         try:
@@ -1065,8 +1073,8 @@ class TrainingDialog(QDialog):
         self._update_start_enabled()
         self._request_estimate()
 
-    def _on_scan_worker_errored(self, path: str, exc: Exception) -> None:
-        if path == self.images_folder.text().strip():
+    def _on_scan_worker_errored(self, number: int, path: str, exc: Exception) -> None:
+        if number == self._scan_number:
             self._folder_read = path
             self._show_folder_problem(exc, path)
 
@@ -1079,8 +1087,8 @@ class TrainingDialog(QDialog):
         self._update_start_enabled()
         self._request_estimate()
 
-    def _on_scan_worker_finished(self, worker: object) -> None:
-        if self._scan_worker is worker:
+    def _on_scan_worker_finished(self, number: int) -> None:
+        if number == self._scan_number:
             self._scan_worker = None
 
     def _folder_changed(self) -> bool:

@@ -191,3 +191,16 @@ def test_a_problem_with_the_folder_is_told_without_its_path(tmp_path):
     words = folder_problem(DatasetContentError(f"none of the 3 image files in {folder} could be read (the first: "
                                                "a.png: not a readable image)"), folder)
     assert words == "None of the images in this folder could be read (the first: a.png: not a readable image)."
+
+
+def test_a_reading_overtaken_by_another_folder_is_dropped(qtbot, tmp_path):
+    first = _tinted_folder(tmp_path / "first", count=10, corrupt=False)
+    second = _tinted_folder(tmp_path / "second", classes=(("green", 1), ("red", 0)), count=3, corrupt=False)
+    dialog = _dialog(qtbot)
+    dialog.choose_images_folder(first)
+    qtbot.waitUntil(lambda: dialog._scan_worker is not None, timeout=5_000)  # the first is being read
+    dialog.choose_images_folder(second)
+    qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
+    qtbot.wait(100)  # any late report of the first reading has arrived by now, and was dropped
+    assert dialog.folder_data.train.class_names == ("green", "red")
+    assert "Found 6 colour images in 2 classes: “green”, “red”" in dialog.folder_found.text()
