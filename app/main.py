@@ -615,7 +615,8 @@ class MainWindow(QMainWindow):
             reference = self.workspace.reference_for(column)
             view.show_column(column, self.workspace.class_names, self.workspace.level,
                              full=column.samples(self.workspace.num_samples),
-                             reference=None if reference is None else reference.prediction)
+                             reference=None if reference is None else reference.prediction,
+                             reference_info=None if reference is None else reference.posterior.info)
 
     def remove_column(self, key: str) -> None:
         """Remove a column; the status bar offers to bring it back (Undo, or Ctrl+Z)."""

@@ -482,24 +482,27 @@ class IntervalPlot(InputPlot):
         else:
             self.set_title(f"Mean and {label} · {draws}", f"Mean and {label}", label)
         note = interval_note(s, summary.level)
-        self.set_tip_note(note + ("\n\n" + self.REFERENCE_NOTE if self.reference is not None else ""))
+        if self.reference is not None:
+            note += "\n\n" + self.REFERENCE_NOTE.format(who=self.reference_who)
+        self.set_tip_note(note)
         self.update()
 
     REFERENCE_NOTE = (
-        "Black marks: the same input judged by exact inference, HMC with converged chains on "
-        "the same model (this set's reference): its average (—) and its interval (the thin line "
-        "right of each bar). The closer the bars and whiskers are to them, the closer this "
-        "method comes to exact Bayesian inference. \"Differs by\" below is the total variation: "
-        "the most probability that any choice of classes gets from one and not the other.")
+        "Black marks: the same input judged by {who}: its average (—) and its interval (the thin "
+        "line right of each bar). The closer the bars and whiskers are to them, the closer this "
+        "method comes to it. \"Differs by\" below is the total variation: the most probability "
+        "that any choice of classes gets from one and not the other.")
 
-    def set_reference(self, summary: Any | None) -> None:
-        """Exact inference's summary on the same input, drawn as marks (None: no marks)."""
+    def set_reference(self, summary: Any | None, who: str = "") -> None:
+        """The tier reference's summary on the same input, drawn as marks (None: no marks);
+        ``who`` names it in the tooltip (exact inference, or HMC that has not converged)."""
         self.reference = None if summary is None else {
             "mean": summary.mean.numpy(), "lower": summary.lower.numpy(), "upper": summary.upper.numpy()}
+        self.reference_who = who
 
     def clear_view(self) -> None:
         super().clear_view()
-        self.reference = None
+        self.reference, self.reference_who = None, ""
         self.set_title("Mean and interval")
 
     def paint_data(self, painter: QPainter) -> None:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import REFERENCE_HTML, WARNING
 from app.workspace import Column
+from core.engine import tiers
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     convergence_lines,
@@ -245,12 +246,13 @@ class ColumnView(QFrame):
                                         if warning else "")
 
     def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None,
-                    reference: Prediction | None = None) -> None:
+                    reference: Prediction | None = None, reference_info: dict | None = None) -> None:
         """Draw the column's latest prediction (or say that there is none yet).
 
         ``full`` is the number of draws the column uses at rest; a prediction from fewer (while
         the input is moving) says so. ``reference`` is exact inference's (HMC's) prediction on
-        the same input for a column of a tier that has one: marked on its plot, and said.
+        the same input for a column of a tier that has one: marked on its plot, and said, in the
+        words its convergence allows (``reference_info``: the reference's file info).
         """
         prediction = column.prediction
         if column.failure is not None:
@@ -264,7 +266,8 @@ class ColumnView(QFrame):
             self._fit_verdict()
         interval = self.plots.get("interval")
         if interval is not None:
-            interval.set_reference(None if reference is None else reference.summary)
+            who = tiers.reference_words(reference_info or {})
+            interval.set_reference(None if reference is None else reference.summary, who[1])
         for plot in self.plots.values():
             plot.show(prediction, level)
         s = prediction.summary
@@ -285,7 +288,7 @@ class ColumnView(QFrame):
         if reference is not None:
             r = reference.summary
             tv = 0.5 * float((s.mean - r.mean).abs().sum())
-            verdict += (f"<br><span style='color:{REFERENCE_HTML}'>Exact inference (HMC) reads "
+            verdict += (f"<br><span style='color:{REFERENCE_HTML}'>{html.escape(who[0])} reads "
                         f"<b>{class_names[r.predicted_class]}</b>: p̄ {float(r.mean[r.predicted_class]):.2f}; "
                         f"this column differs by {tv:.2f}</span>")
         if full is not None and s.num_samples < full:

@@ -72,6 +72,7 @@ from core.analysis.dataset import (
     dataset_words,
     histogram_bin_images,
 )
+from core.engine import tiers
 from core.engine.naming import plural
 
 FOLDER = "folder…"
@@ -224,8 +225,9 @@ class DatasetColumn(QFrame):
     #: Four columns fit beside the left panel in a 1600-pixel-wide window.
     MIN_WIDTH = 228
 
-    REFERENCE_TIP = ("This posterior belongs to a set that shares one model, data set and prior with exact "
-                     "inference (HMC with converged chains). Same top class: how often both predict the same "
+    REFERENCE_TIP = ("This posterior belongs to a set that shares one model, data set and prior with HMC, the "
+                     "set's reference (exact inference once its chains have converged: its column says whether "
+                     "they have). Same top class: how often both predict the same "
                      "class. Differs by: the total variation between their average predictions, averaged over "
                      "the images (0 = the same; it is the most probability that any choice of classes gets from "
                      "one and not the other).")
@@ -560,7 +562,8 @@ class DatasetView(QWidget):
             if shown is None or self.workspace.reference_for(shown) is None:
                 continue
             f = predictive_fidelity(results[ref_name].data.mean_proba, results[column.name].data.mean_proba)
-            notes[column.name] = (f"Against exact inference (HMC): same top class on {f.agreement * 100:.1f}% "
+            notes[column.name] = (f"Against {tiers.reference_words(ref.posterior.info)[0].replace('Exact', 'exact')}: "
+                                  f"same top class on {f.agreement * 100:.1f}% "
                                   f"of the images; differs by {f.total_variation:.3f} on average")
         return notes
 

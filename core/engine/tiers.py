@@ -21,6 +21,25 @@ TIER_WORDS: dict[str, str] = {
 }
 
 
+#: The largest R̂ at which a reference is called exact inference (Vehtari et al. 2021's aim).
+REFERENCE_RHAT = 1.01
+
+
+def reference_words(info: dict[str, Any]) -> tuple[str, str]:
+    """What to call a tier's reference (its ``info``): a short name, and a sentence for tooltips.
+    HMC is "exact inference" only when its chains converged (recorded R̂ ≤ 1.01); otherwise the
+    words say it has not, with the R̂, so its marks are not taken for the truth."""
+    record = info.get("diagnostics") if isinstance(info.get("diagnostics"), dict) else {}
+    rhat = record.get("rhat_max")
+    if record.get("status") == "measured" and rhat is not None and rhat <= REFERENCE_RHAT:
+        return ("Exact inference (HMC)",
+                "exact inference, HMC with converged chains on the same model (this set's reference)")
+    said = f"largest R̂ {rhat:.2f}, aim {REFERENCE_RHAT}" if rhat is not None else "not measured"
+    return (f"HMC (not converged, R̂ {rhat:.2f})" if rhat is not None else "HMC (convergence not measured)",
+            f"HMC on the same model, this set's reference, whose chains have NOT converged ({said}): it is "
+            "not yet exact inference, so read its marks as one more approximation, not as the truth")
+
+
 def file_name(tier: str, model: str, method: str) -> str:
     """The file a tier's method is saved as: ``<tier>_<model>_<method>.pt``."""
     return f"{tier}_{model}_{method}.pt"

@@ -34,6 +34,8 @@ def tier_folder(tmp_path_factory):
         m = get_method(method)
         posterior = drain(fit_posterior(m, m.make_config(**settings), ArchSpec("softmax"), train, 0))
         posterior.info["zoo"] = {"tier": "paper", "arguments": []}
+        if method == "hmc":  # the record a converged reference carries (what the words depend on)
+            posterior.info["diagnostics"] = {"status": "measured", "rhat_max": 1.004, "chains": 4, "draws": 10}
         save_posterior(posterior, folder / file_name("paper", "softmax", method))
     return folder
 
@@ -111,3 +113,13 @@ def test_the_dataset_tab_says_how_far_a_tier_column_is_from_the_reference(qtbot,
     text = tier_widget.reference.text()
     assert text == (f"Against exact inference (HMC): same top class on {got.agreement * 100:.1f}% of the images; "
                     f"differs by {got.total_variation:.3f} on average")
+
+
+def test_a_reference_whose_chains_have_not_converged_is_not_called_exact():
+    from core.engine.tiers import reference_words
+
+    short, sentence = reference_words({"diagnostics": {"status": "measured", "rhat_max": 2.9238}})
+    assert short == "HMC (not converged, R̂ 2.92)"
+    assert "have NOT converged (largest R̂ 2.92, aim 1.01)" in sentence and "not yet exact inference" in sentence
+    assert reference_words({})[0] == "HMC (convergence not measured)"
+    assert reference_words({"diagnostics": {"status": "measured", "rhat_max": 1.01}})[0] == "Exact inference (HMC)"
