@@ -595,6 +595,7 @@ class MainWindow(QMainWindow):
                 view.move_requested.connect(self.workspace.move)
                 view.export_requested.connect(self._on_column_export_requested)
                 view.diagnostics_requested.connect(self._on_column_diagnostics_requested)
+                view.title_resized.connect(self._align_titles)
                 self.column_views[column.key] = view
             self.columns_row.removeWidget(view)
             self.columns_row.insertWidget(i, view, 1)
@@ -603,9 +604,18 @@ class MainWindow(QMainWindow):
         reserve = any(view.has_warning for view in self.column_views.values())
         for view in self.column_views.values():
             view.reserve_warning_room(reserve)
+        self._align_titles()
         self.empty_note.setVisible(not keys)
         self.columns_shown.emit()
         self._request_predictions()
+
+    def _align_titles(self) -> None:
+        """Every column's title gets the room of the tallest: a title that wraps to three lines
+        in a narrow column would otherwise start its plots below its neighbours'."""
+        views = list(self.column_views.values())
+        height = max((view.title_height() for view in views), default=0)
+        for view in views:
+            view.set_title_room(height)
 
     def _on_workspace_prediction_changed(self, key: str) -> None:
         column = self.workspace.column(key)
@@ -891,6 +901,7 @@ class MainWindow(QMainWindow):
             view = self.column_views.get(column.key)
             if view is not None:
                 view.set_header(column, self.workspace.num_samples)
+        self._align_titles()  # a title's draw count may wrap it to another number of lines
         self._save_state()
         self._request_predictions()
 

@@ -10,7 +10,6 @@ import html
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -44,10 +43,14 @@ def column_title(text: str = "") -> QLabel:
     label = QLabel(f"<b>{text}</b>" if text else "")
     label.setWordWrap(True)
     label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-    bold = label.font()
-    bold.setBold(True)
-    label.setMinimumHeight(2 * QFontMetrics(bold).lineSpacing())
+    label.setMinimumHeight(TWO_LINES())
     return label
+
+
+def TWO_LINES() -> int:  # noqa: N802 (a constant once the fonts are known)
+    """The height of two bold lines of a title."""
+    probe = QLabel("<b>Xg<br>Xg</b>")
+    return probe.sizeHint().height()
 
 
 #: The longest warning a column can show, to size its room (R̂ with two decimals above 1.1).
@@ -87,6 +90,8 @@ class ColumnView(QFrame):
     """
 
     remove_requested = Signal(str)
+    #: The column's width changed: the window lines its title up with the other columns' titles.
+    title_resized = Signal()
     diagnostics_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
@@ -173,8 +178,20 @@ class ColumnView(QFrame):
             self.plots[cls.view_key] = plot
             layout.addWidget(plot, stretch[cls.view_key])
 
+    def title_height(self) -> int:
+        """The height this column's title needs at its width (two lines at least)."""
+        return max(TWO_LINES(), self.title.heightForWidth(max(self.title.width(), 1)))
+
+    def set_title_room(self, height: int) -> None:
+        """Give the title ``height`` (the tallest title of the row): the plots of every column
+        then start at one height however their titles wrap."""
+        if self.title.minimumHeight() != height:
+            self.title.setMinimumHeight(height)
+
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.title_resized.emit()
         width = self._verdict_holder.width()
         if width > 0 and width != getattr(self, "_verdict_width", None):
             self._verdict_width = width
