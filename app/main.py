@@ -602,8 +602,10 @@ class MainWindow(QMainWindow):
             view.set_header(column, self.workspace.num_samples)
         # while any column says its chains disagree, all keep that room: plots stay aligned
         reserve = any(view.has_warning for view in self.column_views.values())
+        marked = any(self.workspace.reference_for(c) is not None for c in self.workspace.columns)
         for view in self.column_views.values():
             view.reserve_warning_room(reserve)
+            view.reserve_reference_room(marked)
         self._align_titles()
         self.empty_note.setVisible(not keys)
         self.columns_shown.emit()

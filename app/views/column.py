@@ -156,10 +156,9 @@ class ColumnView(QFrame):
         self.verdict.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         # The verdict's height follows the column's width, never its text: a label that grew or
         # shrank as a note line came and went would re-lay out and repaint every plot below.
-        longest = max(class_names, key=len)
-        self._verdict_room = QLabel(
-            f"Reads <b>{longest}</b>: p̄ 0.88 (90%: 0.88–0.88)<br><b>Uncertain:</b> {longest} and "
-            f"{longest} overlap (0.88)<br><i>first 16 of 1000 draws while you draw…</i>")
+        self._longest = max(class_names, key=len)
+        self._verdict_room = QLabel()
+        self.reserve_reference_room(False)
         self._verdict_room.setWordWrap(True)
         self._verdict_room.setTextFormat(Qt.TextFormat.RichText)
 
@@ -208,6 +207,19 @@ class ColumnView(QFrame):
         self._reserve_warning = reserve
         self.convergence.setVisible(reserve)
         self._fit_warning()
+
+    def reserve_reference_room(self, reserve: bool) -> None:
+        """Keep room in the verdict for the line of a tier's reference (blank in a column without
+        one), or none: while any column shows that line, all keep its room and stay aligned."""
+        longest = self._longest
+        text = (f"Reads <b>{longest}</b>: p̄ 0.88 (90%: 0.88–0.88)<br><b>Uncertain:</b> {longest} and "
+                f"{longest} overlap (0.88)<br><i>first 16 of 1000 draws while you draw…</i>")
+        if reserve:
+            text += f"<br>HMC (not converged, R̂ 8.88): reads <b>{longest}</b>, p̄ 0.88; this column differs by 0.88"
+        if text != self._verdict_room.text():
+            self._verdict_room.setText(text)
+            if hasattr(self, "_failed"):  # not while the column is being built
+                self._fit_verdict()
 
     def _fit_warning(self) -> None:
         width = self._verdict_holder.width()
@@ -305,8 +317,8 @@ class ColumnView(QFrame):
         if reference is not None:
             r = reference.summary
             tv = 0.5 * float((s.mean - r.mean).abs().sum())
-            verdict += (f"<br><span style='color:{REFERENCE_HTML}'>{html.escape(who[0])} reads "
-                        f"<b>{class_names[r.predicted_class]}</b>: p̄ {float(r.mean[r.predicted_class]):.2f}; "
+            verdict += (f"<br><span style='color:{REFERENCE_HTML}'>{html.escape(who[0])}: reads "
+                        f"<b>{class_names[r.predicted_class]}</b>, p̄ {float(r.mean[r.predicted_class]):.2f}; "
                         f"this column differs by {tv:.2f}</span>")
         if full is not None and s.num_samples < full:
             verdict += f"<br><i>first {s.num_samples} of {full} draws while you draw…</i>"
