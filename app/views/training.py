@@ -536,6 +536,17 @@ def _stem(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name.strip()) or "posterior"
 
 
+
+def browse_row(edit: QLineEdit, tip: str, slot) -> QHBoxLayout:
+    """A path field with its Browse… button beside it."""
+    browse = QPushButton("Browse…")
+    browse.setToolTip(tip)
+    browse.clicked.connect(slot)
+    row = QHBoxLayout()
+    row.addWidget(edit, 1)
+    row.addWidget(browse)
+    return row
+
 class TrainingDialog(QDialog):
     """Choose a method, a model and their settings; train in the background.
 
@@ -629,12 +640,8 @@ class TrainingDialog(QDialog):
             "MNIST's training files (train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz) "
             "are looked for in its “mnist” folder, then in bayescope's user cache."
         )
-        browse = QPushButton("Browse…")
-        browse.setToolTip("Choose the data folder (the folder that holds “mnist”).")
-        browse.clicked.connect(self._on_browse_clicked)
-        data_row = QHBoxLayout()
-        data_row.addWidget(self.data_dir, 1)
-        data_row.addWidget(browse)
+        data_row = browse_row(self.data_dir, "Choose the data folder (the folder that holds “mnist”).",
+                              self._on_browse_clicked)
         self.data_found = WrappedLabel()
         self.data_found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.download = QCheckBox("download MNIST's training images (about 10 MB) into the user cache")
@@ -659,12 +666,8 @@ class TrainingDialog(QDialog):
             "(ResNet-8); grey ones the digit networks. A fifth of each class is kept aside to "
             "check the result.</p>"
         )
-        browse_images = QPushButton("Browse…")
-        browse_images.setToolTip("Choose the folder of your images (one sub-folder per class).")
-        browse_images.clicked.connect(self._on_browse_images_clicked)
-        images_row = QHBoxLayout()
-        images_row.addWidget(self.images_folder, 1)
-        images_row.addWidget(browse_images)
+        images_row = browse_row(self.images_folder, "Choose the folder of your images (one sub-folder per class).",
+                                self._on_browse_images_clicked)
         self._images_row = QWidget()
         self._images_row.setLayout(images_row)
         images_row.setContentsMargins(0, 0, 0, 0)

@@ -19,6 +19,14 @@ from core.engine.settings_help import has_own_words
 from core.engine.store import load_posterior, save_posterior
 
 
+def run_to_saved(qtbot, dialog, timeout: int = 60_000):
+    """Start the dialog's run and wait until it has saved its posterior and stopped; the file."""
+    with qtbot.waitSignal(dialog.posterior_saved, timeout=timeout) as saved:
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=timeout)
+    return saved.args[0]
+
+
 @pytest.fixture(autouse=True)
 def isolated_settings(qapp, tmp_path):
     """QSettings() in an INI file under tmp_path, as the app names it."""
@@ -279,10 +287,7 @@ def test_short_sghmc_run_on_real_mnist_completes(qtbot, mnist_slice):
         dialog.set_setting(key, value)
     dialog.set_setting("step_size", 1e-4)
     dialog.name.setText("slice sghmc")
-    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
-        dialog.start()
-    qtbot.waitUntil(lambda: not dialog.running)
-    posterior = load_posterior(saved.args[0])
+    posterior = load_posterior(run_to_saved(qtbot, dialog, 60_000))
     assert posterior.method == "sghmc" and posterior.arch.name == "softmax"
     assert posterior.arch.drop_rate == 0.0  # samplers never use the network's dropout
     assert posterior.info["training_data"]["images"] == 256
@@ -552,10 +557,7 @@ def test_laplace_starts_from_a_saved_map_posterior_or_refuses_one_that_cannot(qt
     assert "not measured" in dialog.estimate.text() or dialog.last_estimate is None
     dialog.set_setting("structure", "diag")
     dialog.name.setText("from saved best weights")
-    with qtbot.waitSignal(dialog.posterior_saved, timeout=60_000) as saved:
-        dialog.start()
-    qtbot.waitUntil(lambda: not dialog.running)
-    posterior = load_posterior(saved.args[0])
+    posterior = load_posterior(run_to_saved(qtbot, dialog, 60_000))
     assert posterior.method == "laplace" and posterior.arch.name == "softmax"
     assert posterior.info["started_from"] == {"method": "map", "file": str(start_file.absolute()),
                                               "file_sha256": file_sha256(start_file)}

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QMessageBox
 from app.views.training import TrainingDialog
 from app.workspace import task_of
 from core.engine.store import load_posterior
+from tests.app.test_training_dialog import run_to_saved
 
 
 def _tinted_folder(root, classes=(("blue", 2), ("red", 0)), count=12, corrupt=True):
@@ -71,16 +72,14 @@ def test_a_colour_folder_is_described_in_words_and_trains_a_column_of_its_classe
     dialog.set_setting("epochs", 1)
     dialog.set_setting("batch_size", 8)
     dialog.name.setText("tints map")
-    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
-        dialog.start()
-    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
-    posterior = load_posterior(saved.args[0])
+    path = run_to_saved(qtbot, dialog, 30_000)
+    posterior = load_posterior(path)
     assert posterior.method == "map" and posterior.arch.name == "resnet"
     assert posterior.arch.channels == 3 and posterior.arch.image_size == 32 and posterior.arch.num_classes == 2
     assert posterior.info["class_names"] == ["blue", "red"]  # the folders' names
     record = posterior.info["training_data"]
     assert record["images"] == 20 and [u["file"] for u in record["unreadable"]] == ["red/broken.png"]
-    key = str(saved.args[0].resolve())
+    key = str(path.resolve())
     assert key in [c.key for c in window.workspace.columns_of("images")]
     assert "tints_map" in dialog.status.text()
     # checked on the 4 images kept aside, as `bayescope-cli train` checks them, and said in words
@@ -158,10 +157,7 @@ def test_a_grey_folder_offers_every_network_at_its_size_and_trains_lenet_by_defa
     dialog.select_method("map")
     dialog.set_setting("epochs", 1)
     dialog.name.setText("strokes")
-    with qtbot.waitSignal(dialog.posterior_saved, timeout=30_000) as saved:
-        dialog.start()
-    qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
-    posterior = load_posterior(saved.args[0])
+    posterior = load_posterior(run_to_saved(qtbot, dialog, 30_000))
     assert posterior.info["class_names"] == ["left", "right"] and task_of(posterior) == "images"
 
 
