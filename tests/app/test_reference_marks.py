@@ -71,8 +71,8 @@ def test_a_tier_column_shows_the_reference_and_others_do_not(qtbot, window, tier
     # every column keeps the room of that line, the plots of all start at one height
     from PySide6.QtCore import QPoint
 
-    tops = {v.plots["histograms"].mapTo(window, QPoint(0, 0)).y() for v in window.column_views.values()}
-    assert len(tops) == 1
+    qtbot.waitUntil(lambda: len({v.plots["histograms"].mapTo(window, QPoint(0, 0)).y()
+                                 for v in window.column_views.values()}) == 1, timeout=5000)
     assert "Black marks" in marked.toolTip()
     assert window.column_views[lenet_key].plots["interval"].reference is None
     assert "Exact inference" not in window.column_views[lenet_key].verdict.text()
