@@ -27,7 +27,9 @@ interval holds 78%, not 90% (19 draws give 90%). The red bar is the predicted cl
 method</i> set (Add posterior) share one model, data set and prior, so they differ in method
 only. For that model HMC with converged chains is as close to exact Bayesian inference as there
 is; on every other column of the set its average (—) and interval (thin line right of each bar)
-are drawn in black, and the verdict says what it reads and how far the column is from it.</p>
+are drawn in black, and the verdict says what it reads and how far the column is from it. When
+HMC's own chains have not converged the verdict says so ("HMC (not converged, R̂ …)"): its marks
+are then one more approximation, not the exact answer.</p>
 <p><b>Uncertainty (nats).</b> Total = aleatoric + epistemic, measured as entropy in nats
 (0 = certain; the dashed line ln K is the most possible, every class equally likely).
 <i>Aleatoric</i>: each model on its own finds the input ambiguous, like a 4 that could be a 9;
