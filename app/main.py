@@ -73,10 +73,12 @@ PHOTO_TIP = ("What the model sees: the photo upright, its shorter side resized t
              "centre cut square, as its training images were read")
 
 
-def preview_note(face: bool, shown: bool, photo: str = "", sizes: int = 1) -> str:
+def preview_note(face: bool, shown: bool, photo: str = "", sizes: int = 1, photos: bool = False) -> str:
     """The line beside the picture of what the posteriors see (a black square when empty);
     ``photo``: what the first column of one's own images reads ("colour 32×32 images"), if shown;
-    ``sizes``: how many sizes or kinds the columns read."""
+    ``sizes``: how many sizes or kinds the columns read; ``photos``: the columns judge photos."""
+    if photos and not shown:
+        return "The photo the posteriors judge will show here, as they see it."
     if photo:
         how = "shorter side resized, centre cut square"
         if sizes > 1:
@@ -744,6 +746,7 @@ class MainWindow(QMainWindow):
             view = DatasetView(self.workspace)
             view.image_chosen.connect(self.show_image_array)
             view.face_chosen.connect(self.show_face_photo)
+            view.photo_chosen.connect(self.show_photo_array)
             index = self.views.indexOf(self._dataset_placeholder)
             current = self.views.currentIndex()
             self.views.blockSignals(True)
@@ -804,7 +807,8 @@ class MainWindow(QMainWindow):
         self.warning.setText(panel.note())
         self.preview.show_image(preview)
         self.preview_note.setText(preview_note(face=panel is self.face_panel, shown=image is not None,
-                                               photo=photo if preview is not None else "", sizes=sizes))
+                                               photo=photo if preview is not None else "", sizes=sizes,
+                                               photos=panel is self.image_panel and self.image_panel.photos))
         self.preview.setToolTip(PHOTO_TIP if photo else FACE_TIP if panel is self.face_panel else DIGIT_TIP)
         self.input_label.setText(f"Judging {label}" if image is not None else "")
         if image is None:
@@ -938,6 +942,17 @@ class MainWindow(QMainWindow):
     def show_image_array(self, image: np.ndarray, label: str) -> None:
         """Judge a ready 28×28 image in every column (shown in the Image tab)."""
         self.image_panel.set_array(image, label)
+        self.modes.setCurrentWidget(self.image_panel)
+        self.views.setCurrentIndex(0)
+
+    def show_photo_array(self, image: np.ndarray, label: str) -> None:
+        """Judge one of a person's images (a thumbnail of the Dataset tab, as the models read it)
+        in the Image tab, with the columns of their images."""
+        from core.engine.data.folder import photo_from_array
+
+        self._read_columns("images")
+        self.image_panel.set_judges_photos(True)
+        self.image_panel.set_photo(photo_from_array(image, label), label)
         self.modes.setCurrentWidget(self.image_panel)
         self.views.setCurrentIndex(0)
 

@@ -76,6 +76,8 @@ from core.engine import tiers
 from core.engine.naming import plural
 
 FOLDER = "folder…"
+#: The entry that asks for a folder of a person's images (class folders, a CSV, CIFAR files).
+IMAGES_FOLDER = "images folder…"
 #: The faces test split (core.engine.faces.testset.FACE_TEST_SET; not imported: torch loads later).
 FACE_SET = "utkface-test"
 #: Where a missing data set's message sends a person.
@@ -93,9 +95,12 @@ NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a
                  "known ages are at hand).")
 NOT_FOR_DIGITS = ("The columns are digit posteriors: they read 28×28 images, so the faces test split is not "
                   "offered (open the Face tab on the left to evaluate the face heads on it).")
-NOT_FOR_IMAGES = ("The columns are posteriors of your own images: this tab evaluates digit posteriors and face "
-                  "heads so far. Evaluate yours on their folder with the command line: "
-                  "bayescope-cli evaluate --dataset FOLDER --posterior FILE.")
+NOT_FOR_IMAGES = ("The columns are posteriors of your own images: they are judged on a folder of your images "
+                  "with the classes they were trained on (one sub-folder per class; a train/ and test/ pair "
+                  "gives its test/ part, otherwise the part training kept aside), and, as unfamiliar images, "
+                  "on another folder. The digits, letters and faces are not offered to them.")
+#: What the columns of one's own images need before Evaluate.
+CHOOSE_IMAGES = "Choose a folder of your images to judge the columns on (“A folder of your images…” above)."
 IDLE_TEXT = "Choose the images and press Evaluate to judge every column's posterior on them."
 #: The columns of each task, and the modes that show them, in words.
 TASK_WORDS = {"digits": "digit posteriors", "faces": "face heads", "images": "posteriors of your images"}
@@ -105,11 +110,18 @@ MODE_WORDS = {"digits": "a digit mode on the left (Draw, Rotate or Image)", "fac
 
 def readable_by(task: str, spec: str, ood: bool) -> bool:
     """Whether the columns of ``task`` ("digits", "faces", "images") can read the set ``spec``."""
-    if task == "images":  # their own folders are evaluated on the command line, so far
-        return False
+    if task == "images":  # a folder of their images (test), or none / another folder (OOD)
+        return (ood and spec == "") or (spec not in ("", FOLDER, IMAGES_FOLDER) and is_images_folder(spec))
     if task == "faces":
         return spec == "" if ood else spec == FACE_SET
     return spec != FACE_SET
+
+
+def is_images_folder(spec: str) -> bool:
+    """Whether ``spec`` is a folder (or CSV manifest) of a person's images."""
+    from core.engine.data.folder import image_folder
+
+    return image_folder(spec)
 
 
 def model_enabled(box: QComboBox, index: int) -> bool:
@@ -129,11 +141,13 @@ class ThumbnailPanel(QFrame):
     """The test images behind a clicked cell or bar, as a grid; a click sends one to the workspace.
 
     Signals: image_chosen(np.ndarray 28×28, str label) for digit images, face_chosen(np.ndarray
-    (H, W, 3) uint8, str name) for face photos.
+    (H, W, 3) uint8, str name) for face photos, photo_chosen(np.ndarray (H, W, 3) uint8, str
+    label) for a person's colour images.
     """
 
     image_chosen = Signal(object, str)
     face_chosen = Signal(object, str)
+    photo_chosen = Signal(object, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -163,6 +177,7 @@ class ThumbnailPanel(QFrame):
         self.images: list[np.ndarray] = []
         self.labels: list[str] = []
         self.faces = False
+        self.photos = False
 
     def show_message(self, caption: str) -> None:
         """Only a caption (while photos are read, or when there are none)."""
@@ -171,11 +186,12 @@ class ThumbnailPanel(QFrame):
         self.caption.setText(caption)
         self.show()
 
-    def show_images(self, caption: str, images, labels: list[str], tips: list[str]) -> None:
-        """``images``: digits (N, 28, 28) in [0, 1], or face photos, each (H, W, 3) uint8; each with
-        the label the workspace shows and a tooltip."""
+    def show_images(self, caption: str, images, labels: list[str], tips: list[str], photos: bool = False) -> None:
+        """``images``: digits (N, 28, 28) in [0, 1], or face photos (or, with ``photos``, a person's
+        colour images), each (H, W, 3) uint8; each with the label the workspace shows and a tooltip."""
         self.grid.clear()
         self.caption.setText(caption)
+        self.photos = photos
         self.faces = len(images) > 0 and np.asarray(images[0]).ndim == 3
         self.images = [np.asarray(im) if self.faces else np.asarray(im, dtype=np.float32) for im in images]
         self.labels = list(labels)
@@ -204,8 +220,9 @@ class ThumbnailPanel(QFrame):
 
     def choose(self, row: int) -> None:
         """Send the image in ``row`` to the workspace (what a click does): a face photo to the Face
-        mode, a digit to the Image mode."""
-        (self.face_chosen if self.faces else self.image_chosen).emit(self.images[row], self.labels[row])
+        mode, a digit or one's own photo to the Image mode."""
+        signal = self.photo_chosen if self.photos else self.face_chosen if self.faces else self.image_chosen
+        signal.emit(self.images[row], self.labels[row])
 
     def _on_grid_item_clicked(self, item: QListWidgetItem) -> None:
         self.choose(int(item.data(Qt.ItemDataRole.UserRole)))
@@ -296,6 +313,8 @@ class DatasetView(QWidget):
         A test image (28×28 in [0, 1]) and its label, to judge in the per-input workspace.
     face_chosen(np.ndarray, str)
         A face photo of the faces test split ((H, W, 3) uint8) and its file name, for the Face mode.
+    photo_chosen(np.ndarray, str)
+        One of a person's colour images ((S, S, 3) uint8, as the models read it) and its label.
     progress_reported(int, int, str)
         Images done and total of the posterior being evaluated, and its name.
     results_shown
@@ -306,6 +325,7 @@ class DatasetView(QWidget):
 
     image_chosen = Signal(object, str)
     face_chosen = Signal(object, str)
+    photo_chosen = Signal(object, str)
     progress_reported = Signal(int, int, str)
     results_shown = Signal()
     run_ended = Signal()
@@ -330,7 +350,8 @@ class DatasetView(QWidget):
         self._photo_worker = None
         self._selection_run = 0
         #: The sets last chosen for each task's columns (switching tasks brings them back).
-        self._choices: dict[str, tuple[str, str]] = {"digits": ("mnist-test", "notmnist"), "faces": (FACE_SET, "")}
+        self._choices: dict[str, tuple[str, str]] = {"digits": ("mnist-test", "notmnist"), "faces": (FACE_SET, ""),
+                                                     "images": (IMAGES_FOLDER, "")}
         self._offered_task: str | None = None
         #: Each task's latest results and the column keys they are of: a mode change shows its own.
         self._kept: dict[str, tuple[DatasetViews, list[str]]] = {}
@@ -350,6 +371,9 @@ class DatasetView(QWidget):
             for shown, spec in entries:
                 box.addItem(shown, spec)
             box.addItem("A folder of IDX files…", FOLDER)
+            box.addItem("A folder of your images…", IMAGES_FOLDER)
+            box.setItemData(box.count() - 1, "One sub-folder of images per class (PNG, JPEG, …), a CSV file of "
+                            "path,label rows, or CIFAR's binary files", Qt.ItemDataRole.ToolTipRole)
             box.activated.connect(lambda index, b=box: self._on_set_box_activated(b, index))
         self._previous = {self.test_set: 0, self.ood_set: 1}
         self.ood_set.setCurrentIndex(1)
@@ -433,6 +457,7 @@ class DatasetView(QWidget):
         self.thumbnails.hide()
         self.thumbnails.image_chosen.connect(self.image_chosen)
         self.thumbnails.face_chosen.connect(self.face_chosen)
+        self.thumbnails.photo_chosen.connect(self.photo_chosen)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.scroll)
         self.splitter.addWidget(self.thumbnails)
@@ -472,7 +497,8 @@ class DatasetView(QWidget):
             model = box.model()
             for i in range(box.count()):
                 spec = box.itemData(i)
-                ok = task == "digits" if spec == FOLDER else readable_by(task, spec, box is self.ood_set)
+                ok = ({FOLDER: task == "digits", IMAGES_FOLDER: task == "images"}.get(spec)
+                      if spec in (FOLDER, IMAGES_FOLDER) else readable_by(task, spec, box is self.ood_set))
                 model.item(i).setEnabled(ok)
                 model.item(i).setToolTip("" if ok else reason)
         if wanted is not None:
@@ -488,22 +514,29 @@ class DatasetView(QWidget):
         self.sets_note.setToolTip(reason)
 
     def _on_set_box_activated(self, box: QComboBox, index: int) -> None:
-        if box.itemData(index) != FOLDER:
+        spec = box.itemData(index)
+        if spec not in (FOLDER, IMAGES_FOLDER):
             self._previous[box] = index
             return
-        path = QFileDialog.getExistingDirectory(self, "Choose a folder of IDX files (MNIST layout)",
-                                                app_settings.last_folder("data"))
+        title = ("Choose a folder of IDX files (MNIST layout)" if spec == FOLDER else
+                 "Choose a folder of your images (one sub-folder per class)" if box is self.test_set else
+                 "Choose a folder of images the posteriors never saw")
+        path = QFileDialog.getExistingDirectory(self, title, app_settings.last_folder("data"))
         if not path:
             box.setCurrentIndex(self._previous[box])
             return
         app_settings.remember_folder("data", path)
+        if spec == IMAGES_FOLDER and not is_images_folder(path):
+            box.setCurrentIndex(self._previous[box])
+            self.status.setText(f"“{Path(path).name}” holds no images (PNG, JPEG, …), CSV manifest or CIFAR files.")
+            return
         self.set_folder(box, Path(path))
 
     def set_folder(self, box: QComboBox, folder: Path) -> None:
         """Offer ``folder`` in ``box`` (named by its last part) and select it."""
         found = box.findData(str(folder))
         if found < 0:
-            found = box.count() - 1
+            found = box.count() - 2  # before the two "A folder of …" entries
             box.insertItem(found, f"{folder.name} (folder)", str(folder))
             box.setItemData(found, str(folder), Qt.ItemDataRole.ToolTipRole)
         box.setCurrentIndex(found)
@@ -619,10 +652,6 @@ class DatasetView(QWidget):
             self._worker.quit()  # a silent look into the cache gives way to the real run
             self._worker = None
             self._set_running(False)
-        if self.task == "images":
-            if not cache_only:
-                self.status.setText(NOT_FOR_IMAGES)
-            return False
         items = self.items()
         if not items and self.task in self.workspace.unread_tasks:
             waiting = self._waiting_for_columns
@@ -638,6 +667,14 @@ class DatasetView(QWidget):
             return False
         self.offer_sets()
         dataset, ood, limit, samples = self.request()
+        shape = {}
+        if self.task == "images":
+            if dataset in (IMAGES_FOLDER, None, ""):
+                if not cache_only:
+                    self.status.setText(CHOOSE_IMAGES)
+                return False
+            arch = items[0].posterior.arch  # a person's images are read as the models read them
+            shape = {"image_size": arch.image_size, "channels": arch.channels}
         self.result_keys_pending = [c.key for c in self.columns()]
         self._item_count = len(items)
         self._run += 1
@@ -645,7 +682,7 @@ class DatasetView(QWidget):
         self._run_task = self.task
         self._current_request = (dataset, ood, limit, samples, cache_only)
         gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
-                             cache_only=cache_only)
+                             cache_only=cache_only, **shape)
         # the faces may have to be described first, with dlib, which hangs in Qt's pool threads
         worker = PythonThreadGenerator(gen) if dataset == FACE_SET else generator_worker(gen)
         worker.yielded.connect(lambda record: self._on_worker_yielded(run, record))
@@ -923,8 +960,12 @@ class DatasetView(QWidget):
             self.thumbnails.show_message(f"Reading {plural(len(rows), 'photo')}…")
             self._read_photos(faces, rows, caption, labels, tips)
             return
+        if data.x.ndim == 4 and data.x.shape[1] == 3:  # a person's colour images, as the models see them
+            colour = np.rint(np.clip(data.x[shown].numpy().transpose(0, 2, 3, 1), 0, 1) * 255).astype(np.uint8)
+            self.thumbnails.show_images(caption, list(colour), labels, tips, photos=True)
+            return
         images = data.x[shown, 0].numpy() if len(shown) else np.zeros((0, 28, 28), np.float32)
-        self.thumbnails.show_images(caption, images, labels, tips)
+        self.thumbnails.show_images(caption, images, labels, tips, photos=self.task == "images")
 
     def _read_photos(self, faces, rows: list[int], caption: str, labels: list[str], tips: list[str]) -> None:
         """Read the photos behind a selection from UTKFace's archive or folder (a second or two),

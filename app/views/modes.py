@@ -352,6 +352,12 @@ class ImagePanel(ModePanel):
         self._photo, self._digit_problem = photo, problem
         self._set(digit, f"the image {Path(path).name}", grey)
 
+    def set_photo(self, photo, label: str) -> None:
+        """Show a :class:`core.engine.data.folder.Photo` (e.g. one of a person's images picked in
+        the Dataset tab) for the posteriors of one's own images; it shows no digit."""
+        self._photo, self._digit_problem = photo, "This image is one of your own, not a digit."
+        self._set(None, label, None)
+
     def set_array(self, model_input: np.ndarray, label: str, picture: np.ndarray | None = None) -> None:
         """Show a ready 28×28 model input (e.g. a test image picked in the Dataset tab)."""
         self._photo, self._digit_problem = None, ""

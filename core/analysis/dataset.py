@@ -135,8 +135,13 @@ def open_sets(
     limit: int | None = None,
     *,
     cache_only: bool = False,
+    image_size: int | None = None,
+    channels: int | None = None,
 ) -> Generator[ProgressRecord, None, tuple[Dataset, Dataset | None, FaceTestSet | None] | None]:
     """:func:`load_sets` with progress, and the photos of the faces test split.
+
+    Folders of a person's images are read at ``image_size`` and ``channels`` (the models'),
+    as :func:`core.analysis.evaluation.resolve_dataset` reads them.
 
     The faces test split (:data:`core.engine.faces.testset.FACE_TEST_SET`) yields the descriptor
     extraction's progress (phase ``"descriptors"``), takes ``limit`` faces spread over the
@@ -157,8 +162,9 @@ def open_sets(
         if faces is None:
             return None
         return faces.data, None, faces
-    data = resolve_dataset(dataset, data_dir).first(limit)
-    other = resolve_dataset(ood, data_dir).first(limit) if ood else None
+    shape = {"image_size": image_size, "channels": channels}
+    data = resolve_dataset(dataset, data_dir, **shape).first(limit)
+    other = resolve_dataset(ood, data_dir, **shape).first(limit) if ood else None
     return data, other, None
 
 
@@ -312,15 +318,17 @@ def confusion_cell_images(views: DatasetViews, name: str, true_class: int, predi
     d = views.evaluation.results[name].data
     names = views.evaluation.class_names
     p = d.mean_proba[:, predicted_class]
-    members = (f"faces aged {names[true_class]}" if is_face_set(views.evaluation.dataset)
-               else f"{names[true_class]}s")
+    faces = is_face_set(views.evaluation.dataset)  # "faces aged 0-2 predicted as 3-7"
+    digits = all(len(n) == 1 and n.isdigit() for n in names)  # "7s predicted as 1"; other names quoted
+    called = names[predicted_class] if digits or faces else f"“{names[predicted_class]}”"
+    members = (f"faces aged {names[true_class]}" if faces
+               else f"{names[true_class]}s" if digits else f"true class “{names[true_class]}”")
     if soft:
         chosen = np.flatnonzero((d.labels == true_class) & (p >= SOFT_CELL_MIN))
-        text = (f"{members} given at least {SOFT_CELL_MIN:.0%} probability of "
-                f"being {names[predicted_class]}")
+        text = f"{members} given at least {SOFT_CELL_MIN:.0%} probability of being {called}"
     else:
         chosen = np.flatnonzero((d.labels == true_class) & (d.predictions == predicted_class))
-        text = f"{members} predicted as {names[predicted_class]}"
+        text = f"{members} predicted as {called}"
     order = np.argsort(-p[chosen], kind="stable")
     return ImageSelection(chosen[order], views.evaluation.dataset, text)
 

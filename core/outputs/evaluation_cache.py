@@ -234,8 +234,11 @@ def run_evaluation(
     use_cache: bool = True,
     cache_only: bool = False,
     folder: str | os.PathLike | None = None,
+    image_size: int | None = None,
+    channels: int | None = None,
 ) -> Generator[ProgressRecord, None, DatasetViews | None]:
-    """Load the sets (:func:`open_sets`), then :func:`evaluate_dataset`; the GUI's worker runs this.
+    """Load the sets (:func:`open_sets`; folders of a person's images at ``image_size`` and
+    ``channels``), then :func:`evaluate_dataset`; the GUI's worker runs this.
 
     The first record (``phase`` "loading", total 0) comes before the files are read. For the
     faces test split, the descriptor extraction's records follow (``phase`` "descriptors",
@@ -244,7 +247,8 @@ def run_evaluation(
     plain thread, not a Qt pool thread (see :class:`app.workers.PythonThreadCall`).
     """
     yield ProgressRecord(0, 0, {}, "loading")
-    sets = yield from open_sets(dataset, ood, data_dir, limit, cache_only=cache_only)
+    sets = yield from open_sets(dataset, ood, data_dir, limit, cache_only=cache_only, image_size=image_size,
+                                channels=channels)
     if sets is None:
         return None
     data, other, faces = sets

@@ -169,16 +169,82 @@ def test_the_columns_of_ones_images_come_back_at_the_next_start_on_the_image_tab
     assert again.workspace.column_keys() == [str(DIGITS.resolve())]
 
 
-def test_the_dataset_tab_says_where_the_columns_of_ones_images_are_evaluated(qtbot, tmp_path):
-    window = _window(qtbot, [_untrained(tmp_path / "pets.pt", ["cat", "dog"])])
+def _colour_folders(root: Path) -> tuple[Path, Path]:
+    """A folder of red and blue photos (class folders under train/ and test/: its test/ part is
+    judged) and a folder of green ones, which the posterior never saw (no class folders: one set
+    of unfamiliar images)."""
+    rng = np.random.default_rng(5)
+    test, unseen = root / "test photos", root / "green"
+    for name, rgb in (("blue", (40, 60, 200)), ("red", (210, 40, 40))):
+        for split, count in (("train", 2), ("test", 6)):
+            (test / split / name).mkdir(parents=True)
+            for i in range(count):
+                _tinted(rng, rgb).save(test / split / name / f"{i}.png")
+    unseen.mkdir()
+    for i in range(6):
+        _tinted(rng, (40, 200, 60)).save(unseen / f"{i}.png")
+    return test, unseen
+
+
+def test_the_dataset_tab_judges_the_columns_of_ones_images_on_their_folders(qtbot, colour_posterior, tmp_path):
+    from app.views.dataset import CHOOSE_IMAGES, IMAGES_FOLDER
+
+    path, _ = colour_posterior
+    test, unseen = _colour_folders(tmp_path)
+    window = _window(qtbot, [path])
     window.modes.setCurrentWidget(window.image_panel)
     window.views.setCurrentIndex(2)
     view = window.dataset_view
-    assert view.evaluate() is False and not view.running
-    assert "bayescope-cli evaluate --dataset FOLDER" in view.status.text()
-    assert not any(view.test_set.model().item(i).isEnabled() for i in range(view.test_set.count()))
-    window.modes.setCurrentWidget(window.draw_panel)  # the digit sets come back for the digit columns
-    assert view.test_set.model().item(view.test_set.currentIndex()).isEnabled()
+    offered = [view.test_set.itemData(i) for i in range(view.test_set.count())
+               if view.test_set.model().item(i).isEnabled()]
+    assert offered == [IMAGES_FOLDER]  # not the digits, letters or faces
+    assert view.evaluate() is False and view.status.text() == CHOOSE_IMAGES
+    view.set_choice(str(test), str(unseen), 0, 1)
+    assert view.test_set.currentText() == "test photos (folder)" and view.ood_set.currentText() == "green (folder)"
+    with qtbot.waitSignal(view.run_ended, timeout=60_000):
+        assert view.evaluate()
+    assert view.results is not None, view.status.text()
+    ev = view.results.evaluation
+    assert ev.class_names == ("blue", "red") and len(view.results.ood) == 6  # the green photos, unfamiliar
+    result = next(iter(ev.results.values()))
+    assert sorted(result.data.labels.tolist()) == [0] * 6 + [1] * 6
+    assert (result.data.mean_proba.argmax(1) == result.data.labels).mean() == 1.0  # told apart by colour
+    # a cell of the confusion matrix lists its photos in colour; a click judges one in the Image tab
+    name = next(iter(view.column_widgets))
+    selection = view.show_cell_images(name, False, 1, 1)
+    assert len(selection.indices) == 6 and view.thumbnails.photos
+    assert all(im.shape == (32, 32, 3) and im.dtype == np.uint8 for im in view.thumbnails.images)
+    assert view.thumbnails.images[0][..., 0].mean() > view.thumbnails.images[0][..., 2].mean() + 80  # red
+    view.thumbnails.choose(0)
+    settle(qtbot, window)
+    assert window.views.currentIndex() == 0 and window.modes.currentWidget() is window.image_panel
+    column = window.workspace.columns[0]
+    assert column.failure is None
+    assert window.workspace.class_names[column.prediction.summary.predicted_class] == "red"
+    assert np.array_equal(window.preview.shown, view.thumbnails.images[0])  # the same pixels, read back
+    window.modes.setCurrentWidget(window.draw_panel)  # no digit column: the digit sets are offered again
+    assert view.test_set.model().item(view.test_set.findData("mnist-test")).isEnabled()
+
+
+def test_a_folder_without_images_is_refused_in_the_dataset_tab(qtbot, colour_posterior, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.views.dataset import IMAGES_FOLDER
+
+    path, _ = colour_posterior
+    empty = tmp_path / "nothing here"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no images")
+    window = _window(qtbot, [path])
+    window.modes.setCurrentWidget(window.image_panel)
+    window.views.setCurrentIndex(2)
+    view = window.dataset_view
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(empty))
+    index = view.test_set.findData(IMAGES_FOLDER)
+    view.test_set.setCurrentIndex(index)
+    view._on_set_box_activated(view.test_set, index)
+    assert "“nothing here” holds no images" in view.status.text()
+    assert view.test_set.findData(str(empty)) < 0
 
 
 def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtbot, tmp_path):

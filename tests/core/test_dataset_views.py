@@ -207,7 +207,7 @@ def test_confusion_cell_lists_exactly_its_images(sets):
                 assert all(sets["labels"][n] == i and preds.mean_proba[n, j] >= SOFT_CELL_MIN for n in soft.indices)
         assert seen == 90
     mistakes = confusion_cell_images(views, "dropout", 0, 1)
-    assert "predicted as b" in mistakes.description
+    assert mistakes.description == "true class “a” predicted as “b”"  # names quoted; digits read "7s predicted as 1"
 
 
 def test_histogram_bins_match_numpy_counts():

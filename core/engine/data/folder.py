@@ -216,6 +216,17 @@ class Photo:
         return torch.from_numpy(self.array(arch.image_size, arch.channels).astype(np.float32) / 255.0).unsqueeze(0)
 
 
+def photo_from_array(image: np.ndarray, name: str) -> Photo:
+    """A :class:`Photo` of an image already read (grey (H, W) in [0, 1] or uint8, or RGB (H, W, 3)
+    uint8), kept as PNG bytes: read back at its own side it is the same pixels."""
+    pixels = np.asarray(image)
+    if pixels.dtype != np.uint8:
+        pixels = np.rint(np.clip(pixels, 0, 1) * 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(buffer, "PNG")
+    return Photo(name, buffer.getvalue())
+
+
 def open_photo(path: str | os.PathLike) -> Photo:
     """Read an image file into a :class:`Photo`, checking that it decodes; raises
     :class:`ImageLoadError` with one sentence."""
