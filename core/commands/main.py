@@ -23,6 +23,7 @@ from core.commands import (
     reproduce,
     train,
     upgrade,
+    utkface_folders,
     zoo,
 )
 from core.commands.console import USER_ERRORS, cancel_code, describe_error, say
@@ -40,6 +41,7 @@ COMMANDS = {
     "info": (info, "what a posterior file holds: method, draws, convergence, provenance"),
     "diagnose": (diagnose, "measure whether a sampled posterior's chains agree; record it in the file"),
     "import": (import_, "save a network trained elsewhere (architecture + state_dict) as a MAP posterior"),
+    "utkface-folders": (utkface_folders, "lay UTKFace's faces out as eight age-group folders of images"),
     "zoo": (zoo, "rebuild one tier of posteriors (every method on one model) and measure them side by side"),
     "upgrade": (upgrade, "upgrade posterior files written by an older bayescope, in place"),
 }

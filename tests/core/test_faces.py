@@ -718,3 +718,41 @@ def test_a_limit_describes_only_the_faces_asked_for_and_keeps_them(real_faces, t
     full = drain(extract_descriptors(source, root=tmp_path / "chunks", workers=1, chunk_size=4,
                                      assumed_box=ASSUMED_BOX))
     assert sum(asked) == len(source.names) - 4 and np.array_equal(full.descriptors[:6], part.descriptors)
+
+
+# ----------------------------------------------------------------------------- age-group folders
+
+
+def test_age_folders_hold_the_heads_split_and_read_back_as_colour_classes(real_faces, tmp_path, capsys):
+    """Real faces laid out by ``utkface-folders``: the folder reader reads them back as eight
+    colour classes in the groups' order, with exactly the descriptor heads' test faces."""
+    from core.engine.data.folder import load_image_folder
+    from core.engine.data.utkface import AGE_FOLDERS, stratified_split
+
+    out = tmp_path / "ages"
+    assert main(["utkface-folders", "--utkface", str(real_faces), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "train: " in said and "test: " in said
+    source = open_utkface(real_faces)
+    _, test_idx = stratified_split(source.names, source.groups)
+    expected_test = sorted(f"{AGE_FOLDERS[source.groups[i]]}/{Path(source.names[i]).name}" for i in test_idx)
+    written_test = sorted(p.relative_to(out / "test").as_posix() for p in (out / "test").rglob("*.jpg"))
+    assert written_test == expected_test
+    assert len(list((out / "train").rglob("*.jpg"))) == len(source.names) - len(test_idx)
+    assert (out / "test" / AGE_FOLDERS[0]).is_dir() and not list(out.rglob("*.partial"))
+
+    data = load_image_folder(out)
+    assert data.channels == 3 and data.image_size == 32
+    assert data.train.class_names == AGE_FOLDERS  # 00-02 … 60+: sorted by name = by age
+    assert len(data.test) == len(test_idx) and len(data.train) + len(data.test) == len(source.names)
+
+    # a second run keeps what is there (same sizes) and writes nothing new
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.jpg")}
+    assert main(["utkface-folders", "--utkface", str(real_faces), "--out", str(out)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.jpg")} == stamps
+
+
+def test_age_folders_without_utkface_say_where_they_looked(tmp_path, capsys):
+    assert main(["utkface-folders", "--utkface", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) != 0
+    err = capsys.readouterr().err
+    assert "no such file or folder" in err and "Traceback" not in err

@@ -334,6 +334,53 @@ def split_datasets(
     return FaceSplit(part("train", train_idx), part("test", test_idx), table, source)
 
 
+#: The age groups' folder names: two-digit ages, so that sorted by name (as a folder's classes
+#: are) they keep the groups' order (``00-02``, ``03-07``, …, ``48-59``, ``60+``).
+AGE_FOLDERS: tuple[str, ...] = tuple(
+    "-".join(f"{int(a):02d}" for a in name.split("-")) if "-" in name else name for name in AGE_GROUP_NAMES
+)
+
+
+def default_age_folders() -> Path:
+    """``<user cache>/data/utkface-age-groups``: where :func:`write_age_folders` lays the faces
+    out when no place is given."""
+    return Path(platformdirs.user_cache_dir("bayescope")) / "data" / f"{NAME}-age-groups"
+
+
+def write_age_folders(
+    source: UtkfaceSource, out: str | os.PathLike, *, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED
+) -> Generator[ProgressRecord, None, dict[str, list[int]]]:
+    """Lay the faces out as class folders, ``out/train/<group>/<file>`` and
+    ``out/test/<group>/<file>`` (:data:`AGE_FOLDERS`: ``00-02`` … ``60+``), with the split of the
+    descriptor heads (:func:`stratified_split`, same fraction and seed): a network trained
+    from these pixels and a head trained on descriptors are tested on the same faces.
+
+    The image bytes are copied as they are (no decoding). A file already there with the same
+    size is kept, so a stopped run goes on; each file is written to a temporary name and
+    renamed. Yields progress every 200 faces; returns the faces per group of each split.
+    """
+    out = Path(out).expanduser()
+    labels = source.groups
+    train_idx, test_idx = stratified_split(source.names, labels, test_fraction, seed)
+    split_of = {int(i): "train" for i in train_idx} | {int(i): "test" for i in test_idx}
+    counts = {"train": [0] * len(AGE_GROUP_NAMES), "test": [0] * len(AGE_GROUP_NAMES)}
+    for split in counts:
+        for group in AGE_FOLDERS:
+            (out / split / group).mkdir(parents=True, exist_ok=True)
+    total = len(source.names)
+    for done, (i, data) in enumerate(source.read(set(range(total))), start=1):
+        split, group = split_of[i], int(labels[i])
+        target = out / split / AGE_FOLDERS[group] / Path(source.names[i]).name
+        counts[split][group] += 1
+        if not (target.is_file() and target.stat().st_size == len(data)):
+            partial = target.with_name(target.name + ".partial")
+            partial.write_bytes(data)
+            partial.replace(target)
+        if done % 200 == 0 or done == total:
+            yield ProgressRecord(done, total, {}, "writing faces")
+    return counts
+
+
 def load_utkface(
     path: str | os.PathLike | None = None,
     descriptor: str = DEFAULT_DESCRIPTOR,
