@@ -310,7 +310,16 @@ COMMON: dict[str, SettingHelp] = {
     "adapt_mass": SettingHelp(
         "Tune the scale of each weight",
         "Measure during warm-up how much each weight varies and move each in proportion "
-        "(a diagonal mass matrix).",
+        "(a diagonal mass matrix; with moves scaled by the curvature it is not used).",
+    ),
+    "metric": SettingHelp(
+        "How moves are scaled",
+        "Per weight: learn during warm-up how much each weight varies and move each in "
+        "proportion. By the curvature: first find the most probable weights, then move along "
+        "the directions the data pin down in small steps and along those they leave free in "
+        "large ones, however the weights are correlated (needs memory for a weights × weights "
+        "matrix, so small models only).",
+        choices={"diagonal": "per weight", "curvature": "by the curvature at the mode"},
     ),
     "max_energy_error": SettingHelp(
         "Divergence threshold",
@@ -396,6 +405,13 @@ PER_METHOD: dict[tuple[str, str], SettingHelp] = {
         "How many times each input is passed through the network with random units switched "
         "off (T). More passes give smoother histograms and take longer per input.",
         unit="passes", minimum=1, maximum=100_000,
+    ),
+    ("hmc", "init"): replace(
+        _INIT,
+        tooltip=_INIT.tooltip + " With moves scaled by the curvature, also: spread around the "
+        "most probable weights by twice the posterior's own width, so that chains that end up "
+        "agreeing have come from different places.",
+        choices={**_INIT.choices, "overdispersed": "spread around the mode"},
     ),
     ("hmc", "num_samples"): SettingHelp(
         "Kept iterations",

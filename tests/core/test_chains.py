@@ -145,6 +145,14 @@ def test_prior_initialisation_is_per_chain_too():
     assert_same_chains(full, merge_chains([fit("sgld", chains=(c,), init="prior") for c in range(4)]))
 
 
+def test_curvature_hmc_chains_alone_equal_chains_together():
+    """The mode and M are found from zero, the same for any subset; the dense products are
+    taken chain by chain, so a chain does the same arithmetic alone as beside others."""
+    kw = {"metric": "curvature", "init": "overdispersed", "step_size": 0.3}
+    full = fit("hmc", **kw)
+    assert_same_chains(full, merge_chains([fit("hmc", chains=(c,), **kw) for c in (2, 0, 3, 1)]))
+
+
 def test_dsghmc_merge_keeps_the_input_dropout_posterior():
     from core.engine.inference.dsghmc import InputDropoutPosterior
 

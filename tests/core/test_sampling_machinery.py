@@ -176,7 +176,7 @@ def test_hmc_adapts_to_the_target_acceptance():
     assert abs(float(warm) - 0.75) < 0.03
     assert 0.72 < info["acceptance_rate"] < 0.97
     # mass adaptation learns the scales: M⁻¹ ≈ the marginal variances (within a factor 2)
-    ratio = result.state.inv_mass["theta"].mean(0) / var
+    ratio = result.state.metric.inv_mass["theta"].mean(0) / var
     assert ((ratio > 0.5) & (ratio < 2.0)).all(), ratio.tolist()
     assert info["divergences"] == 0
 

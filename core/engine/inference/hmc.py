@@ -27,6 +27,25 @@ the true variance along every principal direction, against 0.3-2.7× without jit
 set to the regularised variance (n/(n+5)) σ̂² + 10⁻³ · 5/(n+5) of the draws in each of
 Stan's doubling windows (75-step initial buffer, 25-step first window, 50-step final
 buffer, shrunk to 15%/75%/10% for short warm-ups), and dual averaging restarts after each.
+
+A diagonal M cannot follow a posterior whose weights are correlated: softmax regression on
+MNIST, whose neighbouring pixels move together and whose class weights are identified only
+up to a shared shift (held by the prior alone), has posterior standard deviations spread over
+more than two orders of magnitude along directions no diagonal lines up with, and diagonal
+HMC did not converge on it in 700 iterations (docs/zoo.md). ``metric="curvature"`` sets M to
+the posterior precision at the mode instead, a dense matrix (Girolami & Calderhead 2011 use
+it as a fixed metric; Stan's ``dense_e`` estimates it from warm-up draws):
+
+    M = H(θ*) + I/σ²,   θ* = argmax log p(θ | D) (L-BFGS, full batch),
+
+H the generalised Gauss-Newton matrix of the negative log-likelihood, which for the
+softmax's cross-entropy is its exact Hessian. Momenta are r = L z (M = L Lᵀ, z ~ N(0, I)),
+the kinetic energy ½ rᵀ M⁻¹ r; only ε is tuned in warm-up. Where the posterior is nearly
+Gaussian every direction then has about unit scale, and trajectories of a few steps cross
+it. The metric changes only the proposals, so the Metropolis test keeps the target exact.
+``init="overdispersed"`` starts chain c at θ* + 2 M^(-1/2) z_c: twice the posterior's
+spread around its mode, so that chains which agree at the end have come from different
+places (what split-R̂ needs to mean convergence).
 """
 
 from __future__ import annotations
@@ -34,22 +53,26 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
+from core.engine.inference.laplace import full_ggn
 from core.engine.inference.sampling import (
     BudgetPolicy,
     ChainGenerators,
     ChainResult,
-    InitName,
     Params,
     Target,
     per_chain,
 )
 from core.engine.models import ArchSpec, build_model
+
+MetricName = Literal["diagonal", "curvature"]
+#: ``sampling.InitName`` and ``overdispersed`` (around the mode, curvature metric only).
+HmcInit = Literal["default", "prior", "overdispersed"]
 
 
 @dataclass(frozen=True)
@@ -73,11 +96,18 @@ class HmcConfig:
     target_accept
         δ, the acceptance rate dual averaging aims at.
     adapt_step_size, adapt_mass
-        Tune ε by dual averaging; tune the diagonal mass matrix in windows.
+        Tune ε by dual averaging; tune the diagonal mass matrix in windows (``diagonal``
+        metric only).
+    metric
+        ``diagonal``: M diagonal, tuned in warm-up; ``curvature``: M the posterior precision
+        at the mode, dense (see the module's docstring; for models of up to about 20,000
+        weights: M takes 16·P² bytes).
     max_energy_error
         An energy error above this marks a divergent, rejected proposal.
-    prior_std, init, memory_budget_mb, on_budget
+    prior_std, memory_budget_mb, on_budget
         As in :class:`~core.engine.inference.sampling.ChainConfig`.
+    init
+        As there, or ``overdispersed``: θ* + 2 M^(-1/2) z (``curvature`` metric only).
     """
 
     num_chains: int = 4
@@ -90,9 +120,10 @@ class HmcConfig:
     target_accept: float = 0.8
     adapt_step_size: bool = True
     adapt_mass: bool = True
+    metric: MetricName = "diagonal"
     max_energy_error: float = 1000.0
     prior_std: float = 1.0
-    init: InitName = "default"
+    init: HmcInit = "default"
     memory_budget_mb: float = 1024.0
     on_budget: BudgetPolicy = "refuse"
 
@@ -107,21 +138,97 @@ class HmcConfig:
             raise ValueError("step_size_jitter must lie in [0, 1)")
         if self.prior_std <= 0 or self.max_energy_error <= 0:
             raise ValueError("prior_std and max_energy_error must be positive")
+        if self.metric not in ("diagonal", "curvature"):
+            raise ValueError(f"metric must be diagonal or curvature, got {self.metric!r}")
+        if self.init == "overdispersed" and self.metric != "curvature":
+            raise ValueError("init=overdispersed spreads chains around the mode by the curvature; "
+                             "it needs metric=curvature")
+
+
+class DiagonalMetric:
+    """M = diag(1/m) per chain, ``inv_mass`` m a tree shaped as the chain-stacked θ."""
+
+    def __init__(self, inv_mass: Params) -> None:
+        self.inv_mass = inv_mass
+
+    def momentum(self, z: Params) -> Params:
+        return {k: z[k] / self.inv_mass[k].sqrt() for k in z}
+
+    def velocity(self, momentum: Params) -> Params:
+        return {k: self.inv_mass[k] * r for k, r in momentum.items()}
+
+    def kinetic(self, momentum: Params) -> torch.Tensor:
+        return 0.5 * sum((r.pow(2) * self.inv_mass[k]).flatten(1).sum(1) for k, r in momentum.items())
+
+
+class DenseMetric:
+    """A dense M (P × P, shared by the chains) over θ flattened in ``shapes``' order.
+
+    L and M⁻¹ are factored in float64 and kept in float32 (half the memory and time; M⁻¹'s
+    eigenvalues, at least 1/λ_max(M), stay far above float32's rounding). Every product is
+    taken chain by chain: a chain then does the same arithmetic alone as beside others (as
+    :class:`~core.engine.inference.sampling.ModelTarget` does), and a matrix-vector product
+    reads the matrix once per chain either way, so it costs about what one product over all
+    chains would (measured 57 against 49 ms for 4 chains of 7,850 weights).
+    """
+
+    def __init__(self, mass: torch.Tensor, shapes: dict[str, torch.Size]) -> None:
+        self.shapes = shapes
+        chol = torch.linalg.cholesky(mass.double())  # M = L Lᵀ
+        self.inverse = torch.cholesky_inverse(chol).float()
+        self.chol = chol.float()
+
+    def flatten(self, tree: Params) -> torch.Tensor:
+        return torch.cat([tree[k].flatten(1) for k in self.shapes], dim=1).float()
+
+    @staticmethod
+    def _rows(flat: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        """``flat @ matrix`` one row (chain) at a time, each copied to its own memory first
+        (a vector's alignment changes which summation order a vectorised kernel takes)."""
+        return torch.stack([row.clone() @ matrix for row in flat])
+
+    def unflatten(self, flat: torch.Tensor, like: Params) -> Params:
+        out, start = {}, 0
+        for k, shape in self.shapes.items():
+            size = math.prod(shape)
+            out[k] = flat[:, start : start + size].reshape(-1, *shape).to(like[k].dtype)
+            start += size
+        return out
+
+    def momentum(self, z: Params) -> Params:
+        return self.unflatten(self._rows(self.flatten(z), self.chol.T), z)
+
+    def velocity(self, momentum: Params) -> Params:
+        return self.unflatten(self._rows(self.flatten(momentum), self.inverse), momentum)
+
+    def kinetic(self, momentum: Params) -> torch.Tensor:
+        r = self.flatten(momentum)
+        return 0.5 * (r * self._rows(r, self.inverse)).sum(1)
+
+    def spread(self, z: Params) -> Params:
+        """M^(-1/2) z, a draw of N(0, M⁻¹) from z ~ N(0, I)."""
+        flat = self.flatten(z)
+        x = torch.stack([torch.linalg.solve_triangular(self.chol.T, row[:, None].clone(), upper=True)[:, 0]
+                         for row in flat])
+        return self.unflatten(x, z)
+
+
+Metric = DiagonalMetric | DenseMetric
 
 
 @dataclass
 class HmcState:
-    """Current θ with its log posterior and gradient, and per-chain ε and diagonal M⁻¹."""
+    """Current θ with its log posterior and gradient, per-chain ε, and the metric M."""
 
     params: Params
     log_posterior: torch.Tensor
     grad: Params
     step_size: torch.Tensor
-    inv_mass: Params
+    metric: Metric
 
 
 def init(
-    params: Params, *, config: HmcConfig, target: Target, batch: Any = None
+    params: Params, *, config: HmcConfig, target: Target, batch: Any = None, metric: Metric | None = None
 ) -> HmcState:
     params = {k: v.clone().float() for k, v in params.items()}
     logp, grad = target.log_prob_and_grad(params, batch)
@@ -131,7 +238,7 @@ def init(
         logp,
         grad,
         torch.full((chains,), float(config.step_size)),
-        {k: torch.ones_like(v) for k, v in params.items()},
+        metric or DiagonalMetric({k: torch.ones_like(v) for k, v in params.items()}),
     )
 
 
@@ -140,7 +247,7 @@ def leapfrog(
     momentum: Params,
     grad: Params,
     step_size: torch.Tensor,
-    inv_mass: Params,
+    metric: Metric,
     num_steps: int,
     target: Target,
     batch: Any,
@@ -152,17 +259,14 @@ def leapfrog(
     logp = torch.zeros(step_size.shape)
     for _ in range(num_steps):
         for k in theta:
-            eps = per_chain(step_size, theta[k])
-            r[k] = r[k] + 0.5 * eps * g[k]  # ∇log p = −∇U
-            theta[k] = theta[k] + eps * inv_mass[k] * r[k]
+            r[k] = r[k] + 0.5 * per_chain(step_size, theta[k]) * g[k]  # ∇log p = −∇U
+        velocity = metric.velocity(r)
+        for k in theta:
+            theta[k] = theta[k] + per_chain(step_size, theta[k]) * velocity[k]
         logp, g = target.log_prob_and_grad(theta, batch)
         for k in theta:
             r[k] = r[k] + 0.5 * per_chain(step_size, theta[k]) * g[k]
     return theta, r, logp, g
-
-
-def _kinetic(momentum: Params, inv_mass: Params) -> torch.Tensor:
-    return 0.5 * sum((r.pow(2) * inv_mass[k]).flatten(1).sum(1) for k, r in momentum.items())
 
 
 def step(
@@ -174,18 +278,17 @@ def step(
     target: Target,
 ) -> tuple[HmcState, dict[str, torch.Tensor]]:
     """One HMC transition (momentum draw, jittered leapfrog, Metropolis test) of every chain."""
-    z = sampling.normal_like(state.params, generator)
-    momentum = {k: z[k] / state.inv_mass[k].sqrt() for k in z}
-    h0 = -state.log_posterior + _kinetic(momentum, state.inv_mass)
+    momentum = state.metric.momentum(sampling.normal_like(state.params, generator))
+    h0 = -state.log_posterior + state.metric.kinetic(momentum)
     step_size = state.step_size
     if config.step_size_jitter > 0:
         u = sampling.chain_rand(step_size.shape, generator, step_size.dtype, step_size.device)
         step_size = step_size * (1.0 + config.step_size_jitter * (2.0 * u - 1.0))
     theta, r, logp, grad = leapfrog(
-        state.params, momentum, state.grad, step_size, state.inv_mass,
+        state.params, momentum, state.grad, step_size, state.metric,
         config.num_leapfrog, target, batch,
     )
-    h1 = -logp + _kinetic(r, state.inv_mass)
+    h1 = -logp + state.metric.kinetic(r)
     error = h1 - h0
     finite = torch.isfinite(error)
     divergent = ~finite | (error > config.max_energy_error)
@@ -274,9 +377,10 @@ def warmup(
     generator: torch.Generator | ChainGenerators,
     total: int,
 ) -> Generator[ProgressRecord, None, tuple[HmcState, dict[str, torch.Tensor]]]:
-    """Adapt ε (dual averaging) and the diagonal M⁻¹ (windows); return the state and traces."""
+    """Adapt ε (dual averaging) and a diagonal M⁻¹ (windows); return the state and traces."""
     da = DualAveraging.start(state.step_size, config.target_accept)
-    ends = adaptation_windows(config.num_warmup) if config.adapt_mass else []
+    diagonal = isinstance(state.metric, DiagonalMetric)
+    ends = adaptation_windows(config.num_warmup) if config.adapt_mass and diagonal else []
     window: list[Params] = []
     starts = _window_starts(config.num_warmup, ends) if ends else []
     window_start = starts[0] if starts else config.num_warmup
@@ -290,7 +394,7 @@ def warmup(
         if ends and t >= window_start:
             window.append({k: v.clone() for k, v in state.params.items()})
         if ends and t + 1 == ends[0]:
-            state.inv_mass = _regularised_variance(window)
+            state.metric = DiagonalMetric(_regularised_variance(window))
             window = []
             ends, starts = ends[1:], starts[1:]
             window_start = starts[0] if starts else config.num_warmup
@@ -329,15 +433,17 @@ def run(
     batch: Any,
     generator: torch.Generator | ChainGenerators,
     draw_bytes: int | None = None,
+    metric: Metric | None = None,
 ) -> Generator[ProgressRecord, None, ChainResult]:
     """Warm up, then sample: the whole HMC run on any target, chain-stacked ``params``.
 
     ``draw_bytes`` is the size of one draw that the memory budget is planned for (default:
     one draw of ``params``); a fit that runs a subset of its chains passes the whole run's,
-    so that the subset thins as the whole run would.
+    so that the subset thins as the whole run would. ``metric`` fixes M (default: a diagonal
+    one, tuned in warm-up when ``config.adapt_mass``).
     """
     total = config.num_warmup + config.num_samples
-    state = init(params, config=config, target=target, batch=batch)
+    state = init(params, config=config, target=target, batch=batch, metric=metric)
     plan = sampling.plan_storage(
         config.num_samples, 0, config.thin,
         sampling.bytes_per_draw(params) if draw_bytes is None else draw_bytes,
@@ -373,6 +479,52 @@ def summary(result: ChainResult, num_warmup: int) -> dict[str, Any]:
     }
 
 
+def find_mode(target: Target, params: Params, batch: Any, max_iter: int = 500) -> tuple[Params, float]:
+    """θ* = argmax log p(θ | D) from the one-chain ``params``, by L-BFGS with a strong-Wolfe
+    line search (full batch); returns θ* and log p(θ* | D)."""
+    shapes = {k: v.shape[1:] for k, v in params.items()}
+    flat = torch.cat([v.reshape(-1) for v in params.values()]).double().requires_grad_(True)
+
+    def split(x: torch.Tensor) -> Params:
+        out, start = {}, 0
+        for k, shape in shapes.items():
+            size = math.prod(shape)
+            out[k] = x[start : start + size].reshape(1, *shape).float()
+            start += size
+        return out
+
+    optimiser = torch.optim.LBFGS([flat], lr=1.0, max_iter=max_iter, history_size=20,
+                                  tolerance_grad=1e-5, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimiser.zero_grad()
+        with torch.no_grad():
+            logp, grad = target.log_prob_and_grad(split(flat.detach()), batch)
+        flat.grad = -torch.cat([grad[k].reshape(-1) for k in shapes]).double()
+        return -logp.double().sum()
+
+    optimiser.step(closure)
+    mode = {k: v.detach() for k, v in split(flat.detach()).items()}
+    logp, _ = target.log_prob_and_grad(mode, batch)
+    return mode, float(logp[0])
+
+
+def curvature_metric(arch: ArchSpec, mode: Params, data: Dataset, prior_std: float) -> DenseMetric:
+    """M = H(θ*) + I/σ²: the exact GGN of the summed negative log-likelihood at the one-chain
+    ``mode``, plus the prior's precision; refused in words when P × P will not fit."""
+    model = build_model(arch).to(data.x.device).eval()
+    names = [n for n, _ in model.named_parameters()]
+    size = sum(p.numel() for p in model.parameters())
+    need = 8.0 * 3 * size * size
+    if need > 4e9:
+        raise ValueError(f"the curvature metric of {arch.name}'s {size:,} weights would need about "
+                         f"{need / 1e9:.0f} GB; use metric=diagonal for a network this size")
+    model.load_state_dict({k: v[0] for k, v in mode.items()})
+    h = full_ggn(model, names, data, batch_size=4096)
+    h.diagonal().add_(1.0 / prior_std**2)
+    return DenseMetric(h, {k: v.shape[1:] for k, v in mode.items()})
+
+
 def fit(
     config: HmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
 ) -> FitGenerator:
@@ -384,14 +536,28 @@ def fit(
     """
     chain_ids = sampling.resolve_chains(chains, config.num_chains)
     generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
-    params = sampling.initial_params(arch, config.init, config.prior_std, generator)
+    start_init = "default" if config.init == "overdispersed" else config.init
+    params = sampling.initial_params(arch, start_init, config.prior_std, generator)
     target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std, shared_batch=True)
     chains = len(chain_ids)
+    batch = (data.x, data.y)
+    metric, extra = None, {}
+    if config.metric == "curvature":
+        yield ProgressRecord(0, config.num_warmup + config.num_samples, {}, "finding the mode")
+        # from zero, so that every subset of the chains finds the same θ* and M
+        mode, mode_logp = find_mode(target, {k: torch.zeros_like(v[:1]) for k, v in params.items()}, batch)
+        yield ProgressRecord(0, config.num_warmup + config.num_samples, {}, "curvature at the mode")
+        metric = curvature_metric(arch, mode, data, config.prior_std)
+        extra = {"metric": "curvature", "mode_log_posterior": mode_logp}
+        if config.init == "overdispersed":
+            spread = metric.spread(sampling.normal_like(params, generator))
+            params = {k: mode[k] + 2.0 * spread[k] for k in params}
     result = yield from run(
-        params, config=config, target=target, batch=(data.x, data.y), generator=generator,
-        draw_bytes=sampling.bytes_per_draw(params) // chains * config.num_chains,
+        params, config=config, target=target, batch=batch, generator=generator,
+        draw_bytes=sampling.bytes_per_draw(params) // chains * config.num_chains, metric=metric,
     )
     info = {
+        **extra,
         "num_chains": chains,
         "chain_ids": list(chain_ids),
         "num_draws": int(next(iter(result.samples.values())).shape[1]),

@@ -212,8 +212,55 @@ def kron_factors(model: nn.Module, names: list[str], data: Dataset, batch_size: 
     return factors
 
 
+def linear_ggn(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> torch.Tensor | None:
+    """The exact GGN of ``names`` when they are one ``nn.Linear`` layer's weight and bias and
+    nothing before that layer has weights (softmax regression); None otherwise.
+
+    With Φ the layer's inputs [φ(xₙ), 1] and Λₙ = diag(pₙ) − pₙpₙᵀ, the GGN of [W b] is
+    Σₙ Λₙ ⊗ ΦₙΦₙᵀ: block (k, l) is Φᵀ diag(Λ_kl) Φ, K(K+1)/2 products of D × N by N × D
+    (on the full MNIST set 40 s here, where building it column by column would take hours).
+    """
+    layer = last_linear(model)
+    params = dict(model.named_parameters())
+    if set(params) != set(names) or any(n.rpartition(".")[0] != layer for n in names):
+        return None
+    module = dict(model.named_modules())[layer]
+    seen: list[torch.Tensor] = []
+    handle = module.register_forward_hook(lambda _m, args, _out: seen.append(args[0].detach()))
+    k = module.out_features
+    d1 = module.in_features + (module.bias is not None)
+    h = torch.zeros(k, k, d1, d1)
+    try:
+        with torch.no_grad():
+            for x, _ in _batches(data, max(batch_size, 4096)):
+                p = torch.softmax(model(x), -1)
+                phi = seen.pop().flatten(1)
+                if module.bias is not None:
+                    phi = torch.cat([phi, torch.ones(len(phi), 1)], dim=1)
+                lam = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (B, K, K)
+                for a in range(k):
+                    for b in range(a, k):
+                        block = phi.T @ (phi * lam[:, a, b, None])
+                        h[a, b] += block
+                        if a != b:
+                            h[b, a] += block
+    finally:
+        handle.remove()
+    # from (class, input) pairs to the order of ``names``: weight row-major, then bias
+    index = torch.arange(k * d1).reshape(k, d1)
+    order = {module_name: ix for module_name, ix in (("weight", index[:, :-1] if module.bias is not None else index),
+                                                     ("bias", index[:, -1]))}
+    perm = torch.cat([order[n.rpartition(".")[2]].reshape(-1) for n in names])
+    flat = h.permute(0, 2, 1, 3).reshape(k * d1, k * d1).double()
+    flat = flat[perm][:, perm]
+    return (flat + flat.T) / 2
+
+
 def full_ggn(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> torch.Tensor:
     """The exact GGN block of ``names`` (P_S × P_S) of the summed loss."""
+    fast = linear_ggn(model, names, data, batch_size)
+    if fast is not None:
+        return fast
     cl = _curvlinops()
     params = dict(model.named_parameters())
     chosen = [params[n] for n in names]

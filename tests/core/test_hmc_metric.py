@@ -1,0 +1,137 @@
+"""HMC with a dense metric from the curvature at the mode (``metric="curvature"``).
+
+Every expected value comes from a closed form or another library: the GGN from curvlinops,
+moments of Gaussians from their covariance, the logistic posterior predictive from a grid
+quadrature (tests/core/test_samplers.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from core.engine.inference import hmc, laplace
+from core.engine.inference.base import Dataset
+from core.engine.models import ArchSpec, build_model
+from core.engine.runner import drain
+from tests.core.test_reliability_hmc import GaussianTarget, _rotation
+from tests.core.test_samplers import ARCH_1D, _fit
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_linear_shortcut_is_the_exact_ggn(bias):
+    curvlinops = pytest.importorskip("curvlinops")
+    g = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 4, bias=bias))
+    x, y = torch.randn(50, 1, 3, 4, generator=g), torch.randint(0, 4, (50,), generator=g)
+    names = [n for n, _ in model.named_parameters()]
+    ours = laplace.linear_ggn(model, names, Dataset(x, y), batch_size=16)
+    op = curvlinops.GGNLinearOperator(model, nn.CrossEntropyLoss(reduction="sum"), list(model.parameters()),
+                                      [(x[:16], y[:16]), (x[16:], y[16:])], check_deterministic=False, num_data=50)
+    theirs = (op @ torch.eye(ours.shape[0])).double()
+    assert torch.allclose(ours, theirs, atol=1e-5 * float(theirs.abs().max()))
+
+
+def test_the_linear_shortcut_declines_a_network_with_hidden_layers():
+    model = build_model(ArchSpec("mlp", num_classes=3, image_size=4))
+    names = [n for n, _ in model.named_parameters()]
+    assert laplace.linear_ggn(model, names, Dataset(torch.rand(5, 1, 4, 4), torch.zeros(5, dtype=torch.long)), 8) is None
+
+
+def _spd(d: int, seed: int, spread: float) -> torch.Tensor:
+    q = torch.tensor(_rotation(d, seed))
+    return q @ torch.diag(torch.logspace(0, np.log10(spread), d, dtype=torch.float64)) @ q.T
+
+
+def test_dense_metric_momenta_velocity_and_spread_follow_m():
+    mass = _spd(5, 0, 100.0)
+    metric = hmc.DenseMetric(mass, {"theta": torch.Size([5])})
+    g = torch.Generator().manual_seed(1)
+    z = {"theta": torch.randn(40000, 5, generator=g)}
+    r = metric.momentum(z)["theta"].double()
+    assert torch.allclose(torch.cov(r.T), mass, rtol=0.05, atol=0.05 * float(mass.diagonal().min()))
+    inverse = torch.linalg.inv(mass)
+    spread = metric.spread(z)["theta"].double()
+    assert torch.allclose(torch.cov(spread.T), inverse, rtol=0.05, atol=0.05 * float(inverse.diagonal().min()))
+    some = {"theta": torch.randn(3, 5, generator=g)}
+    v = metric.velocity(some)["theta"].double()
+    assert torch.allclose(v, some["theta"].double() @ inverse, rtol=1e-4, atol=1e-5)
+    kinetic = 0.5 * (some["theta"].double() @ inverse * some["theta"].double()).sum(1)
+    assert torch.allclose(metric.kinetic(some).double(), kinetic, rtol=1e-4)
+
+
+def test_find_mode_finds_a_gaussians_mean():
+    cov = _spd(6, 2, 1e3).numpy()
+    mean = torch.arange(6, dtype=torch.float32) - 2.5
+
+    class Shifted(GaussianTarget):
+        def log_prob_and_grad(self, params, batch):
+            logp, grad = super().log_prob_and_grad({"theta": params["theta"] - mean}, batch)
+            return logp, grad
+
+    mode, logp = hmc.find_mode(Shifted(cov), {"theta": torch.zeros(1, 6)}, None)
+    assert torch.allclose(mode["theta"][0], mean, atol=1e-3)
+    assert logp == pytest.approx(0.0, abs=1e-4)
+
+
+def _principal_variance_ratios(metric, cov: np.ndarray, num_leapfrog: int, seed: int) -> np.ndarray:
+    config = hmc.HmcConfig(num_chains=4, num_warmup=100, num_samples=400, num_leapfrog=num_leapfrog,
+                           step_size=0.1)
+    g = torch.Generator().manual_seed(seed)
+    params = {"theta": torch.randn(4, len(cov), generator=g)}
+    result = drain(hmc.run(params, config=config, target=GaussianTarget(cov), batch=None, generator=g,
+                           metric=metric))
+    w, v = np.linalg.eigh(cov)
+    draws = result.samples["theta"].double().numpy() @ v
+    return draws.var(axis=1, ddof=1) / w
+
+
+def test_a_dense_metric_samples_a_correlated_gaussian_a_diagonal_one_cannot():
+    """20 dimensions, standard deviations spread 100:1 along rotated axes (as correlated pixels
+    are): with M the precision, every chain has every principal variance within 0.6-1.5×;
+    adapted diagonal HMC, with the same number of gradients, does not."""
+    cov = torch.linalg.inv(_spd(20, 3, 1e4)).numpy()
+    dense = hmc.DenseMetric(torch.tensor(np.linalg.inv(cov)), {"theta": torch.Size([20])})
+    ratios = _principal_variance_ratios(dense, cov, 5, seed=4)
+    assert ratios.min() > 0.6 and ratios.max() < 1.5, ratios.round(2)
+    diagonal = _principal_variance_ratios(None, cov, 5, seed=4)
+    assert diagonal.min() < 0.6 or diagonal.max() > 1.5
+
+
+def test_curvature_hmc_matches_the_quadrature_of_a_logistic_posterior():
+    """The 4-weight softmax regression whose class shift only the prior holds (its predictive
+    by grid quadrature): chains from overdispersed starts around the mode, M from its curvature."""
+    config = hmc.HmcConfig(num_chains=8, num_warmup=100, num_samples=250, num_leapfrog=4, step_size=0.3,
+                           metric="curvature", init="overdispersed")
+    predictive, exact = _fit(hmc.fit, config)
+    assert (predictive - exact).abs().max() < 0.006
+
+
+def test_curvature_fit_records_the_mode_and_its_metric():
+    from tests.core.test_samplers import logistic_problem
+
+    data, _, _ = logistic_problem()
+    config = hmc.HmcConfig(num_chains=2, num_warmup=10, num_samples=10, num_leapfrog=3, step_size=0.3,
+                           metric="curvature")
+    posterior = drain(hmc.fit(config, ARCH_1D, data, 0))
+    assert posterior.info["metric"] == "curvature"
+    assert posterior.info["mode_log_posterior"] >= max(max(c) for c in posterior.info["traces"]["log_posterior"]) - 1e-3
+
+
+def test_overdispersed_starts_need_the_curvature_metric():
+    with pytest.raises(ValueError, match="needs metric=curvature"):
+        hmc.HmcConfig(init="overdispersed")
+    with pytest.raises(ValueError, match="metric must be"):
+        hmc.HmcConfig(metric="dense")
+
+
+def test_a_network_too_large_for_a_dense_metric_is_refused_in_words():
+    arch = ArchSpec("lenet")
+    params = {k: v.unsqueeze(0) for k, v in build_model(arch).state_dict().items()}
+    data = Dataset(torch.rand(4, 1, 28, 28), torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="use metric=diagonal"):
+        hmc.curvature_metric(arch, params, data, 1.0)
