@@ -310,7 +310,8 @@ COMMON: dict[str, SettingHelp] = {
     "adapt_mass": SettingHelp(
         "Tune the scale of each weight",
         "Measure during warm-up how much each weight varies and move each in proportion "
-        "(a diagonal mass matrix; with moves scaled by the curvature it is not used).",
+        "(a diagonal mass matrix).",
+        shown_when=("metric", "diagonal"),
     ),
     "metric": SettingHelp(
         "How moves are scaled",
