@@ -149,6 +149,21 @@ def _number(value: object) -> float | None:
     return float(value) if ok else None
 
 
+#: Above this largest R̂ chains are not called converged, whatever the shuffled baseline says.
+SHUFFLED_RHAT_CAP = 1.05
+
+
+def mixed_as_shuffled(record: dict) -> bool:
+    """Whether chains agree as well as their own draws, shuffled into perfectly mixed chains, do
+    (``record``: :mod:`core.analysis.diagnostics`): the share of probe probabilities with R̂ above
+    1.01 is no larger than the shuffled draws' largest share, and the largest R̂ is at most
+    :data:`SHUFFLED_RHAT_CAP`. With few draws the largest of thousands of R̂ values exceeds 1.01
+    by chance alone; chains that did not converge exceed it far more often than shuffled ones."""
+    share, baseline, rhat = (record.get(k) for k in ("rhat_above_1_01", "rhat_above_1_01_shuffled", "rhat_max"))
+    return (record.get("status") == "measured" and None not in (share, baseline, rhat)
+            and rhat <= SHUFFLED_RHAT_CAP and share <= baseline)
+
+
 def convergence_warning(info: dict) -> str | None:
     """The sentence a column shows when its chains disagree (R̂ above 1.1), else None."""
     record = info.get("diagnostics") if isinstance(info, dict) else None
@@ -178,9 +193,16 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         bulk, tail = _number(record.get("ess_bulk_min")), _number(record.get("ess_tail_min"))
         if rhat is not None:
             verdict = ("the chains agree" if rhat <= RHAT_STRICT else
+                       "the chains agree as well as these draws can show" if mixed_as_shuffled(record) else
                        "the chains roughly agree" if rhat <= RHAT_LOOSE else "the chains disagree")
             lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
+        tight, baseline = _number(record.get("rhat_above_1_01")), _number(record.get("rhat_above_1_01_shuffled"))
+        if rhat is not None and rhat > RHAT_STRICT and tight is not None and baseline is not None:
+            lines.append(f"R̂ is above {RHAT_STRICT} for {tight:.1%} of the probe's class probabilities; the same "
+                         f"draws shuffled into perfectly mixed chains give up to {baseline:.1%} (largest R̂ "
+                         f"{rhat_text(record.get('rhat_max_shuffled') or 1.0)}): with few draws some R̂ lie above "
+                         f"{RHAT_STRICT} by chance alone.")
         above = _number(record.get("rhat_above_1_1"))
         if above is not None and above > 0:
             lines.append(f"R̂ is above {RHAT_LOOSE} for {above * 100:.0f}% of the probe's class probabilities.")

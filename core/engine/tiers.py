@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.engine.naming import mixed_as_shuffled
+
 #: The reference method of each tier that has one.
 REFERENCES: dict[str, str] = {"paper": "hmc"}
 
@@ -27,13 +29,21 @@ REFERENCE_RHAT = 1.01
 
 def reference_words(info: dict[str, Any]) -> tuple[str, str]:
     """What to call a tier's reference (its ``info``): a short name, and a sentence for tooltips.
-    HMC is "exact inference" only when its chains converged (recorded R̂ ≤ 1.01); otherwise the
-    words say it has not, with the R̂, so its marks are not taken for the truth."""
+    HMC is "exact inference" only when its chains converged: recorded R̂ ≤ 1.01, or chains that
+    agree as well as their draws shuffled do (:func:`core.engine.naming.mixed_as_shuffled`, said with its numbers);
+    otherwise the words say it has not, with the R̂, so its marks are not taken for the truth."""
     record = info.get("diagnostics") if isinstance(info.get("diagnostics"), dict) else {}
     rhat = record.get("rhat_max")
     if record.get("status") == "measured" and rhat is not None and rhat <= REFERENCE_RHAT:
         return ("Exact inference (HMC)",
                 "exact inference, HMC with converged chains on the same model (this set's reference)")
+    if mixed_as_shuffled(record):
+        draws = (record.get("chains") or 0) * (record.get("draws") or 0)
+        return ("Exact inference (HMC)",
+                f"exact inference, HMC on the same model (this set's reference), its chains converged: their "
+                f"largest R̂ is {rhat:.3f} and {record['rhat_above_1_01']:.1%} of the probe's probabilities have "
+                f"R̂ above {REFERENCE_RHAT}, no more than its {draws:,} draws give when shuffled into perfectly "
+                f"mixed chains ({record['rhat_above_1_01_shuffled']:.1%}, largest {record['rhat_max_shuffled']:.3f})")
     said = f"largest R̂ {rhat:.2f}, aim {REFERENCE_RHAT}" if rhat is not None else "not measured"
     return (f"HMC (not converged, R̂ {rhat:.2f})" if rhat is not None else "HMC (convergence not measured)",
             f"HMC on the same model, this set's reference, whose chains have NOT converged ({said}): it is "

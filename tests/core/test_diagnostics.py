@@ -119,3 +119,49 @@ def test_hmc_acceptance_is_kept_and_said(two_halves) -> None:
     assert record["acceptance"] == pytest.approx(0.81)
     post.info["diagnostics"] = record
     assert "HMC accepted 81% of its proposals." in convergence_lines(post)
+
+
+def _probe_like(rng, chains: int, draws: int, shift: float = 0.0) -> np.ndarray:
+    """(chains, draws, images, classes) of 2-class probabilities from independent draws, the last
+    chain's logits moved by ``shift`` (a chain that has not reached the others)."""
+    logits = rng.normal(size=(chains, draws, 300, 1)) * 0.3 + rng.normal(size=(1, 1, 300, 1))
+    logits[-1] += shift
+    p = 1 / (1 + np.exp(-logits))
+    return np.concatenate([p, 1 - p], axis=-1)
+
+
+def test_the_shuffled_baseline_passes_mixed_chains_and_fails_a_chain_left_behind() -> None:
+    """Independent draws (a perfect sampler): their largest R̂ over 600 probabilities is above
+    1.01 by chance, yet they agree as well as shuffled draws do. One chain shifted by half the
+    draws' spread: the share above 1.01 is far above the shuffled draws'."""
+    from core.analysis.diagnostics import RHAT_TIGHT, shuffled_baseline
+    from core.engine import convergence
+    from core.engine.naming import mixed_as_shuffled
+
+    rng = np.random.default_rng(0)
+    for shift, mixed in ((0.0, True), (0.15, False)):
+        probs = _probe_like(rng, 4, 100, shift)
+        flat = probs.reshape(4, 100, -1)
+        rhat = convergence.rhat(flat)
+        worst, baseline = shuffled_baseline(probs, np.ones(probs.shape[2:], dtype=bool), seed=0)
+        record = {"status": "measured", "rhat_max": float(rhat.max()), "rhat_above_1_01": float((rhat > RHAT_TIGHT).mean()),
+                  "rhat_max_shuffled": worst, "rhat_above_1_01_shuffled": baseline}
+        assert worst > 1.0 and 0.0 < baseline < 0.5
+        assert mixed_as_shuffled(record) is mixed, (shift, record)
+        if mixed:
+            assert record["rhat_max"] > RHAT_TIGHT  # the literal target fails on chance alone
+    assert not mixed_as_shuffled({"status": "measured", "rhat_max": 1.2, "rhat_above_1_01": 0.0,
+                                  "rhat_above_1_01_shuffled": 0.1})  # never above the cap
+    assert not mixed_as_shuffled({"status": "measured", "rhat_max": 1.02})  # no baseline recorded
+
+
+def test_the_reference_is_called_exact_when_its_chains_mix_as_shuffled_draws_do() -> None:
+    from core.engine.tiers import reference_words
+
+    record = {"status": "measured", "chains": 4, "draws": 200, "rhat_max": 1.0204, "rhat_above_1_01": 0.0057,
+              "rhat_max_shuffled": 1.0188, "rhat_above_1_01_shuffled": 0.0092}
+    short, sentence = reference_words({"diagnostics": record})
+    assert short == "Exact inference (HMC)"
+    assert "1.020" in sentence and "0.6%" in sentence and "800 draws" in sentence and "0.9%" in sentence
+    worse = {**record, "rhat_above_1_01": 0.05}
+    assert reference_words({"diagnostics": worse})[0] == "HMC (not converged, R̂ 1.02)"

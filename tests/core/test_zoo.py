@@ -116,8 +116,27 @@ def test_every_bundled_file_of_a_tier_is_one_model_and_thick_enough(tier):
         assert record["chains"] >= 4 and record["chains"] * record["draws"] >= 100, r["method"]
 
 
-@pytest.mark.xfail(strict=True, reason="the bundled paper tier has not converged yet (HMC R̂ 2.92, SGLD 1.86, "
-                   "SGHMC 1.25, D-SGHMC 1.14; docs/zoo.md): issue 23 stays open until it has")
+def test_the_bundled_reference_of_the_paper_tier_has_converged():
+    """HMC with the curvature metric: ≥ 4 chains, ≥ 100 draws, bulk ESS ≥ 400 on every probe
+    probability, and chains that agree as well as their draws shuffled into perfectly mixed
+    chains do (its largest R̂, 1.020, is above 1.01 by chance alone: docs/zoo.md), so the window
+    calls it exact inference."""
+    from core.engine.naming import mixed_as_shuffled
+    from core.engine.tiers import reference_words
+
+    tier = zoo.TIERS["paper"]
+    (reference,) = [r for r in _bundled(tier) if r["method"] == tier.reference]
+    record = reference["info"]["diagnostics"]
+    assert record["chains"] >= 4 and record["chains"] * record["draws"] >= 100
+    assert record["ess_bulk_min"] >= 400
+    assert record["rhat_max"] <= tier.rhat_target or mixed_as_shuffled(record)
+    assert reference["info"]["metric"] == "curvature" and reference["info"]["divergences"] == 0
+    assert reference_words(reference["info"])[0] == "Exact inference (HMC)"
+
+
+@pytest.mark.xfail(strict=True, reason="the paper tier's stochastic-gradient samplers have not converged (R̂ SGLD "
+                   "1.86, SGHMC 1.25, D-SGHMC 1.14) and HMC's largest R̂ (1.020) is above 1.01 by chance at its "
+                   "800 draws (docs/zoo.md): issue 23 stays open until every sampler meets 1.01 literally")
 def test_every_bundled_sampled_posterior_of_the_paper_tier_is_converged():
     tier = zoo.TIERS["paper"]
     for r in _sampled(_bundled(tier)):
