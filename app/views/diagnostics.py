@@ -40,8 +40,12 @@ class DiagnosticsWindow(QDialog):
         self.trace = TracePlot()
         traces = info.get("traces") if isinstance(info.get("traces"), dict) else {}
         key = next((k for k in TRACE_NAMES if traces.get(k)), None)
-        self.trace.show_traces(traces.get(key) if key else None, info.get("num_steps"),
-                               info.get("burn_in_steps"), TRACE_NAMES.get(key, ""))
+        config = posterior.config if isinstance(getattr(posterior, "config", None), dict) else {}
+        steps, burn_in = info.get("num_steps"), info.get("burn_in_steps")
+        if steps is None and "num_warmup" in config:  # HMC: its warm-up, then its sampling iterations
+            steps = int(config["num_warmup"]) + int(config.get("num_samples", 0))
+            burn_in = int(config["num_warmup"])
+        self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, TRACE_NAMES.get(key, ""))
         self.trace.getPlotItem().setTitle("Each chain against the step")
         layout.addWidget(self.trace, 1)
 

@@ -87,3 +87,23 @@ def test_the_diagnostics_window_draws_the_traces_and_r_hat_per_class(qtbot, wind
     assert "1.01" in dialog.rhat.toolTip() and "chain" in dialog.trace.toolTip()
     assert dialog.warning.isVisible() and "(R̂ 2.20)" in dialog.warning.text()
     dialog.close()
+
+
+def test_hmcs_trace_runs_over_its_iterations_with_the_warm_up_shaded(qtbot):
+    """The bundled HMC keeps every second of its 750 iterations' log posterior: the plot spans
+    the iterations (not the points kept), the 150 warm-up ones shaded; its lines say it converged."""
+    import pyqtgraph as pg
+
+    from app.views.diagnostics import DiagnosticsWindow
+    from core.engine.store import load_posterior
+
+    posterior = load_posterior(MODELS / "paper_softmax_hmc.pt")
+    window = DiagnosticsWindow(posterior, "HMC", tuple(str(k) for k in range(10)))
+    qtbot.addWidget(window)
+    item = window.trace.getPlotItem()
+    curves = item.listDataItems()
+    assert len(curves) == 4 and max(float(c.xData.max()) for c in curves) == 750
+    (shade,) = [i for i in item.items if isinstance(i, pg.LinearRegionItem)]
+    assert shade.getRegion() == (0, 150)
+    assert "the chains agree as well as these draws can show" in window.summary.text()
+    assert not window.warning.isVisible()
