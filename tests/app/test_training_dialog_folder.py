@@ -194,7 +194,9 @@ def test_a_reading_overtaken_by_another_folder_is_dropped(qtbot, tmp_path):
     second = _tinted_folder(tmp_path / "second", classes=(("green", 1), ("red", 0)), count=3, corrupt=False)
     dialog = _dialog(qtbot)
     dialog.choose_images_folder(first)
-    qtbot.waitUntil(lambda: dialog._scan_worker is not None, timeout=30_000)  # the first is being read (slow under load)
+    # the first reading has started (it may even have ended: ten images read fast, and a finished
+    # reading clears _scan_worker, which waiting for it to be set could miss)
+    qtbot.waitUntil(lambda: not dialog._scan_timer.isActive(), timeout=30_000)
     dialog.choose_images_folder(second)
     qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=60_000)
     qtbot.wait(100)  # any late report of the first reading has arrived by now, and was dropped
