@@ -23,7 +23,7 @@ chains pooled, shuffled, and dealt out again into chains of the same length
 of thousands of R̂ values lies above 1.01 by chance alone when the draws are few: with 4 × 200
 draws of nearly independent HMC on 10,000 probe probabilities, shuffled draws give 1.015–1.019.
 Chains whose share above 1.01 is no larger than the shuffled draws' agree as well as these
-draws can show (:func:`core.engine.tiers.mixed_as_shuffled`).
+draws can show (:func:`core.engine.naming.mixed_as_shuffled`).
 
 or ``{"status": "n/a", "reason": "one chain: ...", "chains": 1, "draws": 1, ...}`` when R̂
 cannot be measured (fewer than 2 chains or 4 draws per chain; a posterior without chains).

@@ -1,7 +1,8 @@
 """``bayescope-cli utkface-folders``: lay UTKFace's faces out as eight age-group folders.
 
-``OUT/train/<group>/`` and ``OUT/test/<group>/`` (groups ``00-02``, ``03-07``, ``08-14``, ``15-24``,
-``25-37``, ``38-47``, ``48-59``, ``60+``: two-digit ages, so that they sort in order), split as the descriptor heads' faces are, so that
+``OUT/train/<group>/`` and ``OUT/test/<group>/`` (groups ``00-02``, ``03-07``, ``08-14``,
+``15-24``, ``25-37``, ``38-47``, ``48-59``, ``60+``: two-digit ages, so that they sort in order),
+split as the descriptor heads' faces are, so that
 ``bayescope-cli train --dataset OUT`` trains a colour network from the pixels and is tested on
 the same faces as ``train --dataset utkface``. The images are copied, not decoded; a stopped
 run goes on where it stopped.
