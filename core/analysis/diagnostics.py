@@ -140,12 +140,13 @@ def diagnose_progress(
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
     probs = yield from probe_draws_progress(posterior, images, seed)
     summary = convergence.summarise(probs, MIN_SPREAD)
-    rhat = np.where(convergence.spread(probs) > MIN_SPREAD, convergence.rhat(probs), np.nan)  # (images, classes)
+    varies = convergence.spread(probs) > MIN_SPREAD
+    rhat = np.where(varies, convergence.rhat(probs), np.nan)  # (images, classes)
     per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
     measured = rhat[~np.isnan(rhat)]
     above = float((measured > RHAT_LOOSE).mean()) if measured.size else None
     tight = float((measured > RHAT_TIGHT).mean()) if measured.size else None
-    shuffled_max, shuffled_tight = shuffled_baseline(probs, convergence.spread(probs) > MIN_SPREAD, seed)
+    shuffled_max, shuffled_tight = shuffled_baseline(probs, varies, seed)
     return {
         "status": "measured",
         "chains": chains,

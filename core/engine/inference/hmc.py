@@ -68,6 +68,7 @@ from core.engine.inference.sampling import (
     Target,
     per_chain,
 )
+from core.engine.inference.variational import ParamLayout
 from core.engine.models import ArchSpec, build_model
 
 MetricName = Literal["diagonal", "curvature"]
@@ -174,6 +175,7 @@ class DenseMetric:
 
     def __init__(self, mass: torch.Tensor, shapes: dict[str, torch.Size]) -> None:
         self.shapes = shapes
+        self.layout = ParamLayout(list(shapes.items()))
         chol = torch.linalg.cholesky(mass.double())  # M = L Lᵀ
         self.inverse = torch.cholesky_inverse(chol).float()
         self.chol = chol.float()
@@ -188,12 +190,7 @@ class DenseMetric:
         return torch.stack([row.clone() @ matrix for row in flat])
 
     def unflatten(self, flat: torch.Tensor, like: Params) -> Params:
-        out, start = {}, 0
-        for k, shape in self.shapes.items():
-            size = math.prod(shape)
-            out[k] = flat[:, start : start + size].reshape(-1, *shape).to(like[k].dtype)
-            start += size
-        return out
+        return {k: v.to(like[k].dtype) for k, v in self.layout.unflatten(flat).items()}
 
     def momentum(self, z: Params) -> Params:
         return self.unflatten(self._rows(self.flatten(z), self.chol.T), z)
@@ -482,16 +479,12 @@ def summary(result: ChainResult, num_warmup: int) -> dict[str, Any]:
 def find_mode(target: Target, params: Params, batch: Any, max_iter: int = 500) -> tuple[Params, float]:
     """θ* = argmax log p(θ | D) from the one-chain ``params``, by L-BFGS with a strong-Wolfe
     line search (full batch); returns θ* and log p(θ* | D)."""
-    shapes = {k: v.shape[1:] for k, v in params.items()}
+    layout = ParamLayout([(k, v.shape[1:]) for k, v in params.items()])
+    shapes = layout.shapes
     flat = torch.cat([v.reshape(-1) for v in params.values()]).double().requires_grad_(True)
 
     def split(x: torch.Tensor) -> Params:
-        out, start = {}, 0
-        for k, shape in shapes.items():
-            size = math.prod(shape)
-            out[k] = x[start : start + size].reshape(1, *shape).float()
-            start += size
-        return out
+        return {k: v.float() for k, v in layout.unflatten(x.unsqueeze(0)).items()}
 
     optimiser = torch.optim.LBFGS([flat], lr=1.0, max_iter=max_iter, history_size=20,
                                   tolerance_grad=1e-5, tolerance_change=1e-12, line_search_fn="strong_wolfe")
