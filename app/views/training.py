@@ -64,7 +64,13 @@ from core.engine.files import NotSavedError, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Posterior, ProgressRecord, accuracy_progress
 from core.engine.inference.sampling import SampleBudgetError
-from core.engine.models import ARCHITECTURES, ArchSpec, check_model_fits
+from core.engine.models import (
+    ARCHITECTURES,
+    COLOUR_IMAGE_SIZE,
+    IMAGE_SIZE,
+    ArchSpec,
+    check_model_fits,
+)
 from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS, samples_used
 from core.engine.runner import fit_posterior, start_weights
 from core.engine.settings_help import (
@@ -506,6 +512,8 @@ FOLDER_IMAGES = "folder"
 
 #: What the dialog asks a person to do for a missing MNIST.
 DOWNLOAD_HINT = "tick “download” under the data folder"
+#: The sides a person may choose for their own images (the command line's --image-size takes any).
+FOLDER_SIDES = (28, 32, 48, 64, 96, 128, 224)
 
 
 def convergence_run(posterior, folder: Path, seed: int):
@@ -673,6 +681,18 @@ class TrainingDialog(QDialog):
         images_row.setContentsMargins(0, 0, 0, 0)
         self.folder_found = WrappedLabel()
         self.folder_found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.image_size = QComboBox()
+        self.image_size.addItem(f"as usual: {COLOUR_IMAGE_SIZE} pixels for colour, {IMAGE_SIZE} for grey", None)
+        for side in FOLDER_SIDES:
+            self.image_size.addItem(f"{side}×{side} pixels", side)
+        self.image_size.setToolTip(
+            "<p>The side every image is brought to before the network sees it: its shorter side is "
+            "scaled to this many pixels and the centre square is cut out. A larger side keeps more "
+            "detail and trains more slowly (the estimate below follows the choice). Photos judged "
+            "later are read at the same side.</p>"
+            f"<p><i>Unit:</i> pixels · <i>Default:</i> {COLOUR_IMAGE_SIZE} for colour, {IMAGE_SIZE} for grey</p>"
+        )
+        self.image_size.currentIndexChanged.connect(self._on_images_folder_text_changed)
         self.folder_data: FolderData | None = None
         self._folder_read: str | None = None  # the folder folder_data (or the problem) is of
         self._folder_problem: str | None = None
@@ -712,6 +732,7 @@ class TrainingDialog(QDialog):
         self.form.addRow("", self.download)
         self.form.addRow(self._label("Images folder", self.images_folder.toolTip()), self._images_row)
         self.form.addRow("", self.folder_found)
+        self.form.addRow(self._label("Image size", self.image_size.toolTip()), self.image_size)
         self.form.addRow(self._label("Model", self.model.toolTip()), self.model)
         self.form.addRow(self._label("Hidden layer width", self.hidden.toolTip()), self.hidden)
         self.form.addRow(self._label("Dropout in the network", self.drop_rate.toolTip()), self.drop_rate)
@@ -1005,7 +1026,7 @@ class TrainingDialog(QDialog):
         folder = self.uses_folder
         for row in (self._data_row, self.data_found, self.download):
             self.form.setRowVisible(row, not folder)
-        for row in (self._images_row, self.folder_found):
+        for row in (self._images_row, self.folder_found, self.image_size):
             self.form.setRowVisible(row, folder)
         if not folder:
             self._on_data_dir_text_changed()  # shows the download box where MNIST is missing
@@ -1043,7 +1064,7 @@ class TrainingDialog(QDialog):
         if not path:
             return
         self._scan_number += 1
-        worker = generator_worker(read_image_folder(path))
+        worker = generator_worker(read_image_folder(path, self.image_size.currentData()))
         # each slot is told which reading reported, so that a stale one's reports are dropped
         number = self._scan_number
         worker.yielded.connect(partial(self._on_scan_worker_yielded, number))
@@ -1153,6 +1174,8 @@ class TrainingDialog(QDialog):
                 if value is not None:
                     with contextlib.suppress(ValueError, TypeError):  # unreadable: default stays
                         set_widget_value(widget, value)
+            with contextlib.suppress(ValueError, TypeError):  # stored as a number, 0 for the usual side
+                set_widget_value(self.image_size, int(settings.value("image_size", 0)) or None)
             settings.beginGroup("drop_rates")
             for method_name in settings.childKeys():
                 with contextlib.suppress(ValueError, TypeError):
@@ -1183,6 +1206,7 @@ class TrainingDialog(QDialog):
         settings.setValue("name", self.name.text())
         settings.setValue("images", self.images_source.currentData())
         settings.setValue("images_folder", self.images_folder.text().strip())
+        settings.setValue("image_size", self.image_size.currentData() or 0)
         for method_name, values in self._method_values.items():
             for key, value in values.items():
                 settings.setValue(f"methods/{method_name}/{key}", value)
@@ -1397,7 +1421,10 @@ class TrainingDialog(QDialog):
             return (f"The saved posterior reads {start.arch.num_classes} classes of "
                     f"{'colour' if start.arch.channels == 3 else 'grey'} {start.arch.image_size}×"
                     f"{start.arch.image_size} images, and these images are {len(data.train.class_names)} classes "
-                    f"of {'colour' if data.channels == 3 else 'grey'} {data.image_size}×{data.image_size}.")
+                    f"of {'colour' if data.channels == 3 else 'grey'} {data.image_size}×{data.image_size}."
+                    + (f" Choose {start.arch.image_size}×{start.arch.image_size} pixels under “Image size”."
+                       if start.arch.image_size != data.image_size and start.arch.image_size in FOLDER_SIDES
+                       and start.arch.channels == data.channels else ""))
         device = app_settings.compute_device()
         refusal = streamed_refusal(data, self.method_name, device)
         if refusal:

@@ -202,3 +202,46 @@ def test_a_reading_overtaken_by_another_folder_is_dropped(qtbot, tmp_path):
     qtbot.wait(100)  # any late report of the first reading has arrived by now, and was dropped
     assert dialog.folder_data.train.class_names == ("green", "red")
     assert "Found 6 colour images in 2 classes: “green”, “red”" in dialog.folder_found.text()
+
+
+def test_the_image_size_is_chosen_reads_the_folder_again_and_is_the_posteriors(qtbot, tmp_path):
+    folder = _tinted_folder(tmp_path / "tints", count=4, corrupt=False)
+    dialog = _dialog(qtbot)
+    assert not dialog.form.isRowVisible(dialog.image_size)  # MNIST's digits are 28×28
+    _read(qtbot, dialog, folder)
+    assert dialog.form.isRowVisible(dialog.image_size) and dialog.image_size.currentData() is None
+    assert "32×32 pixels" in dialog.folder_found.text()  # colour's usual side
+    dialog.image_size.setCurrentIndex(dialog.image_size.findData(48))
+    assert dialog.reading_folder and dialog.folder_data is None  # the 32-pixel reading is forgotten
+    qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
+    assert "48×48 pixels" in dialog.folder_found.text() and dialog.folder_data.image_size == 48
+    assert dialog.folder_data.train.x.shape[-2:] == (48, 48)
+    dialog.select_method("map")
+    dialog.set_setting("epochs", 1)
+    dialog.name.setText("tints at 48")
+    posterior = load_posterior(run_to_saved(qtbot, dialog, 30_000))
+    assert (posterior.arch.image_size, posterior.arch.channels) == (48, 3)
+    dialog.save_settings()
+    again = _dialog(qtbot)
+    assert again.image_size.currentData() == 48  # remembered with the folder
+
+
+def test_a_saved_start_of_another_size_is_refused_with_the_size_to_choose(qtbot, tmp_path, monkeypatch):
+    folder = _tinted_folder(tmp_path / "tints", count=4, corrupt=False)
+    warned: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: warned.append(text))
+    dialog = _dialog(qtbot)
+    dialog.image_size.setCurrentIndex(dialog.image_size.findData(48))
+    _read(qtbot, dialog, folder)
+    dialog.select_method("map")
+    dialog.set_setting("epochs", 1)
+    dialog.name.setText("start at 48")
+    start = run_to_saved(qtbot, dialog, 30_000)
+    dialog.image_size.setCurrentIndex(0)  # back to 32 pixels
+    qtbot.waitUntil(lambda: dialog.folder_data is not None, timeout=20_000)
+    dialog.select_method("laplace")
+    dialog.set_start_file(start)
+    dialog.start()
+    assert not dialog.running and warned
+    assert "48×48 images, and these images are 2 classes of colour 32×32" in warned[0]
+    assert "Choose 48×48 pixels under “Image size”" in warned[0]
