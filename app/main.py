@@ -1145,16 +1145,11 @@ class MainWindow(QMainWindow):
             ComparisonColumn(c.title(self.workspace.num_samples), c.posterior, c.prediction, source=c.key)
             for c in self.workspace.columns if c.prediction is not None
         )
-        if self.workspace.image is None or not columns or self.workspace.task == "images":
+        if self.workspace.image is None or not columns:
             return None
         return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names)
 
     def export_comparison_dialog(self) -> None:
-        if self.workspace.task == "images":
-            QMessageBox.information(self, "Not for photos yet",
-                                    "A comparison folder holds digits and faces so far. Export each column's plots "
-                                    "from its menu, or save a picture of the window (Ctrl+Shift+E).")
-            return
         comparison = self.comparison()
         if comparison is None:
             QMessageBox.information(self, "Nothing to export yet", "Add a posterior and give it an input first.")

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from core.analysis.predictive import Prediction, predict_image
+from core.analysis.predictive import Prediction, predict_image, predict_input
 from core.engine.data.preprocess import image_to_input
 from core.engine.inference.base import Posterior
 from core.engine.naming import (
@@ -26,6 +26,9 @@ from core.engine.naming import (
     posterior_title,
     samples_used,
 )
+
+if TYPE_CHECKING:
+    from core.engine.data.folder import Photo
 
 #: In provenance, lists of more values than this (per-step training traces) are left out.
 MAX_LIST = 32
@@ -47,7 +50,9 @@ class ComparisonColumn:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Every column's prediction for one input (``image``: the 28×28 model input in [0, 1]).
+    """Every column's prediction for one input. ``image`` is the input as the models see it: a
+    digit's 28×28 model input in [0, 1], a face's crop, or a photo of one's own images as the first
+    column reads it (RGB, or grey, uint8; each such column reads the photo at its own size).
 
     ``num_samples`` and ``seed`` record what was asked for (a sampled posterior may hold
     fewer draws than asked; each column's summary says how many it used).
@@ -81,6 +86,32 @@ def refuse_own_images(posteriors: Sequence[Posterior], what: str) -> None:
                          "with it by: bayescope-cli predict IMAGE --posterior FILE")
 
 
+def _check_one_kind(posteriors: Sequence[Posterior], photo: bool, num_samples: int) -> None:
+    """Refuse, in a sentence, posteriors that judge different kinds of input (one's own photos
+    and digits), or a kind other than the input's."""
+    from core.engine.data.folder import reads_photos
+
+    own = [p for p in posteriors if reads_photos(p.arch)]
+    digits = [p for p in posteriors if not reads_photos(p.arch)]
+    if own and digits:
+        raise ValueError(
+            f"these posteriors judge different inputs: {posterior_title(own[0], samples_used(own[0], num_samples))} "
+            f"was trained on your own images and judges a photo, "
+            f"{posterior_title(digits[0], samples_used(digits[0], num_samples))} judges digits; compare each kind "
+            "on its own")
+    if photo and digits:
+        raise ValueError("a photo is judged by posteriors trained on your own images, and these judge digits: "
+                         "compare them on a digit (a PNG of a digit, or mnist-test:INDEX)")
+    if not photo:
+        refuse_own_images(own, "a comparison judges a digit (28×28, grey)")
+
+
+def _photo_shown(photo: Photo, arch: Any) -> np.ndarray:
+    """What a posterior of ``arch`` sees of a photo: uint8 (S, S, 3) in colour, (S, S) grey."""
+    pixels = photo.array(arch.image_size, arch.channels)  # (C, S, S)
+    return pixels[0] if pixels.shape[0] == 1 else np.ascontiguousarray(pixels.transpose(1, 2, 0))
+
+
 def default_class_names(posterior: Posterior) -> tuple[str, ...]:
     """The class names of the data set the posterior was trained on, else "0", "1", ..."""
     from core.engine.data.datasets import KNOWN
@@ -102,7 +133,7 @@ def _identity(posterior: Posterior, source: str | None) -> tuple[str, Any]:
 
 def compare(
     posteriors: Sequence[tuple[Posterior, str | None]],
-    image: np.ndarray,
+    image: np.ndarray | Photo,
     num_samples: int = 100,
     level: float = 0.9,
     seed: int | None = 0,
@@ -117,7 +148,8 @@ def compare(
         twice, or the same object twice, gives one column.
     image
         A 28×28 model input in [0, 1], or a raw drawing (light ink on dark) that is
-        preprocessed as MNIST was.
+        preprocessed as MNIST was; or a photo (:class:`core.engine.data.folder.Photo`) for
+        posteriors of one's own images, each reading it at its own size and channels.
     num_samples, level, seed
         As ``bayescope-cli predict --samples --level --seed``. ``seed=None`` lets each
         posterior use its own randomness (the GUI's stroke-by-stroke mode).
@@ -138,23 +170,31 @@ def compare(
     if not unique:
         raise ValueError("no posterior to compare: give at least one")
     chosen = list(unique.values())
-    refuse_own_images([p for p, _ in chosen], "a comparison judges a digit (28×28, grey)")
-    shapes = {(p.num_classes, p.arch.image_size) for p, _ in chosen}
+    photo = hasattr(image, "model_input")  # a photo of one's own images, read by each at its own size
+    _check_one_kind([p for p, _ in chosen], photo, num_samples)
+    # a photo is read at each column's own size; a digit is one 28×28 input for all
+    shapes = {(p.num_classes, default_class_names(p)) if photo else (p.num_classes, p.arch.image_size)
+              for p, _ in chosen}
     if len(shapes) > 1:
         listing = "; ".join(
-            f"{posterior_title(p, samples_used(p, num_samples))}: {p.num_classes} classes, "
-            f"{p.arch.image_size}×{p.arch.image_size} images"
+            f"{posterior_title(p, samples_used(p, num_samples))}: "
+            + (f"classes {', '.join(default_class_names(p))}" if photo else
+               f"{p.num_classes} classes, {p.arch.image_size}×{p.arch.image_size} images")
             for p, _ in chosen
         )
         raise ValueError(f"these posteriors cannot judge the same input: {listing}")
     names = tuple(str(c) for c in class_names) if class_names is not None else default_class_names(chosen[0][0])
     if len(names) != chosen[0][0].num_classes:
         raise ValueError(f"{len(names)} class names given for {chosen[0][0].num_classes} classes")
-    x = _model_input(image)
+    x = _photo_shown(image, chosen[0][0].arch) if photo else _model_input(image)
     columns: list[ComparisonColumn] = []
     seen: dict[str, int] = {}
     for posterior, source in chosen:
-        prediction = predict_image(posterior, x, num_samples, seed=seed, level=level)
+        if photo:
+            prediction = predict_input(posterior, image.model_input(posterior.arch), num_samples, seed=seed,
+                                       level=level)
+        else:
+            prediction = predict_image(posterior, x, num_samples, seed=seed, level=level)
         title = posterior_title(posterior, samples_used(posterior, num_samples))
         # Two different files of the same method and model would share a header.
         seen[title] = seen.get(title, 0) + 1

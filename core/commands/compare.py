@@ -12,7 +12,8 @@ from core.outputs.export import FIGURE_FORMATS
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli compare``."""
-    parser.add_argument("image", help="PNG/JPEG of a digit, or SET:INDEX of a test image (e.g. mnist-test:0)")
+    parser.add_argument("image", help="PNG/JPEG of a digit, or SET:INDEX of a test image (e.g. mnist-test:0); "
+                                      "for posteriors of your own images, a photo (read as their training images were)")
     parser.add_argument("--posterior", nargs="+", metavar="P",
                         help="posterior file(s), one column each (default: the bundled MC-dropout LeNet)")
     parser.add_argument("--samples", type=int, default=100, help="posterior samples S per column")
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli compare``: print one line per column; return the exit code."""
     from core.analysis.evaluation import resolve_image
+    from core.engine.data.folder import open_photo, reads_photos
     from core.engine.resources import default_posterior_path
     from core.engine.store import load_posterior
 
@@ -39,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out)  # before any work: a refused folder should fail fast
     paths = args.posterior or [str(default_posterior_path())]
     loaded = [(load_posterior(path, device=device), str(path)) for path in paths]
-    _, image = resolve_image(args.image, args.data_dir)
+    if all(reads_photos(p.arch) for p, _ in loaded):  # your own images: the photo as their training read it
+        image = open_photo(args.image)
+    else:
+        _, image = resolve_image(args.image, args.data_dir)
     comparison = compare(loaded, image, num_samples=args.samples, level=args.level, seed=args.seed)
     written = write_comparison(comparison, args.out, args.format)
     width = max(len(c.title) for c in comparison.columns)

@@ -58,7 +58,8 @@ def _unique_slugs(titles: Sequence[str]) -> list[str]:
 
 
 def _input_png(image: np.ndarray) -> bytes:
-    """The input as a PNG: a grey [0, 1] image enlarged, or a uint8 RGB face crop as it is."""
+    """The input as a PNG: a grey [0, 1] digit, or a uint8 face crop or photo (grey or RGB); one
+    smaller than 64 pixels is enlarged, pixels kept as pixels."""
     from PIL import Image
 
     if image.dtype == np.uint8:
@@ -200,6 +201,18 @@ def _headline(column: ComparisonColumn, names: Sequence[str]) -> str:
     return f"<p>{text}</p>"
 
 
+def _input_caption(comparison: Comparison) -> str:
+    """What ``input.png`` shows, in words: its size as the models read it, or a face's crop."""
+    arch = comparison.columns[0].posterior.arch
+    if arch.input_dim:
+        return f"The face the models judge, as found in the photo (they read {arch.input_dim} numbers that describe it)"
+    side = comparison.image.shape
+    words = f"The input as the models see it ({side[0]} × {side[1]} pixels{', colour' if len(side) == 3 else ''})"
+    if len({(c.posterior.arch.image_size, c.posterior.arch.channels) for c in comparison.columns}) > 1:
+        words += f"; as {comparison.columns[0].title} reads it: each posterior reads the photo at its own size"
+    return words
+
+
 def _report_html(
     comparison: Comparison,
     input_png: bytes,
@@ -223,7 +236,7 @@ def _report_html(
         f"<h1>{plural(n, 'posterior')} judging one input</h1>",
         f"<p>{html.escape('; '.join(settings))}.</p>",
         "<figure>" + _img(input_png, "the input as the models see it", "input")
-        + "<figcaption>The input as the models see it (28 × 28 pixels)</figcaption></figure>",
+        + f"<figcaption>{html.escape(_input_caption(comparison))}</figcaption></figure>",
         "<h2>At a glance</h2>",
         "<table><tr><th>posterior</th><th>predicted class</th><th>mean probability</th>"
         "<th>total (nats)</th><th>aleatoric</th><th>epistemic</th><th>top-two overlap</th>"

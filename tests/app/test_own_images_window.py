@@ -3,6 +3,7 @@ the preview shows in colour what the model sees, and a column that cannot read t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -266,3 +267,65 @@ def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtb
     entry = next(a for a in window.add_menu.actions() if "ResNet-8" in a.text() and not a.isSeparator())
     entry.trigger()
     assert window.workspace.task == "images" and window.workspace.column_keys() == [str(pets.resolve())]
+
+
+def _numbers(folder: Path) -> list[dict]:
+    """The rows of a comparison folder's numbers.json."""
+    table = json.loads((folder / "numbers.json").read_text())
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+
+
+def _wide_posterior(path: Path) -> Path:
+    """An untrained ResNet-8 reading the same two classes at 48 pixels, saved to ``path``."""
+    arch = ArchSpec("resnet", num_classes=2, image_size=48, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
+    samples = {k: v.detach().reshape(1, 1, *v.shape) for k, v in build_model(arch).named_parameters()}
+    save_posterior(SampledPosterior("map", arch, {}, 0, "colours-train", samples, {"class_names": ["blue", "red"]}),
+                   path)
+    return path
+
+
+def test_compare_judges_a_photo_with_posteriors_of_ones_images_as_predict_does(tmp_path, colour_posterior, capsys):
+    trained, red = colour_posterior
+    wide = _wide_posterior(tmp_path / "wide.pt")
+    out = tmp_path / "comparison"
+    assert main(["compare", str(red), "--posterior", str(trained), str(wide), "--samples", "5", "--format", "png",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "class red" in printed  # the trained column reads the red photo as red
+    rows = _numbers(out)
+    for path in (trained, wide):  # each column at its own size, as predict reads the photo for it
+        assert main(["predict", str(red), "--posterior", str(path), "--samples", "5", "--json"]) == 0
+        expected = json.loads(capsys.readouterr().out)
+        mine = [r for r in rows if r["source"] == str(path)]
+        assert [r["class"] for r in mine] == ["blue", "red"]
+        for row, want in zip(mine, expected["classes"], strict=True):
+            assert row["mean"] == pytest.approx(want["mean"], abs=1e-6)
+    shown = np.asarray(Image.open(out / "input.png"))
+    assert shown.shape == (320, 320, 3)  # the 32×32 colour input the first column sees, enlarged
+    assert shown[..., 0].mean() > shown[..., 2].mean() + 80  # red, as the photo
+    page = (out / "index.html").read_text()
+    assert "32 × 32 pixels, colour" in page and "each posterior reads the photo at its own size" in page
+    # a digit posterior beside them is refused in a sentence, before anything is written
+    assert main(["compare", str(red), "--posterior", str(trained), str(DIGITS), "--out",
+                 str(tmp_path / "mixed")]) != 0
+    err = capsys.readouterr().err
+    assert "judges digits" in err and "Traceback" not in err and not (tmp_path / "mixed").exists()
+
+
+def test_export_comparison_of_a_colour_photo_writes_the_folder(qtbot, colour_posterior, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    path, red = colour_posterior
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a: pytest.fail(f"warned: {a[2]}"))
+    window = _window(qtbot, [path])
+    assert window.load_image_file(red)
+    settle(qtbot, window)
+    out = tmp_path / "photo comparison"
+    window.export_comparison(out)
+    qtbot.waitUntil(lambda: window._export_worker is None, timeout=60_000)
+    assert "Saved the comparison" in window.statusBar().currentMessage()
+    shown = np.asarray(Image.open(out / "input.png"))
+    assert shown.shape == (320, 320, 3) and np.array_equal(shown[::10, ::10], window.preview.shown)
+    assert (out / "index.html").is_file() and any(out.glob("*-interval.png"))
+    rows = [r for r in _numbers(out) if r["predicted"]]
+    assert [r["class"] for r in rows] == ["red"]
