@@ -6,6 +6,7 @@ import argparse
 
 from core.analysis.comparison import compare
 from core.commands.console import add_device_argument, chosen_device, say
+from core.engine.naming import convergence_warning
 from core.outputs.comparison import check_output_folder, write_comparison
 from core.outputs.export import FIGURE_FORMATS
 
@@ -52,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
         s = column.prediction.summary
         k = s.predicted_class
         flag = "  uncertain (top two overlap)" if s.uncertain else ""
+        warning = convergence_warning(column.posterior.info)
+        if warning:
+            flag += f"  {warning[0].lower()}{warning[1:].rstrip('.')}"
         say(f"{column.title:{width}s}  class {comparison.class_names[k]}  mean {float(s.mean[k]):.3f}{flag}")
     say(f"wrote {len(written)} files to {args.out} (open index.html)")
     return 0

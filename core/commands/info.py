@@ -19,9 +19,9 @@ from core.engine.naming import (
     ARCH_LABELS,
     METHOD_DESCRIPTIONS,
     MIN_DRAWS_ESS,
+    convergence_verdict,
     ess_estimable,
     method_label,
-    mixed_as_shuffled,
     plural,
     rhat_text,
     why_not_measurable,
@@ -72,9 +72,9 @@ def convergence_text(record: dict[str, Any]) -> str:
     rhat, bulk, tail = record.get("rhat_max"), record.get("ess_bulk_min"), record.get("ess_tail_min")
     if rhat is None:
         return "convergence measured, but every probability was the same in every draw"
-    verdict = ("the chains agree" if rhat <= 1.01 else
-               "the chains agree as well as these draws can show" if mixed_as_shuffled(record) else
-               "the chains roughly agree" if rhat <= 1.1 else "the chains disagree: this posterior may not have converged")
+    verdict = convergence_verdict(record)
+    if verdict == "the chains disagree":
+        verdict += ": this posterior may not have converged"
     total = (record.get("chains") or 0) * (record.get("draws") or 0)
     ess = "" if bulk is None or tail is None else f"; smallest ESS {bulk:.1f} bulk, {tail:.1f} tail, of {total} draws"
     if ess and not ess_estimable(record.get("draws") or 0):

@@ -164,6 +164,17 @@ def mixed_as_shuffled(record: dict) -> bool:
             and rhat <= SHUFFLED_RHAT_CAP and share <= baseline)
 
 
+def convergence_verdict(record: dict) -> str:
+    """A measured record's largest R̂ in words: "the chains agree", "… agree as well as these
+    draws can show", "… roughly agree" or "… disagree"."""
+    rhat = _number(record.get("rhat_max"))
+    if rhat is not None and rhat <= RHAT_STRICT:
+        return "the chains agree"
+    if mixed_as_shuffled(record):
+        return "the chains agree as well as these draws can show"
+    return "the chains roughly agree" if rhat is not None and rhat <= RHAT_LOOSE else "the chains disagree"
+
+
 def convergence_warning(info: dict) -> str | None:
     """The sentence a column shows when its chains disagree (R̂ above 1.1), else None."""
     record = info.get("diagnostics") if isinstance(info, dict) else None
@@ -192,10 +203,7 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         rhat = _number(record.get("rhat_max"))
         bulk, tail = _number(record.get("ess_bulk_min")), _number(record.get("ess_tail_min"))
         if rhat is not None:
-            verdict = ("the chains agree" if rhat <= RHAT_STRICT else
-                       "the chains agree as well as these draws can show" if mixed_as_shuffled(record) else
-                       "the chains roughly agree" if rhat <= RHAT_LOOSE else "the chains disagree")
-            lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
+            lines.append(f"Largest R̂ {rhat_text(rhat)}: {convergence_verdict(record)} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
         tight, baseline = _number(record.get("rhat_above_1_01")), _number(record.get("rhat_above_1_01_shuffled"))
         if rhat is not None and rhat > RHAT_STRICT and tight is not None and baseline is not None:

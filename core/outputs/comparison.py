@@ -30,6 +30,7 @@ from core.engine.files import atomic_write, replacing_folder, strict_json
 from core.engine.files import check_output_folder as io_check_output_folder
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
+    convergence_warning,
     plural,
 )
 from core.outputs.export import FIGURE_FORMATS, save_figure_atomic, writing_into
@@ -254,6 +255,9 @@ def _report_html(
         parts.append(f'<section id="posterior-{i}"><h2>{html.escape(column.title)}</h2>')
         parts.append(f"<p>{html.escape(METHOD_DESCRIPTIONS.get(column.posterior.method, ''))}</p>")
         parts.append(_headline(column, names))
+        warning = convergence_warning(column.posterior.info)
+        if warning:
+            parts.append(f'<p class="flag">{html.escape(warning)}</p>')
         for view, png in figures:
             parts.append("<figure>" + _img(png, f"{INPUT_VIEWS[view]}, {column.title}")
                          + f"<figcaption>{html.escape(INPUT_VIEWS[view])}</figcaption></figure>")

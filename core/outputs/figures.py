@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -37,6 +38,20 @@ def _new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+#: Class names longer than this are turned under the x axis (a digit's name is one character; the
+#: plots give each class about 0.4 inch, which four characters of 8–10 point text fill).
+TURN_NAMES_LONGER_THAN = 3
+
+
+def class_ticks(ax: Any, positions: Sequence[float], names: Sequence[str], fontsize: float | None = None) -> None:
+    """Class names under the x axis, turned by 45° when written level they would run into each other."""
+    names = [str(n) for n in names]
+    if max(map(len, names), default=0) > TURN_NAMES_LONGER_THAN:
+        ax.set_xticks(positions, names, fontsize=fontsize, rotation=45, ha="right", rotation_mode="anchor")
+    else:
+        ax.set_xticks(positions, names, fontsize=fontsize)
 
 
 def _colours(n: int) -> list:
@@ -108,7 +123,7 @@ def confusion_figure(
                 if np.isfinite(v) and v >= 0.005:
                     ax.text(j, i, f"{v:.2f}"[1:] if v < 1 else "1", ha="center", va="center",
                             fontsize=6 if k > 6 else 8, color="white" if v > 0.6 else "black")
-        ax.set_xticks(range(k), class_names, fontsize=7)
+        class_ticks(ax, range(k), class_names, fontsize=7)
         ax.set_yticks(range(k), class_names, fontsize=7)
         ax.set_xlabel("predicted class")
         ax.set_ylabel("true class")
@@ -142,7 +157,7 @@ def per_class_error_figure(errors: Mapping[str, np.ndarray], class_names: Sequen
             ax.plot(positions + offsets[c], row, linestyle="none", marker="o", markersize=3.5,
                     color=colour, markeredgecolor="black", markeredgewidth=0.4)
         handles.append((box["boxes"][0], f"{name} ({err.shape[0]} chain{'s' * (err.shape[0] != 1)})"))
-    ax.set_xticks(range(k), class_names)
+    class_ticks(ax, range(k), class_names)
     ax.set_xlabel("true class")
     ax.set_ylabel("error rate (%)")
     ax.set_ylim(bottom=0)

@@ -151,6 +151,12 @@ def _new_figure(width: float, height: float) -> Figure:
     return new(width, height)
 
 
+def _class_ticks(ax: Any, positions: Any, names: list[str], fontsize: float | None = None) -> None:
+    from core.outputs.figures import class_ticks
+
+    class_ticks(ax, positions, names, fontsize)
+
+
 def _histograms_figure(summary: Summary, names: list[str], *, samples: Any, level: Any) -> Figure:
     s, k = summary.num_samples, len(names)
     strip = s <= STRIP_MAX_DRAWS
@@ -220,7 +226,7 @@ def _interval_figure(summary: Summary, names: list[str], *, samples: Any, level:
     ax.plot(x[summary.predicted_class], mean[summary.predicted_class], marker="o", markersize=10,
             markerfacecolor="none", markeredgecolor="tab:orange", linestyle="none",
             label="predicted class")
-    ax.set_xticks(x, names)
+    _class_ticks(ax, x, names)
     ax.set_xlabel("class")
     ax.set_ylim(-0.03, 1.03)
     ax.set_yticks(*_PROBABILITY_TICKS)
@@ -286,7 +292,7 @@ def _variance_figure(summary: Summary, names: list[str], *, samples: Any, level:
             label="total  p̄(1 − p̄)")
     ax.axhline(0.25, color="black", linestyle="--", linewidth=1)
     ax.text(-0.5, 0.253, "maximum 0.25 (at p̄ = .5)", ha="left", va="bottom", fontsize=7)
-    ax.set_xticks(x, names)
+    _class_ticks(ax, x, names)
     ax.set_xlabel("class")
     ax.set_xlim(-0.6, k - 0.4)
     ax.set_ylim(0, 0.28)
@@ -316,7 +322,7 @@ def _correlation_figure(summary: Summary, names: list[str], *, samples: Any, lev
                 text = f"{v:+.2f}".replace("0.", ".")
                 ax.text(j, i, text, ha="center", va="center", fontsize=6 if k > 6 else 8,
                         color="white" if abs(v) > 0.6 else "black")
-    ax.set_xticks(range(k), names, fontsize=8)
+    _class_ticks(ax, range(k), names, fontsize=8)
     ax.set_yticks(range(k), names, fontsize=8)
     ax.set_xlabel("class")
     ax.set_ylabel("class")

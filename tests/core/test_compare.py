@@ -71,6 +71,7 @@ def test_cli_compare_prints_one_line_per_column(exported):
     # the sampled posterior holds 8 draws, MAP one, MC dropout draws the 20 asked for
     for title in ("SGHMC, LeNet, 8 draws", "MAP, softmax regression, 1 draw", "MC dropout, LeNet, 20 draws"):
         assert sum(line.startswith(title) and " class " in line and " mean " in line for line in lines) == 1
+    assert [line for line in lines if "may not have converged" in line][0].startswith("SGHMC, LeNet")
     assert lines[-1].startswith("wrote ") and str(exported["out"]) in lines[-1]
 
 
@@ -133,6 +134,9 @@ def test_report_page_is_self_contained(exported):
     # the input, then five views per column, all embedded
     assert sum(ref.startswith("data:image/png;base64,") for ref in page.references) == 1 + 3 * 5
     assert "link" not in page.tags and "iframe" not in page.tags
+    # the unconverged sampler says so, as its column in the window does; the input's size is stated
+    assert text.count("may not have converged") == 1 and "(R̂ 3.75)" in text
+    assert "The input as the models see it (28 × 28 pixels)" in text
 
     assert (out / "input.png").read_bytes()[:8] == PNG_SIGNATURE
     with Image.open(out / "input.png") as im:

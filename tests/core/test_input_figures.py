@@ -239,3 +239,26 @@ def test_sweep_exports_figure_and_numbers(tmp_path):
     assert "MAP, softmax regression, 1 draw" in texts and "no band from 1 draw" in texts
     assert "80% band" not in texts and all(row["expected_coverage"] == 0 for row in rows)
     assert len(_read_csv(tmp_path / "sweep.csv")) == len(rows)
+
+
+@pytest.mark.parametrize("view", ["interval", "variance", "correlation"])
+def test_long_class_names_are_turned_so_they_do_not_run_into_each_other(view, predictions):
+    pred = predictions["lenet_sghmc"]
+    ages = ["00-02", "03-07", "08-14", "15-24", "25-37", "38-47", "48-59", "60+", "extra 1", "extra 2"]
+    for names, angle in (([str(d) for d in range(10)], 0.0), (ages, 45.0)):
+        fig = input_view_figure(view, "SGHMC", pred.summary, names, samples=pred.samples, level=0.9)
+        ticks = fig.axes[0].get_xticklabels()
+        assert [t.get_text() for t in ticks] == list(names)
+        assert {t.get_rotation() for t in ticks} == {angle}
+        fig.canvas.draw()
+        spacing = np.diff(fig.axes[0].transData.transform([(0, 0), (1, 0)])[:, 0])[0]  # pixels per class
+        if angle:  # level, the widest name would not fit its class's room; turned, lines stay apart
+            renderer = fig.canvas.get_renderer()
+            level = max(renderer.get_text_width_height_descent(n, ticks[0].get_fontproperties(), ismath=False)[0]
+                        for n in names)
+            height = ticks[0].get_fontsize() * fig.dpi / 72
+            assert spacing * np.sin(np.radians(angle)) > height
+            assert level > spacing or view == "correlation"  # whose wider cells would just hold them
+        else:
+            boxes = [t.get_window_extent() for t in ticks]
+            assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
