@@ -10,7 +10,7 @@ import math
 from core.commands.console import say
 from core.engine.files import check_output_file
 from core.engine.import_weights import TORCHVISION_ARCHITECTURES, import_network, read_class_names
-from core.engine.models import ARCHITECTURES
+from core.engine.models import ARCHITECTURES, IMPORTED_ARCHITECTURES
 from core.engine.store import save_posterior
 
 
@@ -28,14 +28,15 @@ def _numbers(text: str | None, option: str) -> tuple[float, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", required=True, metavar="NAME",
-                        help=f"the network's architecture: {', '.join(ARCHITECTURES)} "
-                             f"(torchvision ones such as {TORCHVISION_ARCHITECTURES[0]} are refused with the reason)")
+                        help=f"the network's architecture: {', '.join(ARCHITECTURES + IMPORTED_ARCHITECTURES)} "
+                             "(resnet18: torchvision's, its batch norms folded into its convolutions; other "
+                             f"torchvision ones such as {TORCHVISION_ARCHITECTURES[0]} are refused with the reason)")
     parser.add_argument("--weights", required=True, metavar="W.pt",
                         help="its state_dict, saved with torch.save(model.state_dict(), 'W.pt')")
     parser.add_argument("--classes", required=True, metavar="names.txt",
                         help="the class names, one per line, in the order of the network's outputs")
     parser.add_argument("--image-size", type=int, metavar="N",
-                        help="side of the square images it reads (default 28 grey, 32 colour)")
+                        help="side of the square images it reads (default 28 grey, 32 colour, 224 for resnet18)")
     parser.add_argument("--channels", type=int, choices=(1, 3),
                         help="1 grey, 3 colour (default: read from the first convolution, else 1)")
     parser.add_argument("--hidden", type=int, help="mlp: hidden width (default: read from the weights)")

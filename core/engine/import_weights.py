@@ -6,9 +6,12 @@ built-in architecture (:data:`core.engine.models.ARCHITECTURES`) at the given cl
 side and channels, and returns a one-draw :class:`SampledPosterior` with method ``map``:
 what every view can show, and what Laplace and SWAG can start from (``train --start-from``).
 
-torchvision's architectures (``resnet18`` ...) are not built in: their batch-norm statistics
-live outside the weights that a posterior over weights holds, so they are refused with a
-sentence, which also says when torchvision cannot be imported at all.
+torchvision's ResNet-18 (``resnet18``) is read from its own ``state_dict``, and torchvision is
+not needed to read or use it: every batch norm is folded into the convolution before it
+(:func:`fold_batch_norm`), which in inference mode is the same function, so the posterior holds
+weights only (a posterior over weights cannot hold running statistics, and Laplace and SWAG
+then spread belief over weights alone). torchvision's other architectures are refused with a
+sentence.
 """
 
 from __future__ import annotations
@@ -24,23 +27,26 @@ import torch
 from core.engine.files import file_sha256
 from core.engine.inference.base import SampledPosterior
 from core.engine.memory import MemoryEstimateError, check_fits
-from core.engine.models import ARCHITECTURES, COLOUR_IMAGE_SIZE, IMAGE_SIZE, ArchSpec, build_model
+from core.engine.models import (
+    ARCHITECTURES,
+    COLOUR_IMAGE_SIZE,
+    IMAGE_SIZE,
+    IMPORTED_ARCHITECTURES,
+    ArchSpec,
+    ChannelBias,
+    build_model,
+)
 
-#: torchvision classifiers a person may name; refused with a sentence (see the module docstring).
-TORCHVISION_ARCHITECTURES = ("resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121")
+#: torchvision classifiers a person may name that are not built in: refused with a sentence.
+TORCHVISION_ARCHITECTURES = ("resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121")
+#: The side torchvision's ImageNet networks read, the default of an imported ResNet-18.
+IMAGENET_SIZE = 224
+#: torch's batch-norm epsilon (torchvision's default; a state_dict does not record it).
+BATCH_NORM_EPS = 1e-5
 
 
 class NetworkImportError(ValueError):
     """A network that cannot be imported, with the reason in one sentence."""
-
-
-def torchvision_available() -> tuple[bool, str]:
-    """Whether torchvision imports beside this torch, and if not, why (one clause)."""
-    try:
-        import torchvision  # noqa: F401
-    except Exception as exc:  # a missing package, or one built for another torch (RuntimeError, OSError)
-        return False, (str(exc).splitlines() or ["it is not installed"])[0]
-    return True, ""
 
 
 def read_class_names(path: str | os.PathLike) -> tuple[str, ...]:
@@ -95,6 +101,35 @@ def _first_conv_channels(state: dict[str, torch.Tensor]) -> int | None:
     return None
 
 
+def fold_batch_norm(state: dict[str, torch.Tensor], model: torch.nn.Module,
+                    eps: float = BATCH_NORM_EPS) -> dict[str, torch.Tensor]:
+    """``state`` (a torchvision ResNet-18 ``state_dict``) with each batch norm ``B`` folded into the
+    convolution ``C`` before it, as ``model`` (:class:`core.engine.models.ResNet18`) holds them:
+    C.weight ← C.weight · s and B.bias ← β − μ · s per channel, with s = γ / √(σ² + ε). The
+    running statistics and γ leave; the function in inference mode is unchanged."""
+    out = dict(state)
+    for name, module in model.named_modules():
+        if not isinstance(module, ChannelBias):
+            continue
+        head, _, last = name.rpartition(".")  # bn1 → conv1, layer1.0.bn2 → layer1.0.conv2, downsample.1 → .0
+        conv = f"{head}.0" if head.endswith("downsample") else ".".join(filter(None, (head, last.replace("bn", "conv"))))
+        parts = {k: f"{name}.{k}" for k in ("weight", "bias", "running_mean", "running_var")}
+        missing = [v for v in parts.values() if v not in state] + ([f"{conv}.weight"] if f"{conv}.weight" not in state
+                                                                   else [])
+        if missing:
+            raise NetworkImportError(f"the weights lack {', '.join(missing[:3])}: not a torchvision resnet18 "
+                                     "state_dict with its batch norms")
+        gamma, beta, mu, var = (state[parts[k]].double() for k in ("weight", "bias", "running_mean", "running_var"))
+        if not bool((var >= 0).all()):
+            raise NetworkImportError(f"{name}.running_var holds negative variances: the weights are damaged")
+        scale = gamma / (var + eps).sqrt()
+        out[f"{conv}.weight"] = (state[f"{conv}.weight"].double() * scale.view(-1, 1, 1, 1)).float()
+        out[f"{name}.bias"] = (beta - mu * scale).float()
+        for key in ("weight", "running_mean", "running_var", "num_batches_tracked"):
+            out.pop(f"{name}.{key}", None)
+    return out
+
+
 def import_network(
     arch_name: str,
     weights: str | os.PathLike,
@@ -119,27 +154,29 @@ def import_network(
         With one sentence: an unknown or unavailable architecture, an unreadable file, or
         weights that do not fit the architecture at these classes, side and channels.
     """
+    known = ARCHITECTURES + IMPORTED_ARCHITECTURES
     if arch_name in TORCHVISION_ARCHITECTURES:
-        available, why = torchvision_available()
-        if not available:
-            raise NetworkImportError(f"{arch_name} is a torchvision architecture, and torchvision cannot be imported "
-                               f"here ({why}); import a built-in one: {', '.join(ARCHITECTURES)}")
-        raise NetworkImportError(f"{arch_name} is not built in: its batch-norm statistics are not weights that a "
-                           f"posterior can hold; import a built-in architecture: {', '.join(ARCHITECTURES)}")
-    if arch_name not in ARCHITECTURES:
-        raise NetworkImportError(f"unknown architecture {arch_name!r}; choose from {', '.join(ARCHITECTURES)}")
+        raise NetworkImportError(f"{arch_name} is not built in; of torchvision's networks resnet18 is (its batch "
+                                 f"norms folded into its convolutions), and so are {', '.join(ARCHITECTURES)}")
+    if arch_name not in known:
+        raise NetworkImportError(f"unknown architecture {arch_name!r}; choose from {', '.join(known)}")
     state = read_state_dict(weights)
     channels = channels or _first_conv_channels(state) or 1
     if hidden is None:
         first = state.get("net.1.weight")
         hidden = int(first.shape[0]) if first is not None and first.ndim == 2 else 100
+    default_size = IMAGENET_SIZE if arch_name == "resnet18" else IMAGE_SIZE if channels == 1 else COLOUR_IMAGE_SIZE
     try:
         arch = ArchSpec(arch_name, num_classes=len(class_names), drop_rate=drop_rate, hidden=hidden,
-                        image_size=image_size or (IMAGE_SIZE if channels == 1 else COLOUR_IMAGE_SIZE),
-                        channels=channels, mean=tuple(mean), std=tuple(std))
+                        image_size=image_size or default_size, channels=channels, mean=tuple(mean), std=tuple(std))
     except ValueError as exc:
         raise NetworkImportError(str(exc)) from None
-    reference = dict(build_model(arch).named_parameters())
+    model = build_model(arch)
+    folded = 0
+    if arch_name == "resnet18":
+        folded = sum(isinstance(m, ChannelBias) for m in model.modules())
+        state = fold_batch_norm(state, model)
+    reference = dict(model.named_parameters())
     missing = sorted(set(reference) - set(state))
     extra = sorted(set(state) - set(reference))
     if missing or extra:
@@ -161,4 +198,6 @@ def import_network(
         "class_names": list(class_names),
         "imported": {"weights": str(Path(weights).absolute()), "weights_sha256": file_sha256(weights)},
     }
+    if folded:
+        info["imported"]["batch_norms_folded"] = folded
     return SampledPosterior("map", arch, {}, 0, f"imported-{Path(weights).stem}", samples, info)

@@ -41,7 +41,8 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
 }
 
-ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "resnet": "ResNet-8"}
+ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "resnet": "ResNet-8",
+                               "resnet18": "ResNet-18"}
 
 
 #: A class whose probability has a standard deviation across draws below this is faded in
@@ -162,6 +163,32 @@ def mixed_as_shuffled(record: dict) -> bool:
     share, baseline, rhat = (record.get(k) for k in ("rhat_above_1_01", "rhat_above_1_01_shuffled", "rhat_max"))
     return (record.get("status") == "measured" and None not in (share, baseline, rhat)
             and rhat <= SHUFFLED_RHAT_CAP and share <= baseline)
+
+
+def fit_lines(method: str, info: dict) -> list[str]:
+    """What a variational posterior's file records about where its fit ended, when that bounds
+    what it shows, one sentence a line (nothing for the other methods)."""
+    info = info if isinstance(info, dict) else {}
+    lines = []
+    share = _number(info.get("alpha_at_limit"))
+    if method == "vdropout" and share:
+        lines.append(f"Its learned noise sits at the method's upper limit (α = 1, dropping half) for {share:.0%} of "
+                     "the weights: for those the limit, not the data, sets the spread.")
+    weights = info.get("weights")
+    if method == "sgmmvi" and isinstance(weights, list) and len(weights) > 1 and all(_number(w) is not None for w in weights):
+        words = " / ".join(f"{w:.2f}" for w in weights)
+        floor = _number(info.get("weight_floor"))
+        if max(weights) > 0.9:
+            lines.append(f"Mixture weights {words}: one Gaussian carries {max(weights):.0%} of the weight, so this "
+                         "mixture acts as one Gaussian.")
+        elif floor:
+            held = sum(w <= floor * 1.001 for w in weights)
+            lines.append(f"Mixture weights {words}" + (f"; {plural(held, 'component')} held at the floor of "
+                                                      f"{floor:.2f}, which keeps each one visible in the draws."
+                                                      if held else "."))
+        else:
+            lines.append(f"Mixture weights {words}.")
+    return lines
 
 
 def convergence_verdict(record: dict) -> str:

@@ -12,7 +12,6 @@ import torch
 from PIL import Image
 
 from core.commands.main import main
-from core.engine.import_weights import torchvision_available
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset
 from core.engine.models import ArchSpec, build_model, num_parameters
@@ -155,21 +154,98 @@ def test_weights_that_do_not_fit_are_refused_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "m.pt").exists()
 
 
-@pytest.mark.skipif(torchvision_available()[0], reason="torchvision imports here")
-def test_a_torchvision_architecture_without_torchvision_says_so(tmp_path, capsys):
-    torch.save({"fc.weight": torch.zeros(2, 512)}, tmp_path / "w.pt")
-    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"),
-                 "--classes", str(_names(tmp_path, ["a", "b"])), "--out", str(tmp_path / "m.pt")]) == 2
-    err = capsys.readouterr().err
-    assert "resnet18 is a torchvision architecture, and torchvision cannot be imported here" in err
+def _batch_norm_twin(spec: ArchSpec, seed: int = 4) -> torch.nn.Module:
+    """A ResNet-18 with real batch norms where the folded one has biases, every batch norm with random
+    statistics, in inference mode: its state_dict is laid out as torchvision's resnet18's is."""
+    from core.engine.models import ChannelBias
+
+    torch.manual_seed(seed)
+    model = build_model(spec)
+    for name, module in list(model.named_modules()):
+        if isinstance(module, ChannelBias):
+            norm = torch.nn.BatchNorm2d(module.bias.numel())
+            norm.weight.data.uniform_(0.5, 1.5)
+            norm.bias.data.normal_(0, 0.2)
+            norm.running_mean.normal_(0, 0.3)
+            norm.running_var.uniform_(0.5, 2.0)
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, norm)
+    return model.eval()
 
 
-def test_torchvision_resnet18_is_refused_with_the_reason(tmp_path, capsys):
+def test_a_resnet18_with_batch_norms_is_imported_folded_and_predicts_as_it_did(tmp_path, capsys):
+    spec = ArchSpec("resnet18", num_classes=3, image_size=32, channels=3)
+    twin = _batch_norm_twin(spec)
+    torch.save(twin.state_dict(), tmp_path / "w.pt")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--image-size", "32",
+                 "--classes", str(_names(tmp_path, ["cat", "dog", "fox"])), "--out", str(tmp_path / "map.pt")]) == 0
+    # torchvision's resnet18 has 11,689,512 weights at 1,000 classes; folded, each of the 4,800 batch-norm
+    # channels keeps its shift and loses its scale, and the output layer has 3 classes
+    assert f"imported a resnet18 of {11_689_512 - 513 * 1000 - 4800 + 513 * 3:,} weights" in capsys.readouterr().out
+    posterior = load_posterior(tmp_path / "map.pt")
+    assert posterior.arch.name == "resnet18" and posterior.info["imported"]["batch_norms_folded"] == 20
+    assert not any("running" in k for k in posterior.samples)  # weights only: the statistics are folded in
+    x = torch.rand(4, 3, 32, 32)
+    with torch.no_grad():
+        expected = torch.softmax(twin(x), -1)
+    torch.testing.assert_close(posterior.predict_proba(x)[0], expected, atol=1e-5, rtol=1e-4)
+
+
+def test_torchvision_resnet18_weights_are_imported_and_predict_as_torchvision_does(tmp_path, capsys):
     torchvision = pytest.importorskip("torchvision", reason="torchvision does not import beside this torch")
-    torch.save(torchvision.models.resnet18(num_classes=2).state_dict(), tmp_path / "w.pt")
-    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"),
-                 "--classes", str(_names(tmp_path, ["a", "b"])), "--out", str(tmp_path / "m.pt")]) == 2
-    assert "batch-norm statistics" in capsys.readouterr().err
+    twin = _batch_norm_twin(ArchSpec("resnet18", num_classes=2, image_size=64, channels=3))
+    network = torchvision.models.resnet18(num_classes=2)
+    assert set(network.state_dict()) == set(twin.state_dict())  # the same layout, name for name
+    network.load_state_dict(twin.state_dict())
+    torch.save(network.eval().state_dict(), tmp_path / "w.pt")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--image-size", "64",
+                 "--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225",
+                 "--classes", str(_names(tmp_path, ["a", "b"])), "--out", str(tmp_path / "map.pt")]) == 0
+    posterior = load_posterior(tmp_path / "map.pt")
+    x = torch.rand(3, 3, 64, 64)
+    standardised = (x - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / torch.tensor(
+        [0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    with torch.no_grad():
+        expected = torch.softmax(network(standardised), -1)
+    torch.testing.assert_close(posterior.predict_proba(x)[0], expected, atol=1e-5, rtol=1e-4)
+
+
+def test_laplace_and_swag_start_from_an_imported_resnet18_and_a_photo_is_judged(tmp_path, capsys):
+    spec = ArchSpec("resnet18", num_classes=2, image_size=32, channels=3)
+    torch.save(_batch_norm_twin(spec).state_dict(), tmp_path / "w.pt")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--image-size", "32",
+                 "--classes", str(_names(tmp_path, ["red", "blue"])), "--out", str(tmp_path / "map.pt")]) == 0
+    for colour, name in (((220, 20, 20), "red"), ((20, 20, 220), "blue")):
+        (tmp_path / "set" / name).mkdir(parents=True)
+        for i in range(5):
+            Image.new("RGB", (40, 36), tuple(c + 3 * i for c in colour)).save(tmp_path / "set" / name / f"{i}.png")
+    for method, extra in (("laplace", []), ("swag", ["--set", "epochs=1", "--set", "swa_epochs=1", "--set", "rank=2",
+                                                     "--set", "batch_size=4"])):
+        out = tmp_path / f"{method}.pt"
+        assert main(["train", "--dataset", str(tmp_path / "set"), "--method", method, "--start-from",
+                     str(tmp_path / "map.pt"), "--eval-samples", "3", *extra, "--out", str(out)]) == 0, method
+        posterior = load_posterior(out)
+        assert posterior.arch.name == "resnet18" and posterior.info["started_from"]["method"] == "map"
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "set" / "red" / "0.png"), "--posterior", str(tmp_path / "laplace.pt"),
+                 "--samples", "4", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert sorted(c["class"] for c in result["classes"]) == ["blue", "red"] and result["num_samples"] == 4
+
+
+def test_other_torchvision_networks_and_dropout_on_resnet18_are_refused(tmp_path, capsys):
+    torch.save({"fc.weight": torch.zeros(2, 512)}, tmp_path / "w.pt")
+    names = str(_names(tmp_path, ["a", "b"]))
+    assert main(["import", "--arch", "resnet50", "--weights", str(tmp_path / "w.pt"), "--classes", names,
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    assert "resnet50 is not built in; of torchvision's networks resnet18 is" in capsys.readouterr().err
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--classes", names,
+                 "--drop-rate", "0.5", "--out", str(tmp_path / "m.pt")]) == 2
+    assert "ResNet-18 has no dropout layers" in capsys.readouterr().err
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--classes", names,
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    assert "not a torchvision resnet18 state_dict with its batch norms" in capsys.readouterr().err
+    assert not (tmp_path / "m.pt").exists()
 
 
 def test_class_names_must_be_two_or_more_and_distinct(tmp_path, capsys):
@@ -180,7 +256,7 @@ def test_class_names_must_be_two_or_more_and_distinct(tmp_path, capsys):
         assert words in capsys.readouterr().err
 
 
-def test_digit_views_refuse_a_posterior_of_ones_own_images(tmp_path, capsys):
+def test_the_rotation_sweep_refuses_a_posterior_of_ones_own_images_and_compare_reads_a_photo(tmp_path, capsys):
     from core.engine.inference.base import SampledPosterior
 
     arch = ArchSpec("resnet", num_classes=2, image_size=16, channels=3, mean=(0.5,) * 3, std=(0.25,) * 3)
@@ -193,9 +269,10 @@ def test_digit_views_refuse_a_posterior_of_ones_own_images(tmp_path, capsys):
             Image.new("RGB", (16, 16), colour).save(tmp_path / "set" / name / f"{i}.png")
     image = tmp_path / "mark.png"  # a light square on a dark ground: not an empty drawing
     Image.fromarray(np.pad(np.full((8, 8, 3), 230, np.uint8), ((4, 4), (4, 4), (0, 0)))).save(image)
-    assert main(["compare", str(image), "--posterior", str(path), "--out", str(tmp_path / "c")]) == 2
-    assert "trained on your own images; judge an image with it by: bayescope-cli predict" in capsys.readouterr().err
+    # compare reads the picture as a photo for it (not as a digit), as predict does
+    assert main(["compare", str(image), "--posterior", str(path), "--out", str(tmp_path / "c")]) == 0
+    assert "colour" in (tmp_path / "c" / "index.html").read_text()
     assert main(["evaluate", "--posterior", str(path), "--dataset", str(tmp_path / "set"), "--rotate", str(image),
                  "--out", str(tmp_path / "e")]) == 2
     assert "the rotation sweep turns a digit" in capsys.readouterr().err
-    assert not (tmp_path / "c").exists() and not (tmp_path / "e").exists()
+    assert not (tmp_path / "e").exists()

@@ -27,8 +27,16 @@ from torch import nn
 
 from core.engine.memory import check_fits
 
-ArchName = Literal["softmax", "mlp", "lenet", "resnet"]
+ArchName = Literal["softmax", "mlp", "lenet", "resnet", "resnet18"]
+#: The architectures every method trains from a random start.
 ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet", "resnet")
+#: Architectures a network trained elsewhere brings (``bayescope-cli import``): predicted with,
+#: and the start of the post-hoc methods (Laplace, SWAG), never trained from a random start here.
+IMPORTED_ARCHITECTURES: tuple[str, ...] = ("resnet18",)
+#: torchvision's ResNet-18 stages: (width, stride of the first block), two basic blocks each.
+RESNET18_STAGES: tuple[tuple[int, int], ...] = ((64, 1), (128, 2), (256, 2), (512, 2))
+#: ResNet-18 halves its input five times; 32 pixels leave one at the last stage.
+RESNET18_MIN_SIZE = 32
 #: The network a colour data set gets when no architecture is named.
 COLOUR_ARCHITECTURE = "resnet"
 #: The side a colour data set is resized to when no size is named (CIFAR's).
@@ -65,8 +73,10 @@ class ArchSpec:
     ----------
     name
         ``"softmax"`` (multinomial logistic regression, the D-SGHMC paper's model),
-        ``"mlp"`` (784-H-H-K with ReLU), ``"lenet"`` (LeNet-5-style CNN, 20-50-500) or
-        ``"resnet"`` (a ResNet-8 for colour photos of 32–64 pixels: widths 16-32-64).
+        ``"mlp"`` (784-H-H-K with ReLU), ``"lenet"`` (LeNet-5-style CNN, 20-50-500),
+        ``"resnet"`` (a ResNet-8 for colour photos of 32–64 pixels: widths 16-32-64) or
+        ``"resnet18"`` (torchvision's ResNet-18 with its batch norm folded into the
+        convolutions: imported, :mod:`core.engine.import_weights`).
     num_classes
         Number of output classes K.
     drop_rate
@@ -154,10 +164,12 @@ class ArchSpec:
                 ok = isinstance(value, int) and not isinstance(value, bool)
             if not ok:
                 raise ValueError(f"architecture field {f.name} has an invalid value {value!r}")
-        if self.name not in ARCHITECTURES:
+        if self.name not in ARCHITECTURES + IMPORTED_ARCHITECTURES:
             raise ValueError(f"unknown architecture {self.name!r}; choose from {ARCHITECTURES}")
         if not 0.0 <= self.drop_rate < 1.0:
             raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
+        if self.name == "resnet18" and self.drop_rate:
+            raise ValueError("ResNet-18 has no dropout layers, so its drop rate must be 0")
         if not 2 <= self.num_classes <= MAX_CLASSES:
             raise ValueError(
                 f"a classifier needs between 2 and {MAX_CLASSES} classes, got {self.num_classes}"
@@ -178,7 +190,7 @@ class ArchSpec:
                              f"per channel ({self.channels}), got {len(self.mean)} and {len(self.std)}")
         if self.mean and (self.input_dim or min(self.std) <= 0):
             raise ValueError("the input standardisation needs images and positive standard deviations")
-        low = {"lenet": LENET_MIN_SIZE, "resnet": RESNET_MIN_SIZE}.get(self.name, 1)
+        low = {"lenet": LENET_MIN_SIZE, "resnet": RESNET_MIN_SIZE, "resnet18": RESNET18_MIN_SIZE}.get(self.name, 1)
         if not low <= self.image_size <= MAX_IMAGE_SIZE:
             raise ValueError(
                 f"the {self.name} architecture needs an image size between {low} and "
@@ -195,6 +207,8 @@ class ArchSpec:
         c = self.channels
         if self.name == "resnet":
             return _resnet_parameter_count(c, k)
+        if self.name == "resnet18":
+            return _resnet18_parameter_count(c, k)
         side = _lenet_side(self.image_size)
         return (25 * c * 20 + 20) + (20 * 25 * 50 + 50) + (50 * side * side * 500 + 500) + (500 * k + k)
 
@@ -205,6 +219,14 @@ class ArchSpec:
             return 2 * d + k
         if self.name == "mlp":
             return 2 * d + 6 * h + k
+        if self.name == "resnet18":  # each block's two convolutions, biases, ReLUs and the sum
+            side = (self.image_size + 1) // 2
+            total = 2 * d + 3 * 64 * side * side
+            side = (side + 1) // 2
+            for width, stride in RESNET18_STAGES:
+                side = side if stride == 1 else (side + 1) // 2
+                total += 2 * 7 * width * side * side
+            return total + 512 + k
         if self.name == "resnet":  # every convolution's output, its ReLU and the sum, per stage
             side, total = self.image_size, 2 * d
             for i, width in enumerate(RESNET_WIDTHS):
@@ -227,6 +249,18 @@ def _resnet_parameter_count(channels: int, num_classes: int) -> int:
         if out != width:
             total += width * out + out  # the 1×1 shortcut
         width = out
+    return total + width * num_classes + num_classes
+
+
+def _resnet18_parameter_count(channels: int, num_classes: int) -> int:
+    """ResNet-18's weights with each batch norm folded into a per-channel bias."""
+    total, width = 49 * channels * 64 + 64, 64  # the 7×7 stem and its bias
+    for out, stride in RESNET18_STAGES:
+        for block in range(2):
+            total += 9 * width * out + out + 9 * out * out + out
+            if block == 0 and (stride != 1 or width != out):
+                total += width * out + out  # the 1×1 shortcut and its bias
+            width = out
     return total + width * num_classes + num_classes
 
 
@@ -405,7 +439,62 @@ class ResNet(nn.Module):
         return self.classifier(self.features(self.standardise(x)))
 
 
-_CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet, "resnet": ResNet}
+class ChannelBias(nn.Module):
+    """What a batch norm is in inference mode once its scale is folded into the convolution
+    before it: a bias per channel. (Named ``bias``, as the batch norm's own shift was.)"""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.bias.view(1, -1, 1, 1)
+
+
+class Block18(nn.Module):
+    """torchvision's ``BasicBlock`` with folded batch norms (the same names, so that a ResNet-18
+    ``state_dict`` maps onto it): relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))."""
+
+    def __init__(self, width_in: int, width: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width_in, width, 3, stride, 1, bias=False)
+        self.bn1 = ChannelBias(width)
+        self.conv2 = nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = ChannelBias(width)
+        self.downsample = (nn.Sequential(nn.Conv2d(width_in, width, 1, stride, bias=False), ChannelBias(width))
+                           if stride != 1 or width_in != width else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        return (out + (x if self.downsample is None else self.downsample(x))).relu()
+
+
+class ResNet18(nn.Module):
+    """He et al.'s ResNet-18 as torchvision builds it (a 7×7 stride-2 stem, 3×3 max pooling, four
+    stages of two basic blocks, widths 64–512, global average pooling), every batch norm folded
+    into the convolution before it: in inference mode the same function, with no statistics
+    outside its weights. Only imported (:func:`core.engine.import_weights.import_network`)."""
+
+    def __init__(self, spec: ArchSpec) -> None:
+        super().__init__()
+        self.standardise = Standardise(spec)
+        self.conv1 = nn.Conv2d(spec.channels, 64, 7, 2, 3, bias=False)
+        self.bn1 = ChannelBias(64)
+        width = 64
+        for i, (out, stride) in enumerate(RESNET18_STAGES, start=1):
+            self.add_module(f"layer{i}", nn.Sequential(Block18(width, out, stride), Block18(out, out, 1)))
+            width = out
+        self.fc = nn.Linear(width, spec.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.bn1(self.conv1(self.standardise(x))).relu()
+        h = nn.functional.max_pool2d(h, 3, 2, 1)
+        h = self.layer4(self.layer3(self.layer2(self.layer1(h))))
+        return self.fc(h.mean((2, 3)))
+
+
+_CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet, "resnet": ResNet,
+                                        "resnet18": ResNet18}
 
 
 def build_model(spec: ArchSpec) -> nn.Module:
