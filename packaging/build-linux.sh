@@ -240,7 +240,7 @@ deb_s=$(($(date +%s) - deb_start))
 deb_bytes=$(stat -c %s "$deb")
 deb_mb=$(awk "BEGIN {printf \"%.1f\", $deb_bytes / 1e6}")
 # The gate: the size measured for the last release plus a stated margin (packaging/bundle.py
-# says why); the 200 MB download target is reported. MB of 10^6 bytes, as browsers show a download.
+# says why); the download target (DEB_SIZE_TARGET) is reported. MB of 10^6 bytes, as browsers show a download.
 read -r deb_gate deb_target deb_measured deb_measured_at < <("$python" packaging/bundle.py deb-gate)
 mb() { awk "BEGIN {printf \"%.1f\", $1 / 1e6}"; }
 if (( deb_bytes > deb_gate )); then

@@ -263,9 +263,12 @@ def orphaned_libraries(
 #: size measured for the last release by more than DEB_SIZE_MARGIN; the releaser records the
 #: new measurement (build-report.md) here with each release, and the report says whether the
 #: 200 MB target is met.
-DEB_SIZE_MEASURED = (198_400_000, "ea2ef49")  # bytes, the commit measured
+#: 218.7 MB at 244b6cb: the paper tier's thirteen posteriors (HMC's 800 draws alone 12.6 MB) came in
+#: beside the earlier set, +20.3 MB on the 198.4 MB of ea2ef49.
+DEB_SIZE_MEASURED = (218_732_244, "244b6cb")  # bytes, the commit measured
 DEB_SIZE_MARGIN = 0.03
-DEB_SIZE_TARGET = 200_000_000
+#: The fair bundled set's limit (issue 23: ≤ 230 MB; the first release's target was 200 MB).
+DEB_SIZE_TARGET = 230_000_000
 
 
 def deb_size_gate() -> int:
