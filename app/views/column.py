@@ -29,6 +29,7 @@ from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     convergence_lines,
     convergence_warning,
+    fit_lines,
     fixed_sample_count,
     plural,
 )
@@ -264,7 +265,9 @@ class ColumnView(QFrame):
         tip.append(f"Trained on {column.posterior.dataset}.")
         # what the file records about convergence (never computed here): one line each
         lines = [html.escape(line) for line in convergence_lines(column.posterior)]
-        self.title.setToolTip(html.escape(" ".join(tip)) + "<br><br>" + "<br>".join(lines))
+        fit = "".join(f"<br><br>{html.escape(line)}" for line in fit_lines(column.posterior.method,
+                                                                             column.posterior.info))
+        self.title.setToolTip(html.escape(" ".join(tip)) + fit + "<br><br>" + "<br>".join(lines))
         warning = convergence_warning(column.posterior.info)
         if warning != self._warning:
             self._warning = warning

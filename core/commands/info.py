@@ -21,6 +21,7 @@ from core.engine.naming import (
     MIN_DRAWS_ESS,
     convergence_verdict,
     ess_estimable,
+    fit_lines,
     method_label,
     plural,
     rhat_text,
@@ -102,6 +103,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "chains": record.get("chains"),
         "draws": record.get("draws"),
         "convergence": record,
+        "fit_notes": fit_lines(records["method"], info),
         "acceptance": info.get("acceptance_rate"),
         "train_seconds": info.get("train_seconds"),
         "test_accuracy": info.get("test_accuracy"),
@@ -133,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     if facts["chains"] is not None:
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
+    for i, line in enumerate(facts["fit_notes"]):
+        say(f"  {'fit ended' if i == 0 else '':13s} {line}")
     probe = facts["convergence"].get("probe")
     if probe:
         say(f"                measured on {probe}")

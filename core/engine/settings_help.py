@@ -380,6 +380,13 @@ COMMON: dict[str, SettingHelp] = {
         "How many Gaussians the mixture has; each can settle on a different set of good weights.",
         unit="components", minimum=1, maximum=64,
     ),
+    "min_share": SettingHelp(
+        "Least weight per component",
+        "Every Gaussian of the mixture keeps at least this share of an equal weight (0.5: at "
+        "least half of 1/components), so that each gives its part of the draws. At 0 the "
+        "weights are free and may all go to one Gaussian, a mixture in name only.",
+        minimum=0.0, maximum=1.0, decimals=2, advanced=True,
+    ),
     "alpha": SettingHelp(
         "Learned noise per",
         "Learn one dropout noise level for every single weight, or one shared by all weights "

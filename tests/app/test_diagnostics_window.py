@@ -107,3 +107,14 @@ def test_hmcs_trace_runs_over_its_iterations_with_the_warm_up_shaded(qtbot):
     assert shade.getRegion() == (0, 150)
     assert "the chains agree as well as these draws can show" in window.summary.text()
     assert not window.warning.isVisible()
+
+
+def test_a_variational_column_says_where_its_fit_ended(qtbot, window):
+    """Variational dropout names the share of weights its α limit decides; the mixture its weights."""
+    for name, words in (("paper_softmax_vdropout.pt", "of the weights: for those the limit, not the data"),
+                        ("paper_softmax_sgmmvi.pt", "Mixture weights ")):
+        path = MODELS / name
+        assert window.add_posterior(path)
+        tip = window.column_views[str(path.resolve())].title.toolTip()
+        assert words in tip, tip
+        assert "Convergence: n/a" in tip  # and, as before, what convergence means for it

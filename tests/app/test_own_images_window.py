@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from app.main import MainWindow
@@ -329,3 +330,22 @@ def test_export_comparison_of_a_colour_photo_writes_the_folder(qtbot, colour_pos
     assert (out / "index.html").is_file() and any(out.glob("*-interval.png"))
     rows = [r for r in _numbers(out) if r["predicted"]]
     assert [r["class"] for r in rows] == ["red"]
+
+
+def test_an_imported_resnet18_judges_a_photo_in_the_window(qtbot, colour_posterior, tmp_path):
+    from tests.core.test_colour_models_and_import import _batch_norm_twin
+
+    _, red = colour_posterior
+    spec = ArchSpec("resnet18", num_classes=2, image_size=64, channels=3)
+    torch.save(_batch_norm_twin(spec).state_dict(), tmp_path / "w.pt")
+    (tmp_path / "names.txt").write_text("blue\nred\n")
+    assert main(["import", "--arch", "resnet18", "--weights", str(tmp_path / "w.pt"), "--image-size", "64",
+                 "--classes", str(tmp_path / "names.txt"), "--out", str(tmp_path / "resnet18.pt")]) == 0
+    window = _window(qtbot, [tmp_path / "resnet18.pt"])
+    assert window.load_image_file(red)
+    settle(qtbot, window)
+    (column,) = window.workspace.columns
+    assert column.failure is None and column.prediction.samples.shape == (1, 2)
+    assert window.column_views[column.key].title.text() == "<b>MAP, ResNet-18, 1 draw</b>"
+    assert window.preview.shown.shape == (64, 64, 3)  # what ResNet-18 reads, at its own side
+    assert "colour 64×64 images" in window.preview_note.text()

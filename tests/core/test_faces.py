@@ -756,3 +756,12 @@ def test_age_folders_without_utkface_say_where_they_looked(tmp_path, capsys):
     assert main(["utkface-folders", "--utkface", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) != 0
     err = capsys.readouterr().err
     assert "no such file or folder" in err and "Traceback" not in err
+
+
+def test_age_folders_into_a_file_are_refused_before_any_face_is_written(real_faces, tmp_path, capsys):
+    target = tmp_path / "ages.txt"
+    target.write_text("not a folder")
+    assert main(["utkface-folders", "--utkface", str(real_faces), "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "is a file: give a folder to write the age groups into" in err and "Traceback" not in err
+    assert target.read_text() == "not a folder"

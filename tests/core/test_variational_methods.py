@@ -205,3 +205,55 @@ def test_cli_trains_an_snvi_mlp_and_saves_it(tmp_path, capsys):
     # learning itself is checked on the blobs above; here the CLI path and the record matter
     assert post.rank == 2 and post.config["sampling"] == "unscented"
     assert 0.0 <= post.info["test_accuracy"] <= 1.0 and post.info["num_parameters"] > 12_000
+
+
+def test_mixture_weights_are_projected_onto_the_floor():
+    from core.engine.inference.sgmmvi import floor_weights
+
+    for weights, floor in (([0.964, 0.027, 0.009], 1 / 6), ([0.5, 0.3, 0.2], 1 / 6), ([0.9, 0.05, 0.03, 0.02], 0.125),
+                           ([0.98, 0.01, 0.01], 1 / 3)):
+        w = torch.tensor(weights, dtype=torch.float64)
+        logits = w.log().clone()
+        floor_weights(logits, floor)
+        out = torch.softmax(logits, 0)
+        assert float(out.sum()) == pytest.approx(1.0, abs=1e-12)
+        assert bool((out >= floor - 1e-12).all())
+        if bool((w >= floor).all()):
+            torch.testing.assert_close(out, w)  # already a mixture: left as it is
+        else:
+            # those raised sit at the floor; the others keep their proportions
+            kept = w >= floor
+            assert [abs(float(v) - floor) < 1e-9 for v in out[~kept]] == [True] * int((~kept).sum())
+            torch.testing.assert_close(out[kept] / out[kept].sum(), w[kept] / w[kept].sum())
+    equal = torch.zeros(3, dtype=torch.float64)
+    floor_weights(equal, 1 / 3)  # the floor at an equal share: the only mixture left
+    torch.testing.assert_close(torch.softmax(equal, 0), torch.full((3,), 1 / 3, dtype=torch.float64))
+
+
+def test_a_mixture_fit_keeps_every_component_above_its_floor():
+    data = _blobs()
+    method = get_method("sgmmvi")
+    arch = ArchSpec("mlp", num_classes=2, hidden=16)
+    config = method.make_config(epochs=3, batch_size=50, lr=5e-2, components=3, rank=1, min_share=0.6)
+    posterior = drain(method.fit(config, arch, data, seed=1))
+    weights = posterior.log_weights.exp()
+    assert float(weights.min()) >= 0.6 / 3 - 1e-6 and float(weights.sum()) == pytest.approx(1.0, abs=1e-6)
+    assert posterior.info["weight_floor"] == pytest.approx(0.2)
+    assert posterior.info["weights"] == [round(float(w), 4) for w in weights]
+    with pytest.raises(ValueError, match="min_share"):
+        method.make_config(min_share=1.5)
+
+
+def test_variational_dropout_records_the_share_of_weights_at_its_alpha_limit():
+    from core.engine.inference.vdropout import AT_LIMIT, share_at_limit
+
+    data = _blobs(100)
+    method = get_method("vdropout")
+    config = method.make_config(epochs=2, batch_size=50, init_alpha=0.8, alpha_lr=0.1)
+    post = drain(method.fit(config, ArchSpec("mlp", num_classes=2, hidden=8), data, 0))
+    mean, std = post.mean[0], post.diag_std[0]
+    noisy = std > 0
+    alpha = (std[noisy] / mean[noisy].abs()) ** 2
+    assert post.info["alpha_at_limit"] == pytest.approx(float((alpha >= AT_LIMIT).float().mean()), abs=1e-4)
+    assert 0 < post.info["alpha_at_limit"] <= 1  # the KL pushes every α up: most reach the limit fast
+    assert share_at_limit(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, 0.0])) == 0.5  # the bias left out

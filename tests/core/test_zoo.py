@@ -141,3 +141,33 @@ def test_every_bundled_sampled_posterior_of_the_paper_tier_is_converged():
     tier = zoo.TIERS["paper"]
     for r in _sampled(_bundled(tier)):
         assert r["info"]["diagnostics"]["rhat_max"] <= tier.rhat_target, (r["method"], r["info"]["diagnostics"])
+
+
+def test_the_paper_tiers_variational_files_say_where_their_fit_ended():
+    """The mixture keeps every component above its floor (a mixture shown is one in effect), and
+    variational dropout records the share of its weights whose noise its α ≤ 1 limit decides."""
+    from core.engine.naming import fit_lines
+
+    files = {r["method"]: r for r in _bundled(zoo.TIERS["paper"])}
+    mixture = files["sgmmvi"]["info"]
+    assert mixture["weight_floor"] == pytest.approx(1 / 6) and len(mixture["weights"]) == 3
+    assert min(mixture["weights"]) >= mixture["weight_floor"] - 1e-4
+    assert sum(mixture["weights"]) == pytest.approx(1.0, abs=1e-3)
+    assert "acts as one Gaussian" not in " ".join(fit_lines("sgmmvi", mixture))
+    share = files["vdropout"]["info"]["alpha_at_limit"]
+    assert 0 < share <= 1
+    assert f"for {share:.0%} of the weights" in fit_lines("vdropout", files["vdropout"]["info"])[0]
+
+
+def test_fit_lines_name_a_collapsed_mixture_and_noise_held_at_its_limit():
+    from core.engine.naming import fit_lines
+
+    (collapsed,) = fit_lines("sgmmvi", {"weights": [0.01, 0.027, 0.963]})
+    assert "0.01 / 0.03 / 0.96" in collapsed and "acts as one Gaussian" in collapsed
+    (floored,) = fit_lines("sgmmvi", {"weights": [0.1667, 0.1667, 0.6666], "weight_floor": 1 / 6})
+    assert "2 components held at the floor of 0.17" in floored
+    assert fit_lines("sgmmvi", {"weights": [0.4, 0.35, 0.25], "weight_floor": 1 / 6}) == [
+        "Mixture weights 0.40 / 0.35 / 0.25."]
+    (held,) = fit_lines("vdropout", {"alpha_at_limit": 0.7747})
+    assert "for 77% of the weights" in held and "the limit, not the data, sets the spread" in held
+    assert fit_lines("vdropout", {}) == fit_lines("mfvi", {"weights": [1.0]}) == []

@@ -360,6 +360,12 @@ def write_age_folders(
     renamed. Yields progress every 200 faces; returns the faces per group of each split.
     """
     out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file: give a folder to write the age groups into (it is made if missing)")
+    for split in ("train", "test"):
+        if (out / split).exists() and not (out / split).is_dir():
+            raise NotADirectoryError(f"{out / split} is a file, where the {split} faces' folders go: choose another "
+                                     "folder, or move that file")
     labels = source.groups
     train_idx, test_idx = stratified_split(source.names, labels, test_fraction, seed)
     split_of = {int(i): "train" for i in train_idx} | {int(i): "test" for i in test_idx}

@@ -69,6 +69,7 @@ from core.engine.inference.sampling import (
     per_chain,
 )
 from core.engine.inference.variational import ParamLayout
+from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model
 
 MetricName = Literal["diagonal", "curvature"]
@@ -508,10 +509,9 @@ def curvature_metric(arch: ArchSpec, mode: Params, data: Dataset, prior_std: flo
     model = build_model(arch).to(data.x.device).eval()
     names = [n for n, _ in model.named_parameters()]
     size = sum(p.numel() for p in model.parameters())
-    need = 8.0 * 3 * size * size
-    if need > 4e9:
-        raise ValueError(f"the curvature metric of {arch.name}'s {size:,} weights would need about "
-                         f"{need / 1e9:.0f} GB; use metric=diagonal for a network this size")
+    # the GGN, its Cholesky factor and M⁻¹, P × P each (built in float64, kept in float32)
+    check_fits(8.0 * 3 * size * size, f"the curvature metric of {arch.name}'s {size:,} weights",
+               "use metric=diagonal for a network this size", device=data.x.device)
     model.load_state_dict({k: v[0] for k, v in mode.items()})
     h = full_ggn(model, names, data, batch_size=4096)
     h.diagonal().add_(1.0 / prior_std**2)
