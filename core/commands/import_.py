@@ -1,6 +1,7 @@
 """``bayescope-cli import``: a network trained elsewhere (a built-in architecture and its
 ``state_dict``) saved as a MAP posterior, which every view shows and Laplace and SWAG can
-start from (``train --method laplace --start-from MAP.pt``)."""
+start from (``train --method laplace --start-from MAP.pt``), or, with ``--mc-dropout``, as the
+MC dropout posterior of a network trained with dropout."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hidden", type=int, help="mlp: hidden width (default: read from the weights)")
     parser.add_argument("--drop-rate", type=float, default=0.0,
                         help="dropout rate of its dropout layers (kept for MC dropout; default 0)")
+    parser.add_argument("--mc-dropout", action="store_true",
+                        help="save it as an MC dropout posterior (its dropout layers on at prediction; "
+                             "needs --drop-rate) instead of a MAP")
     parser.add_argument("--mean", metavar="M1,M2,M3",
                         help="per-channel mean it standardised its inputs (in [0, 1]) with, if any")
     parser.add_argument("--std", metavar="S1,S2,S3", help="per-channel standard deviation, with --mean")
@@ -55,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.out, "the posterior")
     names = read_class_names(args.classes)
     posterior = import_network(args.arch, args.weights, names, image_size=args.image_size, channels=args.channels,
-                               drop_rate=args.drop_rate, hidden=args.hidden, mean=mean, std=std)
+                               drop_rate=args.drop_rate, hidden=args.hidden, mean=mean, std=std,
+                               mc_dropout=args.mc_dropout)
     path = save_posterior(posterior, args.out)
     arch = posterior.arch
     say(f"imported a {arch.name} of {arch.parameter_count():,} weights ({len(names)} classes, "
-        f"{'colour' if arch.channels == 3 else 'grey'} {arch.image_size}×{arch.image_size}) as a MAP posterior: {path}")
+        f"{'colour' if arch.channels == 3 else 'grey'} {arch.image_size}×{arch.image_size}) as "
+        f"{'an MC dropout' if args.mc_dropout else 'a MAP'} posterior: {path}")
     return 0

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from core.engine.files import file_sha256
-from core.engine.inference.base import SampledPosterior
+from core.engine.inference.base import DropoutPosterior, SampledPosterior
 from core.engine.memory import MemoryEstimateError, check_fits
 from core.engine.models import (
     ARCHITECTURES,
@@ -141,8 +141,11 @@ def import_network(
     hidden: int | None = None,
     mean: tuple[float, ...] = (),
     std: tuple[float, ...] = (),
-) -> SampledPosterior:
-    """A MAP posterior of ``arch_name`` holding the weights in ``weights``.
+    mc_dropout: bool = False,
+) -> SampledPosterior | DropoutPosterior:
+    """A MAP posterior of ``arch_name`` holding the weights in ``weights``; with ``mc_dropout``,
+    the MC dropout posterior of a network trained with dropout (Gal & Ghahramani 2016: its
+    dropout layers, at ``drop_rate``, kept on at prediction).
 
     ``channels`` defaults to the first convolution's input channels (else 1), ``image_size``
     to 28 for grey and 32 for colour, ``hidden`` (the MLP's width) to the weights' own.
@@ -154,6 +157,9 @@ def import_network(
         With one sentence: an unknown or unavailable architecture, an unreadable file, or
         weights that do not fit the architecture at these classes, side and channels.
     """
+    if mc_dropout and not drop_rate > 0:
+        raise NetworkImportError("MC dropout keeps the network's dropout layers on at prediction: give the rate it "
+                                 "was trained with (--drop-rate, e.g. 0.5)")
     known = ARCHITECTURES + IMPORTED_ARCHITECTURES
     if arch_name in TORCHVISION_ARCHITECTURES:
         raise NetworkImportError(f"{arch_name} is not built in; of torchvision's networks resnet18 is (its batch "
@@ -200,4 +206,8 @@ def import_network(
     }
     if folded:
         info["imported"]["batch_norms_folded"] = folded
+    if mc_dropout:
+        params = {name: state[name].detach().float() for name in reference}
+        return DropoutPosterior("mc_dropout", arch, {"num_samples": DropoutPosterior.default_num_samples}, 0,
+                                f"imported-{Path(weights).stem}", params, info)
     return SampledPosterior("map", arch, {}, 0, f"imported-{Path(weights).stem}", samples, info)

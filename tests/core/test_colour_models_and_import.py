@@ -276,3 +276,24 @@ def test_the_rotation_sweep_refuses_a_posterior_of_ones_own_images_and_compare_r
                  "--out", str(tmp_path / "e")]) == 2
     assert "the rotation sweep turns a digit" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()
+
+
+def test_a_network_trained_with_dropout_imports_as_mc_dropout(tmp_path, capsys):
+    spec = ArchSpec("resnet", num_classes=2, image_size=16, channels=3, drop_rate=0.3)
+    torch.manual_seed(5)
+    model = build_model(spec)
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    names = str(_names(tmp_path, ["wet", "dry"]))
+    args = ["import", "--arch", "resnet", "--weights", str(tmp_path / "w.pt"), "--classes", names,
+            "--image-size", "16", "--out", str(tmp_path / "mcd.pt"), "--mc-dropout"]
+    assert main(args) == 2  # without its drop rate there is no MC dropout
+    assert "give the rate it was trained with (--drop-rate" in capsys.readouterr().err
+    assert main([*args, "--drop-rate", "0.3"]) == 0
+    assert "as an MC dropout posterior" in capsys.readouterr().out
+    posterior = load_posterior(tmp_path / "mcd.pt", expect_method="mc_dropout")
+    assert posterior.arch.drop_rate == 0.3 and posterior.info["class_names"] == ["wet", "dry"]
+    x = torch.rand(3, 3, 16, 16)
+    draws = posterior.predict_proba(x, num_samples=50, generator=torch.Generator().manual_seed(0))
+    assert draws.shape == (50, 3, 2) and float(draws.std(0).max()) > 1e-3  # the masks differ between draws
+    with torch.no_grad():  # with dropout off it is the network as trained
+        torch.testing.assert_close(torch.softmax(model(x), -1), torch.softmax(posterior.model(x), -1))
