@@ -4,7 +4,8 @@
 (loaded with ``weights_only=True``: a file of tensors cannot run code), checks it against a
 built-in architecture (:data:`core.engine.models.ARCHITECTURES`) at the given classes, image
 side and channels, and returns a one-draw :class:`SampledPosterior` with method ``map``:
-what every view can show, and what Laplace and SWAG can start from (``train --start-from``).
+what every view can show, and what Laplace and SWAG can start from (``train --start-from``);
+or, for a network trained with dropout, its MC dropout posterior (``--mc-dropout``).
 
 torchvision's ResNet-18 (``resnet18``) is read from its own ``state_dict``, and torchvision is
 not needed to read or use it: every batch norm is folded into the convolution before it
@@ -114,8 +115,7 @@ def fold_batch_norm(state: dict[str, torch.Tensor], model: torch.nn.Module,
         head, _, last = name.rpartition(".")  # bn1 → conv1, layer1.0.bn2 → layer1.0.conv2, downsample.1 → .0
         conv = f"{head}.0" if head.endswith("downsample") else ".".join(filter(None, (head, last.replace("bn", "conv"))))
         parts = {k: f"{name}.{k}" for k in ("weight", "bias", "running_mean", "running_var")}
-        missing = [v for v in parts.values() if v not in state] + ([f"{conv}.weight"] if f"{conv}.weight" not in state
-                                                                   else [])
+        missing = [k for k in (*parts.values(), f"{conv}.weight") if k not in state]
         if missing:
             raise NetworkImportError(f"the weights lack {', '.join(missing[:3])}: not a torchvision resnet18 "
                                      "state_dict with its batch norms")
