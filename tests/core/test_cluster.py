@@ -361,12 +361,15 @@ def test_ctrl_c_cancels_every_task_and_writes_nothing(driver_env, tiny_mnist, tm
         try:
             _wait_for_progress(process)
             process.send_signal(signal.SIGINT)
-            process.wait(timeout=60)
+            # 120 s: once (in a full run of the suite, never alone) it had not exited after 60 s;
+            # what it printed by then is in the failure message below
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=120)
         finally:
             if process.poll() is None:
                 process.kill()
         rest = (process.stderr.read() or b"").decode(errors="replace")
-    assert process.returncode == 130, rest[-500:]
+    assert process.returncode == 130, f"exit {process.returncode}: {rest[-1500:]}"
     assert "cancelled: nothing was written" in rest and not out.exists()
     assert not list(tmp_path.glob("*.tmp*")) and not list(tmp_path.glob(".*"))
     import ray
