@@ -105,6 +105,9 @@ ARCH_TOOLTIPS: dict[str, str] = {
     "mlp": "A fully connected network with two hidden layers.",
     "lenet": "A small convolutional network (LeNet-5 style: two convolution layers and one "
     "hidden layer). The most accurate and the slowest to train.",
+    "lenet5": "LeNet-5 at its own small widths (two convolution layers, two hidden layers; 44,426 "
+    "weights): reads digits nearly as well as LeNet, trains several times faster, and its "
+    "stored draws are a tenth of the size.",
     "resnet": "A small residual convolutional network (eight layers) for colour images: what a "
     "folder of colour images trains.",
 }

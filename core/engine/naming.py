@@ -41,8 +41,8 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
 }
 
-ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "resnet": "ResNet-8",
-                               "resnet18": "ResNet-18"}
+ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "lenet5": "LeNet-5",
+                               "resnet": "ResNet-8", "resnet18": "ResNet-18"}
 
 
 #: A class whose probability has a standard deviation across draws below this is faded in

@@ -19,7 +19,7 @@ REFERENCES: dict[str, str] = {"paper": "hmc"}
 #: Each tier's model in words, for menus and tables.
 TIER_WORDS: dict[str, str] = {
     "paper": "softmax regression (the D-SGHMC paper's model)",
-    "network": "LeNet network",
+    "network": "LeNet-5 network",
 }
 
 

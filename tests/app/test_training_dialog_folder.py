@@ -148,7 +148,7 @@ def test_a_grey_folder_offers_every_network_at_its_size_and_trains_lenet_by_defa
     found = dialog.folder_found.text()
     assert "Found 12 grey images in 2 classes: “left”, “right”" in found and "28×28 pixels" in found
     assert "could not be read" not in found and dialog.folder_found.toolTip() == ""
-    assert dialog.model_name == "lenet" and set(dialog.models_offered()) == {"softmax", "mlp", "lenet", "resnet"}
+    assert dialog.model_name == "lenet" and set(dialog.models_offered()) == {"softmax", "mlp", "lenet", "lenet5", "resnet"}
     dialog.select_model("mlp")  # any of them, at the folder's size and standardisation
     arch = dialog.architecture()
     assert (arch.name, arch.channels, arch.image_size, arch.num_classes) == ("mlp", 1, 28, 2)

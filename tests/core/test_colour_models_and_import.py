@@ -30,7 +30,8 @@ def test_grey_records_are_written_as_before_and_old_files_load():
 
 
 @pytest.mark.parametrize("spec", [COLOUR, ArchSpec("resnet", num_classes=7, image_size=40, channels=1),
-                                  ArchSpec("lenet", channels=3, image_size=32), ArchSpec("mlp", channels=3, image_size=8)])
+                                  ArchSpec("lenet", channels=3, image_size=32), ArchSpec("mlp", channels=3, image_size=8),
+                                  ArchSpec("lenet5"), ArchSpec("lenet5", channels=3, image_size=32, num_classes=4)])
 def test_the_weight_count_formula_counts_the_built_model(spec):
     assert spec.parameter_count() == num_parameters(build_model(spec))
     assert build_model(spec)(torch.rand(2, *spec.input_shape)).shape == (2, spec.num_classes)
@@ -297,3 +298,17 @@ def test_a_network_trained_with_dropout_imports_as_mc_dropout(tmp_path, capsys):
     assert draws.shape == (50, 3, 2) and float(draws.std(0).max()) > 1e-3  # the masks differ between draws
     with torch.no_grad():  # with dropout off it is the network as trained
         torch.testing.assert_close(torch.softmax(model(x), -1), torch.softmax(posterior.model(x), -1))
+
+
+def test_lenet5_has_lecuns_widths_and_every_hidden_layer_drops():
+    from core.engine.models import split_before_dropout
+
+    # 5×5 convolutions 1→6 and 6→16 (with biases), then 16·4·4 → 120 → 84 → 10
+    assert ArchSpec("lenet5").parameter_count() == (25 * 6 + 6) + (150 * 16 + 16) + (256 * 120 + 120) + (
+        120 * 84 + 84) + (84 * 10 + 10) == 44_426
+    model = build_model(ArchSpec("lenet5", drop_rate=0.5))
+    assert sum(isinstance(m, torch.nn.Dropout) for m in model.modules()) == 4  # after each conv block and hidden layer
+    shared, rest = split_before_dropout(model)  # MC dropout runs the first block once per input
+    x = torch.rand(3, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(rest(shared(x)), model(x))
