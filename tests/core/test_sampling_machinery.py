@@ -104,6 +104,31 @@ def test_divergence_is_a_clear_error():
         drain(sgld.fit(config, ARCH, toy_data(), 0))
 
 
+def test_a_chain_whose_log_posterior_collapses_while_finite_is_stopped():
+    """SGHMC on LeNet-5 went from −1.5e5 to −1e14 with finite numbers and ran on to the end."""
+    from types import SimpleNamespace
+
+    from core.engine.inference.sampling import DIVERGED_FALL, StoragePlan, sample_chains
+
+    def run(values):
+        falls = iter(values)
+
+        def step(state, batch, generator, config, target):
+            return state, {"log_posterior": torch.tensor([-2.0e4, next(falls)])}
+
+        state = SimpleNamespace(params={"w": torch.zeros(2, 3)})
+        gen = sample_chains(step, state, config=None, target=None, batches=iter(lambda: None, 1),
+                            num_steps=len(values), plan=StoragePlan(0, 1, len(values)),
+                            generator=torch.Generator())
+        return drain(gen)
+
+    # a chain started far off climbs (its early values far below its later best are no fall) and wobbles
+    run([-5.0e9, -1.0e5, -1.5e4, -3.0e4, -1.4e4])
+    with pytest.raises(SamplerDivergedError, match=r"chain\(s\) \[1\] fell from -1\.5e\+05 to -1e\+14 at step 3"):
+        run([-2.0e5, -1.5e5, -1.0e14, -2.0e14])
+    assert DIVERGED_FALL * -1.5e5 > -1.0e14
+
+
 # ---------------------------------------------------------------------------- D-SGHMC
 
 
