@@ -440,21 +440,20 @@ def sample_chains(
     best: torch.Tensor | None = None  # each chain's highest log posterior so far
     for t in range(num_steps):
         state, info = step(state, next(batches), generator, config=config, target=target)
-        logp = info["log_posterior"]
-        if not bool(torch.isfinite(logp).all()):
-            bad = torch.nonzero(~torch.isfinite(logp)).flatten().tolist()
+        logp = info["log_posterior"].detach().float()
+        best = logp if best is None else torch.maximum(best, logp)
+        infinite = ~torch.isfinite(logp)
+        fell = logp < best - DIVERGED_FALL * best.abs().clamp(min=1.0)
+        if bool((infinite | fell).any()):  # one synchronisation per step, as the finiteness check had
+            if bool(infinite.any()):
+                raise SamplerDivergedError(
+                    f"the log posterior of chain(s) {torch.nonzero(infinite).flatten().tolist()} became "
+                    f"non-finite at step {t + 1}; lower the step size"
+                )
             raise SamplerDivergedError(
-                f"the log posterior of chain(s) {bad} became non-finite at step {t + 1}; "
+                f"the log posterior of chain(s) {torch.nonzero(fell).flatten().tolist()} fell from "
+                f"{float(best[fell][0]):.3g} to {float(logp[fell][0]):.3g} at step {t + 1}: the chain diverged; "
                 "lower the step size"
-            )
-        current = torch.as_tensor(logp, dtype=torch.float64).detach().cpu()
-        best = current if best is None else torch.maximum(best, current)
-        fell = current < best - DIVERGED_FALL * best.abs().clamp(min=1.0)
-        if bool(fell.any()):
-            bad = torch.nonzero(fell).flatten().tolist()
-            raise SamplerDivergedError(
-                f"the log posterior of chain(s) {bad} fell from {float(best[fell][0]):.3g} to "
-                f"{float(current[fell][0]):.3g} at step {t + 1}: the chain diverged; lower the step size"
             )
         for k, v in info.items():
             traces.setdefault(k, []).append(torch.as_tensor(v, dtype=torch.float32).detach())

@@ -24,7 +24,9 @@ stop them: under the log-uniform prior the objective keeps rewarding more noise 
 optimum (Hron et al. 2018, "Variational Bayesian dropout: pitfalls and fixes"), so the
 spread would be set by how long training ran rather than by a clip. Molchanov et al.'s
 unbounded KL fit (2017) has the same flaw. The limit is the method as Kingma et al. defined
-it; a proper prior (the other methods' N(0, 1)) is what removes it, which is mean-field VI. The objective per example is
+it; a proper prior (the other methods' N(0, 1)) is what removes it, which is mean-field VI.
+
+The objective per example is
 (1/B) Σ_b log p(y_b | x_b) − Σ KL / N. The fitted posterior is the diagonal Gaussian
 σ_ij = √α_ij |θ_ij|, predicted by drawing weights.
 """
