@@ -257,7 +257,8 @@ class ColumnView(QFrame):
         self._header_for = (column.posterior, title)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
-        tip = [METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method).capitalize() + "."]
+        words = METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method)
+        tip = [words[:1].upper() + words[1:] + "."]  # not str.capitalize, which lowers "Gaussians"
         if fixed is not None:
             tip.append(f"This posterior holds {plural(fixed, 'stored draw')}: it cannot draw more.")
         else:

@@ -118,3 +118,4 @@ def test_a_variational_column_says_where_its_fit_ended(qtbot, window):
         tip = window.column_views[str(path.resolve())].title.toolTip()
         assert words in tip, tip
         assert "Convergence: n/a" in tip  # and, as before, what convergence means for it
+    assert "A mixture of low-rank Gaussians over the weights." in tip  # its description's capitals kept
