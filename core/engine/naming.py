@@ -166,14 +166,22 @@ def mixed_as_shuffled(record: dict) -> bool:
 
 
 def fit_lines(method: str, info: dict) -> list[str]:
-    """What a variational posterior's file records about where its fit ended, when that bounds
-    what it shows, one sentence a line (nothing for the other methods)."""
+    """What a posterior's file records about where its fit ended or how it sampled, when that
+    bounds what it shows, one sentence a line: a variational fit's limits, a sampler's
+    preconditioner (nothing for the other methods)."""
     info = info if isinstance(info, dict) else {}
     lines = []
     share = _number(info.get("alpha_at_limit"))
     if method == "vdropout" and share:
         lines.append(f"Its learned noise sits at the method's upper limit (α = 1, dropping half) for {share:.0%} of "
                      "the weights: for those the limit, not the data, sets the spread.")
+    pre = info.get("preconditioner")
+    if isinstance(pre, dict):
+        lines.append("Its steps are scaled weight by weight (RMSprop's preconditioner, Li et al. 2016), "
+                     + ("learnt during the burn-in and then held fixed, so its draws target the same posterior."
+                        if pre.get("fixed_before_draws") else
+                        "still adapting while draws were kept: its draws are approximate (the correction term "
+                        "is left out)."))
     weights = info.get("weights")
     if method == "sgmmvi" and isinstance(weights, list) and len(weights) > 1 and all(_number(w) is not None for w in weights):
         words = " / ".join(f"{w:.2f}" for w in weights)

@@ -258,3 +258,19 @@ def test_parts_saved_on_other_machines_merge_after_loading(tmp_path):
     again = load_posterior(save_posterior(merged, tmp_path / "merged.pt"))
     assert_same_chains(full, again)
     assert again.info["chain_ids"] == [0, 1, 2, 3]
+
+
+def test_a_preconditioned_fit_records_whether_its_preconditioner_was_fixed_before_the_draws():
+    """The file says how the sampler moved, and the column's words follow: fixed during the burn-in
+    (the draws target the posterior) or still adapting (approximate, Li et al.'s Γ term left out)."""
+    from core.engine.naming import fit_lines
+
+    steps_per_epoch = 60 // SMALL["batch_size"]  # toy_data holds 60 examples
+    fixed = fit("sgld", rms_adapt_steps=steps_per_epoch)  # burn-in is one epoch
+    assert fixed.info["preconditioner"] == {"adapt_steps": steps_per_epoch, "fixed_before_draws": True}
+    (line,) = fit_lines("sgld", fixed.info)
+    assert "held fixed" in line and "same posterior" in line
+    adapting = fit("sgld")  # rms_adapt_steps = -1: adapts throughout
+    assert adapting.info["preconditioner"]["fixed_before_draws"] is False
+    assert "approximate" in fit_lines("sgld", adapting.info)[0]
+    assert "preconditioner" not in fit("sghmc").info and fit_lines("sghmc", fit("sghmc").info) == []

@@ -651,6 +651,9 @@ def fit_sgmcmc(
     }
     if plan.message:
         info["sample_store"] = plan.message
+    if getattr(config, "precondition", False):
+        adapt = int(getattr(config, "rms_adapt_steps", -1))
+        info["preconditioner"] = {"adapt_steps": adapt, "fixed_before_draws": 0 <= adapt <= plan.burn_in}
     if make_posterior is not None:
         return make_posterior(result.samples, info)
     return SampledPosterior(method, arch, asdict(config), seed, data.name, result.samples, info)
