@@ -1,0 +1,87 @@
+"""Choose the network tier's sampler settings on a validation split (the figures of docs/zoo.md).
+
+Each setting runs as a short pilot of four chains on MNIST training images 0–54,999 and is
+scored on training images 55,000–59,999, which it never saw (the test set is never read):
+
+- the NLL and accuracy of its mean predictive on those 5,000 validation images;
+- the largest rank-normalised split-R̂ of the class probabilities on the first 1,000 of them
+  (the measure the bundled files record), and the smallest bulk ESS;
+- whether the run diverged.
+
+A setting is given as ``method:name=value,name=value`` (``--set`` values of ``train``), e.g.
+``sgld:step_size=1e-5,prior_std=0.2,init=prior``. Read the scores together: a validation NLL
+near ln 10 = 2.303 means the network died (every class at 1/10), whatever its R̂ says; of the
+live settings, the lowest R̂ at a validation NLL near the best. docs/zoo.md lists the pilots
+behind the network tier's settings.
+
+Run: ``python benchmarks/measure_network_tuning.py --data-dir ../shared/data SETTING ...``
+(about 3 min per setting of 10 epochs on two CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress
+from core.engine import convergence
+from core.engine.data.datasets import load_split
+from core.engine.inference import get_method
+from core.engine.inference.sampling import SamplerDivergedError
+from core.engine.models import ArchSpec
+from core.engine.runner import drain, fit_posterior
+
+TRAIN = 55_000
+PROBE = 1_000
+
+
+def pilot(spec: str, train, validation, epochs: int, seed: int) -> dict:
+    method_name, _, values = spec.partition(":")
+    method = get_method(method_name)
+    settings = {"num_chains": "4", "epochs": str(epochs), "burn_in_epochs": str(epochs // 2),
+                "thin": str(max(1, (epochs - epochs // 2) * (TRAIN // 100) // 25))}
+    settings.update(dict(item.split("=", 1) for item in values.split(",") if item))
+    config = method.parse_settings(settings)
+    arch = ArchSpec("lenet5", num_classes=10, drop_rate=0.5 if method_name == "dsghmc" else 0.0)
+    began = time.perf_counter()
+    try:
+        posterior = drain(fit_posterior(method, config, arch, train, seed))
+    except SamplerDivergedError as exc:
+        return {"setting": spec, "diverged": str(exc).split(";")[0], "seconds": time.perf_counter() - began}
+    probs = drain(probe_draws_progress(posterior, validation.x, seed))  # (chains, draws, images, classes)
+    mean = probs.mean(axis=(0, 1))
+    y = validation.y.numpy()
+    nll = float(-np.log(np.clip(mean[np.arange(len(y)), y], 1e-12, None)).mean())
+    summary = convergence.summarise(probs[:, :, :PROBE], MIN_SPREAD)
+    return {"setting": spec, "nll": nll, "accuracy": float((mean.argmax(1) == y).mean()),
+            "rhat": summary.rhat_max, "ess": summary.ess_bulk_min, "draws": probs.shape[:2],
+            "seconds": time.perf_counter() - began}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("settings", nargs="+", help="method:name=value,... (see the module's docstring)")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    full = load_split("mnist", "train", root=args.data_dir)
+    train, validation = full.subset(slice(0, TRAIN)), full.subset(slice(TRAIN, len(full)))
+    print(f"pilots of {args.epochs} epochs on training images 0–{TRAIN - 1:,}, scored on "
+          f"{len(validation):,} validation images ({TRAIN:,}–{len(full) - 1:,})")
+    print("setting | validation NLL | accuracy | R̂ (max, first 1,000) | bulk ESS (min) | chains × draws | s")
+    for spec in args.settings:
+        row = pilot(spec, train, validation, args.epochs, args.seed)
+        if "diverged" in row:
+            print(f"{spec} | diverged: {row['diverged']} | | | | | {row['seconds']:.0f}", flush=True)
+        else:
+            print(f"{spec} | {row['nll']:.4f} | {row['accuracy']:.2%} | {row['rhat']:.3f} | {row['ess']:.0f} | "
+                  f"{row['draws'][0]} × {row['draws'][1]} | {row['seconds']:.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
