@@ -166,16 +166,32 @@ def resolve_reference(reference: str) -> Path:
     """The posterior file a saved reference means in this copy of the app.
 
     A path to a bundled posterior that is gone (saved, before references by name, by a copy of
-    the app that was moved or upgraded since) means the bundled posterior of that name here.
+    the app that was moved or upgraded since) means the bundled posterior of that name here; a
+    bundled posterior that has left the bundle means the one that replaced it (:data:`REPLACED`).
     """
     if reference.startswith(BUNDLED):
-        return bundled_folder() / Path(reference[len(BUNDLED):]).name
+        return bundled_folder() / _successor(Path(reference[len(BUNDLED):]).name)
     path = Path(reference)
-    bundled = bundled_folder() / path.name
+    bundled = bundled_folder() / _successor(path.name)
     if (not path.exists() and path.parent.name == "models" and path.parent.parent.name == "resources"
             and bundled.is_file()):
         return bundled
     return path
+
+
+#: Bundled posteriors that left the bundle, and the file of the same method that replaced them:
+#: the LeNet (20-50-500) and MLP posteriors gave way to the network tier's LeNet-5, trained by
+#: every method with one prior (docs/zoo.md), and the MAP to the paper tier's.
+REPLACED = {
+    **{f"mnist_lenet_{m}.pt": f"network_lenet5_{m}.pt" for m in ("mc_dropout", "mfvi", "vdropout", "sghmc", "dsghmc")},
+    "mnist_mlp_snvi_r8.pt": "network_lenet5_snvi.pt",
+    "mnist_mlp_sgmmvi_c3r2.pt": "network_lenet5_sgmmvi.pt",
+    "mnist_softmax_map.pt": "paper_softmax_map.pt",
+}
+
+
+def _successor(name: str) -> str:
+    return name if (bundled_folder() / name).is_file() else REPLACED.get(name, name)
 
 
 def user_models_dir() -> Path:
@@ -186,7 +202,7 @@ def user_models_dir() -> Path:
 
 
 def bundled_models() -> list[Path]:
-    """The bundled posteriors, the default (MC-dropout LeNet) first."""
+    """The bundled posteriors, the default (MC-dropout LeNet-5) first."""
     return bundled_posteriors()
 
 

@@ -21,7 +21,7 @@ from core.engine.data.preprocess import to_mnist
 from core.engine.resources import resources_dir
 from core.engine.store import load_posterior
 
-DEFAULT = ("mnist_lenet_mc_dropout", "mnist_lenet_sghmc", "mnist_lenet_mfvi", "mnist_mlp_snvi_r8")
+DEFAULT = ("network_lenet5_mc_dropout", "network_lenet5_sghmc", "network_lenet5_mfvi", "network_lenet5_snvi")
 
 
 def drawing(rng: np.random.Generator) -> np.ndarray:

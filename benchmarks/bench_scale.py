@@ -9,7 +9,7 @@ All in one run, on MNIST from the shared data folder:
     ``tests/core/test_chains.py``). Time per step each way and the speed-up.
 (b) A deep ensemble of 4 members, side by side (``train_side_by_side``) against one by one
     (``train_one_by_one``), softmax regression and LeNet: time per step and speed-up.
-(c) Every ``resources/models/mnist_*.pt``: ``predict_proba`` of N test images with S draws
+(c) Every bundled digit posterior (``paper_*.pt``, ``network_*.pt``): ``predict_proba`` of N test images with S draws
     (S = what the posterior uses when 30 are asked) against one plain forward pass of the
     same architecture on a batch of N·S images (the same number of network evaluations,
     no sampling, no stacking), median of repeats; the ratio and whether it is within the
@@ -113,7 +113,8 @@ def evaluation_rows(x: torch.Tensor, requested: int, repeats: int) -> list[dict]
     """Per bundled digit posterior: median seconds of its prediction and of the plain pass,
     measured alternately (so that a busy spell of the machine hits both alike)."""
     rows = []
-    for path in sorted((ROOT / "resources" / "models").glob("mnist_*.pt")):
+    models = ROOT / "resources" / "models"
+    for path in sorted([*models.glob("paper_*.pt"), *models.glob("network_*.pt")]):
         posterior = load_posterior(path)
         s = samples_used(posterior, requested)
         gen = torch.Generator().manual_seed(0)

@@ -41,7 +41,7 @@ def coverage_table() -> None:
 
 
 def mutual_information_bias(data) -> None:
-    for name in ("mnist_lenet_mc_dropout", "mnist_lenet_mfvi"):
+    for name in ("network_lenet5_mc_dropout", "network_lenet5_mfvi"):
         posterior = load_posterior(resources_dir() / "models" / f"{name}.pt")
         g = torch.Generator().manual_seed(0)
         big = torch.cat([posterior.predict_proba(data.x[i:i + 10], 1000, g).double()
@@ -56,7 +56,7 @@ def mutual_information_bias(data) -> None:
 
 
 def mask_share(data) -> None:
-    posterior = load_posterior(resources_dir() / "models" / "mnist_lenet_dsghmc.pt")
+    posterior = load_posterior(resources_dir() / "models" / "network_lenet5_dsghmc.pt")
     g = torch.Generator().manual_seed(0)
     plain, weights, masks = 0.0, 0.0, 0.0
     for i in range(len(data)):

@@ -154,7 +154,7 @@ def test_trims_drop_unused_files_and_keep_what_the_app_loads(bundle, tmp_path):
         return (dest, str(src), "DATA")
 
     needed = [
-        "resources/models/mnist_lenet_mc_dropout.pt",
+        "resources/models/network_lenet5_mc_dropout.pt",
         "torch/lib/libtorch_cpu.so",
         "torch/lib/libc10.so",
         "torch/lib/libgomp.so.1",

@@ -1,12 +1,12 @@
 """``bayescope-cli zoo --tier paper|network --out DIR``: rebuild one tier of posteriors.
 
-A *tier* is one model trained by every method on the same data with the same N(0, 1) prior
-(where a method has a prior), so that the columns of a comparison differ in method only:
+A *tier* is one model trained by every method on the same data with the same prior (where a
+method has a prior), so that the columns of a comparison differ in method only:
 
-- ``paper``: the D-SGHMC paper's softmax regression on MNIST (7,850 weights); full-batch HMC
-  with four chains is the reference every other method is measured against.
-- ``network``: LeNet-5 (6-16-120-84, 44,426 weights) on MNIST, for drawn digits; HMC is
-  left out (see docs/zoo.md for why).
+- ``paper``: the D-SGHMC paper's softmax regression on MNIST (7,850 weights) under its N(0, 1)
+  prior; full-batch HMC with four chains is the reference every other method is measured against.
+- ``network``: LeNet-5 (6-16-120-84, 44,426 weights) on MNIST, for drawn digits, under N(0, 0.2²)
+  (:data:`NETWORK_PRIOR_STD`); HMC is left out (see docs/zoo.md for why).
 
 Each method runs as ``bayescope-cli train`` with the arguments in :data:`TIERS` (so a file is
 the same as that command's), into ``DIR/<tier>_<model>_<method>.pt``. A file already there
@@ -46,7 +46,22 @@ SG_CHAINS = ("--set", "num_chains=4", "--set", "epochs=50", "--set", "burn_in_ep
 #: A network's chains start from its own initialisation, each drawn with its own seed: a draw
 #: of the N(0, 1) prior gives a convolutional network activations so large that SGLD's first
 #: steps overflowed (LeNet-5, step 1e-5: non-finite at step 4).
-SG_NETWORK_CHAINS = (*SG_CHAINS[:-2], "--set", "init=default")
+SG_NETWORK_CHAINS = ("--set", "num_chains=4", "--set", "epochs=50", "--set", "burn_in_epochs=15", "--set", "thin=840",
+                     "--set", "init=default")
+#: The network tier's samplers scale their steps weight by weight (RMSprop's preconditioner, Li et
+#: al. 2016), learnt over the first 10 epochs and then held fixed, 5 epochs before the first draw
+#: (a fixed preconditioner needs no correction term). Without it the weights the data leave free
+#: relax towards the prior's spread in thousands of steps: plain SGLD (η 10⁻⁵, the largest that
+#: kept the network alive: at 3·10⁻⁵ every unit died and it predicted 1/10 for every class) had
+#: R̂ 2.39 after 10 epochs (benchmarks/measure_network_tuning.py; docs/zoo.md).
+PRECONDITIONED = ("--set", "precondition=true", "--set", "rms_adapt_steps=6000")
+#: The network tier's prior N(0, σ²) on every weight: σ = 0.2, where the Laplace evidence of
+#: LeNet-5 (all weights, Kronecker-factored) peaks: precision 23.2 (σ 0.21) around the MAP of
+#: N(0, 1), and 29.5 (σ 0.18) around the MAP of N(0, 0.2²) (MacKay's evidence framework; docs/zoo.md). Under
+#: N(0, 1) the weights the data leave free drift towards a spread of 1 far slower than a run
+#: (SGLD, 50 epochs: the weights' norm 30 → 110 and still rising, R̂ 2.14).
+NETWORK_PRIOR_STD = 0.2
+NETWORK_PRIOR = ("--set", f"prior_std={NETWORK_PRIOR_STD:g}")
 #: The samplers keep their draws in float16 (predictions agree with float32 to 1e-3, tested).
 HALF = ("--storage", "float16")
 
@@ -95,18 +110,28 @@ TIERS: dict[str, Tier] = {
         words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
     "network": Tier(
         "network", ("--model", "lenet5"), {
-            "map": ("--method", "map"),
-            "mc_dropout": ("--method", "mc_dropout", "--drop-rate", "0.5", "--set", "epochs=15"),
-            "ensemble": ("--method", "ensemble", "--set", "num_members=5"),
-            "laplace": ("--method", "laplace", "--set", "structure=kron", "--set", "prior_precision=prior"),
-            "swag": ("--method", "swag"),
-            "sgld": ("--method", "sgld", *SG_NETWORK_CHAINS, "--set", "step_size=1e-5", *HALF),
-            "sghmc": ("--method", "sghmc", *SG_NETWORK_CHAINS, "--set", "step_size=5e-7", "--set", "friction=0.05", *HALF),
-            "dsghmc": ("--method", "dsghmc", *SG_NETWORK_CHAINS, "--set", "step_size=5e-7", "--set", "friction=0.05",
-                       "--drop-rate", "0.5", *HALF),
-            "mfvi": ("--method", "mfvi", "--set", "epochs=30"),
-            "snvi": ("--method", "snvi", "--set", "epochs=30", "--set", "rank=4"),
-            "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
+            "map": ("--method", "map", *NETWORK_PRIOR),
+            # MC dropout's prior N(0, I/l²) is the tier's at the length-scale l = 1/σ
+            "mc_dropout": ("--method", "mc_dropout", "--drop-rate", "0.5", "--set", "epochs=15",
+                           "--set", f"length_scale={1 / NETWORK_PRIOR_STD:g}"),
+            "ensemble": ("--method", "ensemble", "--set", "num_members=5", *NETWORK_PRIOR),
+            "laplace": ("--method", "laplace", "--set", "structure=kron", "--set", "prior_precision=prior",
+                        *NETWORK_PRIOR),
+            # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
+            "swag": ("--method", "swag", *NETWORK_PRIOR, *HALF),
+            "sgld": ("--method", "sgld", *SG_NETWORK_CHAINS, "--set", "step_size=1e-3", *PRECONDITIONED, *NETWORK_PRIOR, *HALF),
+            "sghmc": ("--method", "sghmc", *SG_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1",
+                      *PRECONDITIONED, *NETWORK_PRIOR, *HALF),
+            "dsghmc": ("--method", "dsghmc", *SG_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1",
+                       "--drop-rate", "0.5", *PRECONDITIONED, *NETWORK_PRIOR, *HALF),
+            # 60 epochs, as the paper tier's: at 30 its ELBO still rose by about 0.001 per epoch;
+            # whole-weight draws in training, as in prediction (local reparameterisation would train
+            # the convolutions with independent noise at every position, which no weight draw gives)
+            "mfvi": ("--method", "mfvi", "--set", "epochs=60", "--set", "local_reparam=false", *NETWORK_PRIOR),
+            "snvi": ("--method", "snvi", "--set", "epochs=30", "--set", "rank=4", *NETWORK_PRIOR),
+            "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2",
+                       *NETWORK_PRIOR, *HALF),
+            # the log-uniform prior of variational dropout has no scale to share
             "vdropout": ("--method", "vdropout", "--set", "epochs=30"),
         },
         reference=None, rhat_target=1.1,

@@ -13,8 +13,8 @@ def resources_dir() -> Path:
 
 
 def default_posterior_path() -> Path:
-    """The bundled MC-dropout LeNet trained on MNIST."""
-    return resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"
+    """The bundled MC-dropout LeNet-5 trained on MNIST (the network tier's)."""
+    return resources_dir() / "models" / "network_lenet5_mc_dropout.pt"
 
 
 #: Bundled posteriors whose name starts so are face heads (age groups from face

@@ -15,7 +15,7 @@ from core.engine.data.datasets import cache_dir
 from core.engine.data.idx import write_idx
 from core.engine.resources import resources_dir
 
-FILES = [resources_dir() / "models" / "mnist_lenet_mc_dropout.pt"]
+FILES = [resources_dir() / "models" / "network_lenet5_mc_dropout.pt"]
 
 
 def write_digits(folder: Path, splits=("train", "test"), n: int = 12) -> Path:

@@ -18,7 +18,7 @@ from core.engine.store import load_posterior
 from core.outputs.evaluation_cache import cache_folder
 
 MODELS = resources_dir() / "models"
-FILES = [MODELS / "mnist_lenet_mc_dropout.pt", MODELS / "mnist_lenet_sghmc.pt"]
+FILES = [MODELS / "network_lenet5_mc_dropout.pt", MODELS / "network_lenet5_sghmc.pt"]
 IMAGES, SAMPLES = 200, 5
 
 
@@ -573,7 +573,7 @@ def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, fa
 def test_four_columns_fit_a_1600_pixel_window_and_the_histograms_name_their_sets(qtbot, monkeypatch, shared_data):
     """The fourth column was cut off at 1600 px, and nothing said which colour was which set."""
     monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    files = FILES + [MODELS / "mnist_lenet_mfvi.pt", MODELS / "mnist_lenet_vdropout.pt"]
+    files = FILES + [MODELS / "network_lenet5_mfvi.pt", MODELS / "network_lenet5_vdropout.pt"]
     win = MainWindow([str(p) for p in files])
     qtbot.addWidget(win)
     win.resize(1600, 1000)

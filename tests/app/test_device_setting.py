@@ -85,7 +85,7 @@ def test_columns_follow_the_chosen_device(qtbot, monkeypatch):
     win = _open(qtbot)
     # kinds that can be built on meta (a variational posterior checks its numbers when built)
     first, second, third = (app_settings.bundled_folder() / name for name in
-                            ("mnist_lenet_mc_dropout.pt", "mnist_lenet_sghmc.pt", "mnist_lenet_dsghmc.pt"))
+                            ("network_lenet5_mc_dropout.pt", "network_lenet5_sghmc.pt", "network_lenet5_dsghmc.pt"))
     for key in win.workspace.column_keys():  # the default columns, a variational one among them
         win.workspace.remove(key)
     assert win.add_posterior(first) and win.add_posterior(second)

@@ -14,7 +14,7 @@ def _sghmc_file(name: str, diagnostics: dict | None):
     from app.settings import user_models_dir
     from core.engine.store import load_posterior, save_posterior
 
-    posterior = load_posterior(MODELS / "mnist_lenet_sghmc.pt")
+    posterior = load_posterior(MODELS / "network_lenet5_sghmc.pt")
     posterior.info.pop("diagnostics", None)
     posterior.info["name"] = name
     if diagnostics is not None:
@@ -22,7 +22,7 @@ def _sghmc_file(name: str, diagnostics: dict | None):
     return save_posterior(posterior, user_models_dir() / f"{name}.pt", storage="float16")
 
 
-DISAGREE = {"status": "measured", "chains": 2, "draws": 4, "rhat_max": 2.2, "ess_bulk_min": 5.8,
+DISAGREE = {"status": "measured", "chains": 4, "draws": 25, "rhat_max": 2.2, "ess_bulk_min": 5.8,
             "ess_tail_min": 6.1, "probe": "the first 1000 images of mnist-test (their labels are not read)",
             "rhat_per_class": [1.3, 2.2, 1.05, 1.0, 1.2, 1.1, 1.4, 1.6, 1.9, 1.5]}
 
@@ -34,8 +34,8 @@ def test_a_column_whose_chains_disagree_says_so_in_words(qtbot, window):
     assert not view.convergence.isHidden()  # (shown once the window lays the column out)
     assert "The chains disagree: this posterior may not have converged (R̂ 2.20)." in view.convergence.text()
     tip = view.title.toolTip()
-    assert "2 chains × 4 draws." in tip and "Largest R̂ 2.20: the chains disagree" in tip
-    assert "too few draws per chain (4) to estimate" in tip  # ESS needs 10 per chain
+    assert "4 chains × 25 draws." in tip and "Largest R̂ 2.20: the chains disagree" in tip
+    assert "5.8" in tip  # the effective draws they are worth
 
 
 def test_an_old_file_says_not_measured_and_shows_no_warning(qtbot, window):
@@ -80,7 +80,7 @@ def test_the_diagnostics_window_draws_the_traces_and_r_hat_per_class(qtbot, wind
     qtbot.waitExposed(dialog)
     assert "disagree" in dialog.windowTitle()
     curves = dialog.trace.getPlotItem().listDataItems()
-    assert len(curves) == 2  # one per chain
+    assert len(curves) == 4  # one per chain
     heights = np.asarray(dialog.rhat.bars.opts["height"])
     np.testing.assert_allclose(heights, np.array(DISAGREE["rhat_per_class"]) - 1.0)
     assert [line.value() for line in dialog.rhat.lines] == [1.01, 1.1]

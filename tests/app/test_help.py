@@ -50,7 +50,7 @@ def test_metric_rows_and_plots_carry_the_same_words_as_the_help(qtbot):
 
 def test_f1_on_the_dataset_tab_opens_the_help_at_its_section(qtbot, monkeypatch, shared_data):
     monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow([str(resources_dir() / "models" / "mnist_lenet_mc_dropout.pt")])
+    win = MainWindow([str(resources_dir() / "models" / "network_lenet5_mc_dropout.pt")])
     qtbot.addWidget(win)
     win.show()
     qtbot.waitExposed(win)

@@ -50,7 +50,7 @@ def test_dsghmc_uncertainty_is_shown_as_weights_and_input_masks(qtbot):
     from core.analysis.predictive import predict_input
     from core.engine.store import load_posterior
 
-    posterior = load_posterior(MODELS / "mnist_lenet_dsghmc.pt")
+    posterior = load_posterior(MODELS / "network_lenet5_dsghmc.pt")
     x = torch.rand(1, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # noise: the models disagree
     prediction = predict_input(posterior, x, seed=None)
     split = prediction.summary.masks

@@ -14,6 +14,7 @@ import torch
 from PySide6.QtCore import QPoint, Qt
 
 from app.main import MainWindow
+from core.commands import zoo
 from core.engine.data.preprocess import rotate
 from core.engine.resources import resources_dir
 
@@ -82,7 +83,7 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
 
 def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     keys = window.workspace.column_keys()
-    map_path = MODELS / "mnist_softmax_map.pt"
+    map_path = MODELS / "paper_softmax_map.pt"
     assert window.add_posterior(map_path)
     assert window.add_posterior(map_path)  # a second add of the same file changes nothing
     assert len(window.workspace.columns) == 5
@@ -104,8 +105,10 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
             section = action.text()
         elif action.isCheckable():
             groups.setdefault(section, []).append(action.text())
-    assert all(", LeNet," in t for t in groups["Digits, LeNet"])
-    assert all(", MLP," in t for t in groups["Digits, MLP"])
+    network, paper = (groups[f"Same model, every method: {words}"] for words in
+                      ("LeNet-5 network", "softmax regression (the D-SGHMC paper's model)"))
+    assert all(", LeNet-5," in t for t in network) and len(network) == len(zoo.TIERS["network"].methods)
+    assert all(", softmax regression," in t for t in paper) and len(paper) == len(zoo.TIERS["paper"].methods)
 
 
 def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
@@ -114,7 +117,7 @@ def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
 
     paths = []
     for name in ("first try", "longer run"):
-        posterior = load_posterior(MODELS / "mnist_softmax_map.pt")
+        posterior = load_posterior(MODELS / "paper_softmax_map.pt")
         posterior.info["name"] = name  # as the training dialog and `train --name` keep it
         paths.append(save_posterior(posterior, user_models_dir() / f"{name.replace(' ', '_')}.pt"))
     window._fill_add_menu()
@@ -193,10 +196,10 @@ def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(q
 
 
 def test_one_draw_posterior_is_drawn_honestly(qtbot, window):
-    window.add_posterior(MODELS / "mnist_softmax_map.pt")
+    window.add_posterior(MODELS / "paper_softmax_map.pt")
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
-    key = str((MODELS / "mnist_softmax_map.pt").resolve())
+    key = str((MODELS / "paper_softmax_map.pt").resolve())
     view = window.column_views[key]
     assert "1 draw" in view.title.text() and "1 draws" not in view.title.text()
     assert "1 draw" in view.plots["histograms"].title()
@@ -415,10 +418,10 @@ def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
     arr[10:50, 27:33] = 255  # a light "1" on black
     Image.fromarray(arr).save(tmp_path / "one.png")
     args = build_parser().parse_args([str(tmp_path / "one.png"), "--posterior",
-                                      str(MODELS / "mnist_softmax_map.pt"), str(MODELS / "mnist_lenet_sghmc.pt")])
+                                      str(MODELS / "paper_softmax_map.pt"), str(MODELS / "network_lenet5_sghmc.pt")])
     win = MainWindow(posteriors=args.posterior, image=args.image)
     qtbot.addWidget(win)
-    assert [Path(k).name for k in win.workspace.column_keys()] == ["mnist_softmax_map.pt", "mnist_lenet_sghmc.pt"]
+    assert [Path(k).name for k in win.workspace.column_keys()] == ["paper_softmax_map.pt", "network_lenet5_sghmc.pt"]
     assert win.modes.currentWidget() is win.image_panel
     settle(qtbot, win)
     assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)
@@ -461,7 +464,7 @@ def test_a_one_draw_column_shows_no_interval_and_no_epistemic_value(qtbot, windo
     """A MAP has one draw: an interval from it and an epistemic 0.000 would state what was never
     measured (its mutual information is 0 by construction), so both read n/a."""
     key = window.workspace.column_keys()[0]
-    assert window.add_posterior(MODELS / "mnist_softmax_map.pt")
+    assert window.add_posterior(MODELS / "paper_softmax_map.pt")
     map_key = window.workspace.column_keys()[-1]
     window.load_image_file(EXAMPLES / "digit-7.png")
     settle(qtbot, window)

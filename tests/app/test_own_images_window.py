@@ -17,7 +17,7 @@ from core.engine.inference.base import SampledPosterior
 from core.engine.models import ArchSpec, build_model
 from core.engine.store import save_posterior
 
-DIGITS = Path(__file__).resolve().parents[2] / "resources" / "models" / "mnist_lenet_mc_dropout.pt"
+DIGITS = Path(__file__).resolve().parents[2] / "resources" / "models" / "network_lenet5_mc_dropout.pt"
 
 
 def _tinted(rng, rgb, side=40):
@@ -264,7 +264,7 @@ def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtb
     assert "Your images, ResNet-8" not in sections()  # the Draw tab judges digits
     window.modes.setCurrentWidget(window.image_panel)
     shown = sections()
-    assert shown[-1] == "Your images, ResNet-8" and any(s.startswith("Digits") for s in shown[:-1])
+    assert shown[-1] == "Your images, ResNet-8" and any(s.startswith("Same model, every method") for s in shown[:-1])
     entry = next(a for a in window.add_menu.actions() if "ResNet-8" in a.text() and not a.isSeparator())
     entry.trigger()
     assert window.workspace.task == "images" and window.workspace.column_keys() == [str(pets.resolve())]

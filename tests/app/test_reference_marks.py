@@ -42,7 +42,7 @@ def tier_folder(tmp_path_factory):
 
 @pytest.fixture
 def window(qtbot, tier_folder):
-    win = MainWindow([tier_folder / "paper_softmax_map.pt", MODELS / "mnist_lenet_mc_dropout.pt"])
+    win = MainWindow([tier_folder / "paper_softmax_map.pt", MODELS / "network_lenet5_mc_dropout.pt"])
     qtbot.addWidget(win)
     win.show()
     qtbot.waitExposed(win)

@@ -36,7 +36,7 @@ def test_the_self_test_window_leaves_the_persons_settings_alone(qtbot, tmp_path,
 
     mine = app_settings.settings()
     mine.setValue("window/geometry", b"my window")
-    mine.setValue("workspace/columns", ["/home/me/my-own.pt", "bundled:mnist_lenet_sghmc.pt"])
+    mine.setValue("workspace/columns", ["/home/me/my-own.pt", "bundled:network_lenet5_sghmc.pt"])
     mine.setValue("sampling/samples", 40)
     mine.sync()
     path = Path(mine.fileName())

@@ -450,7 +450,7 @@ def test_closing_the_dialog_leaves_the_run_going_in_the_status_bar(qtbot, monkey
             yield ProgressRecord(step, 10, {"log_posterior": -10.0 + step}, phase="sampling")
             if step == 4:
                 assert halfway.wait(30), "the test never let the run go on"
-        posterior = load_posterior(resources_dir() / "models" / "mnist_softmax_map.pt")
+        posterior = load_posterior(resources_dir() / "models" / "paper_softmax_map.pt")
         posterior.info["name"] = name
         return save_posterior(posterior, out)
 
@@ -565,7 +565,7 @@ def test_laplace_starts_from_a_saved_map_posterior_or_refuses_one_that_cannot(qt
     # a sampled posterior is not one set of best weights: refused in words, nothing runs
     warned: list[str] = []
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: warned.append(text))
-    dialog.set_start_file(resources_dir() / "models" / "mnist_lenet_sghmc.pt")
+    dialog.set_start_file(resources_dir() / "models" / "network_lenet5_sghmc.pt")
     dialog.start()
     assert not dialog.running and warned and "one set of best weights" in warned[0]
     assert "Error" not in warned[0] and "/" not in warned[0].split(":", 1)[1]

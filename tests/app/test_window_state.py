@@ -64,7 +64,7 @@ def broken_posterior(tmp_path, monkeypatch) -> Path:
     import core.engine.store
 
     path = tmp_path / "broken.pt"
-    shutil.copy(MODELS / "mnist_softmax_map.pt", path)
+    shutil.copy(MODELS / "paper_softmax_map.pt", path)
     real = core.engine.store.load_posterior
 
     def load_posterior(source, *args, **kwargs):
@@ -181,10 +181,23 @@ def test_bundled_columns_are_saved_by_name_and_found_after_the_app_moved(qtbot):
     win.close()
     # Settings of an older bayescope, written by a copy that has moved since: absolute paths.
     old = "/opt/old-place/bayescope/_internal/resources/models"
-    app_settings.settings().setValue("workspace/columns", [f"{old}/mnist_lenet_sghmc.pt", f"{old}/mnist_softmax_map.pt"])
+    app_settings.settings().setValue("workspace/columns", [f"{old}/network_lenet5_sghmc.pt", f"{old}/paper_softmax_map.pt"])
     again = open_window(qtbot)
-    assert names(again) == ["mnist_lenet_sghmc.pt", "mnist_softmax_map.pt"]
+    assert names(again) == ["network_lenet5_sghmc.pt", "paper_softmax_map.pt"]
     assert Path(again.workspace.column_keys()[0]).parent == MODELS.resolve()
+
+
+def test_columns_of_posteriors_that_left_the_bundle_open_their_successors(qtbot):
+    """The LeNet and MLP posteriors gave way to the network tier's LeNet-5: a workspace saved
+    with them opens the same methods on the new model, by name or by an old absolute path."""
+    old = "/opt/old-place/bayescope/_internal/resources/models"
+    app_settings.settings().setValue("workspace/columns", ["bundled:mnist_lenet_mfvi.pt", f"{old}/mnist_lenet_sghmc.pt",
+                                                           "bundled:mnist_mlp_sgmmvi_c3r2.pt", "bundled:mnist_softmax_map.pt"])
+    win = open_window(qtbot)
+    assert names(win) == ["network_lenet5_mfvi.pt", "network_lenet5_sghmc.pt", "network_lenet5_sgmmvi.pt",
+                          "paper_softmax_map.pt"]
+    assert all(not (MODELS / old_name).exists() for old_name in app_settings.REPLACED)
+    assert all((MODELS / new_name).is_file() for new_name in app_settings.REPLACED.values())
 
 
 def test_a_saved_column_whose_file_is_gone_is_said_once_then_the_defaults_show(qtbot, tmp_path):
@@ -201,10 +214,10 @@ def test_a_saved_column_whose_file_is_gone_is_said_once_then_the_defaults_show(q
 
 
 def test_a_gone_file_beside_columns_that_open_leaves_those_columns(qtbot, tmp_path):
-    app_settings.settings().setValue("workspace/columns", ["bundled:mnist_softmax_map.pt", str(tmp_path / "a.pt"),
+    app_settings.settings().setValue("workspace/columns", ["bundled:paper_softmax_map.pt", str(tmp_path / "a.pt"),
                                                            str(tmp_path / "b.pt")])
     win = open_window(qtbot)
-    assert names(win) == ["mnist_softmax_map.pt"]
+    assert names(win) == ["paper_softmax_map.pt"]
     assert win.statusBar().currentMessage() == ("Of last time's posteriors, “a.pt” and “b.pt” are no longer "
                                                 "there; the rest are shown.")
 
@@ -233,7 +246,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # no clean quit: no closeEvent, no destruc
 def test_the_state_survives_a_killed_process(qtbot, tmp_path):
     trained = tmp_path / "models" / "my-sghmc.pt"
     trained.parent.mkdir()
-    shutil.copy(MODELS / "mnist_lenet_sghmc.pt", trained)
+    shutil.copy(MODELS / "network_lenet5_sghmc.pt", trained)
     settings_home = settings_file().parents[1]  # <XDG_CONFIG_HOME>/bayescope/bayescope.conf
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT),
            "XDG_CONFIG_HOME": str(settings_home), "XDG_DATA_HOME": str(tmp_path / "data"),

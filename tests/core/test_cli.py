@@ -90,7 +90,7 @@ def test_ctrl_c_writes_nothing(tiny_mnist, tmp_path, monkeypatch, capsys):
 def test_a_one_draw_posterior_reports_its_epistemic_uncertainty_as_not_available(capsys):
     from core.engine.resources import resources_dir
 
-    image, posterior = resources_dir() / "examples" / "digit-7.png", resources_dir() / "models" / "mnist_softmax_map.pt"
+    image, posterior = resources_dir() / "examples" / "digit-7.png", resources_dir() / "models" / "paper_softmax_map.pt"
     assert main(["predict", str(image), "--posterior", str(posterior)]) == 0
     assert "epistemic n/a (one draw)" in capsys.readouterr().out
     assert main(["predict", str(image), "--posterior", str(posterior), "--json"]) == 0

@@ -18,7 +18,7 @@ from core.engine.models import ArchSpec, build_model, num_parameters
 from core.engine.runner import drain, fit_posterior
 from core.engine.store import load_posterior, save_posterior
 
-BUNDLED_MAP = Path(__file__).resolve().parents[2] / "resources" / "models" / "mnist_softmax_map.pt"
+BUNDLED_MAP = Path(__file__).resolve().parents[2] / "resources" / "models" / "paper_softmax_map.pt"
 COLOUR = ArchSpec("resnet", num_classes=3, image_size=16, channels=3, mean=(0.5, 0.4, 0.3), std=(0.2, 0.25, 0.3))
 
 

@@ -20,7 +20,7 @@ from core.engine.data.locate import (
 )
 from core.engine.faces.testset import utkface_location
 
-BUNDLED_MAP = Path(__file__).resolve().parents[2] / "resources" / "models" / "mnist_softmax_map.pt"
+BUNDLED_MAP = Path(__file__).resolve().parents[2] / "resources" / "models" / "paper_softmax_map.pt"
 
 
 @pytest.fixture(autouse=True)

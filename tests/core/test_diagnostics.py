@@ -95,18 +95,19 @@ def test_diagnose_adds_the_record_and_keeps_the_file_valid(tmp_path, two_halves,
         assert torch.equal(tensor, after.samples[name])  # weights bit for bit
     lines = convergence_lines(after)
     assert lines[0] == "2 chains × 8 draws." and "the chains disagree" in lines[1]
+    assert any("too few draws per chain (8) to estimate" in line for line in lines)  # ESS needs 10 per chain
 
 
 def test_info_on_the_bundled_files(tmp_path, capsys) -> None:
     models = resources_dir() / "models"
-    assert main(["info", str(models / "mnist_lenet_sghmc.pt")]) == 0
+    assert main(["info", str(models / "network_lenet5_sghmc.pt")]) == 0
     text = capsys.readouterr().out
-    assert "SGHMC" in text and "LeNet" in text and "2 chains × 4 draws" in text
-    assert main(["info", "--json", str(models / "mnist_lenet_mc_dropout.pt")]) == 0
+    assert "SGHMC" in text and "LeNet-5" in text and "4 chains × 25 draws" in text
+    assert main(["info", "--json", str(models / "network_lenet5_mc_dropout.pt")]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert facts["convergence"]["status"] == "n/a" and "no chains" in facts["convergence"]["reason"]
     copy = tmp_path / "map.pt"
-    shutil.copy(models / "mnist_softmax_map.pt", copy)
+    shutil.copy(models / "paper_softmax_map.pt", copy)
     assert main(["diagnose", str(copy)]) == 0
     assert "one chain" in load_posterior(copy).info["diagnostics"]["reason"]
 

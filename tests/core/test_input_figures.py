@@ -52,8 +52,8 @@ def _model(name: str):
 def predictions() -> dict[str, object]:
     image = stroke_digit()
     return {
-        name: predict_image(_model(f"mnist_{name}.pt"), image, 100, seed=0, level=0.9)
-        for name in ("lenet_sghmc", "softmax_map")
+        name: predict_image(_model(f"paper_softmax_{method}.pt"), image, 100, seed=0, level=0.9)
+        for name, method in (("few", "ensemble"), ("softmax_map", "map"))  # 5 draws, and 1
     }
 
 
@@ -119,9 +119,9 @@ def _expected_rows(view: str, samples: np.ndarray, level: float) -> list[dict[st
 
 @pytest.mark.parametrize("view", list(INPUT_VIEWS))
 def test_each_view_exports_png_svg_and_its_numbers(view, predictions, tmp_path):
-    pred = predictions["lenet_sghmc"]
+    pred = predictions["few"]
     summary, samples = pred.summary, pred.samples
-    title = "SGHMC, LeNet, 8 draws"
+    title = "Deep ensemble, softmax regression, 5 draws"
     written = export_input_view(view, title, summary, NAMES, tmp_path / f"{view}.png",
                                 samples=samples, level=0.9)
     assert sorted(p.name for p in written) == sorted([f"{view}.png", f"{view}.csv", f"{view}.json"])
@@ -131,7 +131,7 @@ def test_each_view_exports_png_svg_and_its_numbers(view, predictions, tmp_path):
                                     samples=samples, level=0.9)
     assert {p.suffix for p in svg_written} == {".svg", ".csv", ".json"}
     texts = " ".join(_svg_texts(tmp_path / "svg" / f"{view}.svg"))
-    assert INPUT_VIEWS[view] in texts and "8 draws" in texts
+    assert INPUT_VIEWS[view] in texts and "5 draws" in texts
     if view == "entropy":
         assert "ln 10" in texts and "nats" in texts
     else:
@@ -147,7 +147,7 @@ def test_each_view_exports_png_svg_and_its_numbers(view, predictions, tmp_path):
             assert float(got_json[key]) == pytest.approx(float(value), abs=2e-5), (key, got_json)
 
 
-@pytest.mark.parametrize(("name", "draws"), [("softmax_map", "1 draw"), ("lenet_sghmc", "8 draws")])
+@pytest.mark.parametrize(("name", "draws"), [("softmax_map", "1 draw"), ("few", "5 draws")])
 def test_every_view_states_the_number_of_draws(name, draws, predictions, tmp_path):
     summary = predictions[name].summary
     for view in INPUT_VIEWS:
@@ -164,8 +164,8 @@ def test_every_view_states_the_number_of_draws(name, draws, predictions, tmp_pat
 
 
 def test_few_draws_show_each_draw_not_a_histogram(predictions):
-    """8 draws: a dot per draw at its probability; 100 draws: bars of the fixed bins."""
-    pred = predictions["lenet_sghmc"]
+    """5 draws: a dot per draw at its probability; 100 draws: bars of the fixed bins."""
+    pred = predictions["few"]
     fig = input_view_figure("histograms", "t", pred.summary, NAMES, samples=pred.samples)
     panels = fig.axes[: len(NAMES)]
     for j, ax in enumerate(panels):
@@ -174,7 +174,7 @@ def test_few_draws_show_each_draw_not_a_histogram(predictions):
         assert len(dots) == 1
         np.testing.assert_allclose(np.asarray(dots[0].get_xdata()), pred.samples[:, j].numpy(), atol=1e-6)
 
-    many = predict_image(_model("mnist_lenet_mc_dropout.pt"), stroke_digit(), 100, seed=0)
+    many = predict_image(_model("network_lenet5_mc_dropout.pt"), stroke_digit(), 100, seed=0)
     assert many.summary.num_samples > STRIP_MAX_DRAWS
     fig = input_view_figure("histograms", "t", many.summary, NAMES)
     heights = np.array([[bar.get_height() for bar in ax.patches] for ax in fig.axes[: len(NAMES)]])
@@ -221,7 +221,7 @@ def test_read_only_folder_gives_a_readable_error(predictions, tmp_path):
 
 
 def test_sweep_exports_figure_and_numbers(tmp_path):
-    posterior = _model("mnist_softmax_map.pt")
+    posterior = _model("paper_softmax_map.pt")
     angles = np.array([0.0, 90.0, 180.0])
     sweep = rotation_sweep(posterior, torch.from_numpy(stroke_digit()), angles, level=0.8)
     rows = sweep_table(sweep, NAMES)
@@ -243,7 +243,7 @@ def test_sweep_exports_figure_and_numbers(tmp_path):
 
 @pytest.mark.parametrize("view", ["interval", "variance", "correlation"])
 def test_long_class_names_are_turned_so_they_do_not_run_into_each_other(view, predictions):
-    pred = predictions["lenet_sghmc"]
+    pred = predictions["few"]
     ages = ["00-02", "03-07", "08-14", "15-24", "25-37", "38-47", "48-59", "60+", "extra 1", "extra 2"]
     for names, angle in (([str(d) for d in range(10)], 0.0), (ages, 45.0)):
         fig = input_view_figure(view, "SGHMC", pred.summary, names, samples=pred.samples, level=0.9)

@@ -63,7 +63,7 @@ from core.engine.store import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-MAP_FILE = ROOT / "resources" / "models" / "mnist_softmax_map.pt"
+MAP_FILE = ROOT / "resources" / "models" / "paper_softmax_map.pt"
 GB = 1_000_000_000
 
 
@@ -732,12 +732,12 @@ def test_predict_sizes(argv, message, tmp_path, capsys, memory_8gb):
         (["--angle-step", "nan"], "--angle-step must lie in (0, 180]"),
         (["--level", "0"], "--level must lie strictly between 0 and 1"),
         (["--rotate", "x.png", "--angle-step", "1e-6"],
-         "a rotation sweep of 180000001 angles with 100 samples of mnist_lenet_mc_dropout would need about"),
+         "a rotation sweep of 180000001 angles with 100 samples of network_lenet5_mc_dropout would need about"),
         (["--samples", "10000000"], "10000000 samples of this mc_dropout posterior"),
     ],
 )
 def test_evaluate_sizes(argv, message, tmp_path, capsys, memory_8gb):
-    default = str(ROOT / "resources" / "models" / "mnist_lenet_mc_dropout.pt")
+    default = str(ROOT / "resources" / "models" / "network_lenet5_mc_dropout.pt")
     code = main(["evaluate", "--posterior", default, "--dataset", str(tmp_path), *argv,
                  "--out", str(tmp_path / "report")])
     assert code == 2

@@ -31,7 +31,7 @@ from core.engine.data.preprocess import (
 from core.engine.store import PosteriorFileError, load_posterior
 
 ROOT = Path(__file__).resolve().parents[2]
-POSTERIOR = ROOT / "resources" / "models" / "mnist_softmax_map.pt"
+POSTERIOR = ROOT / "resources" / "models" / "paper_softmax_map.pt"
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 

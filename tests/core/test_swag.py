@@ -81,3 +81,7 @@ def test_swag_trains_saves_loads_and_predicts(tmp_path, two_halves):
     assert (proba.mean(0).argmax(-1) == data.y[:50]).float().mean() > 0.9
     # the draws differ from one another: a spread of belief, not a point
     assert proba[:, :, 0].std(0).max() > 0
+    # float16 storage (the bundled network tier's SWAG) predicts every draw as float32 does, to 1e-3
+    half = load_posterior(save_posterior(posterior, tmp_path / "half.pt", storage="float16"))
+    draws = [p.predict_proba(data.x[:50], generator=torch.Generator().manual_seed(5)) for p in (half, loaded)]
+    torch.testing.assert_close(*draws, atol=1e-3, rtol=0)

@@ -73,6 +73,10 @@ def test_variational_method_learns_reports_and_round_trips(name, overrides, tmp_
     again = loaded.predict_proba(data.x[:5], generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(again, probs)
     assert loaded.config == posterior.config
+    # float16 storage (the bundled network tier's mixture) predicts every draw as float32 does, to 1e-3
+    half = load_posterior(save_posterior(posterior, tmp_path / f"{name}-half.pt", storage="float16"))
+    torch.testing.assert_close(half.predict_proba(data.x[:5], generator=torch.Generator().manual_seed(3)), probs,
+                               atol=1e-3, rtol=0)
 
 
 def test_prediction_draws_differ_between_samples_but_repeat_with_the_seed():
