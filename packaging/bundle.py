@@ -265,7 +265,7 @@ def orphaned_libraries(
 #: 200 MB target is met.
 #: 218.7 MB at 244b6cb: the paper tier's thirteen posteriors (HMC's 800 draws alone 12.6 MB) came in
 #: beside the earlier set, +20.3 MB on the 198.4 MB of ea2ef49.
-DEB_SIZE_MEASURED = (218_732_244, "244b6cb")  # bytes, the commit measured
+DEB_SIZE_MEASURED = (228_358_420, "1884d53")  # bytes, the commit measured
 DEB_SIZE_MARGIN = 0.03
 #: The fair bundled set's limit (issue 23: ≤ 230 MB; the first release's target was 200 MB).
 DEB_SIZE_TARGET = 230_000_000
