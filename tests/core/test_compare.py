@@ -23,7 +23,8 @@ from core.engine.store import load_posterior
 from core.outputs.comparison import MARKER, write_comparison
 
 MODELS = resources_dir() / "models"
-SGHMC, MAP, DROPOUT = (str(MODELS / f"mnist_{n}.pt") for n in ("lenet_sghmc", "softmax_map", "lenet_mc_dropout"))
+SGHMC, MAP, DROPOUT = (str(MODELS / f"{n}.pt") for n in ("network_lenet5_sghmc", "paper_softmax_map",
+                                                          "network_lenet5_mc_dropout"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -46,7 +47,7 @@ def digit_png(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, digit_png) -> dict[str, object]:
-    """One CLI run over three posteriors (1, 8 and 20 draws), PNG figures only to stay quick."""
+    """One CLI run over three posteriors (20 of 100 draws, 1, and 20 drawn), PNG figures only to stay quick."""
     out = tmp_path_factory.mktemp("export") / "comparison"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
@@ -68,10 +69,10 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
 def test_cli_compare_prints_one_line_per_column(exported):
     assert exported["rc"] == 0
     lines = exported["stdout"].splitlines()
-    # the sampled posterior holds 8 draws, MAP one, MC dropout draws the 20 asked for
-    for title in ("SGHMC, LeNet, 8 draws", "MAP, softmax regression, 1 draw", "MC dropout, LeNet, 20 draws"):
+    # the sampled posterior gives 20 of its 100 draws, MAP its one, MC dropout draws the 20 asked for
+    for title in ("SGHMC, LeNet-5, 20 draws", "MAP, softmax regression, 1 draw", "MC dropout, LeNet-5, 20 draws"):
         assert sum(line.startswith(title) and " class " in line and " mean " in line for line in lines) == 1
-    assert [line for line in lines if "may not have converged" in line][0].startswith("SGHMC, LeNet")
+    assert [line for line in lines if "may not have converged" in line][0].startswith("SGHMC, LeNet-5")
     assert lines[-1].startswith("wrote ") and str(exported["out"]) in lines[-1]
 
 
@@ -128,21 +129,22 @@ def test_report_page_is_self_contained(exported):
     page.feed((out / "index.html").read_text(encoding="utf-8"))
     page.close()
     text = " ".join(page.text)
-    for title in ("SGHMC, LeNet, 8 draws", "MAP, softmax regression, 1 draw", "MC dropout, LeNet, 20 draws"):
+    for title in ("SGHMC, LeNet-5, 20 draws", "MAP, softmax regression, 1 draw", "MC dropout, LeNet-5, 20 draws"):
         assert title in text
     assert page.references and all(ref.startswith(("data:", "#")) for ref in page.references)
     # the input, then five views per column, all embedded
     assert sum(ref.startswith("data:image/png;base64,") for ref in page.references) == 1 + 3 * 5
     assert "link" not in page.tags and "iframe" not in page.tags
     # the unconverged sampler says so, as its column in the window does; the input's size is stated
-    assert text.count("may not have converged") == 1 and "(R̂ 3.75)" in text
+    recorded = load_posterior(SGHMC).info["diagnostics"]["rhat_max"]  # the R̂ its file records
+    assert text.count("may not have converged") == 1 and f"(R̂ {recorded:.2f})" in text
     assert "The input as the models see it (28 × 28 pixels)" in text
 
     assert (out / "input.png").read_bytes()[:8] == PNG_SIGNATURE
     with Image.open(out / "input.png") as im:
         assert im.size == (280, 280)  # 28×28 enlarged, nearest neighbour
     names = {p.name for p in out.iterdir()}
-    for slug in ("sghmc-lenet-8-draws", "map-softmax-regression-1-draw", "mc-dropout-lenet-20-draws"):
+    for slug in ("sghmc-lenet-5-20-draws", "map-softmax-regression-1-draw", "mc-dropout-lenet-5-20-draws"):
         for view in ("histograms", "interval", "entropy", "variance", "correlation"):
             assert {f"{slug}-{view}.png", f"{slug}-{view}.csv", f"{slug}-{view}.json"} <= names
     assert {"numbers.csv", "numbers.json", "provenance.json", "index.html", MARKER} <= names
@@ -151,11 +153,11 @@ def test_report_page_is_self_contained(exported):
     assert record["settings"] == {"num_samples": 20, "seed": 3, "level": 0.8,
                                   "class_names": [str(k) for k in range(10)]}
     columns = {c["source"]: c for c in record["columns"]}
-    assert columns[SGHMC]["method"] == "sghmc" and columns[SGHMC]["num_samples_used"] == 8
-    assert columns[SGHMC]["arch"]["name"] == "lenet" and columns[SGHMC]["dataset"].startswith("mnist")
+    assert columns[SGHMC]["method"] == "sghmc" and columns[SGHMC]["num_samples_used"] == 20
+    assert columns[SGHMC]["arch"]["name"] == "lenet5" and columns[SGHMC]["dataset"].startswith("mnist")
     # per-step training traces (thousands of numbers) are left out, scalars kept
     assert columns[SGHMC]["info"]["traces"]["log_posterior"].endswith("values (left out)")
-    assert columns[SGHMC]["info"]["num_chains"] == 2
+    assert columns[SGHMC]["info"]["num_chains"] == 4
     assert columns[MAP]["method_in_words"].startswith("maximum a posteriori")
 
 
