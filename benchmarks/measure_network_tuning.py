@@ -21,16 +21,17 @@ Run: ``python benchmarks/measure_network_tuning.py --data-dir ../shared/data SET
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
-import numpy as np
 import torch
 
 from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress
+from core.analysis.metrics import accuracy, negative_log_likelihood
 from core.engine import convergence
 from core.engine.data.datasets import load_split
 from core.engine.inference import get_method
-from core.engine.inference.sampling import SamplerDivergedError
+from core.engine.inference.sampling import ChainConfig, SamplerDivergedError
 from core.engine.models import ArchSpec
 from core.engine.runner import drain, fit_posterior
 
@@ -41,8 +42,9 @@ PROBE = 1_000
 def pilot(spec: str, train, validation, epochs: int, seed: int) -> dict:
     method_name, _, values = spec.partition(":")
     method = get_method(method_name)
+    steps = math.ceil(TRAIN / ChainConfig.batch_size)  # per epoch; thinned to 25 draws per chain
     settings = {"num_chains": "4", "epochs": str(epochs), "burn_in_epochs": str(epochs // 2),
-                "thin": str(max(1, (epochs - epochs // 2) * (TRAIN // 100) // 25))}
+                "thin": str(max(1, (epochs - epochs // 2) * steps // 25))}
     settings.update(dict(item.split("=", 1) for item in values.split(",") if item))
     config = method.parse_settings(settings)
     arch = ArchSpec("lenet5", num_classes=10, drop_rate=0.5 if method_name == "dsghmc" else 0.0)
@@ -54,9 +56,8 @@ def pilot(spec: str, train, validation, epochs: int, seed: int) -> dict:
     probs = drain(probe_draws_progress(posterior, validation.x, seed))  # (chains, draws, images, classes)
     mean = probs.mean(axis=(0, 1))
     y = validation.y.numpy()
-    nll = float(-np.log(np.clip(mean[np.arange(len(y)), y], 1e-12, None)).mean())
     summary = convergence.summarise(probs[:, :, :PROBE], MIN_SPREAD)
-    return {"setting": spec, "nll": nll, "accuracy": float((mean.argmax(1) == y).mean()),
+    return {"setting": spec, "nll": negative_log_likelihood(mean, y), "accuracy": accuracy(mean, y),
             "rhat": summary.rhat_max, "ess": summary.ess_bulk_min, "draws": probs.shape[:2],
             "seconds": time.perf_counter() - began}
 

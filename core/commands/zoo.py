@@ -36,18 +36,23 @@ from core.commands.console import (
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 
+
+def chain_settings(thin: int, init: str) -> tuple[str, ...]:
+    """The ``train`` settings of a tier's samplers: four chains of 50 epochs, 15 of burn-in."""
+    return ("--set", "num_chains=4", "--set", "epochs=50", "--set", "burn_in_epochs=15", "--set", f"thin={thin}",
+            "--set", f"init={init}")
+
+
 #: Chains, run length and thinning shared by the stochastic-gradient samplers of a tier. The
 #: chains start from prior draws: weights the data hardly constrain (those of pixels that are
 #: blank in almost every image) then start where the posterior keeps them, instead of
 #: random-walking there from a near-zero start for longer than the run (SGLD from the default
 #: start, 30 epochs: R̂ 1.58 on the probe, the weights' norm still rising).
-SG_CHAINS = ("--set", "num_chains=4", "--set", "epochs=50", "--set", "burn_in_epochs=15", "--set", "thin=700",
-             "--set", "init=prior")
+SG_CHAINS = chain_settings(thin=700, init="prior")
 #: A network's chains start from its own initialisation, each drawn with its own seed: from a
 #: draw of the prior SGLD's first steps overflowed (N(0, 1), step 1e-5: non-finite at step 4) or
 #: killed every unit (N(0, 0.2²): the network predicted 1/10 for every class after 2 epochs).
-SG_NETWORK_CHAINS = ("--set", "num_chains=4", "--set", "epochs=50", "--set", "burn_in_epochs=15", "--set", "thin=840",
-                     "--set", "init=default")
+SG_NETWORK_CHAINS = chain_settings(thin=840, init="default")  # 4 × 25 = 100 draws of LeNet-5
 #: The network tier's samplers scale their steps weight by weight (RMSprop's preconditioner, Li et
 #: al. 2016), learnt over the first 10 epochs and then held fixed, 5 epochs before the first draw
 #: (a fixed preconditioner needs no correction term). Without it the weights the data leave free

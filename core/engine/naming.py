@@ -177,11 +177,10 @@ def fit_lines(method: str, info: dict) -> list[str]:
                      "the weights: for those the limit, not the data, sets the spread.")
     pre = info.get("preconditioner")
     if isinstance(pre, dict):
-        lines.append("Its steps are scaled weight by weight (RMSprop's preconditioner, Li et al. 2016), "
-                     + ("learnt during the burn-in and then held fixed, so its draws target the same posterior."
-                        if pre.get("fixed_before_draws") else
-                        "still adapting while draws were kept: its draws are approximate (the correction term "
-                        "is left out)."))
+        lines.append("Its step size was fitted to each weight during the burn-in and then held fixed, so its draws "
+                     "target the same posterior." if pre.get("fixed_before_draws") else
+                     "Its step size kept adapting to each weight while draws were kept, so its draws are only "
+                     "approximate.")
     weights = info.get("weights")
     if method == "sgmmvi" and isinstance(weights, list) and len(weights) > 1 and all(_number(w) is not None for w in weights):
         words = " / ".join(f"{w:.2f}" for w in weights)

@@ -105,6 +105,18 @@ def _sampled(records: list[dict]) -> list[dict]:
 
 
 @pytest.mark.parametrize("tier", list(zoo.TIERS.values()), ids=lambda t: t.name)
+def test_every_bundled_file_of_a_tier_is_what_the_zoo_command_makes(tier):
+    """A bundled file records the ``train`` arguments it was made with; they are the tier's own,
+    so `zoo` keeps it, and docs/zoo.md's commands describe the file that ships."""
+    from argparse import Namespace
+
+    args = Namespace(seed=0, data_dir=None, limit=None)
+    for r in _bundled(tier):
+        expected = zoo.recorded_arguments(zoo.train_arguments(tier, r["method"], resources_dir(), args))
+        assert r["info"]["zoo"]["arguments"] == expected, r["method"]
+
+
+@pytest.mark.parametrize("tier", list(zoo.TIERS.values()), ids=lambda t: t.name)
 def test_every_bundled_file_of_a_tier_is_one_model_and_thick_enough(tier):
     bundled = _bundled(tier)
     assert len({(r["arch"]["name"], r["dataset"]) for r in bundled}) == 1
