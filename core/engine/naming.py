@@ -36,7 +36,7 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     "mfvi": "a Gaussian over the weights, each weight independent",
     "snvi": "a Gaussian over the weights whose covariance has a few shared directions",
     "sgmmvi": "a mixture of low-rank Gaussians over the weights",
-    "vdropout": "dropout rates learned per weight (local reparameterisation)",
+    "vdropout": "dropout rates learned per weight",
     "swag": "a Gaussian fitted to the weights that training visits around its best point",
     "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
 }

@@ -355,8 +355,9 @@ COMMON: dict[str, SettingHelp] = {
     "num_samples": _VI_NUM_SAMPLES,
     "local_reparam": SettingHelp(
         "Sample activations, not weights",
-        "Draw each layer's outputs directly, independently for every image (local "
-        "reparameterisation, Kingma et al. 2015): less noisy and faster than drawing weights.",
+        "Give every image its own draw of the weights, drawing each layer's outputs directly "
+        "where that is exact (local reparameterisation, Kingma et al. 2015): less noisy than "
+        "one weight draw shared by the whole batch.",
     ),
     "rank": SettingHelp(
         "Shared directions",

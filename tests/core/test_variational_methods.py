@@ -129,6 +129,32 @@ def test_local_reparameterisation_gives_the_exact_pre_activation_moments():
     hooks.remove()
 
 
+def test_conv_noise_is_one_whole_kernel_draw_per_example_as_in_prediction():
+    # The audit's mismatch: independent noise at every position trains another model than the
+    # whole-weight draws predicted with. On a constant image every interior position sees the
+    # same patch, so under one kernel draw they must all agree; their common spread is x² σ².
+    layer = nn.Conv2d(2, 3, 3)
+    model = nn.Sequential(layer)
+    hooks = LocalReparameterisation(model)
+    g = torch.Generator().manual_seed(1)
+    x = torch.full((20000, 2, 6, 6), 0.7)
+    w_var = torch.rand(3, 2, 3, 3, generator=g) * 0.2
+    b_var = torch.rand(3, generator=g) * 0.1
+    hooks.variances = {"0.weight": w_var, "0.bias": b_var}
+    hooks.generator = g
+    with torch.no_grad():
+        out = model(x)
+    hooks.remove()
+    with torch.no_grad():
+        plain = layer(x[:1])
+    assert out.shape == (20000, 3, 4, 4)
+    torch.testing.assert_close(out, out[:, :, :1, :1].expand_as(out), atol=1e-5, rtol=0)
+    assert out[:2, 0, 0, 0].unique().numel() == 2  # each example draws its own kernel
+    var = (0.7**2) * w_var.sum((1, 2, 3)) + b_var
+    torch.testing.assert_close(out[:, :, 0, 0].mean(0), plain[0, :, 0, 0], atol=0.02, rtol=0)
+    torch.testing.assert_close(out[:, :, 0, 0].var(0), var, atol=0, rtol=0.05)
+
+
 def test_variational_dropout_shares_alpha_per_input_unit_or_per_weight():
     from core.engine.inference import vdropout
 

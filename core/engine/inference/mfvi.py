@@ -5,9 +5,10 @@ initialisation. Maximise the per-example ELBO
 
     L(μ, ρ) = (1/B) Σ_{b} E_q[log p(y_b | x_b, θ)] − KL[q ‖ p] / N.
 
-With ``local_reparam`` (Kingma, Salimans & Welling 2015) every Linear / Conv2d layer samples
-its pre-activation b ~ N(x μ_Wᵀ + μ_c, x² (σ_W²)ᵀ + σ_c²) independently per example (lower
-variance, no weight sample), and with a Gaussian prior N(0, s²) the KL is exact,
+With ``local_reparam`` (Kingma, Salimans & Welling 2015) every Linear layer samples its
+pre-activation b ~ N(x μ_Wᵀ + μ_c, x² (σ_W²)ᵀ + σ_c²) independently per example (lower
+variance, no weight sample) and every Conv2d layer one whole kernel per example, so each
+example sees the noise of its own weight draw, as in prediction; with a Gaussian prior N(0, s²) the KL is exact,
 KL = Σᵢ log(s/σᵢ) + (σᵢ² + μᵢ²)/(2s²) − ½. Otherwise θ = μ + σ ⊙ ε is drawn
 (``naive`` or ``paired`` ε, −ε) and KL ≈ mean_s [log q(θ_s) − log p(θ_s)], as in
 Le Folgoc et al.

@@ -32,9 +32,10 @@ The ELBO uses log q(θ) at the drawn samples (not a closed-form entropy), as in 
 ELBO ≈ Σ_s [log p(D | θ_s) + log p(θ_s) − log q(θ_s)] / S.
 
 Local reparameterisation (Kingma, Salimans & Welling 2015) is available for diagonal
-families: for ``nn.Linear`` / ``nn.Conv2d`` layers the pre-activation b = x Wᵀ + c with
-independent Gaussian weights is itself Gaussian, b ~ N(x μ_Wᵀ + μ_c, x² (σ_W²)ᵀ + σ_c²),
-and is sampled directly, one independent draw per example (:class:`LocalReparameterisation`).
+families: for ``nn.Linear`` layers the pre-activation b = x Wᵀ + c with independent Gaussian
+weights is itself Gaussian, b ~ N(x μ_Wᵀ + μ_c, x² (σ_W²)ᵀ + σ_c²), and is sampled directly,
+one independent draw per example; ``nn.Conv2d`` layers draw one whole kernel per example, since
+a feature map's positions share it (:class:`LocalReparameterisation`).
 """
 
 from __future__ import annotations
@@ -544,12 +545,19 @@ def fit_density(
 
 
 class LocalReparameterisation:
-    """Forward hooks that add x² σ²-scaled Gaussian noise to Linear / Conv2d pre-activations.
+    """Forward hooks that add the weights' Gaussian noise to Linear / Conv2d outputs.
 
     The model is called with the *mean* weights; while :attr:`variances` is set (a dict from
     parameter name to its elementwise variance, missing names meaning "deterministic"), each
-    hooked layer's output b = layer(x; μ) becomes b + √(layer(x²; σ²)) ⊙ ξ, ξ ~ N(0, I),
-    which is the exact marginal of the pre-activation under independent Gaussian weights.
+    hooked layer's output b = layer(x; μ) gets the noise of an independent weight draw per
+    example, as prediction draws whole weights:
+
+    - Linear: b + √(layer(x²; σ²)) ⊙ ξ, ξ ~ N(0, I), the local reparameterisation (Kingma et al.
+      2015). Each output unit has its own row of weights, so this is the exact distribution of one
+      example's outputs under a weight draw.
+    - Conv2d: b + layer_b(x; σ ⊙ ε_b), one kernel ε_b ~ N(0, I) per example b. The positions of a
+      feature map share their kernel, so their noise is correlated; independent noise at every
+      position (the local reparameterisation) is a different model from the one predicted with.
     """
 
     def __init__(self, model: nn.Module) -> None:
@@ -572,6 +580,29 @@ class LocalReparameterisation:
                 names.add(f"{prefix}.{pname}" if prefix else pname)
         return names
 
+    def _randn(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        return torch.randn(shape, generator=self.generator, dtype=like.dtype)
+
+    def _conv_noise(self, module: nn.Conv2d, x: torch.Tensor, w_var, b_var, output: torch.Tensor) -> torch.Tensor:
+        """One whole kernel (and bias) draw per example, applied as a grouped convolution."""
+        n, out_channels = output.shape[0], output.shape[1]
+        noise = torch.zeros_like(output)
+        if w_var is not None:
+            kernels = (w_var + 1e-16).sqrt() * self._randn((n, *w_var.shape), output)
+            noise = F.conv2d(
+                x.reshape(1, -1, *x.shape[2:]),
+                kernels.reshape(-1, *w_var.shape[1:]),
+                None,
+                module.stride,
+                module.padding,
+                module.dilation,
+                n * module.groups,
+            ).view_as(output)
+        if b_var is not None:
+            bias = (b_var + 1e-16).sqrt() * self._randn((n, out_channels), output)
+            noise = noise + bias[:, :, None, None]
+        return noise
+
     def _hook_for(self, prefix: str):
         def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor):
             if self.variances is None:
@@ -582,26 +613,10 @@ class LocalReparameterisation:
             if w_var is None and b_var is None:
                 return None
             x = inputs[0]
-            if w_var is None:
-                var = (
-                    b_var.expand_as(output)
-                    if isinstance(module, nn.Linear)
-                    else b_var.view(-1, 1, 1)
-                )
-            elif isinstance(module, nn.Linear):
-                var = F.linear(x * x, w_var, b_var)
-            else:
-                var = F.conv2d(
-                    x * x,
-                    w_var,
-                    b_var,
-                    module.stride,
-                    module.padding,
-                    module.dilation,
-                    module.groups,
-                )
-            noise = torch.randn(output.shape, generator=self.generator, dtype=output.dtype)
-            return output + (var + 1e-16).sqrt() * noise
+            if isinstance(module, nn.Conv2d):
+                return output + self._conv_noise(module, x, w_var, b_var, output)
+            var = b_var.expand_as(output) if w_var is None else F.linear(x * x, w_var, b_var)
+            return output + (var + 1e-16).sqrt() * self._randn(output.shape, output)
 
         return hook
 

@@ -3,11 +3,15 @@
 Each weight of a Linear / Conv2d layer has q(w_ij) = N(θ_ij, α_ij θ_ij²) — Gaussian
 dropout with rate α = p/(1 − p) — with α learned per weight (their "variational (B)",
 independent weight noise) or shared per input unit (α_i for every weight leaving unit or
-channel i). Biases are point estimates. Training uses the local reparameterisation trick:
+channel i). Biases are point estimates. Linear layers train with the local reparameterisation
+trick,
 
     b_j = Σ_i a_i θ_ij + √(Σ_i a_i² α_ij θ_ij²) · ξ_j,   ξ_j ~ N(0, 1) per example,
 
-and the log-uniform prior p(|w|) ∝ 1/|w|, whose KL has no closed form; the paper's fit
+which is exactly one example's outputs under a weight draw; a convolution draws one whole kernel
+per example, as prediction does (per-position noise would train another model than the one
+predicted: :class:`~core.engine.inference.variational.LocalReparameterisation`). It uses
+the log-uniform prior p(|w|) ∝ 1/|w|, whose KL has no closed form; the paper's fit
 (their eq. 7 fit, valid for α ≤ 1, so α is projected onto (0, 1] after every step) is
 
     −KL[q(w_ij) ‖ p(w_ij)] ≈ const + ½ log α + c₁ α + c₂ α² + c₃ α³,
@@ -184,7 +188,7 @@ def step(
     generator: torch.Generator,
     config: VdropoutConfig,
 ) -> tuple[VariationalState, dict[str, float]]:
-    """One Adam step on −ELBO/N with locally reparameterised pre-activations."""
+    """One Adam step on −ELBO/N, each example's layer outputs drawn as under its own weight draw."""
     x, y = batch
     rates: DropoutRates = state.variational  # type: ignore[assignment]
     assert state.local is not None
