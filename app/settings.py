@@ -202,7 +202,7 @@ def user_models_dir() -> Path:
 
 
 def bundled_models() -> list[Path]:
-    """The bundled posteriors, the default (MC-dropout LeNet-5) first."""
+    """The bundled digit posteriors, the command line's default (the network tier's Laplace) first."""
     return bundled_posteriors()
 
 

@@ -13,8 +13,14 @@ def resources_dir() -> Path:
 
 
 def default_posterior_path() -> Path:
-    """The bundled MC-dropout LeNet-5 trained on MNIST (the network tier's)."""
-    return resources_dir() / "models" / "network_lenet5_mc_dropout.pt"
+    """The command line's posterior when none is named: the network tier's Laplace LeNet-5.
+
+    Of that tier it reads digits well (99.0 %) and is the best calibrated (ECE 0.005) of the
+    methods that draw as many weight samples as asked, so its 90 % interval is one; it has no
+    chains whose convergence is in question (the samplers' is not reached), where the deep
+    ensemble's five members are too few for a 90 % interval and MC dropout underfits (98.0 %).
+    """
+    return resources_dir() / "models" / "network_lenet5_laplace.pt"
 
 
 #: Bundled posteriors whose name starts so are face heads (age groups from face

@@ -737,8 +737,8 @@ def test_predict_sizes(argv, message, tmp_path, capsys, memory_8gb):
     ],
 )
 def test_evaluate_sizes(argv, message, tmp_path, capsys, memory_8gb):
-    default = str(ROOT / "resources" / "models" / "network_lenet5_mc_dropout.pt")
-    code = main(["evaluate", "--posterior", default, "--dataset", str(tmp_path), *argv,
+    dropout = str(ROOT / "resources" / "models" / "network_lenet5_mc_dropout.pt")
+    code = main(["evaluate", "--posterior", dropout, "--dataset", str(tmp_path), *argv,
                  "--out", str(tmp_path / "report")])
     assert code == 2
     assert message in _one_line_error(capsys)
