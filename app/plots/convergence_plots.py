@@ -40,7 +40,8 @@ class TracePlot(pg.PlotWidget):
         item.setLabel("bottom", "step")
         item.setLabel("left", "log posterior")
         item.showGrid(x=False, y=True, alpha=0.25)
-        item.addLegend(offset=(-10, -10), brush=pg.mkBrush(255, 255, 255, 220))
+        # one row along the top, in headroom that show_traces leaves above the traces
+        self.legend = item.addLegend(offset=(-10, 5), brush=pg.mkBrush(255, 255, 255, 220))
         self.setToolTip(TRACE_TIP)
         self.note = pg.TextItem("", color=FOREGROUND, anchor=(0.5, 0.5))
         self.note.setVisible(False)
@@ -77,9 +78,10 @@ class TracePlot(pg.PlotWidget):
         for c, row in enumerate(values):
             pen = pg.mkPen(CHAIN_COLOURS[c % len(CHAIN_COLOURS)], width=1.2)
             item.plot(x, row, pen=pen, name=f"chain {c + 1}")
+        self.legend.setColumnCount(min(len(values), 4))
         item.setLabel("left", name)
         item.setXRange(0, total, padding=0.02)
-        item.setYRange(low - pad, high + pad, padding=0)
+        item.setYRange(low - pad, high + 2.5 * pad, padding=0)
 
 
 class RhatPlot(pg.PlotWidget):
