@@ -129,8 +129,9 @@ TIERS: dict[str, Tier] = {
                       *PRECONDITIONED, *NETWORK_PRIOR, *HALF),
             "dsghmc": ("--method", "dsghmc", *SG_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1",
                        "--drop-rate", "0.5", *PRECONDITIONED, *NETWORK_PRIOR, *HALF),
-            "mfvi": ("--method", "mfvi", "--set", "epochs=30", *NETWORK_PRIOR),
-            "snvi": ("--method", "snvi", "--set", "epochs=30", "--set", "rank=4", *NETWORK_PRIOR),
+            # 60 epochs: at 30 their ELBOs still rose by about 0.001 per epoch
+            "mfvi": ("--method", "mfvi", "--set", "epochs=60", *NETWORK_PRIOR),
+            "snvi": ("--method", "snvi", "--set", "epochs=60", "--set", "rank=4", *NETWORK_PRIOR),
             "sgmmvi": ("--method", "sgmmvi", "--set", "epochs=30", "--set", "components=3", "--set", "rank=2",
                        *NETWORK_PRIOR, *HALF),
             # the log-uniform prior of variational dropout has no scale to share
