@@ -55,7 +55,9 @@ def TWO_LINES() -> int:  # noqa: N802 (a constant once the fonts are known)
 
 
 #: The longest warning a column can show, to size its room (R̂ with two decimals above 1.1).
-ROOM_RECORD = {"diagnostics": {"status": "measured", "rhat_max": 88.88}}
+#: The longest warning a column can show (the room every column keeps while one shows it).
+ROOM_RECORD = {"diagnostics": {"status": "measured", "draws": 88, "rhat_max": 8.88, "rhat_max_shuffled": 8.88,
+                               "rhat_above_1_01": 0.5, "rhat_above_1_01_shuffled": 0.5}}
 
 VIEW_NAMES = {
     "histograms": "Draws per class",

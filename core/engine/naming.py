@@ -165,6 +165,28 @@ def mixed_as_shuffled(record: dict) -> bool:
             and rhat <= SHUFFLED_RHAT_CAP and share <= baseline)
 
 
+#: Chains whose largest R̂ exceeds the shuffled draws' by up to this share of its distance from 1
+#: lie within the spread of the shuffles themselves (8 shuffles of the same draws differ so much).
+SHUFFLED_RHAT_SLACK = 1.25
+
+
+def within_shuffled(record: dict) -> bool:
+    """Whether chains are as far apart as their own draws shuffled into perfectly mixed chains
+    are, by both measures (the share of probe probabilities with R̂ above 1.01, and the largest
+    R̂ within :data:`SHUFFLED_RHAT_SLACK`), whatever that largest R̂ is. Above
+    :data:`SHUFFLED_RHAT_CAP` this says that the draws are too few to tell whether the chains
+    agree, not that they do: 120 draws of chains that mix perfectly give a largest R̂ near 1.15.
+    Below :data:`MIN_DRAWS_ESS` draws per chain the shuffles themselves reach any R̂ the chains
+    can, so nothing is told apart and the chains are not given this benefit of the doubt."""
+    values = [_number(record.get(k)) for k in
+              ("rhat_above_1_01", "rhat_above_1_01_shuffled", "rhat_max", "rhat_max_shuffled")]
+    draws = _number(record.get("draws"))
+    if record.get("status") != "measured" or None in values or draws is None or not ess_estimable(int(draws)):
+        return False
+    share, baseline, rhat, shuffled = values
+    return share <= baseline and rhat - 1 <= SHUFFLED_RHAT_SLACK * (shuffled - 1)
+
+
 def fit_lines(method: str, info: dict) -> list[str]:
     """What a posterior's file records about where its fit ended or how it sampled, when that
     bounds what it shows, one sentence a line: a variational fit's limits, a sampler's
@@ -200,12 +222,14 @@ def fit_lines(method: str, info: dict) -> list[str]:
 
 def convergence_verdict(record: dict) -> str:
     """A measured record's largest R̂ in words: "the chains agree", "… agree as well as these
-    draws can show", "… roughly agree" or "… disagree"."""
+    draws can show", "too few draws to tell …", "… roughly agree" or "… disagree"."""
     rhat = _number(record.get("rhat_max"))
     if rhat is not None and rhat <= RHAT_STRICT:
         return "the chains agree"
     if mixed_as_shuffled(record):
         return "the chains agree as well as these draws can show"
+    if within_shuffled(record):
+        return "too few draws to tell whether the chains agree"
     return "the chains roughly agree" if rhat is not None and rhat <= RHAT_LOOSE else "the chains disagree"
 
 
@@ -217,6 +241,8 @@ def convergence_warning(info: dict) -> str | None:
     rhat = _number(record.get("rhat_max"))
     if rhat is None or rhat <= RHAT_LOOSE:
         return None
+    if within_shuffled(record):
+        return f"Too few draws to tell whether the chains agree (R̂ {rhat_text(rhat)}): this posterior may not have converged."
     return f"The chains disagree: this posterior may not have converged (R̂ {rhat_text(rhat)})."
 
 

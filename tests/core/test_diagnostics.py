@@ -13,7 +13,12 @@ from core.analysis.diagnostics import PROBE_SIZE, diagnose, probe_draws_progress
 from core.commands.main import main
 from core.engine.inference.base import SampledPosterior
 from core.engine.models import ArchSpec, build_model
-from core.engine.naming import convergence_lines, convergence_warning
+from core.engine.naming import (
+    convergence_lines,
+    convergence_verdict,
+    convergence_warning,
+    mixed_as_shuffled,
+)
 from core.engine.resources import resources_dir
 from core.engine.runner import drain
 from core.engine.store import load_posterior, save_posterior
@@ -53,6 +58,27 @@ def test_chains_that_agree_and_chains_that_do_not(two_halves) -> None:
     warning = convergence_warning({"diagnostics": apart})
     assert warning.startswith("The chains disagree: this posterior may not have converged (R̂ ")
     assert convergence_warning({"diagnostics": agree}) is None
+
+
+@pytest.mark.parametrize(("record", "words"), [
+    # the paper tier's SGLD after 600 epochs: 4 × 30 draws, as far apart as its draws shuffled
+    ({"rhat_max": 1.182, "rhat_max_shuffled": 1.167, "rhat_above_1_01": 0.393, "rhat_above_1_01_shuffled": 0.516},
+     "Too few draws to tell whether the chains agree"),
+    # its SGHMC after 50 epochs: the share test passes by chance, the largest R̂ does not
+    ({"rhat_max": 1.255, "rhat_max_shuffled": 1.135, "rhat_above_1_01": 0.435, "rhat_above_1_01_shuffled": 0.442},
+     "The chains disagree"),
+    # the network tier's SGHMC: chains far apart by both measures
+    ({"rhat_max": 2.16, "rhat_max_shuffled": 1.21, "rhat_above_1_01": 0.996, "rhat_above_1_01_shuffled": 0.565},
+     "The chains disagree"),
+])
+def test_a_warning_tells_chains_that_disagree_from_draws_too_few_to_tell(record, words) -> None:
+    record = {"status": "measured", "chains": 4, "draws": 30, **record}
+    warning = convergence_warning({"diagnostics": record})
+    assert warning.startswith(words) and "this posterior may not have converged" in warning
+    assert (convergence_verdict(record) == "too few draws to tell whether the chains agree") == words.startswith("Too")
+    assert not mixed_as_shuffled(record)  # never called converged above R̂ 1.05
+    few = {**record, "draws": 8}  # the shuffles of 8 draws reach any R̂: no benefit of the doubt
+    assert convergence_warning({"diagnostics": few}).startswith("The chains disagree")
 
 
 @pytest.mark.parametrize(("chains", "draws", "words"), [(1, 50, "one chain"), (3, 2, "2 draws per chain")])
