@@ -1,4 +1,4 @@
-"""Choose the network tier's sampler settings on a validation split (the figures of docs/zoo.md).
+"""Choose a tier's sampler settings on a validation split (the figures of docs/zoo.md).
 
 Each setting runs as a short pilot of four chains on MNIST training images 0–54,999 and is
 scored on training images 55,000–59,999, which it never saw (the test set is never read):
@@ -15,7 +15,8 @@ live settings, the lowest R̂ at a validation NLL near the best. docs/zoo.md lis
 behind the network tier's settings.
 
 Run: ``python benchmarks/measure_network_tuning.py --data-dir ../shared/data SETTING ...``
-(about 3 min per setting of 10 epochs on two CPU cores).
+(about 3 min per setting of 10 epochs of LeNet-5 on two CPU cores; ``--model softmax`` pilots
+the paper tier's softmax regression).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ TRAIN = 55_000
 PROBE = 1_000
 
 
-def pilot(spec: str, train, validation, epochs: int, seed: int) -> dict:
+def pilot(spec: str, train, validation, epochs: int, seed: int, model: str = "lenet5") -> dict:
     method_name, _, values = spec.partition(":")
     method = get_method(method_name)
     steps = math.ceil(TRAIN / ChainConfig.batch_size)  # per epoch; thinned to 25 draws per chain
@@ -47,7 +48,7 @@ def pilot(spec: str, train, validation, epochs: int, seed: int) -> dict:
                 "thin": str(max(1, (epochs - epochs // 2) * steps // 25))}
     settings.update(dict(item.split("=", 1) for item in values.split(",") if item))
     config = method.parse_settings(settings)
-    arch = ArchSpec("lenet5", num_classes=10, drop_rate=0.5 if method_name == "dsghmc" else 0.0)
+    arch = ArchSpec(model, num_classes=10, drop_rate=0.5 if method_name == "dsghmc" else 0.0)
     began = time.perf_counter()
     try:
         posterior = drain(fit_posterior(method, config, arch, train, seed))
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default="lenet5", help="lenet5 (the network tier) or softmax (the paper tier)")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     full = load_split("mnist", "train", root=args.data_dir)
@@ -76,7 +78,7 @@ def main() -> None:
           f"{len(validation):,} validation images ({TRAIN:,}–{len(full) - 1:,})")
     print("setting | validation NLL | accuracy | R̂ (max, first 1,000) | bulk ESS (min) | chains × draws | s")
     for spec in args.settings:
-        row = pilot(spec, train, validation, args.epochs, args.seed)
+        row = pilot(spec, train, validation, args.epochs, args.seed, args.model)
         if "diverged" in row:
             print(f"{spec} | diverged: {row['diverged']} | | | | | {row['seconds']:.0f}", flush=True)
         else:
