@@ -54,8 +54,8 @@ def TWO_LINES() -> int:  # noqa: N802 (a constant once the fonts are known)
     return probe.sizeHint().height()
 
 
-#: The longest warning a column can show, to size its room (R̂ with two decimals above 1.1).
-#: The longest warning a column can show (the room every column keeps while one shows it).
+#: The longest warning a column can show, to size the room every column keeps while one shows it
+#: (R̂ with two decimals above 1.1, in the longer "too few draws to tell" wording).
 ROOM_RECORD = {"diagnostics": {"status": "measured", "draws": 88, "rhat_max": 8.88, "rhat_max_shuffled": 8.88,
                                "rhat_above_1_01": 0.5, "rhat_above_1_01_shuffled": 0.5}}
 

@@ -263,8 +263,10 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         rhat = _number(record.get("rhat_max"))
         bulk, tail = _number(record.get("ess_bulk_min")), _number(record.get("ess_tail_min"))
         if rhat is not None:
+            scale = ("" if within_shuffled(record) and rhat > SHUFFLED_RHAT_CAP
+                     else f", above {RHAT_LOOSE} the chains disagree")  # too few draws: it cannot tell
             lines.append(f"Largest R̂ {rhat_text(rhat)}: {convergence_verdict(record)} (1.00 is perfect agreement; "
-                         f"aim for at most {RHAT_STRICT}, above {RHAT_LOOSE} the chains disagree).")
+                         f"aim for at most {RHAT_STRICT}{scale}).")
         tight, baseline = _number(record.get("rhat_above_1_01")), _number(record.get("rhat_above_1_01_shuffled"))
         if rhat is not None and rhat > RHAT_STRICT and tight is not None and baseline is not None:
             lines.append(f"R̂ is above {RHAT_STRICT} for {tight:.1%} of the probe's class probabilities; the same "

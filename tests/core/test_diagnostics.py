@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -77,6 +78,8 @@ def test_a_warning_tells_chains_that_disagree_from_draws_too_few_to_tell(record,
     assert warning.startswith(words) and "this posterior may not have converged" in warning
     assert (convergence_verdict(record) == "too few draws to tell whether the chains agree") == words.startswith("Too")
     assert not mixed_as_shuffled(record)  # never called converged above R̂ 1.05
+    lines = convergence_lines(SimpleNamespace(info={"diagnostics": record}, num_chains=4, num_draws=30))
+    assert ("above 1.1 the chains disagree" in lines[1]) == words.startswith("The")  # no scale that contradicts it
     few = {**record, "draws": 8}  # the shuffles of 8 draws reach any R̂: no benefit of the doubt
     assert convergence_warning({"diagnostics": few}).startswith("The chains disagree")
 

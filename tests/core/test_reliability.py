@@ -711,7 +711,7 @@ def test_out_that_is_not_a_regular_file_is_refused_before_training(kind, tiny_di
         (["--samples", "-5"], "--samples must be at least 1"),
         (["--samples", "0"], "--samples must be at least 1"),
         (["--level", "1.5"], "--level must lie strictly between 0 and 1"),
-        (["--samples", "10000000"], "10000000 samples of this mc_dropout posterior for 1 image(s) would need about"),
+        (["--samples", "10000000"], "10000000 samples of this laplace posterior for 1 image(s) would need about"),
     ],
 )
 def test_predict_sizes(argv, message, tmp_path, capsys, memory_8gb):
