@@ -275,7 +275,8 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                          f"{RHAT_STRICT} by chance alone.")
         above = _number(record.get("rhat_above_1_1"))
         if above is not None and above > 0:
-            lines.append(f"R̂ is above {RHAT_LOOSE} for {above * 100:.0f}% of the probe's class probabilities.")
+            share = f"{above:.0%}" if above >= 0.01 else f"{above:.1%}" if above >= 0.001 else "under 0.1%"
+            lines.append(f"R̂ is above {RHAT_LOOSE} for {share} of the probe's class probabilities.")
         per_chain = record.get("draws") or 0
         if bulk is not None and tail is not None and not ess_estimable(per_chain):
             lines.append(f"ESS: too few draws per chain ({per_chain}) to estimate how many "

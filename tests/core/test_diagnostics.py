@@ -195,3 +195,10 @@ def test_the_reference_is_called_exact_when_its_chains_mix_as_shuffled_draws_do(
     assert "1.020" in sentence and "0.6%" in sentence and "800 draws" in sentence and "0.9%" in sentence
     worse = {**record, "rhat_above_1_01": 0.05}
     assert reference_words({"diagnostics": worse})[0] == "HMC (not converged, R̂ 1.02)"
+
+
+@pytest.mark.parametrize(("above", "words"), [(0.0011, "0.1%"), (0.0006, "under 0.1%"), (0.9, "90%")])
+def test_a_small_share_above_1_1_is_not_rounded_to_nothing(above, words) -> None:
+    record = {"status": "measured", "chains": 4, "draws": 30, "rhat_max": 1.18, "rhat_above_1_1": above}
+    lines = convergence_lines(SimpleNamespace(info={"diagnostics": record}, num_chains=4, num_draws=30))
+    assert f"R̂ is above 1.1 for {words} of the probe's class probabilities." in lines
