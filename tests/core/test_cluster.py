@@ -175,13 +175,15 @@ def _cli(*argv: str, env: dict[str, str]) -> subprocess.Popen:
 
 
 def _wait_for_progress(process: subprocess.Popen, timeout: float = 90.0) -> str:
-    """Read the command's stderr until its bar shows work done by the tasks; return what was read."""
+    """Read the command's stderr until its training bar ("sgld softmax") shows work done by the
+    tasks; return what was read. Only that bar: in a loaded CI run the first progress read once
+    came from the convergence bar after training, and Ctrl-C then met a finished run."""
     seen = ""
     deadline = time.monotonic() + timeout
     os.set_blocking(process.stderr.fileno(), False)
     while time.monotonic() < deadline:
         seen += (process.stderr.read() or b"").decode(errors="replace")
-        if any(int(a) > 0 for a, _ in re.findall(r"(\d+)/(\d+) \[", seen)):
+        if any(int(a) > 0 for a, _ in re.findall(r"sgld softmax: +\d+%\|[^|]*\| (\d+)/(\d+) \[", seen)):
             return seen
         if process.poll() is not None:
             break
