@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", help="PNG/JPEG of a digit, or SET:INDEX of a test image (e.g. mnist-test:0); "
                                       "for posteriors of your own images, a photo (read as their training images were)")
     parser.add_argument("--posterior", nargs="+", metavar="P",
-                        help="posterior file(s), one column each (default: the bundled MC-dropout LeNet-5)")
+                        help="posterior file(s), one column each (default: the bundled Laplace LeNet-5)")
     parser.add_argument("--samples", type=int, default=100, help="posterior samples S per column")
     parser.add_argument("--level", type=float, default=0.9, help="credible interval level")
     parser.add_argument("--seed", type=int, default=0)

@@ -46,7 +46,7 @@ from core.engine.store import load_posterior
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", help="PNG/JPEG of a digit (any size; dark-on-light is inverted), or a photo with --task age")
-    parser.add_argument("--posterior", help="posterior file (default: the bundled MC-dropout LeNet-5; "
+    parser.add_argument("--posterior", help="posterior file (default: the bundled Laplace LeNet-5; "
                         "with --task age the bundled SGHMC face head)")
     parser.add_argument("--samples", type=int, default=100, help="posterior samples S (at least 1)")
     parser.add_argument("--level", type=float, default=0.9, help="credible interval level")

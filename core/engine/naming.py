@@ -165,6 +165,9 @@ def mixed_as_shuffled(record: dict) -> bool:
             and rhat <= SHUFFLED_RHAT_CAP and share <= baseline)
 
 
+#: The verdict on chains as far apart as their own draws shuffled, above the cap (:func:`within_shuffled`).
+TOO_FEW_DRAWS = "too few draws to tell whether the chains agree"
+
 #: Chains whose largest R̂ exceeds the shuffled draws' by up to this share of its distance from 1
 #: lie within the spread of the shuffles themselves (8 shuffles of the same draws differ so much).
 SHUFFLED_RHAT_SLACK = 1.25
@@ -229,7 +232,7 @@ def convergence_verdict(record: dict) -> str:
     if mixed_as_shuffled(record):
         return "the chains agree as well as these draws can show"
     if within_shuffled(record):
-        return "too few draws to tell whether the chains agree"
+        return TOO_FEW_DRAWS
     return "the chains roughly agree" if rhat is not None and rhat <= RHAT_LOOSE else "the chains disagree"
 
 
@@ -242,7 +245,7 @@ def convergence_warning(info: dict) -> str | None:
     if rhat is None or rhat <= RHAT_LOOSE:
         return None
     if within_shuffled(record):
-        return f"Too few draws to tell whether the chains agree (R̂ {rhat_text(rhat)}): this posterior may not have converged."
+        return f"{TOO_FEW_DRAWS.capitalize()} (R̂ {rhat_text(rhat)}): this posterior may not have converged."
     return f"The chains disagree: this posterior may not have converged (R̂ {rhat_text(rhat)})."
 
 
@@ -263,9 +266,9 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         rhat = _number(record.get("rhat_max"))
         bulk, tail = _number(record.get("ess_bulk_min")), _number(record.get("ess_tail_min"))
         if rhat is not None:
-            scale = ("" if within_shuffled(record) and rhat > SHUFFLED_RHAT_CAP
-                     else f", above {RHAT_LOOSE} the chains disagree")  # too few draws: it cannot tell
-            lines.append(f"Largest R̂ {rhat_text(rhat)}: {convergence_verdict(record)} (1.00 is perfect agreement; "
+            verdict = convergence_verdict(record)
+            scale = "" if verdict == TOO_FEW_DRAWS else f", above {RHAT_LOOSE} the chains disagree"  # it cannot tell
+            lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}{scale}).")
         tight, baseline = _number(record.get("rhat_above_1_01")), _number(record.get("rhat_above_1_01_shuffled"))
         if rhat is not None and rhat > RHAT_STRICT and tight is not None and baseline is not None:
