@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QW
 
 from app.plots.convergence_plots import RhatPlot, TracePlot
 from app.plots.style import WARNING
-from core.engine.naming import convergence_lines, convergence_warning
+from core.engine.naming import convergence_lines, convergence_warning, level_line
 
 #: Which per-chain trace to show, best first.
 TRACE_NAMES = {"log_posterior": "log posterior", "param_norm": "weight norm ‖θ‖"}
@@ -32,7 +32,9 @@ class DiagnosticsWindow(QDialog):
         self.warning.setVisible(bool(warning))
         self.warning.setWordWrap(True)
         layout.addWidget(self.warning)
-        self.summary = QLabel("<br>".join(html.escape(line) for line in convergence_lines(posterior)))
+        level = level_line(posterior.method, info)  # how probable its draws are under the exact posterior
+        lines = convergence_lines(posterior) + ([level] if level else [])
+        self.summary = QLabel("<br>".join(html.escape(line) for line in lines))
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self.summary)
@@ -45,7 +47,10 @@ class DiagnosticsWindow(QDialog):
         if steps is None and "num_warmup" in config:  # HMC: its warm-up, then its sampling iterations
             steps = int(config["num_warmup"]) + int(config.get("num_samples", 0))
             burn_in = int(config["num_warmup"])
-        self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, TRACE_NAMES.get(key, ""))
+        name = TRACE_NAMES.get(key, "")
+        if key == "log_posterior" and info.get("num_steps") is not None:  # a mini-batch sampler's, not exact
+            name = "log posterior, one mini-batch's estimate"
+        self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, name)
         self.trace.getPlotItem().setTitle("Each chain against the step")
         layout.addWidget(self.trace, 1)
 

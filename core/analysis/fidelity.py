@@ -18,6 +18,16 @@ mean over its own draws (the predictive, K class probabilities):
   nats instead of an infinite mean.
 
 Ties in argmax go to the lowest class index (torch's and numpy's rule) on both sides.
+
+The predictive can sit close to the reference's while each draw does not: a sampler whose steps
+are too large for the posterior's curvature samples a wider distribution, and its chains can
+agree on it (R̂ cannot see this). :func:`log_posterior_level` checks the draws themselves: the
+exact log posterior log p(D | θ) + log p(θ) of each stored draw over the training data. Draws of
+the posterior lie at a level set by the posterior (for d weights of a Gaussian posterior, about
+d/2 below its peak, spread √(d/2)); draws far below that level come from a wider distribution,
+far above it from one huddled at the peak. Lying at the level does not make a distribution the
+posterior (mean-field VI of a Gaussian lies there exactly), so the check can fail a method, not
+pass it.
 """
 
 from __future__ import annotations
@@ -30,7 +40,14 @@ import numpy as np
 import torch
 
 from core.analysis.metrics import predict_dataset
-from core.engine.inference.base import Dataset, Posterior, ProgressRecord, check_data_fits
+from core.engine.inference.base import (
+    Dataset,
+    Posterior,
+    ProgressRecord,
+    SampledPosterior,
+    check_data_fits,
+)
+from core.engine.inference.sampling import gaussian_log_prior
 
 #: Method probabilities below this count as this in KL(reference ‖ method).
 PROBABILITY_FLOOR = 1e-12
@@ -128,6 +145,52 @@ def fidelity_to_reference(
         accuracy[name] = float((predictions.mean_proba.argmax(-1) == predictions.labels).mean())
     results = {name: predictive_fidelity(means[ref_name], means[name]) for name in posteriors}
     return FidelityReport(ref_name, data.name, len(data), results, draws, accuracy)
+
+
+#: Stored draws, evenly spaced, whose exact log posterior :func:`log_posterior_level` computes.
+LEVEL_DRAWS = 40
+#: Training images per forward pass of :func:`log_posterior_level`.
+LEVEL_BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class LogPosteriorLevel:
+    """The exact log posterior of stored draws, log p(D | θ) + log N(θ; 0, σ²I) without constants."""
+
+    values: np.ndarray  # (draws,)
+
+    def record(self) -> dict[str, float | int]:
+        """Mean, standard deviation and number of draws, as written to JSON."""
+        return {"mean": float(self.values.mean()), "sd": float(self.values.std(ddof=1)) if len(self.values) > 1
+                else 0.0, "draws": len(self.values)}
+
+
+def why_not_level(posterior: Posterior, reference: Posterior) -> str | None:
+    """Why ``posterior``'s draws cannot be scored under ``reference``'s posterior, or None."""
+    if not isinstance(posterior, SampledPosterior):
+        return "it stores no weight draws"
+    if posterior.num_samples < 2:
+        return "it holds one set of weights, not a spread"
+    if posterior.arch != reference.arch:
+        return "its model differs from the reference's"
+    if float(posterior.config.get("prior_std", 1.0)) != float(reference.config.get("prior_std", 1.0)):
+        return "its prior differs from the reference's"
+    return None
+
+
+def log_posterior_level(posterior: SampledPosterior, data: Dataset, prior_std: float,
+                        num_draws: int = LEVEL_DRAWS) -> Generator[ProgressRecord, None, LogPosteriorLevel]:
+    """Exact log posterior of ``num_draws`` evenly spaced stored draws over all of ``data``
+    (the training set) under the prior N(0, ``prior_std``² I); yields progress per batch."""
+    check_data_fits(posterior.arch, data, "the training data", "the posterior", labels=True)
+    draws = {k: v.double() for k, v in posterior.flat_samples(num_draws).items()}
+    total = gaussian_log_prior(draws, prior_std)
+    for start in range(0, len(data), LEVEL_BATCH):
+        x, y = data.x[start:start + LEVEL_BATCH], data.y[start:start + LEVEL_BATCH]
+        log_p = torch.log_softmax(posterior.predict_logits(x, num_draws).double(), -1)  # (S, B, K)
+        total = total + log_p.gather(-1, y.long()[None, :, None].expand(len(log_p), -1, 1)).sum((1, 2))
+        yield ProgressRecord(step=min(start + LEVEL_BATCH, len(data)), total=len(data), phase="log posterior")
+    return LogPosteriorLevel(total.numpy())
 
 
 def _named(loop: Generator[ProgressRecord, None, Any], name: str) -> Generator[ProgressRecord, None, Any]:

@@ -104,6 +104,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "draws": record.get("draws"),
         "convergence": record,
         "fit_notes": fit_lines(records["method"], info),
+        "log_posterior_level": info.get("log_posterior_level"),
         "acceptance": info.get("acceptance_rate"),
         "train_seconds": info.get("train_seconds"),
         "test_accuracy": info.get("test_accuracy"),
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     for i, line in enumerate(facts["fit_notes"]):
-        say(f"  {'fit ended' if i == 0 else '':13s} {line}")
+        say(f"  {'fit notes' if i == 0 else '':13s} {line}")
     probe = facts["convergence"].get("probe")
     if probe:
         say(f"                measured on {probe}")

@@ -190,12 +190,46 @@ def within_shuffled(record: dict) -> bool:
     return share <= baseline and rhat - 1 <= SHUFFLED_RHAT_SLACK * (shuffled - 1)
 
 
+#: Draws whose mean exact log posterior lies this many of the reference draws' standard
+#: deviations from the reference's mean are less (or more) probable than almost every
+#: reference draw (three: 99.7 % of a normal spread).
+LEVEL_SPREADS = 3
+
+
+def _log_number(value: float) -> str:
+    return f"{value:,.0f}".replace("-", "−")
+
+
+def level_line(method: str, info: dict) -> str | None:
+    """How probable a sampler's draws are under the exact posterior, against the reference's own
+    draws (``info["log_posterior_level"]``, written by ``bayescope-cli zoo``), or None."""
+    level = info.get("log_posterior_level")
+    ref = level.get("reference") if isinstance(level, dict) else None
+    if not isinstance(ref, dict) or ref.get("method") == method:
+        return None
+    mean, sd, ref_mean, ref_sd = (_number(d.get(k)) for d, k in ((level, "mean"), (level, "sd"),
+                                                                  (ref, "mean"), (ref, "sd")))
+    if None in (mean, sd, ref_mean, ref_sd):
+        return None
+    name = method_label(str(ref.get("method")))
+    numbers = (f"log posterior {_log_number(mean)} on average, against {_log_number(ref_mean)} ± "
+               f"{_log_number(ref_sd)} for {name}'s draws, which are exact")
+    if mean < ref_mean - LEVEL_SPREADS * ref_sd:
+        return (f"Under the exact posterior its draws are far less probable than {name}'s ({numbers}): it samples "
+                "a wider distribution than the posterior.")
+    if mean > ref_mean + LEVEL_SPREADS * ref_sd:
+        return (f"Under the exact posterior its draws are far more probable than {name}'s ({numbers}): they crowd "
+                "nearer the posterior's peak than the posterior's own draws do.")
+    return f"Under the exact posterior its draws are as probable as {name}'s ({numbers})."
+
+
 def fit_lines(method: str, info: dict) -> list[str]:
     """What a posterior's file records about where its fit ended or how it sampled, when that
     bounds what it shows, one sentence a line: a variational fit's limits, a sampler's
-    preconditioner (nothing for the other methods)."""
+    preconditioner, how probable a sampler's draws are under a tier's exact posterior
+    (nothing for the other methods)."""
     info = info if isinstance(info, dict) else {}
-    lines = []
+    lines = [line] if (line := level_line(method, info)) else []
     share = _number(info.get("alpha_at_limit"))
     if method == "vdropout" and share:
         lines.append(f"Its learned noise sits at the method's upper limit (α = 1, dropping half) for {share:.0%} of "

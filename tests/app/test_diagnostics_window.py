@@ -119,3 +119,22 @@ def test_a_variational_column_says_where_its_fit_ended(qtbot, window):
         assert words in tip, tip
         assert "Convergence: n/a" in tip  # and, as before, what convergence means for it
     assert "A mixture of low-rank Gaussians over the weights." in tip  # its description's capitals kept
+
+
+def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posterior(qtbot):
+    """The paper tier's SGLD: its draws placed against exact HMC's under the exact posterior (the
+    level ``bayescope-cli zoo`` records), and its trace named what it is, a mini-batch's estimate;
+    HMC's trace is its exact log posterior, and HMC is not placed against itself."""
+    from app.views.diagnostics import DiagnosticsWindow
+    from core.engine.store import load_posterior
+
+    classes = tuple(str(k) for k in range(10))
+    sgld = DiagnosticsWindow(load_posterior(MODELS / "paper_softmax_sgld.pt"), "SGLD", classes)
+    hmc = DiagnosticsWindow(load_posterior(MODELS / "paper_softmax_hmc.pt"), "HMC", classes)
+    qtbot.addWidget(sgld)
+    qtbot.addWidget(hmc)
+    assert "Under the exact posterior its draws are" in sgld.summary.text()
+    assert "for HMC&#x27;s draws, which are exact" in sgld.summary.text()
+    assert sgld.trace.getPlotItem().getAxis("left").labelText == "log posterior, one mini-batch's estimate"
+    assert hmc.trace.getPlotItem().getAxis("left").labelText == "log posterior"
+    assert "Under the exact posterior" not in hmc.summary.text()

@@ -10,10 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from core.analysis.fidelity import PROBABILITY_FLOOR, predictive_fidelity
+from core.analysis.fidelity import (
+    PROBABILITY_FLOOR,
+    log_posterior_level,
+    predictive_fidelity,
+    why_not_level,
+)
 from core.commands.main import main
 from core.engine.inference import get_method
-from core.engine.inference.base import SampledPosterior
+from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
 from core.engine.models import ArchSpec
 from core.engine.runner import drain, fit_posterior
 from core.engine.store import save_posterior
@@ -61,6 +66,48 @@ def _mean_predictive(posterior: SampledPosterior, x: torch.Tensor) -> np.ndarray
     b = posterior.samples["linear.bias"].reshape(-1, posterior.samples["linear.bias"].shape[-1]).double()
     logits = torch.einsum("nd,skd->snk", x.reshape(len(x), -1).double(), w) + b[:, None, :]
     return torch.softmax(logits, -1).mean(0).numpy()
+
+
+def test_the_log_posterior_level_of_draws_is_the_exact_log_posterior_of_each_draw():
+    """Against the log posterior written out by hand (numpy, float64) for 3 × 2 draws of a
+    4-class softmax regression on 7 images: log-likelihood over every image (two batches, to
+    cross :data:`LEVEL_BATCH`'s split) plus log N(θ; 0, σ²I) without its constant."""
+    import core.analysis.fidelity as fidelity
+
+    g = torch.Generator().manual_seed(3)
+    weight, bias = torch.randn(3, 2, 4, 784, generator=g) * 0.1, torch.randn(3, 2, 4, generator=g)
+    x, y = torch.rand(7, 1, 28, 28, generator=g), torch.tensor([0, 1, 2, 3, 0, 1, 2])
+    posterior = SampledPosterior("sgld", ArchSpec("softmax", num_classes=4), {}, 0, "tiny",
+                                 {"linear.weight": weight, "linear.bias": bias})
+    old, fidelity.LEVEL_BATCH = fidelity.LEVEL_BATCH, 4
+    try:
+        level = drain(log_posterior_level(posterior, Dataset(x, y), prior_std=0.5, num_draws=6))
+    finally:
+        fidelity.LEVEL_BATCH = old
+    w, b = weight.double().numpy().reshape(6, 4, 784), bias.double().numpy().reshape(6, 4)
+    logits = np.einsum("nd,skd->snk", x.double().numpy().reshape(7, 784), w) + b[:, None, :]
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = log_softmax[:, np.arange(7), y.numpy()].sum(1) - 0.5 * ((w ** 2).sum((1, 2)) + (b ** 2).sum(1)) / 0.25
+    assert level.values == pytest.approx(expected, rel=1e-6)  # the network computes its logits in float32
+    assert level.record() == pytest.approx({"mean": expected.mean(), "sd": expected.std(ddof=1), "draws": 6})
+
+
+def test_draws_of_another_model_or_prior_are_not_scored_under_the_reference():
+    softmax = ArchSpec("softmax", num_classes=4)
+    samples = {"linear.weight": torch.zeros(1, 2, 4, 784), "linear.bias": torch.zeros(1, 2, 4)}
+    reference = SampledPosterior("hmc", softmax, {"prior_std": 1.0}, 0, "tiny", samples)
+    assert why_not_level(SampledPosterior("sgld", softmax, {}, 0, "tiny", samples), reference) is None
+    assert why_not_level(SampledPosterior("sgld", softmax, {"prior_std": 0.2}, 0, "tiny", samples),
+                         reference) == "its prior differs from the reference's"
+    dropped = ArchSpec("softmax", num_classes=4, drop_rate=0.5)  # D-SGHMC's input masks: another model
+    assert why_not_level(SampledPosterior("dsghmc", dropped, {}, 0, "tiny", samples),
+                         reference) == "its model differs from the reference's"
+    single = {k: v[:, :1] for k, v in samples.items()}  # MAP: one set of weights, the peak itself
+    assert why_not_level(SampledPosterior("map", softmax, {}, 0, "tiny", single),
+                         reference) == "it holds one set of weights, not a spread"
+    one = {k: v[0, 0] for k, v in samples.items()}
+    assert why_not_level(DropoutPosterior("mc_dropout", dropped, {}, 0, "tiny", one),
+                         reference) == "it stores no weight draws"
 
 
 def test_fidelity_command_against_a_small_hmc_reference(tmp_path, tiny_mnist, capsys):

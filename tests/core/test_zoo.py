@@ -61,6 +61,11 @@ def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data
         assert rows[m]["command"].startswith("bayescope-cli train --model softmax --method " + m)
     assert rows["hmc"]["chains"] == 4 and rows["hmc"]["draws"] == 8 and rows["hmc"]["acceptance"] is not None
     assert rows["map"]["rhat"] is None and rows["map"]["ood_auroc_epistemic"] is None  # n/a, not 0.5
+    # the sampled files' draws are scored under the exact posterior, the reference's own too
+    level = file_records(out / "paper_softmax_sgld.pt")["info"]["log_posterior_level"]
+    assert level["mean"] == pytest.approx(rows["sgld"]["log_posterior_mean"]) and level["draws"] == min(40, rows["sgld"]["chains"] * rows["sgld"]["draws"])
+    assert level["reference"]["mean"] == pytest.approx(rows["hmc"]["log_posterior_mean"])
+    assert rows["map"]["log_posterior_mean"] is None and rows["mfvi"]["log_posterior_mean"] is None
     capsys.readouterr()
     assert main(["info", "--json", str(out / "paper_softmax_map.pt")]) == 0
     assert json.loads(capsys.readouterr().out)["tier"] == "paper"
@@ -194,6 +199,26 @@ def test_the_paper_tiers_variational_files_say_where_their_fit_ended():
     share = files["vdropout"]["info"]["alpha_at_limit"]
     assert 0 < share <= 1
     assert f"for {share:.0%} of the weights" in fit_lines("vdropout", files["vdropout"]["info"])[0]
+
+
+def test_a_samplers_draws_are_placed_against_the_exact_posteriors_own():
+    """Three spreads of the reference's draws (3) decide: far below its level is a wider
+    distribution, far above one crowding the peak; the reference itself gets no line."""
+    from core.engine.naming import fit_lines
+
+    ref = {"method": "hmc", "mean": -17_941.0, "sd": 66.0, "draws": 40}
+
+    def line(mean: float, method: str = "sgld") -> list[str]:
+        return fit_lines(method, {"log_posterior_level": {"mean": mean, "sd": 500.0, "draws": 40, "reference": ref}})
+
+    (wide,) = line(-33_862.0)
+    assert "far less probable than HMC's" in wide and "wider distribution than the posterior" in wide
+    assert "log posterior −33,862 on average, against −17,941 ± 66 for HMC's draws" in wide
+    (narrow,) = line(-17_941.0 + 3.1 * 66)
+    assert "far more probable" in narrow and "crowd nearer the posterior's peak" in narrow
+    (level,) = line(-17_941.0 - 2.9 * 66)
+    assert "as probable as HMC's" in level
+    assert line(-17_941.0, method="hmc") == [] and fit_lines("sgld", {"log_posterior_level": {"mean": 1}}) == []
 
 
 def test_fit_lines_name_a_collapsed_mixture_and_noise_held_at_its_limit():
