@@ -284,8 +284,9 @@ def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: ar
                   bar: Any) -> dict[str, dict[str, Any]]:
     """Where the tier's reference is among ``posteriors``: the exact log posterior of every
     sampled posterior's draws over the training set, the reference's included (its own level),
-    written into each file as ``info["log_posterior_level"]`` (the window's column says it) and
-    returned by method. Files whose draws belong to another model or prior are left as they are."""
+    returned by method and written into each other file as ``info["log_posterior_level"]`` with
+    the reference's beside it (the window's column says it). The reference's file, and files
+    whose draws belong to another model or prior, are left as they are."""
     from core.analysis.evaluation import resolve_dataset
     from core.analysis.fidelity import log_posterior_level, why_not_level
     from core.engine.runner import drain
@@ -299,6 +300,8 @@ def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: ar
     prior_std = float(ref.config.get("prior_std", 1.0))
     levels = {m: drain(log_posterior_level(p, train, prior_std), bar_callback(bar)).record() for m, p in scored.items()}
     for m, posterior in scored.items():
+        if m == tier.reference:
+            continue
         posterior.info["log_posterior_level"] = {
             **levels[m], "data": f"the {len(train):,} training images", "prior_std": prior_std,
             "reference": {"method": tier.reference, **levels[tier.reference]}}
