@@ -136,11 +136,11 @@ def run(args: argparse.Namespace) -> int:
     if facts["chains"] is not None:
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
-    for i, line in enumerate(facts["fit_notes"]):
-        say(f"  {'fit notes' if i == 0 else '':13s} {line}")
     probe = facts["convergence"].get("probe")
     if probe:
         say(f"                measured on {probe}")
+    for i, line in enumerate(facts["fit_notes"]):
+        say(f"  {'fit notes' if i == 0 else '':13s} {line}")
     if facts["acceptance"] is not None:
         say(f"  acceptance    {facts['acceptance'] * 100:.0f}% of HMC's proposals")
     if facts["test_accuracy"] is not None:

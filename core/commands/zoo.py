@@ -320,7 +320,7 @@ def _cell(value: Any, digits: int = 3) -> str:
 
 def _level_cell(row: dict[str, Any]) -> str:
     mean, sd = row.get("log_posterior_mean"), row.get("log_posterior_sd")
-    return "n/a" if mean is None else f"{mean:,.0f} ± {sd:,.0f}"
+    return "n/a" if mean is None else f"{mean:,.0f} ± {sd:,.0f}".replace("-", "−")
 
 
 def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:

@@ -151,10 +151,36 @@ def test_the_bundled_reference_of_the_paper_tier_has_converged():
     assert reference_words(reference["info"])[0] == "Exact inference (HMC)"
 
 
+def test_the_paper_tiers_sampled_files_place_their_draws_against_hmcs():
+    """Every file whose draws share HMC's model and prior records how probable they are under the
+    exact posterior, beside HMC's own level (``bayescope-cli zoo``); D-SGHMC's input masks make it
+    another model, MAP holds one set of weights, and HMC is not placed against itself."""
+    files = {r["method"]: r for r in _bundled(zoo.TIERS["paper"])}
+    levels = {m: r["info"].get("log_posterior_level") for m, r in files.items()}
+    assert {m for m, level in levels.items() if level} == {"sgld", "sghmc", "ensemble"}
+    references = {(level["reference"]["method"], level["reference"]["mean"]) for level in levels.values() if level}
+    assert len(references) == 1 and next(iter(references))[0] == "hmc"
+    assert all(level["data"] == "the 60,000 training images" for level in levels.values() if level)
+
+
+@pytest.mark.xfail(strict=True, reason="the paper tier's SGLD and SGHMC, at the steps nearest HMC's level that mix "
+                   "within 31 min, still sample a wider distribution: their draws' log posterior averages -19,677 "
+                   "and -19,585 against -17,930 ± 58 for HMC's (docs/zoo.md)")
+def test_the_paper_tiers_samplers_draws_are_as_probable_as_exact_inferences():
+    from core.engine.naming import LEVEL_SPREADS
+
+    for r in _bundled(zoo.TIERS["paper"]):
+        level = r["info"].get("log_posterior_level")
+        if level and r["method"] != "ensemble":  # an ensemble's members sit at modes by design
+            ref = level["reference"]
+            assert abs(level["mean"] - ref["mean"]) <= LEVEL_SPREADS * ref["sd"], (r["method"], level)
+
+
 NOT_CONVERGED = {
-    "paper": "the paper tier's stochastic-gradient samplers' 120 draws are too few to show R̂ ≤ 1.01 (SGLD 1.18, "
-             "SGHMC 1.12, D-SGHMC 1.14; shuffled into perfectly mixed chains they give 1.14-1.18) and HMC's largest "
-             "R̂ (1.020) is above 1.01 by chance at its 800 draws (docs/zoo.md)",
+    "paper": "the paper tier's stochastic-gradient samplers have not shown R̂ ≤ 1.01: SGLD's and SGHMC's chains "
+             "disagree (1.34, 1.33 after 1,200 epochs at small steps) and D-SGHMC's 120 draws are too few to tell "
+             "(1.14, as its draws shuffled); HMC's largest R̂ (1.020) is above 1.01 by chance at its 800 draws "
+             "(docs/zoo.md)",
     "network": "the network tier's stochastic-gradient samplers have not converged: each of the four chains keeps to "
                "its own region of LeNet-5's weights over 50 epochs (R̂ 1.99-2.16, ESS 8 of 100; docs/zoo.md)",
 }
