@@ -9,9 +9,15 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from app.plots.convergence_plots import RhatPlot, TracePlot
+from app.plots.convergence_plots import TRACE_TIP, RhatPlot, TracePlot
 from app.plots.style import WARNING
 from core.engine.naming import convergence_lines, convergence_warning, level_line
+
+#: Said of a stochastic-gradient sampler's log posterior trace, which is no exact value.
+MINI_BATCH_TIP = (
+    "This sampler sees one mini-batch of images per step, so each point is that mini-batch's "
+    "estimate of the log posterior, scaled up to the whole training set: it scatters widely "
+    "around the real value, and may even lie above the posterior's peak.")
 
 #: Which per-chain trace to show, best first.
 TRACE_NAMES = {"log_posterior": "log posterior", "param_norm": "weight norm ‖θ‖"}
@@ -49,7 +55,8 @@ class DiagnosticsWindow(QDialog):
             burn_in = int(config["num_warmup"])
         name = TRACE_NAMES.get(key, "")
         if key == "log_posterior" and info.get("num_steps") is not None:  # a mini-batch sampler's, not exact
-            name = "log posterior, one mini-batch's estimate"
+            name = "log posterior (mini-batch)"
+            self.trace.setToolTip(TRACE_TIP + " " + MINI_BATCH_TIP)
         self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, name)
         self.trace.getPlotItem().setTitle("Each chain against the step")
         layout.addWidget(self.trace, 1)

@@ -135,6 +135,8 @@ def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posteri
     qtbot.addWidget(hmc)
     assert "Under the exact posterior its draws are" in sgld.summary.text()
     assert "for HMC&#x27;s draws, which are exact" in sgld.summary.text()
-    assert sgld.trace.getPlotItem().getAxis("left").labelText == "log posterior, one mini-batch's estimate"
+    assert sgld.trace.getPlotItem().getAxis("left").labelText == "log posterior (mini-batch)"
+    assert "one mini-batch of images per step" in sgld.trace.toolTip()
+    assert "mini-batch" not in hmc.trace.toolTip()
     assert hmc.trace.getPlotItem().getAxis("left").labelText == "log posterior"
     assert "Under the exact posterior" not in hmc.summary.text()
