@@ -140,3 +140,11 @@ def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posteri
     assert "mini-batch" not in hmc.trace.toolTip()
     assert hmc.trace.getPlotItem().getAxis("left").labelText == "log posterior"
     assert "Under the exact posterior" not in hmc.summary.text()
+
+
+def test_a_samplers_column_tooltip_places_its_draws_against_exact_inference(qtbot, window):
+    path = MODELS / "paper_softmax_sghmc.pt"
+    assert window.add_posterior(path)
+    tip = window.column_views[str(path.resolve())].title.toolTip()
+    assert "Under the exact posterior its draws are far less probable than HMC&#x27;s" in tip, tip
+    assert "Largest R̂" in tip  # beside what convergence means for it
