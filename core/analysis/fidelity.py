@@ -22,7 +22,8 @@ Ties in argmax go to the lowest class index (torch's and numpy's rule) on both s
 The predictive can sit close to the reference's while each draw does not: a sampler whose steps
 are too large for the posterior's curvature samples a wider distribution, and its chains can
 agree on it (R̂ cannot see this). :func:`log_posterior_level` checks the draws themselves: the
-exact log posterior log p(D | θ) + log p(θ) of each stored draw over the training data. Draws of
+exact log posterior log p(D | θ) + log p(θ) over the training data of each weight set a posterior
+predicts with (a sampler's stored draws, an ensemble's members, a Gaussian family's draws). Draws of
 the posterior lie at a level set by the posterior (for d weights of a Gaussian posterior, about
 d/2 below its peak, spread √(d/2)); draws far below that level come from a wider distribution,
 far above it from one huddled at the peak. Lying at the level does not make a distribution the
@@ -47,7 +48,6 @@ from core.engine.inference.base import (
     SampledPosterior,
     check_data_fits,
 )
-from core.engine.inference.sampling import gaussian_log_prior
 
 #: Method probabilities below this count as this in KL(reference ‖ method).
 PROBABILITY_FLOOR = 1e-12
@@ -147,7 +147,8 @@ def fidelity_to_reference(
     return FidelityReport(ref_name, data.name, len(data), results, draws, accuracy)
 
 
-#: Stored draws, evenly spaced, whose exact log posterior :func:`log_posterior_level` computes.
+#: Weight sets (a sampler's stored draws, evenly spaced) whose exact log posterior
+#: :func:`log_posterior_level` computes.
 LEVEL_DRAWS = 40
 #: Training images per forward pass of :func:`log_posterior_level`.
 LEVEL_BATCH = 5_000
@@ -155,7 +156,7 @@ LEVEL_BATCH = 5_000
 
 @dataclass(frozen=True)
 class LogPosteriorLevel:
-    """The exact log posterior of stored draws, log p(D | θ) + log N(θ; 0, σ²I) without constants."""
+    """The exact log posterior of weight draws, log p(D | θ) + log N(θ; 0, σ²I) without constants."""
 
     values: np.ndarray  # (draws,)
 
@@ -166,25 +167,38 @@ class LogPosteriorLevel:
 
 
 def why_not_level(posterior: Posterior, reference: Posterior) -> str | None:
-    """Why ``posterior``'s draws cannot be scored under ``reference``'s posterior, or None."""
-    if not isinstance(posterior, SampledPosterior):
-        return "it stores no weight draws"
-    if posterior.num_samples < 2:
-        return "it holds one set of weights, not a spread"
+    """Why ``posterior``'s draws cannot be scored under ``reference``'s posterior, or None: its
+    weights must be those of the same model (input dropout makes another), more than one set,
+    under the same Gaussian prior (variational dropout's log-uniform one is not)."""
     if posterior.arch != reference.arch:
         return "its model differs from the reference's"
-    if float(posterior.config.get("prior_std", 1.0)) != float(reference.config.get("prior_std", 1.0)):
+    if isinstance(posterior, SampledPosterior):
+        if posterior.num_samples < 2:
+            return "it holds one set of weights, not a spread"
+    elif not callable(getattr(posterior, "fixed_draws", None)):
+        return "it draws no weight sets"
+    config, ref_std = posterior.config, reference.config.get("prior_std", 1.0)
+    if (config.get("prior", "gaussian") != "gaussian" or config.get("prior_precision", "prior") != "prior"
+            or "prior_std" not in config or float(config["prior_std"]) != float(ref_std)):
         return "its prior differs from the reference's"
     return None
 
 
-def log_posterior_level(posterior: SampledPosterior, data: Dataset, prior_std: float,
+def _weight_draws(posterior: Posterior, num_draws: int) -> torch.Tensor:
+    """The ``num_draws`` weight sets ``posterior.predict_logits(x, num_draws)`` predicts with, flat
+    (S, P): a sampler's evenly spaced stored draws, or the fixed bank of a Gaussian family's."""
+    if isinstance(posterior, SampledPosterior):
+        return torch.cat([v.reshape(len(v), -1) for v in posterior.flat_samples(num_draws).values()], dim=1)
+    return posterior.fixed_draws(num_draws)
+
+
+def log_posterior_level(posterior: Posterior, data: Dataset, prior_std: float,
                         num_draws: int = LEVEL_DRAWS) -> Generator[ProgressRecord, None, LogPosteriorLevel]:
-    """Exact log posterior of ``num_draws`` evenly spaced stored draws over all of ``data``
-    (the training set) under the prior N(0, ``prior_std``² I); yields progress per batch."""
+    """Exact log posterior of ``num_draws`` of ``posterior``'s weight sets (evenly spaced stored
+    draws, or a Gaussian family's fixed draws: those it predicts with) over all of ``data`` (the
+    training set) under the prior N(0, ``prior_std``² I); yields progress per batch."""
     check_data_fits(posterior.arch, data, "the training data", "the posterior", labels=True)
-    draws = {k: v.double() for k, v in posterior.flat_samples(num_draws).items()}
-    total = gaussian_log_prior(draws, prior_std)
+    total = -0.5 * _weight_draws(posterior, num_draws).double().pow(2).sum(1) / prior_std**2
     for start in range(0, len(data), LEVEL_BATCH):
         x, y = data.x[start:start + LEVEL_BATCH], data.y[start:start + LEVEL_BATCH]
         log_p = torch.log_softmax(posterior.predict_logits(x, num_draws).double(), -1)  # (S, B, K)

@@ -282,8 +282,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
 
 def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: argparse.Namespace,
                   bar: Any) -> dict[str, dict[str, Any]]:
-    """Where the tier's reference is among ``posteriors``: the exact log posterior of every
-    sampled posterior's draws over the training set, the reference's included (its own level),
+    """Where the tier's reference is among ``posteriors``: the exact log posterior of the weight
+    draws of every posterior of its model and prior over the training set, the reference's own included,
     returned by method and written into each other file as ``info["log_posterior_level"]`` with
     the reference's beside it (the window's column says it). The reference's file, and files
     whose draws belong to another model or prior, are left as they are."""

@@ -201,8 +201,10 @@ def _log_number(value: float) -> str:
 
 
 def level_line(method: str, info: dict) -> str | None:
-    """How probable a sampler's draws are under the exact posterior, against the reference's own
-    draws (``info["log_posterior_level"]``, written by ``bayescope-cli zoo``), or None."""
+    """How probable a posterior's weight draws are under the exact posterior, against the
+    reference's own draws (``info["log_posterior_level"]``, written by ``bayescope-cli zoo``), or
+    None. Below the reference's level a distribution is too wide somewhere or off-centre; above
+    it, too narrow (:mod:`core.analysis.fidelity`)."""
     level = info.get("log_posterior_level")
     ref = level.get("reference") if isinstance(level, dict) else None
     if not isinstance(ref, dict) or ref.get("method") == method:
@@ -215,18 +217,18 @@ def level_line(method: str, info: dict) -> str | None:
     numbers = (f"log posterior {_log_number(mean)} on average, against {_log_number(ref_mean)} ± "
                f"{_log_number(ref_sd)} for {name}'s draws, which are exact")
     if mean < ref_mean - LEVEL_SPREADS * ref_sd:
-        return (f"Under the exact posterior its draws are far less probable than {name}'s ({numbers}): it samples "
-                "a wider distribution than the posterior.")
+        return (f"Under the exact posterior its draws are far less probable than {name}'s ({numbers}): they stray "
+                "where the posterior's own draws seldom go, spread too wide or off-centre.")
     if mean > ref_mean + LEVEL_SPREADS * ref_sd:
         return (f"Under the exact posterior its draws are far more probable than {name}'s ({numbers}): they crowd "
-                "nearer the posterior's peak than the posterior's own draws do.")
+                "nearer the posterior's peak than exact draws do: spread too narrow.")
     return f"Under the exact posterior its draws are as probable as {name}'s ({numbers})."
 
 
 def fit_lines(method: str, info: dict) -> list[str]:
     """What a posterior's file records about where its fit ended or how it sampled, when that
     bounds what it shows, one sentence a line: a variational fit's limits, a sampler's
-    preconditioner, how probable a sampler's draws are under a tier's exact posterior
+    preconditioner, how probable its weight draws are under a tier's exact posterior
     (nothing for the other methods)."""
     info = info if isinstance(info, dict) else {}
     lines = [line] if (line := level_line(method, info)) else []

@@ -96,18 +96,44 @@ def test_draws_of_another_model_or_prior_are_not_scored_under_the_reference():
     softmax = ArchSpec("softmax", num_classes=4)
     samples = {"linear.weight": torch.zeros(1, 2, 4, 784), "linear.bias": torch.zeros(1, 2, 4)}
     reference = SampledPosterior("hmc", softmax, {"prior_std": 1.0}, 0, "tiny", samples)
-    assert why_not_level(SampledPosterior("sgld", softmax, {}, 0, "tiny", samples), reference) is None
-    assert why_not_level(SampledPosterior("sgld", softmax, {"prior_std": 0.2}, 0, "tiny", samples),
-                         reference) == "its prior differs from the reference's"
+    assert why_not_level(SampledPosterior("sgld", softmax, {"prior_std": 1.0}, 0, "tiny", samples), reference) is None
+    for config in ({"prior_std": 0.2}, {}):  # another scale, or none stated
+        assert why_not_level(SampledPosterior("sgld", softmax, config, 0, "tiny", samples),
+                             reference) == "its prior differs from the reference's"
     dropped = ArchSpec("softmax", num_classes=4, drop_rate=0.5)  # D-SGHMC's input masks: another model
-    assert why_not_level(SampledPosterior("dsghmc", dropped, {}, 0, "tiny", samples),
+    assert why_not_level(SampledPosterior("dsghmc", dropped, {"prior_std": 1.0}, 0, "tiny", samples),
                          reference) == "its model differs from the reference's"
     single = {k: v[:, :1] for k, v in samples.items()}  # MAP: one set of weights, the peak itself
-    assert why_not_level(SampledPosterior("map", softmax, {}, 0, "tiny", single),
+    assert why_not_level(SampledPosterior("map", softmax, {"prior_std": 1.0}, 0, "tiny", single),
                          reference) == "it holds one set of weights, not a spread"
     one = {k: v[0, 0] for k, v in samples.items()}
-    assert why_not_level(DropoutPosterior("mc_dropout", dropped, {}, 0, "tiny", one),
-                         reference) == "it stores no weight draws"
+    assert why_not_level(DropoutPosterior("mc_dropout", dropped, {"prior_std": 1.0}, 0, "tiny", one),
+                         reference) == "its model differs from the reference's"  # MC dropout's input masks
+
+
+def test_a_gaussian_familys_level_is_that_of_the_weight_sets_it_predicts_with(tiny_mnist):
+    """Mean-field VI fitted here: its level is the exact log posterior of the draws of its fixed
+    bank (the weight sets its predictions use), by the same hand-written formula; a Student-t
+    prior or variational dropout's log-uniform one is another posterior."""
+    from core.engine.data.datasets import load_split
+
+    data = load_split("mnist", "train", root=tiny_mnist).first(60)
+    method = get_method("mfvi")
+    posterior = drain(fit_posterior(method, method.make_config(epochs=1), ArchSpec("softmax", num_classes=10),
+                                    data, 0))
+    reference = SampledPosterior("hmc", posterior.arch, {"prior_std": 1.0}, 0, "tiny",
+                                 {"linear.weight": torch.zeros(1, 2, 10, 784), "linear.bias": torch.zeros(1, 2, 10)})
+    assert why_not_level(posterior, reference) is None
+    level = drain(log_posterior_level(posterior, data, prior_std=1.0, num_draws=5))
+    theta = posterior.fixed_draws(5).double()
+    w, b = theta[:, : 7840].reshape(5, 10, 784).numpy(), theta[:, 7840:].numpy()
+    logits = np.einsum("nd,skd->snk", data.x.double().numpy().reshape(len(data), 784), w) + b[:, None, :]
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = log_softmax[:, np.arange(len(data)), data.y.numpy()].sum(1) - 0.5 * (theta ** 2).sum(1).numpy()
+    assert level.values == pytest.approx(expected, rel=1e-6)
+    for prior in ({"prior": "student_t", "prior_std": 1.0}, {}):
+        other = type(posterior)("mfvi", posterior.arch, prior, 0, "tiny", posterior.state_tensors(), {})
+        assert why_not_level(other, reference) == "its prior differs from the reference's"
 
 
 def test_fidelity_command_against_a_small_hmc_reference(tmp_path, tiny_mnist, capsys):
