@@ -407,8 +407,24 @@ COMMON: dict[str, SettingHelp] = {
     ),
 }
 
+_SG_METRIC = SettingHelp(
+    "Scale the steps by the curvature",
+    "None: every weight moves by the same step size. By the curvature: first find the most "
+    "probable weights and how sharply the data pin down each direction there, then move along "
+    "the pinned directions in small steps and along the free ones in large ones, however the "
+    "weights are correlated; the scaling is fixed before the first step, so the draws still "
+    "target the posterior. Needs memory for a weights × weights matrix, so small models only "
+    "(softmax regression), and replaces “Adapt the step per weight”.",
+    choices={"identity": "none", "curvature": "by the curvature at the mode"},
+    advanced=True,
+)
+
 #: Help that differs by method: (method, setting) → help.
 PER_METHOD: dict[tuple[str, str], SettingHelp] = {
+    ("sgld", "metric"): _SG_METRIC,
+    ("sghmc", "metric"): _SG_METRIC,
+    ("dsghmc", "metric"): replace(_SG_METRIC, tooltip="Dropout-SGHMC moves every weight by the same step size: "
+                                  "the curvature would be that of the model without its input masks."),
     ("mc_dropout", "num_samples"): SettingHelp(
         "Passes at prediction",
         "How many times each input is passed through the network with random units switched "

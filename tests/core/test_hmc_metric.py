@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from core.engine.inference import hmc, laplace
+from core.engine.inference import curvature, hmc, laplace
 from core.engine.inference.base import Dataset
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain
@@ -49,7 +49,7 @@ def _spd(d: int, seed: int, spread: float) -> torch.Tensor:
 
 def test_dense_metric_momenta_velocity_and_spread_follow_m():
     mass = _spd(5, 0, 100.0)
-    metric = hmc.DenseMetric(mass, {"theta": torch.Size([5])})
+    metric = curvature.DenseMetric(mass, {"theta": torch.Size([5])})
     g = torch.Generator().manual_seed(1)
     z = {"theta": torch.randn(40000, 5, generator=g)}
     r = metric.momentum(z)["theta"].double()
@@ -73,7 +73,7 @@ def test_find_mode_finds_a_gaussians_mean():
             logp, grad = super().log_prob_and_grad({"theta": params["theta"] - mean}, batch)
             return logp, grad
 
-    mode, logp = hmc.find_mode(Shifted(cov), {"theta": torch.zeros(1, 6)}, None)
+    mode, logp = curvature.find_mode(Shifted(cov), {"theta": torch.zeros(1, 6)}, None)
     assert torch.allclose(mode["theta"][0], mean, atol=1e-3)
     assert logp == pytest.approx(0.0, abs=1e-4)
 
@@ -95,7 +95,7 @@ def test_a_dense_metric_samples_a_correlated_gaussian_a_diagonal_one_cannot():
     are): with M the precision, every chain has every principal variance within 0.6-1.5×;
     adapted diagonal HMC, with the same number of gradients, does not."""
     cov = torch.linalg.inv(_spd(20, 3, 1e4)).numpy()
-    dense = hmc.DenseMetric(torch.tensor(np.linalg.inv(cov)), {"theta": torch.Size([20])})
+    dense = curvature.DenseMetric(torch.tensor(np.linalg.inv(cov)), {"theta": torch.Size([20])})
     ratios = _principal_variance_ratios(dense, cov, 5, seed=4)
     assert ratios.min() > 0.6 and ratios.max() < 1.5, ratios.round(2)
     diagonal = _principal_variance_ratios(None, cov, 5, seed=4)
@@ -134,4 +134,4 @@ def test_a_network_too_large_for_a_dense_metric_is_refused_in_words():
     params = {k: v.unsqueeze(0) for k, v in build_model(arch).state_dict().items()}
     data = Dataset(torch.rand(4, 1, 28, 28), torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="use metric=diagonal"):
-        hmc.curvature_metric(arch, params, data, 1.0)
+        curvature.curvature_metric(arch, params, data, 1.0)

@@ -61,6 +61,9 @@ class DsghmcConfig(sghmc.SghmcConfig):
         super().__post_init__()
         if not 0 <= self.drop_rate < 1:
             raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
+        if self.metric != "identity":
+            raise ValueError("metric=curvature is for SGLD and SGHMC: the curvature is that of the model "
+                             "without input masks, and D-SGHMC's masks make another posterior")
 
 
 DsghmcState = SghmcState

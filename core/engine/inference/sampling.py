@@ -310,6 +310,16 @@ class RmsPreconditioner:
         return self.current
 
 
+def check_metric(metric: str, precondition: bool) -> None:
+    """Refuse a mini-batch sampler's metric other than identity or curvature, or both kinds of
+    preconditioner at once."""
+    if metric not in ("identity", "curvature"):
+        raise ValueError(f"metric must be 'identity' or 'curvature', got {metric!r}")
+    if metric == "curvature" and precondition:
+        raise ValueError("choose one preconditioner: precondition=true (RMSprop, adapted per weight) or "
+                         "metric=curvature (the posterior's curvature at its mode), not both")
+
+
 def preconditioner_adapting(adapt_steps: int, t: int) -> bool:
     """Whether an RMSprop preconditioner still adapts at step t (``adapt_steps`` < 0: always)."""
     return adapt_steps < 0 or t < adapt_steps
@@ -606,13 +616,16 @@ def fit_sgmcmc(
     seed: int,
     make_posterior: Callable[[Params, dict[str, Any]], Any] | None = None,
     chains: Sequence[int] | None = None,
+    metric: Any = None,
 ) -> Generator[ProgressRecord, None, Any]:
     """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
 
     ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result
     holds exactly those chains of the full run (see the module docstring), ready for
     :func:`merge_chains`. Its storage plan is the full run's: the memory budget is for all
-    ``config.num_chains`` chains, so a subset thins as the whole run would.
+    ``config.num_chains`` chains, so a subset thins as the whole run would. ``metric``, a fixed
+    :class:`~core.engine.inference.curvature.DenseMetric` (the sampler's ``config.metric``), goes
+    to ``init`` and is recorded in ``info["preconditioner"]``.
 
     Returns a :class:`~core.engine.inference.base.SampledPosterior` (or ``make_posterior(samples,
     info)``) whose ``info`` holds the chain numbers, R̂ and ESS of the log posterior and of ‖θ‖
@@ -633,7 +646,7 @@ def fit_sgmcmc(
         config.on_budget,
     )
     warn_plan(plan)
-    state = init(params, config=config, generator=generators)
+    state = init(params, config=config, generator=generators, **({"metric": metric} if metric is not None else {}))
     batches = epoch_batches(data, len(chain_ids), config.batch_size, generators)
     result = yield from sample_chains(
         step, state, config=config, target=target, batches=batches, num_steps=num_steps,
@@ -653,7 +666,10 @@ def fit_sgmcmc(
         info["sample_store"] = plan.message
     if getattr(config, "precondition", False):
         adapt = int(getattr(config, "rms_adapt_steps", -1))
-        info["preconditioner"] = {"adapt_steps": adapt, "fixed_before_draws": 0 <= adapt <= plan.burn_in}
+        info["preconditioner"] = {"kind": "rmsprop", "adapt_steps": adapt,
+                                  "fixed_before_draws": 0 <= adapt <= plan.burn_in}
+    if metric is not None:
+        info["preconditioner"] = {**metric.about, "fixed_before_draws": True}
     if make_posterior is not None:
         return make_posterior(result.samples, info)
     return SampledPosterior(method, arch, asdict(config), seed, data.name, result.samples, info)

@@ -8,8 +8,10 @@ rate η, friction α, gradient-noise estimate β̂ and mass M, every chain moves
     θ ← θ + v,
 
 where v = εM⁻¹r is the scaled momentum (Chen et al. §3.2: η = ε²M⁻¹, α = εM⁻¹C,
-β̂ = εM⁻¹B̂, so a mass M rescales the learning rate) and G is I or the RMSprop
-preconditioner of :mod:`core.engine.inference.sgld`. The momentum starts at 0 and may be resampled,
+β̂ = εM⁻¹B̂, so a mass M rescales the learning rate) and G is I, the RMSprop
+preconditioner of :mod:`core.engine.inference.sgld`, or (``metric="curvature"``) the inverse of
+the posterior precision at the mode, fixed before the first step: a mass matrix shaped as the
+posterior (:mod:`~core.engine.inference.curvature`). The momentum starts at 0 and may be resampled,
 v ~ N(0, (η/M) G), every ``resample_every`` steps (Chen et al. resample it periodically).
 
 Edward's ``SGHMC``, run by the D-SGHMC authors, is the case β̂ = 0, α = friction/2,
@@ -25,6 +27,7 @@ import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator
+from core.engine.inference.curvature import DenseMetric, fixed_metric
 from core.engine.inference.sampling import (
     ChainConfig,
     ChainGenerators,
@@ -32,6 +35,7 @@ from core.engine.inference.sampling import (
     RmsPreconditioner,
     Target,
 )
+from core.engine.inference.sgld import MetricName
 from core.engine.models import ArchSpec
 
 
@@ -55,6 +59,9 @@ class SghmcConfig(ChainConfig):
         Steps during which G adapts, then fixed (exact); −1: adapt throughout (approximate).
     resample_every
         Redraw the momentum every this many steps (0: never).
+    metric
+        ``"curvature"``: G = M⁻¹ from the posterior's curvature at its mode, fixed before the
+        first step (instead of RMSprop's); ``"identity"``: none.
     """
 
     step_size: float = 1e-6
@@ -66,9 +73,11 @@ class SghmcConfig(ChainConfig):
     rms_epsilon: float = 1e-5
     rms_adapt_steps: int = -1
     resample_every: int = 0
+    metric: MetricName = "identity"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        sampling.check_metric(self.metric, self.precondition)
         if self.step_size <= 0 or self.mass <= 0:
             raise ValueError("step_size and mass must be positive")
         if not 0 < self.friction <= 1:
@@ -89,15 +98,18 @@ class SghmcState:
     momentum: Params
     t: int = 0
     preconditioner: RmsPreconditioner | None = None
+    metric: DenseMetric | None = None
 
 
-def init(params: Params, *, config: SghmcConfig, generator: torch.Generator | ChainGenerators) -> SghmcState:
+def init(params: Params, *, config: SghmcConfig, generator: torch.Generator | ChainGenerators,
+         metric: DenseMetric | None = None) -> SghmcState:
     pre = RmsPreconditioner(config.rms_decay, config.rms_epsilon) if config.precondition else None
     return SghmcState(
         {k: v.clone() for k, v in params.items()},
         {k: torch.zeros_like(v) for k, v in params.items()},
         0,
         pre,
+        metric,
     )
 
 
@@ -119,19 +131,25 @@ def step(
         else None
     )
     momentum = state.momentum
+    metric = state.metric
     if config.resample_every and state.t % config.resample_every == 0 and state.t > 0:
         fresh = sampling.normal_like(momentum, generator)
+        if metric is not None:
+            fresh = metric.spread(fresh)
         momentum = {
             k: (eta * (precond[k] if precond is not None else 1.0)) ** 0.5 * fresh[k]
             for k in momentum
         }
     noise = sampling.normal_like(state.params, generator)
+    drift = grad
+    if metric is not None:  # G = M⁻¹: drift M⁻¹ĝ, noise N(0, 2(α − β̂)η M⁻¹)
+        drift, noise = metric.velocity(grad), metric.spread(noise)
     new_v, new_theta = {}, {}
     for k, theta in state.params.items():
         g = precond[k] if precond is not None else 1.0
         new_v[k] = (
             (1.0 - alpha) * momentum[k]
-            + eta * g * grad[k]
+            + eta * g * drift[k]
             + (2.0 * (alpha - beta) * eta * g) ** 0.5 * noise[k]
         )
         new_theta[k] = theta + new_v[k]
@@ -148,5 +166,7 @@ def fit(
     config: SghmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
 ) -> FitGenerator:
     """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
-    posterior = yield from sampling.fit_sgmcmc("sghmc", init, step, config, arch, data, seed, chains=chains)
+    metric = yield from fixed_metric(config, arch, data)
+    posterior = yield from sampling.fit_sgmcmc("sghmc", init, step, config, arch, data, seed, chains=chains,
+                                               metric=metric)
     return posterior

@@ -7,8 +7,11 @@ and a step size ηₜ, every chain moves by
     θₜ₊₁ = θₜ + ½ ηₜ G ĝ(θₜ) + N(0, ηₜ T G),
 
 where T is the temperature (T = 1 samples the posterior, T < 1 the "cold" p(θ|D)^{1/T}) and
-G the preconditioner: I, or RMSprop's G = diag(1 / (λ + √V)), V ← ρV + (1−ρ) ĝ ⊙ ĝ (Li et al.
-2016, pSGLD, without its Γ(θ) term). The step size is constant or decays polynomially,
+G the preconditioner: I; RMSprop's G = diag(1 / (λ + √V)), V ← ρV + (1−ρ) ĝ ⊙ ĝ (Li et al.
+2016, pSGLD, without its Γ(θ) term); or ``metric="curvature"``: G = M⁻¹, the inverse of the
+posterior precision at the mode, computed once before the first step (Ahn, Korattikara & Welling
+2012 precondition by the Fisher information in the same spirit; :mod:`~core.engine.inference.curvature`),
+for models whose P × P matrix fits. A constant G leaves the target unchanged. The step size is constant or decays polynomially,
 
     ηₜ = η₀ · (b / (b + t))^γ,   γ ∈ (0.5, 1],
 
@@ -26,6 +29,7 @@ import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator
+from core.engine.inference.curvature import DenseMetric, fixed_metric
 from core.engine.inference.sampling import (
     ChainConfig,
     ChainGenerators,
@@ -36,6 +40,8 @@ from core.engine.inference.sampling import (
 from core.engine.models import ArchSpec
 
 Schedule = Literal["constant", "polynomial"]
+MetricName = Literal["identity", "curvature"]
+"""The fixed preconditioner: ``"identity"`` (none) or ``"curvature"`` (M⁻¹ at the mode)."""
 """``"constant"``: ηₜ = η₀; ``"polynomial"``: ηₜ = η₀ (b / (b + t))^γ."""
 
 
@@ -60,6 +66,9 @@ class SgldConfig(ChainConfig):
     rms_adapt_steps
         Steps during which G adapts; afterwards it stays fixed, which makes the chain exact
         (a constant G needs no Γ term). −1: adapt throughout, as published (approximate).
+    metric
+        ``"curvature"``: G = M⁻¹ from the posterior's curvature at its mode, fixed before the
+        first step (instead of RMSprop's); ``"identity"``: none.
     """
 
     step_size: float = 1e-5
@@ -71,9 +80,11 @@ class SgldConfig(ChainConfig):
     rms_decay: float = 0.99
     rms_epsilon: float = 1e-5
     rms_adapt_steps: int = -1
+    metric: MetricName = "identity"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        sampling.check_metric(self.metric, self.precondition)
         if self.step_size <= 0 or self.temperature < 0 or self.decay_offset <= 0:
             raise ValueError("step_size and decay_offset must be positive, temperature >= 0")
         if self.schedule not in ("constant", "polynomial"):
@@ -84,16 +95,19 @@ class SgldConfig(ChainConfig):
 
 @dataclass
 class SgldState:
-    """Chain-stacked parameters, the step counter t and the preconditioner's running V."""
+    """Chain-stacked parameters, the step counter t, the preconditioner's running V or the fixed
+    dense metric."""
 
     params: Params
     t: int = 0
     preconditioner: RmsPreconditioner | None = None
+    metric: DenseMetric | None = None
 
 
-def init(params: Params, *, config: SgldConfig, generator: torch.Generator | ChainGenerators) -> SgldState:
+def init(params: Params, *, config: SgldConfig, generator: torch.Generator | ChainGenerators,
+         metric: DenseMetric | None = None) -> SgldState:
     pre = RmsPreconditioner(config.rms_decay, config.rms_epsilon) if config.precondition else None
-    return SgldState({k: v.clone() for k, v in params.items()}, 0, pre)
+    return SgldState({k: v.clone() for k, v in params.items()}, 0, pre, metric)
 
 
 def step_size_at(config: SgldConfig, t: int) -> float:
@@ -121,11 +135,16 @@ def step(
         if state.preconditioner is not None
         else None
     )
-    new = {}
-    for k, theta in state.params.items():
-        g = precond[k] if precond is not None else 1.0
-        scale = (eta * config.temperature * g) ** 0.5
-        new[k] = theta + 0.5 * eta * g * grad[k] + scale * noise[k]
+    if state.metric is not None:  # G = M⁻¹: drift M⁻¹ĝ, noise N(0, ηT M⁻¹)
+        drift, spread = state.metric.velocity(grad), state.metric.spread(noise)
+        new = {k: theta + 0.5 * eta * drift[k] + (eta * config.temperature) ** 0.5 * spread[k]
+               for k, theta in state.params.items()}
+    else:
+        new = {}
+        for k, theta in state.params.items():
+            g = precond[k] if precond is not None else 1.0
+            scale = (eta * config.temperature * g) ** 0.5
+            new[k] = theta + 0.5 * eta * g * grad[k] + scale * noise[k]
     info = {
         "log_posterior": logp,
         "param_norm": sampling.chain_norm(new),
@@ -139,5 +158,7 @@ def fit(
     config: SgldConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
 ) -> FitGenerator:
     """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
-    posterior = yield from sampling.fit_sgmcmc("sgld", init, step, config, arch, data, seed, chains=chains)
+    metric = yield from fixed_metric(config, arch, data)
+    posterior = yield from sampling.fit_sgmcmc("sgld", init, step, config, arch, data, seed, chains=chains,
+                                               metric=metric)
     return posterior
