@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     for name in args.files:
         posterior = load_posterior(name)
+        old = posterior.info.get("diagnostics")
+        if isinstance(old, dict) and old.get("kept_draws"):
+            say(f"{name}: left as it is: its convergence was measured on all {old.get('chains')} × {old.get('draws')} "
+                f"draws of the run, before the file kept {old['kept_draws']} of each chain's; its kept draws "
+                "would tell less")
+            continue
         probe = None
         if not_applicable(posterior) is None:  # only then are images needed
             spec = args.data or probe_spec(posterior)

@@ -51,7 +51,7 @@ from core.engine.models import (
     ArchSpec,
     check_model_fits,
 )
-from core.engine.naming import plural, samples_used
+from core.engine.naming import method_label, plural, samples_used
 from core.engine.runner import drain, fit_posterior, fit_posterior_on, start_weights
 from core.engine.store import load_posterior, save_posterior
 
@@ -69,6 +69,11 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
         raise ValueError(f"--eval-samples must be at least 1, got {args.eval_samples}")
     if args.drop_rate is not None and not 0.0 <= args.drop_rate < 1.0:
         raise ValueError(f"--drop-rate must lie in [0, 1), got {args.drop_rate}")
+    if args.keep_draws is not None:
+        if not hasattr(config, "num_chains"):
+            raise ValueError(f"--keep-draws thins a sampler's chains; {method_label(args.method)} has none")
+        if args.keep_draws < 4:
+            raise ValueError(f"--keep-draws must keep at least 4 draws of each chain, got {args.keep_draws}")
     check_seed(args.seed)
     check_cluster(args.cluster)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
@@ -171,6 +176,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(e.g. 'long run'), so that two runs of one method can be told apart")
     parser.add_argument("--storage", choices=("float32", "float16"), default="float32",
                         help="precision of the saved weights (float16 halves the file)")
+    parser.add_argument("--keep-draws", type=int, metavar="N",
+                        help="a sampler: measure convergence on every draw of the run, then keep N evenly spaced "
+                        "draws of each chain in the file (a smaller file; the record says how many it was measured on)")
     parser.add_argument("--cluster", metavar="ADDRESS", help=CLUSTER_HELP)
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
@@ -255,6 +263,10 @@ def run(args: argparse.Namespace) -> int:
         return cancel_code(exc)
     except (*USER_ERRORS, MemoryError) as exc:
         posterior.info["diagnostics"] = {"status": "not measured", "reason": describe_error(exc)}
+    if args.keep_draws is not None and getattr(posterior, "num_draws", 0) > args.keep_draws:
+        posterior = posterior.keeping(args.keep_draws)
+        if posterior.info["diagnostics"].get("status") == "measured":
+            posterior.info["diagnostics"]["kept_draws"] = args.keep_draws
     try:
         save_posterior(posterior, path, storage=args.storage)
     except (KeyboardInterrupt, *USER_ERRORS) as exc:

@@ -237,7 +237,11 @@ def fit_lines(method: str, info: dict) -> list[str]:
         lines.append(f"Its learned noise sits at the method's upper limit (α = 1, dropping half) for {share:.0%} of "
                      "the weights: for those the limit, not the data, sets the spread.")
     pre = info.get("preconditioner")
-    if isinstance(pre, dict):
+    if isinstance(pre, dict) and pre.get("kind") == "curvature":
+        lines.append("Its steps follow the shape of the posterior around its peak, measured once before the first "
+                     "step: small along the directions the data pin down, large along those they leave free. Its "
+                     "draws target the same posterior.")
+    elif isinstance(pre, dict):
         lines.append("Its step size was fitted to each weight during the burn-in and then held fixed, so its draws "
                      "target the same posterior." if pre.get("fixed_before_draws") else
                      "Its step size kept adapting to each weight while draws were kept, so its draws are only "
@@ -327,6 +331,10 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                          f"for the 5%/95% tails (smallest ESS{of}).")
         if record.get("probe"):
             lines.append(f"Measured on {record['probe']}.")
+        kept = record.get("kept_draws")
+        if kept and record.get("chains") and per_chain:
+            lines.append(f"Measured on all {record['chains']} × {per_chain} draws of the run; the file keeps {kept} "
+                         "of each chain's, evenly spaced.")
     elif isinstance(record, dict) and record.get("status") == "n/a":
         lines.append(f"Convergence: n/a ({record.get('reason', 'not measurable')}).")
     elif chains is None:

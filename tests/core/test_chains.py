@@ -267,7 +267,8 @@ def test_a_preconditioned_fit_records_whether_its_preconditioner_was_fixed_befor
 
     steps_per_epoch = 60 // SMALL["batch_size"]  # toy_data holds 60 examples
     fixed = fit("sgld", rms_adapt_steps=steps_per_epoch)  # burn-in is one epoch
-    assert fixed.info["preconditioner"] == {"adapt_steps": steps_per_epoch, "fixed_before_draws": True}
+    assert fixed.info["preconditioner"] == {"kind": "rmsprop", "adapt_steps": steps_per_epoch,
+                                            "fixed_before_draws": True}
     (line,) = fit_lines("sgld", fixed.info)
     assert "held fixed" in line and "same posterior" in line
     adapting = fit("sgld")  # rms_adapt_steps = -1: adapts throughout

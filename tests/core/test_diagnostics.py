@@ -110,6 +110,35 @@ def test_train_records_convergence_and_info_reads_it(tiny_mnist, tmp_path, capsy
     assert "2 chains × 18 draws" in text and "largest R̂" in text and "seed          1" in text
 
 
+def test_keep_draws_measures_the_whole_run_and_keeps_fewer_draws(tmp_path, tiny_mnist, capsys) -> None:
+    """--keep-draws: R̂ and ESS come from every draw of the run; the file holds N evenly spaced
+    draws of each chain (the first and the last among them), its record and its lines say both,
+    and diagnose does not replace that record by one of the kept draws."""
+    out = tmp_path / "kept.pt"
+    argv = ["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "sgld", "--set",
+            "num_chains=2", "--set", "epochs=8", "--set", "burn_in_epochs=2", "--set", "thin=1", "--seed", "1",
+            "--eval-samples", "4"]
+    assert main([*argv, "--out", str(tmp_path / "all.pt")]) == 0
+    assert main([*argv, "--out", str(out), "--keep-draws", "5"]) == 0
+    full, kept = load_posterior(tmp_path / "all.pt"), load_posterior(out)
+    assert full.num_draws == 18 and kept.num_draws == 5
+    for name, tensor in kept.samples.items():
+        assert torch.equal(tensor, full.samples[name][:, [0, 4, 8, 13, 17]])
+    record = kept.info["diagnostics"]
+    assert record == {**full.info["diagnostics"], "kept_draws": 5}  # measured on all 18 of each chain
+    lines = convergence_lines(kept)
+    assert lines[0] == "2 chains × 5 draws."
+    assert "Measured on all 2 × 18 draws of the run; the file keeps 5 of each chain's, evenly spaced." in lines
+    capsys.readouterr()
+    assert main(["diagnose", str(out)]) == 0
+    assert "left as it is" in capsys.readouterr().out and load_posterior(out).info["diagnostics"] == record
+    map_argv = ["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "map"]
+    for command, words in (([*argv, "--keep-draws", "2"], "at least 4 draws"),
+                           ([*map_argv, "--keep-draws", "5"], "MAP has none")):
+        assert main([*command, "--out", str(tmp_path / "no.pt")]) == 2
+        assert words in capsys.readouterr().err and not (tmp_path / "no.pt").exists()
+
+
 def test_diagnose_adds_the_record_and_keeps_the_file_valid(tmp_path, two_halves, tiny_mnist, capsys) -> None:
     post = _softmax_posterior(2, 8, [0.0, 2.0])
     path = save_posterior(post, tmp_path / "apart.pt", storage="float16")

@@ -387,3 +387,7 @@ def test_a_curvature_fit_records_its_fixed_preconditioner():
     record = posterior.info["preconditioner"]
     assert record["kind"] == "curvature" and record["fixed_before_draws"]
     assert record["mode_log_posterior"] >= max(max(c) for c in posterior.info["traces"]["log_posterior"]) - 1.0
+    from core.engine.naming import fit_lines
+
+    (line,) = fit_lines("sgld", posterior.info)
+    assert "shape of the posterior around its peak" in line and "same posterior" in line

@@ -429,6 +429,17 @@ class SampledPosterior(Posterior):
     def effective_num_samples(self, num_samples: int | None) -> int:
         return self.num_samples if num_samples is None else min(int(num_samples), self.num_samples)
 
+    def keeping(self, draws_per_chain: int) -> SampledPosterior:
+        """The same posterior holding ``draws_per_chain`` evenly spaced draws of each chain (the
+        first and the last among them), or itself when it holds no more than that."""
+        if draws_per_chain < 1:
+            raise ValueError(f"a chain must keep at least one draw, got {draws_per_chain}")
+        index = _evenly_spaced(self.num_draws, draws_per_chain)
+        if index is None:
+            return self
+        kept = {k: v[:, index] for k, v in self.samples.items()}
+        return type(self).from_state(self.method, self.arch, self.config, self.seed, self.dataset, self.info, kept)
+
     def chain_ids(self, num_samples: int | None = None) -> torch.Tensor:
         """Chain of each sample that ``flat_samples(num_samples)`` (and prediction) returns."""
         ids = torch.arange(self.num_chains).repeat_interleave(self.num_draws)
