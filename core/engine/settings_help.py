@@ -407,6 +407,13 @@ COMMON: dict[str, SettingHelp] = {
     ),
 }
 
+_CURVATURE_INIT = replace(
+    _INIT,
+    tooltip=_INIT.tooltip + " With moves scaled by the curvature, also: spread around the "
+    "most probable weights by twice the posterior's own width, so that chains that end up "
+    "agreeing have come from different places.",
+    choices={**_INIT.choices, "overdispersed": "spread around the mode"},
+)
 _SG_METRIC = SettingHelp(
     "Scale the steps by the curvature",
     "None: every weight moves by the same step size. By the curvature: first find the most "
@@ -431,13 +438,9 @@ PER_METHOD: dict[tuple[str, str], SettingHelp] = {
         "off (T). More passes give smoother histograms and take longer per input.",
         unit="passes", minimum=1, maximum=100_000,
     ),
-    ("hmc", "init"): replace(
-        _INIT,
-        tooltip=_INIT.tooltip + " With moves scaled by the curvature, also: spread around the "
-        "most probable weights by twice the posterior's own width, so that chains that end up "
-        "agreeing have come from different places.",
-        choices={**_INIT.choices, "overdispersed": "spread around the mode"},
-    ),
+    ("hmc", "init"): _CURVATURE_INIT,
+    ("sgld", "init"): _CURVATURE_INIT,
+    ("sghmc", "init"): _CURVATURE_INIT,
     ("hmc", "num_samples"): SettingHelp(
         "Kept iterations",
         "Iterations run after warm-up; their draws are kept (every “iterations between kept "

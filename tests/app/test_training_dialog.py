@@ -163,7 +163,7 @@ def test_every_setting_has_a_fitting_widget_and_a_tooltip(qtbot):
     assert isinstance(widgets["step_size"], ScientificSpinBox)
     assert "Unit:</i> images" in widgets["batch_size"].toolTip()
     init = widgets["init"]
-    assert [init.itemData(i) for i in range(init.count())] == ["default", "prior"]
+    assert [init.itemData(i) for i in range(init.count())] == ["default", "prior", "overdispersed"]
     assert init.currentText() == "usual initialisation"
     # The form builds the config with typed values.
     dialog.set_setting("precondition", True)

@@ -264,7 +264,8 @@ SG_CONFIGS["sgld-curvature"] = (sgld.fit, sgld.SgldConfig(num_chains=64, epochs=
                                                           metric="curvature"))
 SG_CONFIGS["sghmc-curvature"] = (sghmc.fit, sghmc.SghmcConfig(num_chains=64, epochs=1000, batch_size=20,
                                                               burn_in_epochs=200, thin=8, step_size=0.01,
-                                                              friction=0.2, metric="curvature"))
+                                                              friction=0.2, metric="curvature",
+                                                              init="overdispersed"))
 
 
 @pytest.mark.parametrize("name", sorted(SG_CONFIGS))
@@ -370,13 +371,15 @@ def test_a_curvature_metric_samples_an_ill_conditioned_gaussian_the_plain_step_c
     assert ratios[-1] > 4, ratios.round(2)  # the loosest axis: still about 9×, its start's
 
 
-def test_one_preconditioner_at_a_time_and_none_for_dsghmc():
+def test_one_preconditioner_at_a_time_none_for_dsghmc_and_overdispersed_starts_only_with_curvature():
     with pytest.raises(ValueError, match="choose one preconditioner"):
         sgld.SgldConfig(precondition=True, metric="curvature")
     with pytest.raises(ValueError, match="input masks"):
         dsghmc.DsghmcConfig(metric="curvature")
     with pytest.raises(ValueError, match="'identity' or 'curvature'"):
         sghmc.SghmcConfig(metric="diagonal")
+    with pytest.raises(ValueError, match="needs metric=curvature"):  # it spreads chains by the curvature
+        sgld.SgldConfig(init="overdispersed")
 
 
 def test_a_curvature_fit_records_its_fixed_preconditioner():

@@ -44,8 +44,10 @@ class DenseMetric:
     def __init__(self, mass: torch.Tensor, shapes: dict[str, torch.Size]) -> None:
         self.shapes = shapes
         self.layout = ParamLayout(list(shapes.items()))
-        #: where M came from, for a posterior's ``info`` (set by :func:`mode_and_curvature`)
+        #: where M came from, for a posterior's ``info``, and the mode θ* it was measured at (one
+        #: chain; set by :func:`mode_and_curvature`)
         self.about: dict[str, Any] = {}
+        self.mode: Params = {}
         chol = torch.linalg.cholesky(mass.double())  # M = L Lᵀ
         self.inverse = torch.cholesky_inverse(chol).float()
         self.chol = chol.float()
@@ -134,7 +136,7 @@ def mode_and_curvature(
     mode, mode_logp = find_mode(target, zeros, (data.x, data.y))
     yield ProgressRecord(0, total, {}, "curvature at the mode")
     metric = curvature_metric(arch, mode, data, prior_std)
-    metric.about = {"kind": "curvature", "mode_log_posterior": mode_logp}
+    metric.about, metric.mode = {"kind": "curvature", "mode_log_posterior": mode_logp}, mode
     return mode, mode_logp, metric
 
 

@@ -587,7 +587,10 @@ class ChainConfig:
             raise ValueError("burn_in_epochs must lie in [0, epochs)")
         if self.prior_std <= 0 or self.memory_budget_mb <= 0:
             raise ValueError("prior_std and memory_budget_mb must be positive")
-        if self.init not in ("default", "prior"):
+        if self.init == "overdispersed" and getattr(self, "metric", "identity") != "curvature":
+            raise ValueError("init=overdispersed spreads chains around the mode by the curvature; it needs "
+                             "metric=curvature")
+        if self.init not in ("default", "prior", "overdispersed"):
             raise ValueError(f"init must be 'default' or 'prior', got {self.init!r}")
         if self.on_budget not in ("refuse", "thin"):
             raise ValueError(f"on_budget must be 'refuse' or 'thin', got {self.on_budget!r}")
@@ -633,7 +636,11 @@ def fit_sgmcmc(
     """
     chain_ids = resolve_chains(chains, config.num_chains)
     generators = ChainGenerators(seed, chain_ids, data.x.device)
-    params = initial_params(arch, config.init, config.prior_std, generators)
+    overdispersed = config.init == "overdispersed"
+    params = initial_params(arch, "default" if overdispersed else config.init, config.prior_std, generators)
+    if overdispersed:  # θ* + 2 M^(-1/2) z: twice the posterior's spread around its mode, as HMC's chains
+        spread = metric.spread(normal_like(params, generators))
+        params = {k: metric.mode[k] + 2.0 * spread[k] for k in params}
     target = ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     num_steps = config.epochs * steps_per_epoch

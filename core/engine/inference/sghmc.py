@@ -35,7 +35,7 @@ from core.engine.inference.sampling import (
     RmsPreconditioner,
     Target,
 )
-from core.engine.inference.sgld import MetricName
+from core.engine.inference.sgld import MetricName, SgInit
 from core.engine.models import ArchSpec
 
 
@@ -74,6 +74,7 @@ class SghmcConfig(ChainConfig):
     rms_adapt_steps: int = -1
     resample_every: int = 0
     metric: MetricName = "identity"
+    init: SgInit = "default"
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -42,6 +42,9 @@ from core.engine.models import ArchSpec
 Schedule = Literal["constant", "polynomial"]
 MetricName = Literal["identity", "curvature"]
 """The fixed preconditioner: ``"identity"`` (none) or ``"curvature"`` (M⁻¹ at the mode)."""
+SgInit = Literal["default", "prior", "overdispersed"]
+"""``sampling.InitName`` and ``overdispersed``: θ* + 2 M^(-1/2) z around the mode (curvature
+metric only), as HMC's chains start."""
 """``"constant"``: ηₜ = η₀; ``"polynomial"``: ηₜ = η₀ (b / (b + t))^γ."""
 
 
@@ -81,6 +84,7 @@ class SgldConfig(ChainConfig):
     rms_epsilon: float = 1e-5
     rms_adapt_steps: int = -1
     metric: MetricName = "identity"
+    init: SgInit = "default"
 
     def __post_init__(self) -> None:
         super().__post_init__()
