@@ -254,3 +254,26 @@ def test_cli_trains_a_sampler(shared_data, tmp_path, method, capsys):
     post = load_posterior(out, expect_method=method)
     assert post.num_chains == 2 and post.num_draws == 2
     assert "test accuracy" in capsys.readouterr().out
+
+
+def test_epoch_batches_give_each_chain_every_example_once_an_epoch_in_reused_tensors():
+    """Example i holds the value i: each chain's batches of an epoch are a permutation of the
+    data with their own labels, the short last batch included; the two tensors are filled in
+    place step after step (a fresh 25 MB batch a step fragmented the heap of long runs)."""
+    from core.engine.inference.base import Dataset
+    from core.engine.inference.sampling import epoch_batches
+
+    n = 23
+    data = Dataset(torch.arange(n, dtype=torch.float32).reshape(n, 1, 1, 1), torch.arange(n) % 5, "counting")
+    batches = epoch_batches(data, num_chains=3, batch_size=5, generator=torch.Generator().manual_seed(0))
+    seen, reused = [], None
+    for _ in range(5):  # four of 5, one of 3
+        x, y = next(batches)
+        assert torch.equal(y, x.reshape(*y.shape).long() % 5)
+        seen.append(x.reshape(3, -1).long().clone())
+        if reused is None:
+            reused = x
+    epoch = torch.cat(seen, dim=1)
+    for chain in epoch:
+        assert sorted(chain.tolist()) == list(range(n))
+    assert next(batches)[0] is reused  # the next epoch's first batch lands in the same tensor
