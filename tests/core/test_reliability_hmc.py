@@ -67,13 +67,19 @@ def test_every_chain_explores_every_direction_after_warmup(seed):
     assert ratios.min() > TOLERANCE[0] and ratios.max() < TOLERANCE[1], ratios.round(2)
 
 
-def test_without_jitter_an_adapted_chain_fails_the_same_tolerance():
-    """The tolerance has teeth: seed 3 without jitter is the issue's near-periodic chain."""
+def test_without_jitter_adapted_chains_fail_the_same_tolerance():
+    """The tolerance has teeth: without jitter, chains that accept nearly everything still fail
+    it on at least two of six seeds. Which seeds lock into a near-periodic trajectory depends on
+    the processor's rounding (seed 3 did on one machine, 0, 1, 2 and 5 on another), so no one
+    seed is named."""
     q = _rotation(len(EIGENVALUES))
     cov = q @ np.diag(EIGENVALUES) @ q.T
-    ratios, acceptance = _per_chain_ratios(_adapted(0.0), cov, q, EIGENVALUES, 3)
-    assert acceptance > 0.9  # it accepts nearly everything ...
-    assert ratios.min() < TOLERANCE[0] or ratios.max() > TOLERANCE[1]  # ... and still fails
+    failed = 0
+    for seed in range(6):
+        ratios, acceptance = _per_chain_ratios(_adapted(0.0), cov, q, EIGENVALUES, seed)
+        assert acceptance > 0.9  # it accepts nearly everything ...
+        failed += ratios.min() < TOLERANCE[0] or ratios.max() > TOLERANCE[1]  # ... and still fails
+    assert failed >= 2, failed
 
 
 def test_jitter_breaks_an_exactly_periodic_trajectory():
