@@ -101,7 +101,8 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "dataset": records["dataset"],
         "tier": tiers.tier_of(info),
         "chains": record.get("chains"),
-        "draws": record.get("draws"),
+        "draws": record.get("kept_draws") or record.get("draws"),  # what the file holds, per chain
+        "measured_draws": record.get("draws"),  # what its convergence was measured on, per chain
         "convergence": record,
         "fit_notes": fit_lines(records["method"], info),
         "log_posterior_level": info.get("log_posterior_level"),
@@ -134,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     if facts["tier"]:
         say(f"  tier          {facts['tier']}: one of a set of methods on this same model (bayescope-cli zoo)")
     if facts["chains"] is not None:
-        say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}")
+        kept = "" if facts["draws"] == facts["measured_draws"] else (
+            f" (of {facts['measured_draws']} a chain in the run, all measured for convergence)")
+        say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}{kept}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     probe = facts["convergence"].get("probe")
     if probe:

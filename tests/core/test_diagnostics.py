@@ -130,6 +130,11 @@ def test_keep_draws_measures_the_whole_run_and_keeps_fewer_draws(tmp_path, tiny_
     assert lines[0] == "2 chains × 5 draws."
     assert "Measured on all 2 × 18 draws of the run; the file keeps 5 of each chain's, evenly spaced." in lines
     capsys.readouterr()
+    assert main(["info", "--json", str(out)]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["chains"], facts["draws"], facts["measured_draws"]) == (2, 5, 18)
+    assert main(["info", str(out)]) == 0
+    assert "2 chains × 5 draws (of 18 a chain in the run, all measured for convergence)" in capsys.readouterr().out
     assert main(["diagnose", str(out)]) == 0
     assert "left as it is" in capsys.readouterr().out and load_posterior(out).info["diagnostics"] == record
     map_argv = ["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "map"]
