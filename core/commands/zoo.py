@@ -50,14 +50,16 @@ def chain_settings(thin: int, init: str, epochs: int = 50, burn_in: int = 15) ->
 #: random-walking there from a near-zero start for longer than the run (SGLD from the default
 #: start, 30 epochs: R̂ 1.58 on the probe, the weights' norm still rising).
 SG_CHAINS = chain_settings(thin=700, init="prior")  # 4 × 30 draws of 50 epochs
-#: The paper tier's SGLD and SGHMC run 24 times as long, keeping as many draws, with smaller steps
-#: than they first had (SGLD η 10⁻⁴; SGHMC η 1.6·10⁻⁵, friction 0.1). At those steps, run 600
-#: epochs, their draws' exact log posterior averaged −34,871 and −54,109 against −17,930 ± 58 for
-#: HMC's: they sampled a distribution far wider than the posterior, which R̂ cannot see. The steps
-#: now are the pilots' (30 epochs, on the training images only) whose draws came nearest to HMC's
-#: level (``benchmarks/measure_sampler_bias.py --pilot``; docs/zoo.md). Smaller steps mix slower,
-#: hence the length.
-SG_SMALL_STEP_CHAINS = chain_settings(thin=20_000, init="prior", epochs=1200, burn_in=200)  # 4 × 30 draws
+#: The paper tier's SGLD and SGHMC move by the posterior's curvature at its mode (``metric=curvature``,
+#: the metric HMC uses, fixed before the first step) on mini-batches of 2,000, their chains
+#: started around the mode as HMC's: 700 epochs of 30 steps, 70 of burn-in, every 94th step
+#: measured (4 × 201 draws) and 30 of each chain's kept. Plain, their step was bounded by the
+#: stiffest direction (precision 62,109) while the loosest (precision 1) relaxed over 67,000
+#: steps, and the noise of mini-batches of 100 spread their draws 1,700 below HMC's log-posterior
+#: level, as predicted from the curvature (``benchmarks/measure_sampler_bias.py --predict``;
+#: docs/zoo.md). Steps are in units of the posterior's own spread.
+SG_CURVATURE_CHAINS = (*chain_settings(thin=94, init="overdispersed", epochs=700, burn_in=70),
+                       "--set", "batch_size=2000", "--set", "metric=curvature", "--keep-draws", "30")
 #: A network's chains start from its own initialisation, each drawn with its own seed: from a
 #: draw of the prior SGLD's first steps overflowed (N(0, 1), step 1e-5: non-finite at step 4) or
 #: killed every unit (N(0, 0.2²): the network predicted 1/10 for every class after 2 epochs).
@@ -107,8 +109,8 @@ TIERS: dict[str, Tier] = {
             "ensemble": ("--method", "ensemble", "--set", "num_members=5"),
             "laplace": ("--method", "laplace", "--set", "structure=kron", "--set", "prior_precision=prior"),
             "swag": ("--method", "swag"),
-            "sgld": ("--method", "sgld", *SG_SMALL_STEP_CHAINS, "--set", "step_size=3e-5", *HALF),
-            "sghmc": ("--method", "sghmc", *SG_SMALL_STEP_CHAINS, "--set", "step_size=5e-6", "--set", "friction=0.3",
+            "sgld": ("--method", "sgld", *SG_CURVATURE_CHAINS, "--set", "step_size=1e-2", *HALF),
+            "sghmc": ("--method", "sghmc", *SG_CURVATURE_CHAINS, "--set", "step_size=1e-4", "--set", "friction=0.02",
                       *HALF),
             "dsghmc": ("--method", "dsghmc", *SG_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1",
                        "--drop-rate", "0.5", *HALF),
@@ -267,7 +269,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
         facts, record = summary(records), convergence_record(records)
         rows.append({
             "method": m, "label": facts["method_label"], "chains": record.get("chains"),
-            "draws": record.get("draws"), "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
+            "draws": facts["draws"], "measured_draws": facts["measured_draws"],
+            "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
             "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
             "ood_auroc_total": auroc.get((m, "total")), "ood_auroc_epistemic": auroc.get((m, "epistemic")),
             **{f"to_{tier.reference}_{k}": v for k, v in distance.get(m, {}).items() if not k.startswith("per_")},
@@ -333,6 +336,8 @@ def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         draws = f"{r['chains']} × {r['draws']}" if r["chains"] else "n/a"
+        if r["chains"] and r.get("measured_draws") not in (None, r["draws"]):  # R̂ and ESS from the whole run
+            draws += f" (of {r['measured_draws']})"
         cells = [r["label"], draws, _cell(r["rhat"]), _cell(r["ess_bulk"], 0), f"{r['accuracy'] * 100:.2f} %",
                  _cell(r["nll"]), _cell(r["ece"]), _cell(r["ood_auroc_total"]), _cell(r["ood_auroc_epistemic"])]
         if ref:
