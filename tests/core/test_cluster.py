@@ -293,6 +293,7 @@ def test_chains_on_the_cluster_are_the_chains_of_the_local_run(driver_env, tiny_
 
 
 @needs_ray
+@pytest.mark.usefixtures("one_torch_thread")  # as Ray's workers (one CPU each): the same sums in the same order
 def test_an_evaluation_sharded_over_the_cluster_equals_the_local_one(driver_env, tiny_mnist, monkeypatch):
     from core.analysis.evaluation import evaluate, resolve_dataset
     from core.engine.cluster import connected
