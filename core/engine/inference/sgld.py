@@ -9,9 +9,10 @@ and a step size ηₜ, every chain moves by
 where T is the temperature (T = 1 samples the posterior, T < 1 the "cold" p(θ|D)^{1/T}) and
 G the preconditioner: I; RMSprop's G = diag(1 / (λ + √V)), V ← ρV + (1−ρ) ĝ ⊙ ĝ (Li et al.
 2016, pSGLD, without its Γ(θ) term); or ``metric="curvature"``: G = M⁻¹, the inverse of the
-posterior precision at the mode, computed once before the first step (Ahn, Korattikara & Welling
-2012 precondition by the Fisher information in the same spirit; :mod:`~core.engine.inference.curvature`),
-for models whose P × P matrix fits. A constant G leaves the target unchanged. The step size is constant or decays polynomially,
+posterior precision at the mode, computed once before the first step, for models whose P × P
+matrix fits (Ahn, Korattikara & Welling 2012 precondition by the Fisher information in the same
+spirit; :mod:`~core.engine.inference.curvature`). A constant G leaves the target unchanged.
+The step size is constant or decays polynomially,
 
     ηₜ = η₀ · (b / (b + t))^γ,   γ ∈ (0.5, 1],
 
@@ -40,12 +41,12 @@ from core.engine.inference.sampling import (
 from core.engine.models import ArchSpec
 
 Schedule = Literal["constant", "polynomial"]
+"""``"constant"``: ηₜ = η₀; ``"polynomial"``: ηₜ = η₀ (b / (b + t))^γ."""
 MetricName = Literal["identity", "curvature"]
 """The fixed preconditioner: ``"identity"`` (none) or ``"curvature"`` (M⁻¹ at the mode)."""
 SgInit = Literal["default", "prior", "overdispersed"]
 """``sampling.InitName`` and ``overdispersed``: θ* + 2 M^(-1/2) z around the mode (curvature
 metric only), as HMC's chains start."""
-"""``"constant"``: ηₜ = η₀; ``"polynomial"``: ηₜ = η₀ (b / (b + t))^γ."""
 
 
 @dataclass(frozen=True)
