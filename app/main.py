@@ -763,7 +763,7 @@ class MainWindow(QMainWindow):
         if self._dataset_view is None and self.views.widget(index) is self._dataset_placeholder:
             self.dataset_view  # noqa: B018 — builds the tab
 
-    def _on_panel_input_changed(self, *_args) -> None:
+    def _on_panel_input_changed(self) -> None:
         if self.sender() in (self.draw_panel, self.image_panel):
             # Only remember where the Rotate tab's own image comes from: preprocessing and
             # rotating it on every stroke event would be work nobody sees until that tab opens.

@@ -119,7 +119,7 @@ class FacePanel(ModePanel):
         self._set_faces([])
         self._remove_hand_box()
         self.message.setText("Looking for faces…")
-        self.input_changed.emit(None, "")
+        self.input_changed.emit()
         self._run(_find_faces, self._on_faces_found, image)
 
     def _run(self, func, on_done, *args) -> None:
@@ -183,7 +183,7 @@ class FacePanel(ModePanel):
         if SEEN not in text:
             text += SEEN
         self.message.setText(text)
-        self.input_changed.emit(*self.current_input())
+        self.input_changed.emit()
 
     # ---------------------------------------------------------- choosing boxes
     def _on_faces_current_changed(self, index: int) -> None:

@@ -1,8 +1,9 @@
 """The input modes: draw a digit, rotate a character, load an image (a face mode plugs in here).
 
-Each mode is a panel that emits ``input_changed(image, label)`` with the 28×28 model input
-(or None when there is nothing to judge) and a label in words. The main window shows the
-current mode's input to every column.
+Each mode is a panel that emits ``input_changed`` when its input changes; ``current_input()``
+gives the 28×28 model input (or None when there is nothing to judge) and a label in words.
+The main window reads the current mode's input, at most once per tick, and shows it to every
+column.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ SMALL_INK = 0.3
 class ModePanel(QWidget):
     """Signals
     -------
-    input_changed(object, str)
-        The model input (28×28 float array, or None) and a label in words.
+    input_changed
+        The input changed: read it with :meth:`current_input`. The signal carries nothing, so
+        that a stroke's many events cost no preprocessing until the window reads the input
+        (which it does at most once per tick).
     """
 
-    input_changed = Signal(object, str)
+    input_changed = Signal()
     mode_name = ""
 
     def current_input(self) -> tuple[np.ndarray | None, str]:
@@ -75,14 +78,11 @@ class DrawPanel(ModePanel):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(tools)
         layout.addWidget(SquareContainer(self.canvas), 1)
-        self.canvas.drawing_changed.connect(self._on_canvas_drawing_changed)
-        self.canvas.stroke_finished.connect(self._on_canvas_drawing_changed)
+        self.canvas.drawing_changed.connect(self.input_changed)
+        self.canvas.stroke_finished.connect(self.input_changed)
 
     def _on_brush_changed(self, value: int) -> None:
         self.canvas.brush_size = value
-
-    def _on_canvas_drawing_changed(self) -> None:
-        self.input_changed.emit(*self.current_input())
 
     def current_input(self) -> tuple[np.ndarray | None, str]:
         try:
@@ -269,7 +269,8 @@ class RotatePanel(ModePanel):
 
     def _on_changed(self) -> None:
         self.angle_label.setText(f"{self.angle.value()}°")
-        self.input_changed.emit(*self.current_input())
+        self.current_input()  # the panel's own thumbnail and message follow at once; the window reads on its tick
+        self.input_changed.emit()
 
     def _on_random_clicked(self) -> None:
         self.index.setValue(int(np.random.default_rng().integers(0, self.index.maximum() + 1)))
@@ -367,7 +368,7 @@ class ImagePanel(ModePanel):
         self._image, self._label = digit, label
         self._grey = digit if grey is None else grey
         self._show_picture()
-        self.input_changed.emit(*self.current_input())
+        self.input_changed.emit()
 
     def _show_picture(self) -> None:
         if self._photo is not None and (self.photos or self._grey is None):

@@ -11,7 +11,8 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
 
 from app.main import MainWindow
 from core.commands import zoo
@@ -193,6 +194,29 @@ def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(q
     assert all(c.prediction.samples.shape[0] == c.samples(100) for c in window.workspace.columns)
     # previews on one thread, the full count on torch's default
     assert threads_used[PREVIEW_SAMPLES] == PREVIEW_THREADS and threads_used[100] == default_threads
+
+
+def test_a_strokes_events_are_preprocessed_once_per_read_not_once_per_event(qtbot, window, monkeypatch):
+    # The panel says only that its input changed; the window reads (preprocesses) it at most
+    # once per tick. Reading it in every event (the signal once carried the input) cost a
+    # 28×28 preprocessing per mouse move, twice per read.
+    import app.views.modes
+
+    reads = []
+    to_mnist = app.views.modes.to_mnist
+    monkeypatch.setattr(app.views.modes, "to_mnist", lambda a: reads.append(1) or to_mnist(a))
+    canvas = window.canvas
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.2)))
+    assert len(reads) == 1  # the first change is judged at once
+    for i in range(10):  # within one tick: no event loop turn between them
+        canvas.mouseMoveEvent(QMouseEvent(QEvent.Type.MouseMove, QPointF(*at(canvas, 0.5, 0.25 + 0.05 * i)),
+                                          QPointF(), Qt.MouseButton.NoButton, Qt.MouseButton.LeftButton,
+                                          Qt.KeyboardModifier.NoModifier))
+    assert len(reads) == 1
+    qtbot.waitUntil(lambda: len(reads) == 2, timeout=5_000)  # the tick ends: one read of the newest drawing
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.75)))
+    settle(qtbot, window)
+    assert window.workspace.image is not None and np.array_equal(window.workspace.image, to_mnist(canvas.to_array()))
 
 
 def test_one_draw_posterior_is_drawn_honestly(qtbot, window):
