@@ -259,7 +259,7 @@ def test_cli_trains_a_sampler(shared_data, tmp_path, method, capsys):
 def test_epoch_batches_give_each_chain_every_example_once_an_epoch_in_reused_tensors():
     """Example i holds the value i: each chain's batches of an epoch are a permutation of the
     data with their own labels, the short last batch included; the two tensors are filled in
-    place step after step (a fresh 25 MB batch a step fragmented the heap of long runs)."""
+    place step after step (no 25 MB allocation a step for the mini-batches of long runs)."""
     from core.engine.inference.base import Dataset
     from core.engine.inference.sampling import epoch_batches
 
