@@ -69,11 +69,10 @@ from core.analysis.dataset import (
     EvaluationItem,
     ImageSelection,
     confusion_cell_images,
-    dataset_words,
     histogram_bin_images,
 )
 from core.engine import tiers
-from core.engine.naming import plural
+from core.engine.naming import dataset_words, plural
 
 FOLDER = "folder…"
 #: The entry that asks for a folder of a person's images (class folders, a CSV, CIFAR files).

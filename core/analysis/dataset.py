@@ -43,16 +43,6 @@ from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.faces.testset import FaceTestSet, is_face_set
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 
-#: The data sets in words (known names; a folder is shown by its name).
-DATASET_WORDS: dict[str, str] = {
-    "mnist-test": "MNIST test digits",
-    "mnist-train": "MNIST training digits",
-    "notmnist": "notMNIST letters",
-    "notmnist-test": "notMNIST letters",
-    "utkface-test": "UTKFace test faces",
-    "utkface-dlib-resnet-v1-test": "UTKFace test faces",
-}
-
 #: Each uncertainty score in words (every one is "higher = more uncertain").
 SCORE_WORDS: dict[str, str] = {
     "total": "total uncertainty (entropy of the mean)",
@@ -88,11 +78,6 @@ DATASET_VIEWS: dict[str, str] = {
 #: A soft-confusion cell lists the images of its true class that give its predicted class at
 #: least this mean probability (below it an image hardly contributes to the cell).
 SOFT_CELL_MIN = 0.05
-
-
-def dataset_words(name: str) -> str:
-    """``"mnist-test"`` → ``"MNIST test digits"``; a folder's data set keeps its name."""
-    return DATASET_WORDS.get(name, name)
 
 
 @dataclass(frozen=True)

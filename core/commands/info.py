@@ -21,9 +21,11 @@ from core.engine.naming import (
     MIN_DRAWS_ESS,
     convergence_verdict,
     ess_estimable,
+    ess_text,
     fit_lines,
     method_label,
     plural,
+    probe_words,
     rhat_text,
     why_not_measurable,
 )
@@ -77,7 +79,7 @@ def convergence_text(record: dict[str, Any]) -> str:
     if verdict == "the chains disagree":
         verdict += ": this posterior may not have converged"
     total = (record.get("chains") or 0) * (record.get("draws") or 0)
-    ess = "" if bulk is None or tail is None else f"; smallest ESS {bulk:.1f} bulk, {tail:.1f} tail, of {total} draws"
+    ess = "" if bulk is None or tail is None else f"; smallest ESS {ess_text(bulk)} bulk, {ess_text(tail)} tail, of {total} draws"
     if ess and not ess_estimable(record.get("draws") or 0):
         ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
     return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     probe = facts["convergence"].get("probe")
     if probe:
-        say(f"                measured on {probe}")
+        say(f"                measured on {probe_words(probe)}")
     for i, line in enumerate(facts["fit_notes"]):
         say(f"  {'fit notes' if i == 0 else '':13s} {line}")
     if facts["acceptance"] is not None:

@@ -36,7 +36,6 @@ import torch
 
 from core.engine.naming import MIN_CHAINS, MIN_DRAWS
 
-
 #: Draws (chains × draws × elements) that one pass of R̂ or ESS takes at once. The passes work
 #: on many copies of their input (ranks, z-scores, folded draws, a padded FFT of every lag), so
 #: a probe set's 10,000 probabilities of 4 × 840 draws at once peaked at 6.3 GiB; elements are

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the window imports this module before the engine (torch) loads
@@ -67,6 +68,31 @@ def samples_used(posterior: Posterior, requested: int) -> int:
     """The number of samples a prediction with ``requested`` samples actually uses."""
     fixed = fixed_sample_count(posterior)
     return requested if fixed is None else min(fixed, requested)
+
+
+#: The data sets in words (known names; a folder is shown by its name).
+DATASET_WORDS: dict[str, str] = {
+    "mnist-test": "MNIST test digits",
+    "mnist-train": "MNIST training digits",
+    "notmnist": "notMNIST letters",
+    "notmnist-test": "notMNIST letters",
+    "utkface-test": "UTKFace test faces",
+    "utkface-dlib-resnet-v1-test": "UTKFace test faces",
+}
+
+
+def dataset_words(name: str) -> str:
+    """``"mnist-test"`` → ``"MNIST test digits"``; a folder's data set keeps its name."""
+    return DATASET_WORDS.get(name, name)
+
+
+def probe_words(probe: str) -> str:
+    """A convergence record's probe set in words: ``"the first 1000 images of mnist-test (…)"``
+    → ``"the first 1,000 MNIST test digits (…)"``; a folder's name stays as written."""
+    match = re.match(r"the first (\d+) images of (\S+)", probe)
+    if match is None or match.group(2) not in DATASET_WORDS:
+        return probe
+    return f"the first {int(match.group(1)):,} {DATASET_WORDS[match.group(2)]}{probe[match.end():]}"
 
 
 def plural(count: int, word: str) -> str:
@@ -135,6 +161,11 @@ def why_not_measurable(chains: int, draws: int) -> str | None:
         return (f"{plural(draws, 'draw')} per chain: split-R̂ cuts each chain in half and needs "
                 f"at least {MIN_DRAWS} draws per chain")
     return None
+
+
+def ess_text(value: float) -> str:
+    """An effective sample size as a person reads it: ``472`` (not 472.0), ``5.8`` below 10."""
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
 
 
 def rhat_text(value: float) -> str:
@@ -327,10 +358,10 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         elif bulk is not None and tail is not None:
             total = (record.get("chains") or 0) * per_chain
             of = f" of {total} draws" if total else ""
-            lines.append(f"Worth about {bulk:.1f} independent draws for the mean and {tail:.1f} "
+            lines.append(f"Worth about {ess_text(bulk)} independent draws for the mean and {ess_text(tail)} "
                          f"for the 5%/95% tails (smallest ESS{of}).")
         if record.get("probe"):
-            lines.append(f"Measured on {record['probe']}.")
+            lines.append(f"Measured on {probe_words(record['probe'])}.")
         kept = record.get("kept_draws")
         if kept and record.get("chains") and per_chain:
             lines.append(f"Measured on all {record['chains']} × {per_chain} draws of the run; the file keeps {kept} "

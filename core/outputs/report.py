@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.analysis.comparison import provenance
-from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, DatasetViews, dataset_words
+from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, DatasetViews
 from core.analysis.evaluation import (
     Evaluation,
     evaluation_tables,
@@ -46,7 +46,7 @@ from core.engine.files import (
     replacing_folder,
     strict_json,
 )
-from core.engine.naming import METHOD_DESCRIPTIONS, method_label, plural
+from core.engine.naming import METHOD_DESCRIPTIONS, dataset_words, method_label, plural
 from core.outputs.export import write_table
 
 

@@ -236,3 +236,17 @@ def test_a_small_share_above_1_1_is_not_rounded_to_nothing(above, words) -> None
     record = {"status": "measured", "chains": 4, "draws": 30, "rhat_max": 1.18, "rhat_above_1_1": above}
     lines = convergence_lines(SimpleNamespace(info={"diagnostics": record}, num_chains=4, num_draws=30))
     assert f"R̂ is above 1.1 for {words} of the probe's class probabilities." in lines
+
+
+@pytest.mark.parametrize(("bulk", "tail", "words"), [(472.04, 354.2, "472 independent draws for the mean and 354"),
+                                                      (1398.4, 5.83, "1,398 independent draws for the mean and 5.8")])
+def test_effective_draws_and_the_probe_read_as_words(bulk, tail, words) -> None:
+    """Whole draws from 10 up (a person counts draws), a decimal below; a known probe set by name."""
+    record = {"status": "measured", "chains": 4, "draws": 200, "rhat_max": 1.004, "ess_bulk_min": bulk,
+              "ess_tail_min": tail, "probe": "the first 1000 images of mnist-test (their labels are not read)"}
+    lines = convergence_lines(SimpleNamespace(info={"diagnostics": record}, num_chains=4, num_draws=200))
+    assert f"Worth about {words} for the 5%/95% tails (smallest ESS of 800 draws)." in lines
+    assert "Measured on the first 1,000 MNIST test digits (their labels are not read)." in lines
+    folder = {**record, "probe": "the first 40 images of my-digits (their labels are not read)"}
+    lines = convergence_lines(SimpleNamespace(info={"diagnostics": folder}, num_chains=4, num_draws=200))
+    assert "Measured on the first 40 images of my-digits (their labels are not read)." in lines
