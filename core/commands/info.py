@@ -79,7 +79,7 @@ def convergence_text(record: dict[str, Any]) -> str:
     if verdict == "the chains disagree":
         verdict += ": this posterior may not have converged"
     total = (record.get("chains") or 0) * (record.get("draws") or 0)
-    ess = "" if bulk is None or tail is None else f"; smallest ESS {ess_text(bulk)} bulk, {ess_text(tail)} tail, of {total} draws"
+    ess = "" if bulk is None or tail is None else f"; smallest ESS {ess_text(bulk)} bulk, {ess_text(tail)} tail, of {total:,} draws"
     if ess and not ess_estimable(record.get("draws") or 0):
         ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
     return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"

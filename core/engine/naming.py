@@ -357,7 +357,7 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                          f"independent draws they are worth (it needs {MIN_DRAWS_ESS}).")
         elif bulk is not None and tail is not None:
             total = (record.get("chains") or 0) * per_chain
-            of = f" of {total} draws" if total else ""
+            of = f" of {total:,} draws" if total else ""
             lines.append(f"Worth about {ess_text(bulk)} independent draws for the mean and {ess_text(tail)} "
                          f"for the 5%/95% tails (smallest ESS{of}).")
         if record.get("probe"):

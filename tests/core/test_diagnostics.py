@@ -247,6 +247,9 @@ def test_effective_draws_and_the_probe_read_as_words(bulk, tail, words) -> None:
     lines = convergence_lines(SimpleNamespace(info={"diagnostics": record}, num_chains=4, num_draws=200))
     assert f"Worth about {words} for the 5%/95% tails (smallest ESS of 800 draws)." in lines
     assert "Measured on the first 1,000 MNIST test digits (their labels are not read)." in lines
+    long_run = {**record, "draws": 840}
+    lines = convergence_lines(SimpleNamespace(info={"diagnostics": long_run}, num_chains=4, num_draws=30))
+    assert any(line.endswith("(smallest ESS of 3,360 draws).") for line in lines)
     folder = {**record, "probe": "the first 40 images of my-digits (their labels are not read)"}
     lines = convergence_lines(SimpleNamespace(info={"diagnostics": folder}, num_chains=4, num_draws=200))
     assert "Measured on the first 40 images of my-digits (their labels are not read)." in lines
