@@ -29,6 +29,7 @@ from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     convergence_lines,
     convergence_warning,
+    dataset_words,
     fit_lines,
     fixed_sample_count,
     plural,
@@ -265,7 +266,7 @@ class ColumnView(QFrame):
             tip.append(f"This posterior holds {plural(fixed, 'stored draw')}: it cannot draw more.")
         else:
             tip.append("Draws as many models as the Samples box asks for.")
-        tip.append(f"Trained on {column.posterior.dataset}.")
+        tip.append(f"Trained on {dataset_words(column.posterior.dataset)}.")
         # what the file records about convergence (never computed here): one line each
         lines = [html.escape(line) for line in convergence_lines(column.posterior)]
         fit = "".join(f"<br><br>{html.escape(line)}" for line in fit_lines(column.posterior.method,

@@ -337,8 +337,9 @@ def test_a_head_refuses_descriptors_of_another_kind_and_digit_posteriors_refuse_
     with pytest.raises(DescriptorMismatchError, match="16 features"):
         predict_age(posterior, np.zeros((2, 15), np.float32), INFO)
     digits = load_posterior(bundled_posteriors()[0])
-    with pytest.raises(DescriptorMismatchError, match="not on face descriptors"):
+    with pytest.raises(DescriptorMismatchError, match="not on face descriptors") as refused:
         check_descriptor(digits, INFO)
+    assert "trained on MNIST training digits" in str(refused.value)  # words, not the set's code name
 
 
 def test_cli_refuses_a_digit_posterior_for_faces_and_a_face_head_for_digits(tmp_path, capsys):

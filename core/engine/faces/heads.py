@@ -25,6 +25,7 @@ from core.engine.faces.age_groups import AGE_GROUP_NAMES
 from core.engine.faces.descriptor import DescriptorInfo, DescriptorMismatchError
 from core.engine.inference.base import Posterior
 from core.engine.models import ArchSpec
+from core.engine.naming import dataset_words, method_label
 
 TASK = "age"
 
@@ -73,7 +74,7 @@ def check_descriptor(posterior: Posterior, info: DescriptorInfo) -> None:
     trained = descriptor_of(posterior)
     if trained is None or posterior.arch.input_dim == 0:
         raise DescriptorMismatchError(
-            f"this {posterior.method} posterior was trained on {posterior.dataset} images, "
+            f"this {method_label(posterior.method)} posterior was trained on {dataset_words(posterior.dataset)}, "
             "not on face descriptors; choose a face posterior for the face mode"
         )
     if not trained.same_kind(info):
