@@ -20,6 +20,7 @@ from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     MIN_DRAWS_ESS,
     convergence_verdict,
+    dataset_words,
     ess_estimable,
     ess_text,
     fit_lines,
@@ -133,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     name = f" “{facts['name']}”" if facts["name"] else ""
     say(f"  method        {facts['method_label']}{name}: {facts['method_words']}")
     say(f"  architecture  {facts['architecture_label']} ({facts['parameters']:,} weights)")
-    say(f"  trained on    {facts['dataset']}")
+    data, words = facts["dataset"], dataset_words(facts["dataset"])
+    say(f"  trained on    {words}" + ("" if words == data else f" ({data})"))
     if facts["tier"]:
         say(f"  tier          {facts['tier']}: one of a set of methods on this same model (bayescope-cli zoo)")
     if facts["chains"] is not None:

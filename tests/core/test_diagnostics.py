@@ -108,6 +108,9 @@ def test_train_records_convergence_and_info_reads_it(tiny_mnist, tmp_path, capsy
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
     assert "2 chains × 18 draws" in text and "largest R̂" in text and "seed          1" in text
+    assert "trained on    mnist@" in text  # a folder's data set by its name
+    assert main(["info", str(resources_dir() / "models" / "paper_softmax_hmc.pt")]) == 0
+    assert "trained on    MNIST training digits (mnist-train)\n" in capsys.readouterr().out
 
 
 def test_keep_draws_measures_the_whole_run_and_keeps_fewer_draws(tmp_path, tiny_mnist, capsys) -> None:
