@@ -141,7 +141,7 @@ def diagnose_progress(
     probs = yield from probe_draws_progress(posterior, images, seed)
     summary = convergence.summarise(probs, MIN_SPREAD)
     varies = convergence.spread(probs) > MIN_SPREAD
-    rhat = np.where(varies, convergence.rhat(probs), np.nan)  # (images, classes)
+    rhat = summary.rhat  # (images, classes), NaN where a probability does not vary
     per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
     measured = rhat[~np.isnan(rhat)]
     above = float((measured > RHAT_LOOSE).mean()) if measured.size else None

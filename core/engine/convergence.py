@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -256,11 +256,13 @@ def ess_tail(draws: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Convergence:
-    """The worst of each diagnostic over every element of a set of draws."""
+    """The worst of each diagnostic over every element of a set of draws, and each element's R̂
+    (NaN for the elements left out), so that a caller needs not compute it again."""
 
     rhat_max: float
     ess_bulk_min: float
     ess_tail_min: float
+    rhat: np.ndarray = field(repr=False, compare=False)
 
 
 def summarise(draws: np.ndarray, min_spread: float = 0.0) -> Convergence:
@@ -278,7 +280,9 @@ def summarise(draws: np.ndarray, min_spread: float = 0.0) -> Convergence:
         kept = values[varies & ~np.isnan(values)]
         return float(pick(kept)) if kept.size else float("nan")
 
-    return Convergence(worst(rhat(x), np.max), worst(ess_bulk(x), np.min), worst(ess_tail(x), np.min))
+    per_element = np.where(varies, rhat(x), np.nan)
+    return Convergence(worst(per_element, np.max), worst(ess_bulk(x), np.min), worst(ess_tail(x), np.min),
+                       per_element)
 
 
 def spread(draws: np.ndarray) -> np.ndarray:

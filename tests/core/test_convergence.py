@@ -142,6 +142,8 @@ def test_summary_takes_the_worst_element_and_skips_constant_ones() -> None:
     assert summary.rhat_max == pytest.approx(float(cv.rhat(draws)[1]))
     assert summary.rhat_max > 1.5
     assert summary.ess_bulk_min == pytest.approx(float(np.nanmin(cv.ess_bulk(draws)[:2])))
+    np.testing.assert_array_equal(summary.rhat[:2], cv.rhat(draws)[:2])  # each element's R̂, for the caller
+    assert np.isnan(summary.rhat[2])  # the skipped element has none
 
 
 @pytest.mark.parametrize("draws", [4, 6, 9])
