@@ -47,7 +47,8 @@ class TracePlot(pg.PlotWidget):
         self.note.setVisible(False)
 
     def show_traces(self, traces: Sequence[Sequence[float]] | None, steps: int | None,
-                    burn_in: int | None, name: str = "log posterior") -> None:
+                    burn_in: int | None, name: str = "log posterior", shaded: str = "burn-in") -> None:
+        """``shaded`` names the steps before the first kept draw: a sampler's burn-in, HMC's warm-up."""
         item = self.getPlotItem()
         item.clear()
         if not traces:
@@ -72,7 +73,7 @@ class TracePlot(pg.PlotWidget):
                                         pen=pg.mkPen(None))
             shade.setZValue(-10)
             item.addItem(shade)
-            label = pg.TextItem("burn-in (not kept)", color=FOREGROUND, anchor=(0, 1))
+            label = pg.TextItem(f"{shaded} (not kept)", color=FOREGROUND, anchor=(0, 1))
             label.setPos(0, low - pad)
             item.addItem(label)
         for c, row in enumerate(values):

@@ -360,12 +360,13 @@ def convergence_lines(posterior: Posterior) -> list[str]:
             of = f" of {total:,} draws" if total else ""
             lines.append(f"Worth about {ess_text(bulk)} independent draws for the mean and {ess_text(tail)} "
                          f"for the 5%/95% tails (smallest ESS{of}).")
-        if record.get("probe"):
-            lines.append(f"Measured on {probe_words(record['probe'])}.")
-        kept = record.get("kept_draws")
+        kept = record.get("kept_draws")  # one sentence for what was measured: the probe, then the draws
+        where = [probe_words(record["probe"])] if record.get("probe") else []
         if kept and record.get("chains") and per_chain:
-            lines.append(f"Measured on all {record['chains']} × {per_chain} draws of the run; the file keeps {kept} "
-                         "of each chain's, evenly spaced.")
+            where.append(f"all {record['chains']} × {per_chain} draws of the run; the file keeps {kept} of each "
+                         "chain's, evenly spaced")
+        if where:
+            lines.append(f"Measured on {', over '.join(where)}.")
     elif isinstance(record, dict) and record.get("status") == "n/a":
         lines.append(f"Convergence: n/a ({record.get('reason', 'not measurable')}).")
     elif chains is None:

@@ -152,5 +152,5 @@ def test_a_samplers_column_tooltip_places_its_draws_against_exact_inference(qtbo
     assert "Under the exact posterior its draws are as probable as HMC&#x27;s" in tip, tip
     assert "Its steps follow the shape of the posterior around its peak" in tip  # the curvature metric
     assert "Largest R̂" in tip  # beside what convergence means for it, measured on the whole run
-    assert "Measured on all 4 × 201 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
+    assert "over all 4 × 201 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
     assert "4 chains × 30 draws." in tip

@@ -60,6 +60,9 @@ def test_dense_metric_momenta_velocity_and_spread_follow_m():
     some = {"theta": torch.randn(3, 5, generator=g)}
     v = metric.velocity(some)["theta"].double()
     assert torch.allclose(v, some["theta"].double() @ inverse, rtol=1e-4, atol=1e-5)
+    white = metric.whiten(some)["theta"].double()  # L⁻¹g: the gradient where M is the identity
+    assert torch.allclose(white @ white.T, some["theta"].double() @ inverse @ some["theta"].double().T, rtol=1e-4)
+    assert torch.allclose(metric.spread(metric.whiten(some))["theta"].double(), v, rtol=1e-4, atol=1e-5)
     kinetic = 0.5 * (some["theta"].double() @ inverse * some["theta"].double()).sum(1)
     assert torch.allclose(metric.kinetic(some).double(), kinetic, rtol=1e-4)
 

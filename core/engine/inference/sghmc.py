@@ -93,7 +93,8 @@ class SghmcConfig(ChainConfig):
 
 @dataclass
 class SghmcState:
-    """Chain-stacked parameters θ, scaled momenta v, step counter and preconditioner."""
+    """Chain-stacked parameters θ, scaled momenta v (with the curvature metric kept whitened,
+    w = Lᵀv where M = LLᵀ), step counter and preconditioner."""
 
     params: Params
     momentum: Params
@@ -134,26 +135,26 @@ def step(
     momentum = state.momentum
     metric = state.metric
     if config.resample_every and state.t % config.resample_every == 0 and state.t > 0:
-        fresh = sampling.normal_like(momentum, generator)
-        if metric is not None:
-            fresh = metric.spread(fresh)
+        fresh = sampling.normal_like(momentum, generator)  # v ~ N(0, ηG); with the metric w = Lᵀv ~ N(0, ηI)
         momentum = {
             k: (eta * (precond[k] if precond is not None else 1.0)) ** 0.5 * fresh[k]
             for k in momentum
         }
     noise = sampling.normal_like(state.params, generator)
-    drift = grad
-    if metric is not None:  # G = M⁻¹: drift M⁻¹ĝ, noise N(0, 2(α − β̂)η M⁻¹)
-        drift, noise = metric.velocity(grad), metric.spread(noise)
-    new_v, new_theta = {}, {}
-    for k, theta in state.params.items():
+    # With the metric G = M⁻¹ = L⁻ᵀL⁻¹ the momentum is kept whitened, w = Lᵀv: w ← (1 − α)w + η L⁻¹ĝ
+    # + N(0, 2(α − β̂)η I) and θ ← θ + L⁻ᵀw, which is v's update (drift M⁻¹ĝ, noise N(0, 2(α − β̂)η M⁻¹))
+    # in two triangular products
+    drift = metric.whiten(grad) if metric is not None else grad
+    new_v = {}
+    for k in state.params:
         g = precond[k] if precond is not None else 1.0
         new_v[k] = (
             (1.0 - alpha) * momentum[k]
             + eta * g * drift[k]
             + (2.0 * (alpha - beta) * eta * g) ** 0.5 * noise[k]
         )
-        new_theta[k] = theta + new_v[k]
+    move = metric.spread(new_v) if metric is not None else new_v
+    new_theta = {k: theta + move[k] for k, theta in state.params.items()}
     info = {
         "log_posterior": logp,
         "param_norm": sampling.chain_norm(new_theta),

@@ -140,10 +140,11 @@ def step(
         if state.preconditioner is not None
         else None
     )
-    if state.metric is not None:  # G = M⁻¹: drift M⁻¹ĝ, noise N(0, ηT M⁻¹)
-        drift, spread = state.metric.velocity(grad), state.metric.spread(noise)
-        new = {k: theta + 0.5 * eta * drift[k] + (eta * config.temperature) ** 0.5 * spread[k]
-               for k, theta in state.params.items()}
+    if state.metric is not None:  # G = M⁻¹ = L⁻ᵀL⁻¹: θ + L⁻ᵀ(½η L⁻¹ĝ + √(ηT) z), drift M⁻¹ĝ, noise N(0, ηT M⁻¹)
+        white = state.metric.whiten(grad)
+        move = state.metric.spread({k: 0.5 * eta * white[k] + (eta * config.temperature) ** 0.5 * noise[k]
+                                    for k in white})
+        new = {k: theta + move[k] for k, theta in state.params.items()}
     else:
         new = {}
         for k, theta in state.params.items():
