@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"  tier          {facts['tier']}: one of a set of methods on this same model (bayescope-cli zoo)")
     if facts["chains"] is not None:
         kept = "" if facts["draws"] == facts["measured_draws"] else (
-            f" (of {facts['measured_draws']} a chain in the run, all measured for convergence)")
+            f" (of {facts['measured_draws']:,} a chain in the run, all measured for convergence)")
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}{kept}")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     probe = facts["convergence"].get("probe")

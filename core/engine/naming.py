@@ -363,7 +363,7 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         kept = record.get("kept_draws")  # one sentence for what was measured: the probe, then the draws
         where = [probe_words(record["probe"])] if record.get("probe") else []
         if kept and record.get("chains") and per_chain:
-            where.append(f"all {record['chains']} × {per_chain} draws of the run; the file keeps {kept} of each "
+            where.append(f"all {record['chains']} × {per_chain:,} draws of the run; the file keeps {kept} of each "
                          "chain's, evenly spaced")
         if where:
             lines.append(f"Measured on {', over '.join(where)}.")
