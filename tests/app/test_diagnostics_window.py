@@ -107,6 +107,9 @@ def test_hmcs_trace_runs_over_its_iterations_with_the_warm_up_shaded(qtbot):
     assert len(curves) == 4 and max(float(c.xData.max()) for c in curves) == 950
     (shade,) = [i for i in item.items if isinstance(i, pg.LinearRegionItem)]
     assert shade.getRegion() == (0, 150)
+    labels = [i.toPlainText() for i in item.items if isinstance(i, pg.TextItem) and i.toPlainText()]
+    assert labels == ["warm-up (not kept)"]  # HMC's, not a mini-batch sampler's burn-in
+    assert item.getAxis("bottom").labelText == "iteration (12 leapfrog steps each)"
     text = window.summary.text()
     assert ": the chains agree (" in text and "as well as these draws can show" not in text  # within 1.01 outright
     assert not window.warning.isVisible()
@@ -128,6 +131,8 @@ def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posteri
     """The paper tier's SGLD: its draws placed against exact HMC's under the exact posterior (the
     level ``bayescope-cli zoo`` records), and its trace named what it is, a mini-batch's estimate;
     HMC's trace is its exact log posterior, and HMC is not placed against itself."""
+    import pyqtgraph as pg
+
     from app.views.diagnostics import DiagnosticsWindow
     from core.engine.store import load_posterior
 
@@ -139,6 +144,9 @@ def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posteri
     assert "Under the exact posterior its draws are" in sgld.summary.text()
     assert "for HMC&#x27;s draws, which are exact" in sgld.summary.text()
     assert sgld.trace.getPlotItem().getAxis("left").labelText == "log posterior (mini-batch)"
+    assert sgld.trace.getPlotItem().getAxis("bottom").labelText == "step"
+    assert "burn-in (not kept)" in [i.toPlainText() for i in sgld.trace.getPlotItem().items
+                                    if isinstance(i, pg.TextItem)]
     assert "one mini-batch of images per step" in sgld.trace.toolTip()
     assert "mini-batch" not in hmc.trace.toolTip()
     assert hmc.trace.getPlotItem().getAxis("left").labelText == "log posterior"
@@ -152,5 +160,5 @@ def test_a_samplers_column_tooltip_places_its_draws_against_exact_inference(qtbo
     assert "Under the exact posterior its draws are as probable as HMC&#x27;s" in tip, tip
     assert "Its steps follow the shape of the posterior around its peak" in tip  # the curvature metric
     assert "Largest R̂" in tip  # beside what convergence means for it, measured on the whole run
-    assert "over all 4 × 201 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
+    assert "over all 4 × 1,000 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
     assert "4 chains × 30 draws." in tip
