@@ -47,8 +47,10 @@ class TracePlot(pg.PlotWidget):
         self.note.setVisible(False)
 
     def show_traces(self, traces: Sequence[Sequence[float]] | None, steps: int | None,
-                    burn_in: int | None, name: str = "log posterior", shaded: str = "burn-in") -> None:
-        """``shaded`` names the steps before the first kept draw: a sampler's burn-in, HMC's warm-up."""
+                    burn_in: int | None, name: str = "log posterior", shaded: str = "burn-in",
+                    along: str = "step") -> None:
+        """``shaded`` names the steps before the first kept draw (a sampler's burn-in, HMC's
+        warm-up); ``along`` the x axis (a step, an HMC iteration)."""
         item = self.getPlotItem()
         item.clear()
         if not traces:
@@ -81,6 +83,7 @@ class TracePlot(pg.PlotWidget):
             item.plot(x, row, pen=pen, name=f"chain {c + 1}")
         self.legend.setColumnCount(min(len(values), 4))
         item.setLabel("left", name)
+        item.setLabel("bottom", along)
         item.setXRange(0, total, padding=0.02)
         item.setYRange(low - pad, high + 2.5 * pad, padding=0)
 

@@ -49,18 +49,18 @@ class DiagnosticsWindow(QDialog):
         traces = info.get("traces") if isinstance(info.get("traces"), dict) else {}
         key = next((k for k in TRACE_NAMES if traces.get(k)), None)
         config = posterior.config if isinstance(getattr(posterior, "config", None), dict) else {}
-        steps, burn_in, shaded, axis = info.get("num_steps"), info.get("burn_in_steps"), "burn-in", "step"
+        steps, burn_in, shaded, unit, along = info.get("num_steps"), info.get("burn_in_steps"), "burn-in", "step", "step"
         if steps is None and "num_warmup" in config:  # HMC: its warm-up, then its sampling iterations
             steps = int(config["num_warmup"]) + int(config.get("num_samples", 0))
-            burn_in, shaded, axis = int(config["num_warmup"]), "warm-up", "iteration"
+            burn_in, shaded, unit = int(config["num_warmup"]), "warm-up", "iteration"
+            leapfrog = config.get("num_leapfrog")
+            along = f"iteration ({leapfrog} leapfrog steps each)" if leapfrog else unit
         name = TRACE_NAMES.get(key, "")
         if key == "log_posterior" and info.get("num_steps") is not None:  # a mini-batch sampler's, not exact
             name = "log posterior (mini-batch)"
             self.trace.setToolTip(TRACE_TIP + " " + MINI_BATCH_TIP)
-        self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, name, shaded)
-        self.trace.getPlotItem().setTitle(f"Each chain against the {axis}")
-        leapfrog = config.get("num_leapfrog") if axis == "iteration" else None
-        self.trace.getPlotItem().setLabel("bottom", f"iteration ({leapfrog} leapfrog steps each)" if leapfrog else axis)
+        self.trace.show_traces(traces.get(key) if key else None, steps, burn_in, name, shaded, along)
+        self.trace.getPlotItem().setTitle(f"Each chain against the {unit}")
         layout.addWidget(self.trace, 1)
 
         self.rhat = RhatPlot(tuple(class_names))

@@ -29,6 +29,7 @@ from core.commands.console import (
     CLUSTER_HELP,
     USER_ERRORS,
     bar_callback,
+    check_cluster,
     check_seed,
     describe_error,
     progress_bar,
@@ -376,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
     tier = TIERS[args.tier]
     check_seed(args.seed)
+    check_cluster(getattr(args, "cluster", None))  # before hours of training, not at the first sampler
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
     methods = list(tier.methods)

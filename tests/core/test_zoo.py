@@ -98,6 +98,13 @@ def test_an_unknown_method_of_a_tier_is_named(tmp_path, capsys):
     assert "the paper tier has no method bogus; it has hmc, map" in err
 
 
+def test_a_bad_cluster_address_is_refused_before_anything_is_trained(tmp_path, capsys):
+    out = tmp_path / "paper"
+    assert main(["zoo", "--tier", "paper", "--out", str(out), "--cluster", "nowhere:1"]) == 2
+    assert "--cluster must be local, auto or ray://HOST:PORT, got 'nowhere:1'" in capsys.readouterr().err
+    assert not out.exists()  # refused before the folder was made or the first method trained
+
+
 def _bundled(tier: zoo.Tier) -> list[dict]:
     files = sorted((resources_dir() / "models").glob(f"{tier.name}_*.pt"))
     if not files:
