@@ -267,7 +267,7 @@ class MainWindow(QMainWindow):
         self.level.valueChanged.connect(self._on_sampling_changed)
         self.workspace.columns_changed.connect(self._on_workspace_columns_changed)
         self.workspace.prediction_changed.connect(self._on_workspace_prediction_changed)
-        self.inference.prediction_computed.connect(self._on_inference_prediction_computed)
+        self.inference.predictions_computed.connect(self._on_inference_predictions_computed)
         self.inference.request_finished.connect(self._on_inference_request_finished)
         self.inference.prediction_failed.connect(self._on_inference_prediction_failed)
         self.inference.column_failed.connect(self._on_inference_column_failed)
@@ -861,12 +861,11 @@ class MainWindow(QMainWindow):
         self.inference.request(self.workspace.image, requests, self.workspace.level,
                                threads=PREVIEW_THREADS if preview else None)
 
-    def _on_inference_prediction_computed(self, request: int, key: str, prediction) -> None:
+    def _on_inference_predictions_computed(self, request: int, predictions: list) -> None:
         if self.workspace.image is None:  # the input was cleared meanwhile
             return
-        column = self.workspace.column(key)
-        recovered = column is not None and column.failure is not None
-        self.workspace.set_prediction(key, prediction)
+        recovered = any(c is not None and c.failure is not None for c in map(self.workspace.column, dict(predictions)))
+        self.workspace.set_predictions(predictions)
         if recovered:  # it judges again: it is reopened at the next start
             self._save_state()
 

@@ -288,16 +288,26 @@ class Workspace(QObject):
         self.input_changed.emit()
 
     def set_prediction(self, key: str, prediction: Prediction | None) -> None:
-        column = self.column(key)
-        if column is not None:
-            column.prediction = prediction
-            column.failure = None
-            self.prediction_changed.emit(key)
-        if self.reference is not None and key == self.reference.key:
-            self.reference.prediction = prediction
-            for other in self.columns:  # their marks of the reference move with it
-                if other.key != key and self.reference_for(other) is not None:
-                    self.prediction_changed.emit(other.key)
+        self.set_predictions([(key, prediction)])
+
+    def set_predictions(self, predictions: list[tuple[str, Prediction | None]]) -> None:
+        """Set one request's predictions, then say once for each column that changed: its own
+        prediction, or the reference's that its marks show (one column set at a time, the
+        reference's arrival redrew every other column with its old prediction first)."""
+        changed = set()
+        for key, prediction in predictions:
+            column = self.column(key)
+            if column is not None:
+                column.prediction = prediction
+                column.failure = None
+                changed.add(key)
+            if self.reference is not None and key == self.reference.key:
+                self.reference.prediction = prediction
+                # their marks of the reference move with it
+                changed.update(other.key for other in self.columns if self.reference_for(other) is not None)
+        for column in self.columns:
+            if column.key in changed:
+                self.prediction_changed.emit(column.key)
 
     # ------------------------------------------------------------------ reference
     def find_reference(self) -> None:

@@ -96,8 +96,8 @@ def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | 
 class InferenceController(QObject):
     """Signals
     -------
-    prediction_computed(int, str, Prediction)
-        Request number, column key and its prediction.
+    predictions_computed(int, list)
+        Request number and its columns' (key, Prediction) pairs, all at once.
     column_failed(int, str, str)
         Request number, column key and why that column's posterior could not judge the input
         (a sentence for a person); the other columns' predictions arrive as usual.
@@ -107,7 +107,7 @@ class InferenceController(QObject):
         The request as a whole raised; the message is for a person.
     """
 
-    prediction_computed = Signal(int, str, object)
+    predictions_computed = Signal(int, list)
     column_failed = Signal(int, str, str)
     request_finished = Signal(int)
     prediction_failed = Signal(str)
@@ -145,11 +145,12 @@ class InferenceController(QObject):
         worker.start()
 
     def _on_worker_returned(self, predictions: list[tuple[str, Prediction | ColumnFailure]]) -> None:
+        computed = [(key, outcome) for key, outcome in predictions if not isinstance(outcome, ColumnFailure)]
+        if computed:
+            self.predictions_computed.emit(self._running_id, computed)
         for key, outcome in predictions:
             if isinstance(outcome, ColumnFailure):
                 self.column_failed.emit(self._running_id, key, outcome.message)
-            else:
-                self.prediction_computed.emit(self._running_id, key, outcome)
 
     def _on_worker_errored(self, exc: Exception) -> None:
         self.prediction_failed.emit(str(exc) or "the prediction could not be computed")

@@ -82,6 +82,22 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
         assert "Reads <b>7</b>" in view.verdict.text()
 
 
+def test_a_request_shows_each_column_once_with_the_new_reference_marks(qtbot, window):
+    """One input, one drawing of each column: the reference's (HMC's) arrival must not first
+    redraw the other columns with their old predictions under its new marks."""
+    drag(qtbot, window.canvas, seven(window.canvas))
+    settle(qtbot, window)
+    shown = []
+    window.workspace.prediction_changed.connect(shown.append)
+    window._request_predictions()
+    settle(qtbot, window)
+    assert sorted(shown) == sorted(window.workspace.column_keys())
+    reference = window.workspace.reference.prediction.summary
+    for key in window.workspace.column_keys()[1:]:  # marked against the reference of this very request
+        marks = window.column_views[key].plots["interval"].reference
+        assert np.allclose(marks["mean"], reference.mean.numpy())
+
+
 def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     keys = window.workspace.column_keys()
     map_path = MODELS / "paper_softmax_map.pt"
