@@ -270,7 +270,8 @@ class ColumnView(QFrame):
         # what the file records about convergence (never computed here): one line each
         lines = [html.escape(line) for line in convergence_lines(column.posterior)]
         fit = "".join(f"<br><br>{html.escape(line)}" for line in fit_lines(column.posterior.method,
-                                                                             column.posterior.info))
+                                                                             column.posterior.info,
+                                                                             column.posterior.config))
         self.title.setToolTip(html.escape(" ".join(tip)) + fit + "<br><br>" + "<br>".join(lines))
         warning = convergence_warning(column.posterior.info)
         if warning != self._warning:

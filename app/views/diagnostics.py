@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QW
 
 from app.plots.convergence_plots import TRACE_TIP, RhatPlot, TracePlot
 from app.plots.style import WARNING
-from core.engine.naming import convergence_lines, convergence_warning, level_line
+from core.engine.naming import convergence_lines, convergence_warning, level_line, widening_line
 
 #: Said of a stochastic-gradient sampler's log posterior trace, which is no exact value.
 MINI_BATCH_TIP = (
@@ -38,8 +38,10 @@ class DiagnosticsWindow(QDialog):
         self.warning.setVisible(bool(warning))
         self.warning.setWordWrap(True)
         layout.addWidget(self.warning)
-        level = level_line(posterior.method, info)  # how probable its draws are under the exact posterior
-        lines = convergence_lines(posterior) + ([level] if level else [])
+        # how probable its draws are under the exact posterior, and what SGLD's step does to them
+        exact = [line for line in (level_line(posterior.method, info),
+                                   widening_line(posterior.method, getattr(posterior, "config", None))) if line]
+        lines = convergence_lines(posterior) + exact
         self.summary = QLabel("<br>".join(html.escape(line) for line in lines))
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)

@@ -107,7 +107,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "draws": record.get("kept_draws") or record.get("draws"),  # what the file holds, per chain
         "measured_draws": record.get("draws"),  # what its convergence was measured on, per chain
         "convergence": record,
-        "fit_notes": fit_lines(records["method"], info),
+        "fit_notes": fit_lines(records["method"], info, records["config"]),
         "log_posterior_level": info.get("log_posterior_level"),
         "acceptance": info.get("acceptance_rate"),
         "train_seconds": info.get("train_seconds"),

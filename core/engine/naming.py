@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -256,11 +257,34 @@ def level_line(method: str, info: dict) -> str | None:
     return f"Under the exact posterior its draws are as probable as {name}'s ({numbers})."
 
 
-def fit_lines(method: str, info: dict) -> list[str]:
+def sgld_widening(config: dict | None) -> float | None:
+    """How much wider than the posterior, per direction, SGLD moving by the curvature samples at
+    its constant step η, even with exact gradients: with no accept/reject step, each direction of
+    the posterior's own units follows θ' = (1 − η/2)θ + √η z, whose spread is 1/√(1 − η/4) of
+    the posterior's (tests/core/test_samplers.py); None for another schedule or temperature."""
+    config = config if isinstance(config, dict) else {}
+    eta = _number(config.get("step_size"))
+    if (config.get("metric") != "curvature" or config.get("schedule", "constant") != "constant"
+            or _number(config.get("temperature", 1.0)) != 1.0 or eta is None or not 0 < eta < 4):
+        return None
+    return 1 / math.sqrt(1 - eta / 4) - 1
+
+
+def widening_line(method: str, config: dict | None) -> str | None:
+    """What SGLD's step does to its draws, in words (:func:`sgld_widening`), or None."""
+    widening = sgld_widening(config) if method == "sgld" else None
+    if widening is None:
+        return None
+    return ("Unlike HMC it keeps every step without an accept-or-reject test, so it samples a slightly wider "
+            f"distribution than the posterior: at its step size, about {100 * widening:.1f}% wider in every direction.")
+
+
+def fit_lines(method: str, info: dict, config: dict | None = None) -> list[str]:
     """What a posterior's file records about where its fit ended or how it sampled, when that
     bounds what it shows, one sentence a line: a variational fit's limits, a sampler's
-    preconditioner, how probable its weight draws are under a tier's exact posterior
-    (nothing for the other methods)."""
+    preconditioner and what its step does to its draws (``config``: the method's settings), how
+    probable its weight draws are under a tier's exact posterior (nothing for the other
+    methods)."""
     info = info if isinstance(info, dict) else {}
     lines = [line] if (line := level_line(method, info)) else []
     share = _number(info.get("alpha_at_limit"))
@@ -270,8 +294,10 @@ def fit_lines(method: str, info: dict) -> list[str]:
     pre = info.get("preconditioner")
     if isinstance(pre, dict) and pre.get("kind") == "curvature":
         lines.append("Its steps follow the shape of the posterior around its peak, measured once before the first "
-                     "step: small along the directions the data pin down, large along those they leave free. Its "
-                     "draws target the same posterior.")
+                     "step: small along the directions the data pin down, large along those they leave free. This "
+                     "changes how fast it moves, not what it samples.")
+        if line := widening_line(method, config):
+            lines.append(line)
     elif isinstance(pre, dict):
         lines.append("Its step size was fitted to each weight during the burn-in and then held fixed, so its draws "
                      "target the same posterior." if pre.get("fixed_before_draws") else

@@ -143,6 +143,9 @@ def test_a_samplers_view_says_how_probable_its_draws_are_under_the_exact_posteri
     qtbot.addWidget(hmc)
     assert "Under the exact posterior its draws are" in sgld.summary.text()
     assert "for HMC&#x27;s draws, which are exact" in sgld.summary.text()
+    # and why its draws spread a little wider than HMC's: its step, 1/√(1 − 0.05/4) − 1 = 0.6 %
+    assert "about 0.6% wider in every direction" in sgld.summary.text()
+    assert "wider in every direction" not in hmc.summary.text()
     assert sgld.trace.getPlotItem().getAxis("left").labelText == "log posterior (mini-batch)"
     assert sgld.trace.getPlotItem().getAxis("bottom").labelText == "step"
     assert "burn-in (not kept)" in [i.toPlainText() for i in sgld.trace.getPlotItem().items
@@ -162,3 +165,4 @@ def test_a_samplers_column_tooltip_places_its_draws_against_exact_inference(qtbo
     assert "Largest R̂" in tip  # beside what convergence means for it, measured on the whole run
     assert "over all 4 × 1,000 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
     assert "4 chains × 30 draws." in tip
+    assert "wider in every direction" not in tip  # SGHMC's step widens its draws by 0.05 %: said of SGLD only
