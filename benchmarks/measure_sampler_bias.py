@@ -28,9 +28,12 @@ coordinates M makes unit (λ → 1, σᵢ² → (N/n)(1 − n/N)(λᵢ − 1)/λ
 mini-batches are taken as drawn independently; each chain reshuffles the images every epoch, so
 its mini-batch gradients add up to the full one over an epoch, and along directions that take
 longer than an epoch to forget much of the noise cancels: there the gap is an upper bound (the
-paper tier's curvature-moved SGLD and SGHMC: 134 and 124 predicted, 4 and 7 measured; the plain
-samplers, whose stiff directions forget within a step or two: 1,658 and 1,521 predicted, 1,747
-and 1,655 measured).
+curvature-moved SGLD at η 0.01 and SGHMC at η 10⁻⁴ on mini-batches of 2,000: 134 and 124
+predicted, 4 and 7 measured; the plain samplers, whose stiff directions forget within a step or
+two: 1,658 and 1,521 predicted, 1,747 and 1,655 measured). With exact gradients (``batch_size``
+60000) only the step's own gap is left: SGLD, with no accept/reject test, settles at variance
+1/(1 − η/4) in every direction, 7,850 · (η/4)/(2(1 − η/4)) below (50 at the bundled η 0.05,
+measured 47 with mini-batches of 10,000).
 
 Run: ``python benchmarks/measure_sampler_bias.py --data-dir ../shared/data`` (seconds), with
 ``--pilot`` (about 35 s per setting of 30 epochs on two CPU cores; minutes with
