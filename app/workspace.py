@@ -292,8 +292,8 @@ class Workspace(QObject):
 
     def set_predictions(self, predictions: list[tuple[str, Prediction | None]]) -> None:
         """Set one request's predictions, then say once for each column that changed: its own
-        prediction, or the reference's that its marks show (one column set at a time, the
-        reference's arrival redrew every other column with its old prediction first)."""
+        prediction, or the reference's that its marks show (set one at a time, the reference's
+        arrival would first redraw every other column with its old prediction)."""
         changed = set()
         for key, prediction in predictions:
             column = self.column(key)

@@ -65,10 +65,10 @@ DSGHMC_CHAINS = (*chain_settings(thin=250, init="prior", epochs=500, burn_in=150
 #: the run's measured draws.
 SG_CURVATURE = ("--set", "metric=curvature", "--keep-draws", "30")
 #: SGLD at η 0.05 on mini-batches of 10,000 (forgets in about 80 steps): 6,717 epochs of 6 steps, 50
-#: of burn-in, every 40th step measured (4 × 1,000 draws: R̂ 1.009, 76 min on two cores with
+#: of burn-in, every 40th step measured (4 × 1,000 draws: R̂ 1.009, 74 min on two cores with
 #: ``--cluster local``). SGLD keeps every step without an accept/reject test, so even with exact
 #: gradients its draws spread 1/√(1 − η/4) of the posterior's in every direction (0.6 % at 0.05):
-#: over 7,850 weights their log posterior sits about 50 below HMC's (measured 53). At η 0.01
+#: over 7,850 weights their log posterior sits about 50 below HMC's (measured 47). At η 0.01
 #: (mini-batches of 2,000, 700 epochs) the chains only roughly agreed (R̂ 1.087 over 4 × 201); at
 #: η 0.1 (2,717 epochs) R̂ was 1.011 with the draws 116 below HMC's level (101 from the step).
 SGLD_CHAINS = (*chain_settings(thin=40, init="overdispersed", epochs=6717, burn_in=50),
