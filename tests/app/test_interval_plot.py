@@ -43,6 +43,15 @@ def test_a_narrow_plot_takes_a_shorter_wording_not_a_cut_one(qtbot):
     plot.show(_prediction(8), 0.9)
     drawn = plot.drawn_title()
     assert "78%" in drawn and "90% asked" in drawn and not drawn.endswith("…")
+    # what is painted is laid out once, then follows the wording and the width
+    plot.grab()
+    assert plot._laid_out_title().text() == drawn
+    plot.resize(420, 160)
+    plot.grab()
+    assert plot._laid_out_title().text() == plot.drawn_title() == plot.title() != drawn
+    plot.show(_prediction(100), 0.9)
+    plot.grab()
+    assert plot._laid_out_title().text() == "Mean and 90% interval · 100 draws"
 
 
 def test_dsghmc_uncertainty_is_shown_as_weights_and_input_masks(qtbot):
