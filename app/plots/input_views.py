@@ -209,10 +209,14 @@ class InputPlot(QWidget):
             self._title, self._title_wordings = wordings[0], wordings
             self.update()
 
+    def title_room(self) -> float:
+        """The width a title may take, centred on the plot."""
+        return max(self.width() - 4.0, 10.0)
+
     def drawn_title(self) -> str:
         """The wording of the title that fits the plot's width now (what is painted)."""
         metrics = QFontMetricsF(self._title_font)
-        room = max(self.width() - 4.0, 10.0)
+        room = self.title_room()
         return next((w for w in self._title_wordings if metrics.horizontalAdvance(w) <= room),
                     metrics.elidedText(self._title_wordings[-1], Qt.TextElideMode.ElideRight, room))
 
@@ -630,19 +634,29 @@ class EntropyPlot(InputPlot):
         self.paint_bars(painter, [QColor(*UNCERTAINTY[n]) for n in self.names],
                         [(0.0, i - 0.3, float(v), i + 0.3) for i, v in enumerate(self.values["nats"])])
 
+    def _most_label(self) -> QRectF:
+        """Where "ln K" is written: atop its dashed line, reaching up into the title's band."""
+        metrics = QFontMetricsF(self.font())
+        width, height = metrics.horizontalAdvance("ln K"), metrics.height()
+        label = self.px(self.most, -0.35)
+        return QRectF(label.x() - width / 2, label.y() - height, width, height)
+
+    def title_room(self) -> float:
+        # a centred title keeps clear of "ln K" (in a narrow column it takes its shorter wording)
+        self.data_rect()
+        clear = self._most_label().left() - 3 - self.width() / 2
+        return max(min(super().title_room(), 2 * clear), 10.0)
+
     def paint_overlay(self, painter: QPainter) -> None:
         # the most possible, ln K, dashed and named
         painter.setPen(QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine))
         painter.drawLine(QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1])))
-        metrics = QFontMetricsF(self.font())
-        width, height = metrics.horizontalAdvance("ln K"), metrics.height()
-        label = self.px(self.most, -0.35)
         painter.setFont(self.font())
-        painter.drawText(QRectF(label.x() - width / 2, label.y() - height, width, height), Qt.AlignmentFlag.AlignCenter, "ln K")
+        painter.drawText(self._most_label(), Qt.AlignmentFlag.AlignCenter, "ln K")
         # The values go into the axis labels (text beside the bars collides in narrow columns);
         # drawn here, not with the axis, which is painted once.
         painter.setPen(QColor(FOREGROUND))
-        right = self._data_rect.left() - TICK_LENGTH - 2
+        right, height = self._data_rect.left() - TICK_LENGTH - 2, QFontMetricsF(self.font()).height()
         for i, name in enumerate(self.names):
             text = f"{name} {self.values['nats'][i]:.3f}" if self.values else name
             if self.values and name in ("epistemic", "weights") and not getattr(self, "epistemic_defined", True):

@@ -38,9 +38,9 @@ class DiagnosticsWindow(QDialog):
         self.warning.setVisible(bool(warning))
         self.warning.setWordWrap(True)
         layout.addWidget(self.warning)
+        config = posterior.config if isinstance(getattr(posterior, "config", None), dict) else {}
         # how probable its draws are under the exact posterior, and what SGLD's step does to them
-        exact = [line for line in (level_line(posterior.method, info),
-                                   widening_line(posterior.method, getattr(posterior, "config", None))) if line]
+        exact = [line for line in (level_line(posterior.method, info), widening_line(posterior.method, config)) if line]
         lines = convergence_lines(posterior) + exact
         self.summary = QLabel("<br>".join(html.escape(line) for line in lines))
         self.summary.setWordWrap(True)
@@ -50,7 +50,6 @@ class DiagnosticsWindow(QDialog):
         self.trace = TracePlot()
         traces = info.get("traces") if isinstance(info.get("traces"), dict) else {}
         key = next((k for k in TRACE_NAMES if traces.get(k)), None)
-        config = posterior.config if isinstance(getattr(posterior, "config", None), dict) else {}
         steps, burn_in, shaded, unit, along = info.get("num_steps"), info.get("burn_in_steps"), "burn-in", "step", "step"
         if steps is None and "num_warmup" in config:  # HMC: its warm-up, then its sampling iterations
             steps = int(config["num_warmup"]) + int(config.get("num_samples", 0))

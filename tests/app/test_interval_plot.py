@@ -85,3 +85,21 @@ def test_few_draws_warn_that_the_epistemic_part_reads_low(qtbot):
     assert plot.title() == "Uncertainty (nats) · 8 draws" and "reads low" in plot.toolTip()
     plot.show(_prediction(100), 0.9)
     assert plot.title() == "Uncertainty (nats) · 100 draws" and "reads low" not in plot.toolTip()
+
+
+def test_the_uncertainty_title_keeps_clear_of_the_ln_k_label(qtbot):
+    """"ln K" stands atop its dashed line, reaching up into the title's band: in a column's width
+    the centred title takes its shorter wording rather than run into it ("· 100 drawsln K")."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from app.plots.input_views import EntropyPlot
+
+    plot = EntropyPlot(NAMES)
+    qtbot.addWidget(plot)
+    plot.show(_prediction(100), 0.9)
+    for width, wording in ((230, "Uncertainty (nats)"), (600, "Uncertainty (nats) · 100 draws")):
+        plot.resize(width, 110)
+        plot.grab()
+        drawn = plot.drawn_title()
+        right = (width + QFontMetricsF(plot._title_font).horizontalAdvance(drawn)) / 2
+        assert drawn == wording and right < plot._most_label().left(), (width, drawn, right)
