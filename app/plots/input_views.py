@@ -2,9 +2,10 @@
 
 They are plain widgets that paint themselves with one ``QPainter`` pass: a stroke updates
 20 of them (5 views × 4 columns). As pyqtgraph scenes (bounding rectangles, axis items and
-text laid out in Python per item) their own paint took 16–18 ms per update, ≈ 8 ms now
+text laid out in Python per item) their own paint took 16–18 ms per update, 7.6–8.4 ms now
 (``benchmarks/bench_gui.py``, "painting the plots per update"). Their axes are fixed; a new prediction only stores
-the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint.
+the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint, which hands Qt whole numpy
+arrays of lines and rectangles (:func:`draw_lines`): no Python object per drawn item.
 
 Each plot has a ``view_key`` naming the :mod:`core.outputs.input_figures` view that exports the same
 numbers, a tooltip in plain words, and a context menu whose "Export…" emits
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import shiboken6
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
@@ -78,10 +80,28 @@ def to_image(pixels: np.ndarray) -> QImage:
     return QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
 
 
-def pixel_lines(x0, y0, x1, y1) -> list[QLineF]:
-    """Lines between pixel coordinates given as arrays of equal length."""
-    return [QLineF(*v) for v in np.stack([x0, y0, x1, y1], axis=1).tolist()]
+def draw_lines(painter: QPainter, lines: np.ndarray) -> None:
+    """Lines given as rows (x0, y0, x1, y1) of pixel coordinates, handed to Qt as one array.
 
+    A ``QLineF`` is four doubles and a ``QRectF`` (x, y, width, height) too, so Qt reads the rows
+    in place: no Python object per line (a list of ``QLineF`` cost more than Qt's drawing).
+    """
+    _draw_array(painter.drawLines, QLineF, lines)
+
+
+def draw_rects(painter: QPainter, rects: np.ndarray) -> None:
+    """Rectangles given as rows (x, y, width, height) of pixel coordinates, in the painter's pen
+    and brush, handed to Qt as one array (see :func:`draw_lines`)."""
+    _draw_array(painter.drawRects, QRectF, rects)
+
+
+def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    if len(rows):
+        draw(shiboken6.wrapInstance(rows.ctypes.data, kind), len(rows))  # `rows` lives through the call
+
+
+MEAN_PEN = QPen(QColor(*MEAN), 1)  # whole-pixel widths take Qt's fast line path
 
 #: Half width and half height of the mean's diamond, in pixels.
 DIAMOND = (3.5, 4.5)
@@ -177,6 +197,7 @@ class InputPlot(QWidget):
         self._tip_note = ""
         self._layout_key: tuple | None = None
         self._data_rect = QRectF()
+        self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
         self._title_font = QFont(self.font())
         self._title_font.setPointSizeF(TITLE_POINT_SIZE)
         self._title_text: tuple[tuple, QStaticText] | None = None  # laid out once per wording and width
@@ -270,6 +291,9 @@ class InputPlot(QWidget):
             if (self.left.choice, self.bottom.choice) == before:
                 break
         self._data_rect = rect
+        sx, sy = rect.width() / (x1 - x0), rect.height() / (y1 - y0)
+        self._affine = (sx, rect.left() - x0 * sx, *((sy, rect.top() - y0 * sy) if self.y_down else
+                                                     (-sy, rect.bottom() + y0 * sy)))
         self._update_tooltip()
 
     def set_tip_note(self, text: str) -> None:
@@ -283,25 +307,23 @@ class InputPlot(QWidget):
         if tip != self.toolTip():
             self.setToolTip(tip)
 
-    def to_px(self, x, y) -> tuple[np.ndarray, np.ndarray]:
-        """Pixel coordinates of data points (numbers or arrays), computed at once."""
-        r = self._data_rect
-        (x0, x1), (y0, y1) = self.x_range, self.y_range
-        fy = (np.asarray(y, dtype=float) - y0) / (y1 - y0)
-        return (r.left() + (np.asarray(x, dtype=float) - x0) / (x1 - x0) * r.width(),
-                r.top() + (fy if self.y_down else 1 - fy) * r.height())
+    def to_px(self, x, y):
+        """Pixel coordinates of data points: numbers, or numpy arrays computed at once (a stroke
+        repaints 20 plots 30+ times a second: a few numpy operations per plot, none per point)."""
+        a, b, c, d = self._affine
+        return a * x + b, c * y + d
 
     def px(self, x: float, y: float) -> QPointF:
         """The pixel of data point (x, y)."""
-        return QPointF(*(float(v) for v in self.to_px(x, y)))
+        return QPointF(*self.to_px(float(x), float(y)))
 
     def span(self, x0: float, y0: float, x1: float, y1: float) -> QRectF:
         """The pixel rectangle of a data rectangle."""
         return QRectF(self.px(x0, y0), self.px(x1, y1)).normalized()
 
-    def segments(self, x0, y0, x1, y1) -> list[QLineF]:
-        """Pixel lines of data segments (x0, y0)–(x1, y1), arrays of equal length."""
-        return pixel_lines(*self.to_px(x0, y0), *self.to_px(x1, y1))
+    def segments(self, x0, y0, x1, y1) -> np.ndarray:
+        """Pixel lines (rows x0, y0, x1, y1) of data segments (x0, y0)–(x1, y1), arrays of equal length."""
+        return np.stack([*self.to_px(x0, y0), *self.to_px(x1, y1)], axis=1)
 
     # ------------------------------------------------------------------ painting
 
@@ -395,18 +417,22 @@ class InputPlot(QWidget):
                        across: bool) -> None:
         """Whiskers from ``low`` to ``high`` at positions ``at``, with beams 0.25 wide;
         ``across``: horizontal whiskers (one per row), else vertical ones."""
-        painter.setPen(QPen(QColor(*MEAN), 1))
+        painter.setPen(MEAN_PEN)
         # the whisker, then its two beams: values v0→v1 at positions p0→p1
         v0, v1 = np.concatenate([low, low, high]), np.concatenate([high, low, high])
         p0, p1 = np.concatenate([at, at - 0.125, at - 0.125]), np.concatenate([at, at + 0.125, at + 0.125])
-        painter.drawLines(self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
+        draw_lines(painter, self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
 
-    def paint_bars(self, painter: QPainter, fills: Sequence[QColor], rects: Sequence[tuple[float, ...]]) -> None:
-        """Filled data rectangles (x0, y0, x1, y1), each in its colour, without outline."""
-        corners = np.asarray(rects, dtype=float).T
-        (x0, y0), (x1, y1) = self.to_px(corners[0], corners[1]), self.to_px(corners[2], corners[3])
-        for fill, a, b, c, d in zip(fills, x0, y0, x1, y1, strict=True):
-            painter.fillRect(QRectF(QPointF(a, b), QPointF(c, d)).normalized(), fill)
+    def paint_bars(self, painter: QPainter, fill: QColor, x0: np.ndarray, y0, x1, y1) -> None:
+        """Filled data rectangles between corners (x0, y0) and (x1, y1), all in one colour,
+        without outline: one per entry of ``x0``, the others arrays as long or numbers."""
+        (a, b), (c, d) = self.to_px(x0, y0), self.to_px(x1, y1)
+        rects = np.empty((len(x0), 4))
+        rects[:, 0], rects[:, 1] = np.minimum(a, c), np.minimum(b, d)
+        rects[:, 2], rects[:, 3] = np.abs(c - a), np.abs(d - b)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(fill)
+        draw_rects(painter, rects)
 
 
 class DrawsPlot(InputPlot):
@@ -462,13 +488,13 @@ class DrawsPlot(InputPlot):
             half = min(5.5, self._data_rect.height() / k * 0.4)  # ticks 11 px tall, less in small plots
             painter.setPen(QPen(QColor(*BAR), 1))  # whole-pixel widths take Qt's fast line path
             x, y = (a.ravel() for a in self.to_px(v["ticks"], np.arange(k)[None, :].repeat(len(v["ticks"]), 0)))
-            painter.drawLines(pixel_lines(x, y - half, x, y + half))
+            draw_lines(painter, np.stack([x, y - half, x, y + half], axis=1))
         rows = np.arange(k)
         self.paint_interval(painter, rows, v["lower"], v["upper"], across=True)
-        top = int(v["top"])
-        for c, (x, y) in enumerate(np.stack(self.to_px(v["mean"], rows), axis=1).tolist()):
-            mark = diamond(BAR_TOP if c == top else MEAN, self.devicePixelRatioF())
-            painter.drawPixmap(QPointF(x - DIAMOND[0], y - DIAMOND[1]), mark)
+        top, ratio = int(v["top"]), self.devicePixelRatioF()
+        x, y = self.to_px(v["mean"], rows)
+        for c, (a, b) in enumerate(zip((x - DIAMOND[0]).tolist(), (y - DIAMOND[1]).tolist(), strict=True)):
+            painter.drawPixmap(QPointF(a, b), diamond(BAR_TOP if c == top else MEAN, ratio))
 
 
 class IntervalPlot(InputPlot):
@@ -533,21 +559,22 @@ class IntervalPlot(InputPlot):
 
     def paint_data(self, painter: QPainter) -> None:
         v = self.values
-        top = int(v["top"])
-        self.paint_bars(painter, [QColor(*(BAR_TOP if c == top else BAR)) for c in range(len(v["mean"]))],
-                        [(c - 0.35, 0.0, c + 0.35, float(m)) for c, m in enumerate(v["mean"])])
-        self.paint_interval(painter, np.arange(len(v["mean"])), v["lower"], v["upper"], across=False)
+        at, mean = np.arange(len(v["mean"]), dtype=float), v["mean"]
+        top = at == int(v["top"])
+        self.paint_bars(painter, QColor(*BAR), at[~top] - 0.35, 0.0, at[~top] + 0.35, mean[~top])
+        self.paint_bars(painter, QColor(*BAR_TOP), at[top] - 0.35, 0.0, at[top] + 0.35, mean[top])
+        self.paint_interval(painter, at, v["lower"], v["upper"], across=False)
         if self.reference is not None:
-            r, at = self.reference, np.arange(len(v["mean"]), dtype=float)
+            r = self.reference
             pen = QPen(QColor(*REFERENCE), 2.5)
             pen.setCapStyle(Qt.PenCapStyle.FlatCap)
             painter.setPen(pen)
-            painter.drawLines(self.segments(at - 0.45, r["mean"], at + 0.45, r["mean"]))
+            draw_lines(painter, self.segments(at - 0.45, r["mean"], at + 0.45, r["mean"]))
             painter.setPen(QPen(QColor(*REFERENCE), 1.5))
             side = at + 0.45
-            painter.drawLines(self.segments(side, r["lower"], side, r["upper"])
-                              + self.segments(side - 0.08, r["lower"], side, r["lower"])
-                              + self.segments(side - 0.08, r["upper"], side, r["upper"]))
+            draw_lines(painter, np.concatenate([self.segments(side, r["lower"], side, r["upper"]),
+                                                self.segments(side - 0.08, r["lower"], side, r["lower"]),
+                                                self.segments(side - 0.08, r["upper"], side, r["upper"])]))
 
 
 class EntropyPlot(InputPlot):
@@ -631,8 +658,8 @@ class EntropyPlot(InputPlot):
         self.set_title("Uncertainty (nats)")
 
     def paint_data(self, painter: QPainter) -> None:
-        self.paint_bars(painter, [QColor(*UNCERTAINTY[n]) for n in self.names],
-                        [(0.0, i - 0.3, float(v), i + 0.3) for i, v in enumerate(self.values["nats"])])
+        for i, (name, nats) in enumerate(zip(self.names, self.values["nats"].tolist(), strict=True)):
+            self.paint_bars(painter, QColor(*UNCERTAINTY[name]), np.zeros(1), i - 0.3, nats, i + 0.3)
 
     def _most_label(self) -> QRectF:
         """Where "ln K" is written: atop its dashed line, reaching up into the title's band."""
@@ -647,12 +674,16 @@ class EntropyPlot(InputPlot):
         clear = self._most_label().left() - 3 - self.width() / 2
         return max(min(super().title_room(), 2 * clear), 10.0)
 
+    def _paint_axes(self, painter: QPainter, rect: QRectF) -> None:
+        super()._paint_axes(painter, rect)
+        painter.setPen(QColor(*GRID))
+        painter.setFont(self.font())
+        painter.drawText(self._most_label(), Qt.AlignmentFlag.AlignCenter, "ln K")  # named once, with the axes
+
     def paint_overlay(self, painter: QPainter) -> None:
-        # the most possible, ln K, dashed and named
+        # the most possible, ln K, dashed over the bars
         painter.setPen(QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine))
         painter.drawLine(QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1])))
-        painter.setFont(self.font())
-        painter.drawText(self._most_label(), Qt.AlignmentFlag.AlignCenter, "ln K")
         # The values go into the axis labels (text beside the bars collides in narrow columns);
         # drawn here, not with the axis, which is painted once.
         painter.setPen(QColor(FOREGROUND))
@@ -697,10 +728,9 @@ class VariancePlot(InputPlot):
 
     def paint_data(self, painter: QPainter) -> None:
         a, e = self.values["aleatoric"], self.values["epistemic"]
-        k = len(a)
-        self.paint_bars(painter, [QColor(*UNCERTAINTY["aleatoric"])] * k + [QColor(*UNCERTAINTY["epistemic"])] * k,
-                        [(c - 0.35, 0.0, c + 0.35, float(a[c])) for c in range(k)]
-                        + [(c - 0.35, float(a[c]), c + 0.35, float(a[c] + e[c])) for c in range(k)])
+        at = np.arange(len(a), dtype=float)
+        self.paint_bars(painter, QColor(*UNCERTAINTY["aleatoric"]), at - 0.35, 0.0, at + 0.35, a)
+        self.paint_bars(painter, QColor(*UNCERTAINTY["epistemic"]), at - 0.35, a, at + 0.35, a + e)
 
 
 class CorrelationPlot(InputPlot):
@@ -726,6 +756,7 @@ class CorrelationPlot(InputPlot):
         self.bottom = Axis("bottom", classes=self.class_names)
         self.setMinimumHeight(110)
         self._table = lookup_table(diverging_lut())
+        self._veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -736,9 +767,8 @@ class CorrelationPlot(InputPlot):
         # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
-        rgb = colours(corr, self._table, -1.0, 1.0).astype(float)
-        rgb[veil] = rgb[veil] * (55 / 255) + 255 * (200 / 255)  # white at 200/255 opacity
-        self._image = to_image(rgb.round())
+        self._image = to_image(np.where(veil[:, :, None], colours(corr, self._veiled, -1.0, 1.0),
+                                        colours(corr, self._table, -1.0, 1.0)))
         self.values = {"correlation": corr}
         note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
         self.set_title(f"Class correlation{note}")

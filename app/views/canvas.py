@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QSize, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -104,9 +104,18 @@ class DrawingCanvas(QWidget):
         else:
             painter.drawLine(self._last, pos)
         painter.end()
+        self._update_around(pos if self._last is None else self._last, pos, pen.widthF())
         self._last = pos
-        self.update()
         self.drawing_changed.emit()
+
+    def _update_around(self, a: QPointF, b: QPointF, width: float) -> None:
+        """Repaint only the widget pixels the segment a–b (image coordinates) can have touched: a
+        whole repaint scales all of the image, ≈ 0.75 ms a move, on the path to the prediction."""
+        reach = width / 2 + 2
+        sx, sy = self.width() / self.SIDE, self.height() / self.SIDE
+        box = QRectF(QPointF((min(a.x(), b.x()) - reach) * sx, (min(a.y(), b.y()) - reach) * sy),
+                     QPointF((max(a.x(), b.x()) + reach) * sx, (max(a.y(), b.y()) + reach) * sy))
+        self.update(box.toAlignedRect().adjusted(-1, -1, 1, 1))
 
     def _begin(self, pos: QPointF, pressure: float = 1.0) -> None:
         self._push_undo()
