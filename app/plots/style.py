@@ -18,7 +18,6 @@ UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic"
 WARNING = "#b2182b"
 #: Exact inference's (HMC's) marks on the plots of a tier's other methods.
 REFERENCE = (0, 0, 0)
-REFERENCE_HTML = "#000000"
 
 
 def configure() -> None:

@@ -79,7 +79,8 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
             xs = view.plots["histograms"].values["ticks"]
             assert np.allclose(np.sort(xs, axis=None), np.sort(column.prediction.samples.numpy(), axis=None))
         assert np.allclose(view.plots["correlation"].values["correlation"], s.correlation.numpy())
-        assert "Reads <b>7</b>" in view.verdict.text()
+        assert view.verdict.text().startswith("Reads 7: ")
+        assert ("7", "b") in view.verdict.paragraphs[0][0]  # the class it reads, in bold
 
 
 def test_a_request_shows_each_column_once_with_the_new_reference_marks(qtbot, window):

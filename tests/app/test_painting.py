@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
-from PySide6.QtGui import QColor, QImage, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
 
 from app.plots.input_views import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
@@ -90,3 +90,26 @@ def test_canvas_repaints_every_pixel_a_segment_changed(qtbot, size):
             assert all(asked[0].contains(int(c), int(r)) for r, c in changed), (stroke, i)
             assert asked[0].width() * asked[0].height() < size * size / 2  # a part, not the whole
         canvas._end()
+
+
+def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    # a class of one's own images may be named anything: it is text, never markup
+    lines.set_paragraphs([((("Reads ", ""), ("<b>cats & dogs</b>", "b"), (": p̄ 0.70", "")), None),
+                          ((("Uncertain:", "b"), (" <i>x</i> and y overlap (0.52)", "")), "#b2182b")])
+    assert lines.text() == "Reads <b>cats & dogs</b>: p̄ 0.70\nUncertain: <i>x</i> and y overlap (0.52)"
+    layouts, _ = lines._layouts(400)
+    assert [layout.text() for layout in layouts] == lines.text().split("\n")
+    bold = layouts[0].formats()[0]
+    assert (bold.start, bold.length, bold.format.fontWeight()) == (6, 18, QFont.Weight.Bold)
+    wide, narrow = lines.heightForWidth(400), lines.heightForWidth(60)
+    assert narrow > wide >= 2 * QFontMetricsF(lines.font()).height() - 1  # two lines at least, more when wrapped
+    lines.resize(60, narrow)
+    image = QImage(60, narrow, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(QColor("white"))
+    lines.render(image)
+    ink = (_pixels(image).reshape(narrow, 60, 4)[..., :3] < 128).any(axis=(1, 2))
+    assert ink[int(0.8 * narrow):].any()  # the wrapped lines are painted, down to the last
