@@ -108,6 +108,8 @@ class RichLines(QWidget):
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
         self.setSizePolicy(sizes)
+        # paints its own background: the column's frame behind it is not repainted on each update
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def set_paragraphs(self, paragraphs) -> None:
         paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
@@ -166,6 +168,7 @@ class RichLines(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
         painter = QPainter(self)
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
         for layout in self._layouts(self.width())[0]:
             layout.draw(painter, QPointF(0, 0))

@@ -113,3 +113,32 @@ def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     lines.render(image)
     ink = (_pixels(image).reshape(narrow, 60, 4)[..., :3] < 128).any(axis=(1, 2))
     assert ink[int(0.8 * narrow):].any()  # the wrapped lines are painted, down to the last
+
+
+def test_a_new_verdict_repaints_the_verdict_only(qtbot):
+    """The verdict paints its own background, so a new one (every prediction of a stroke) does
+    not repaint the column's frame and holder behind it."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from app.views.column import ColumnView
+
+    view = ColumnView("key", tuple("0123456789"))
+    qtbot.addWidget(view)
+    view.resize(260, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(200)  # the first paints done
+    painted: list[str] = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(watched.objectName() or type(watched).__name__)
+            return False
+
+    spy = Spy()
+    for widget in (view, view._verdict_holder, view.verdict):
+        widget.installEventFilter(spy)
+    view.verdict.set_paragraphs([((("Reads ", ""), ("7", "b"), (": p̄ 0.97", "")), None)])
+    qtbot.waitUntil(lambda: "verdict" in painted, timeout=2000)
+    assert painted == ["verdict"]
