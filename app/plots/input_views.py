@@ -267,7 +267,8 @@ class InputPlot(QWidget):
 
     def data_rect(self) -> QRectF:
         """Where the data go, in pixels; the axes' label choices follow the room."""
-        key = (self.width(), self.height(), bool(self._title), tuple(self.left.ticks), tuple(self.bottom.ticks))
+        key = (self.width(), self.height(), bool(self._title), tuple(self.left.ticks), tuple(self.bottom.ticks),
+               self.x_range, self.y_range)  # the ranges: the pixel mapping (_affine) is derived here
         if key != self._layout_key:
             self._layout_key = key
             self._lay_out()

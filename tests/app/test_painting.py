@@ -142,3 +142,17 @@ def test_a_new_verdict_repaints_the_verdict_only(qtbot):
     view.verdict.set_paragraphs([((("Reads ", ""), ("7", "b"), (": p̄ 0.97", "")), None)])
     qtbot.waitUntil(lambda: "verdict" in painted, timeout=2000)
     assert painted == ["verdict"]
+
+
+def test_a_plot_maps_data_to_pixels_by_its_ranges_even_when_only_they_change(qtbot):
+    from app.plots.input_views import IntervalPlot
+
+    plot = IntervalPlot(tuple("0123456789"))
+    qtbot.addWidget(plot)
+    plot.resize(300, 200)
+    rect = plot.data_rect()
+    assert plot.px(0.0, 1.02).y() == pytest.approx(rect.top())
+    assert plot.px(-0.6, 0.0).x() == pytest.approx(rect.left()) and plot.px(0.0, 0.0).y() == pytest.approx(rect.bottom())
+    plot.y_range = (0.0, 2.04)  # the ticks stay: only the mapping changes
+    rect = plot.data_rect()
+    assert plot.px(0.0, 1.02).y() == pytest.approx(rect.center().y())
