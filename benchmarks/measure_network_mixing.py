@@ -1,0 +1,70 @@
+"""How far the network tier's samplers are from R̂ 1.1, and how long a run would reach it (docs/zoo.md).
+
+For each bundled LeNet-5 sampler (SGLD, SGHMC, Dropout-SGHMC) every stored draw predicts the
+probe the file's record was measured on (the first 1,000 MNIST test images; labels unread), and
+this prints the rank-normalised split-R̂ of the 10,000 class probabilities as quantiles, not
+only the largest the file records: whether a few ambiguous images or all of them disagree.
+
+It then extrapolates the run a converged file would take. For stationary chains R̂² − 1 falls
+as one over each chain's effective draws, so over a sampling phase that many times longer,
+
+    factor = (R̂² − 1) / (1.1² − 1),
+
+with the largest R̂ (the file's measure) and, for comparison, the median. The hours are the
+file's own training time per epoch (4 chains together, this machine's two cores) times the
+burn-in plus the longer sampling phase. A lower bound: it assumes the chains are already
+stationary (the weights' norm says they are not: its split-R̂ is in the file) and that the
+four chains would meet in one region of the weights at all.
+
+Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 1 min a file).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from core.analysis.diagnostics import MIN_SPREAD, PROBE_SIZE, probe_draws_progress
+from core.analysis.evaluation import resolve_dataset
+from core.engine import convergence
+from core.engine.resources import resources_dir
+from core.engine.runner import drain
+from core.engine.store import load_posterior
+
+TARGET = 1.1
+SAMPLERS = ("sgld", "sghmc", "dsghmc")
+
+
+def factor(rhat: float, target: float = TARGET) -> float:
+    """How many times longer a stationary chain's sampling phase must be to bring ``rhat`` to ``target``."""
+    return (rhat**2 - 1) / (target**2 - 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True)
+    args = parser.parse_args()
+    probe = resolve_dataset("mnist-test", args.data_dir).x[:PROBE_SIZE]
+    print("file | chains × draws | R̂ median / 90% / 99% / max | share > 1.1 | epochs (burn-in + sampling) "
+          "| s per epoch | ×, by max (median) | hours to 1.1, by max (median)")
+    for method in SAMPLERS:
+        name = f"network_lenet5_{method}.pt"
+        posterior = load_posterior(resources_dir() / "models" / name)
+        probs = drain(probe_draws_progress(posterior, probe))
+        varies = convergence.spread(probs) > MIN_SPREAD
+        rhat = convergence.rhat(probs)[varies]
+        q50, q90, q99, top = np.quantile(rhat, [0.5, 0.9, 0.99, 1.0])
+        info = posterior.info
+        per_epoch = info["num_steps"] / posterior.config["epochs"]  # steps per epoch
+        burn_in = info["burn_in_steps"] / per_epoch
+        sampling = posterior.config["epochs"] - burn_in
+        seconds = info["train_seconds"] / posterior.config["epochs"]
+        hours = [(burn_in + factor(r) * sampling) * seconds / 3600 for r in (top, q50)]
+        print(f"{name} | {posterior.num_chains} × {posterior.num_draws} | {q50:.2f} / {q90:.2f} / {q99:.2f} / "
+              f"{top:.2f} | {np.mean(rhat > TARGET):.0%} | {burn_in:.0f} + {sampling:.0f} | {seconds:.1f} | "
+              f"{factor(top):.1f} ({factor(q50):.1f}) | {hours[0]:.1f} ({hours[1]:.1f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
