@@ -292,8 +292,10 @@ def fit_lines(method: str, info: dict, config: dict | None = None) -> list[str]:
         lines.append(f"Its learned noise sits at the method's upper limit (α = 1, dropping half) for {share:.0%} of "
                      "the weights: for those the limit, not the data, sets the spread.")
     pre = info.get("preconditioner")
-    if isinstance(pre, dict) and pre.get("kind") == "curvature":
-        lines.append("Its steps follow the shape of the posterior around its peak, measured once before the first "
+    if isinstance(pre, dict) and pre.get("kind") in ("curvature", "kron"):
+        where = ("the posterior around its peak" if pre["kind"] == "curvature" else
+                 "the posterior around one of its peaks, layer by layer")
+        lines.append(f"Its steps follow the shape of {where}, measured once before the first "
                      "step: small along the directions the data pin down, large along those they leave free. This "
                      "changes how fast it moves, not what it samples.")
         if line := widening_line(method, config):

@@ -421,8 +421,12 @@ _SG_METRIC = SettingHelp(
     "the pinned directions in small steps and along the free ones in large ones, however the "
     "weights are correlated; the scaling is fixed before the first step, so the draws still "
     "target the posterior. Needs memory for a weights × weights matrix, so small models only "
-    "(softmax regression), and replaces “Adapt the step per weight”.",
-    choices={"identity": "none", "curvature": "by the curvature at the mode"},
+    "(softmax regression). Layer by layer: the same for a network, each layer's curvature "
+    "approximated by two small matrices (K-FAC), found around the best weights of a short "
+    "training run; correlations between layers are left out. Either replaces “Adapt the step "
+    "per weight”.",
+    choices={"identity": "none", "curvature": "by the curvature at the mode",
+             "kron": "by the curvature, layer by layer"},
     advanced=True,
 )
 
@@ -430,8 +434,9 @@ _SG_METRIC = SettingHelp(
 PER_METHOD: dict[tuple[str, str], SettingHelp] = {
     ("sgld", "metric"): _SG_METRIC,
     ("sghmc", "metric"): _SG_METRIC,
-    ("dsghmc", "metric"): replace(_SG_METRIC, tooltip="Dropout-SGHMC moves every weight by the same step size: "
-                                  "the curvature would be that of the model without its input masks."),
+    ("dsghmc", "metric"): replace(_SG_METRIC, tooltip=_SG_METRIC.tooltip + " The curvature is that of the model "
+                                  "on clean inputs, not of the posterior the input masks make; it still changes "
+                                  "only how far a step goes."),
     ("mc_dropout", "num_samples"): SettingHelp(
         "Passes at prediction",
         "How many times each input is passed through the network with random units switched "

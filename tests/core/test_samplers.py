@@ -267,6 +267,10 @@ SG_CONFIGS["sghmc-curvature"] = (sghmc.fit, sghmc.SghmcConfig(num_chains=64, epo
                                                               friction=0.2, metric="curvature",
                                                               init="overdispersed"))
 
+# ... and by the same curvature Kronecker-factored (K-FAC at a short MAP fit; for networks)
+SG_CONFIGS["sgld-kron"] = (sgld.fit, sgld.SgldConfig(num_chains=64, epochs=1000, batch_size=20,
+                                                     burn_in_epochs=200, thin=8, step_size=0.05, metric="kron"))
+
 
 @pytest.mark.parametrize("name", sorted(SG_CONFIGS))
 def test_sg_predictive_agrees_with_hmc(name, hmc_reference):
@@ -390,12 +394,10 @@ def test_curvature_sgld_spreads_its_draws_by_its_step_as_the_docs_say(eta):
     assert ratios.mean() > 1 + 0.5 * (expected - 1)  # wider than the target, not within its noise
 
 
-def test_one_preconditioner_at_a_time_none_for_dsghmc_and_overdispersed_starts_only_with_curvature():
+def test_one_preconditioner_at_a_time_and_overdispersed_starts_only_with_a_curvature_metric():
     with pytest.raises(ValueError, match="choose one preconditioner"):
         sgld.SgldConfig(precondition=True, metric="curvature")
-    with pytest.raises(ValueError, match="input masks"):
-        dsghmc.DsghmcConfig(metric="curvature")
-    with pytest.raises(ValueError, match="'identity' or 'curvature'"):
+    with pytest.raises(ValueError, match="'identity', 'curvature' or 'kron'"):
         sghmc.SghmcConfig(metric="diagonal")
     with pytest.raises(ValueError, match="needs metric=curvature"):  # it spreads chains by the curvature
         sgld.SgldConfig(init="overdispersed")

@@ -36,6 +36,7 @@ from core.engine.inference.base import (
     interactive_generator,
     register_posterior_kind,
 )
+from core.engine.inference.curvature import DenseMetric, KronMetric, fixed_metric
 from core.engine.inference.sampling import ChainGenerators, Params, Target
 from core.engine.inference.sghmc import SghmcState
 from core.engine.models import ArchSpec
@@ -61,16 +62,17 @@ class DsghmcConfig(sghmc.SghmcConfig):
         super().__post_init__()
         if not 0 <= self.drop_rate < 1:
             raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
-        if self.metric != "identity":
-            raise ValueError("metric=curvature is for SGLD and SGHMC: the curvature is that of the model "
-                             "without input masks, and D-SGHMC's masks make another posterior")
 
 
 DsghmcState = SghmcState
 
 
-def init(params: Params, *, config: DsghmcConfig, generator: torch.Generator) -> DsghmcState:
-    return sghmc.init(params, config=config, generator=generator)
+def init(params: Params, *, config: DsghmcConfig, generator: torch.Generator,
+         metric: DenseMetric | KronMetric | None = None) -> DsghmcState:
+    """SGHMC's start. A metric (``curvature``, ``kron``) is the curvature of the model on clean
+    inputs, not that of the posterior the masks make; like any fixed metric it changes how far a
+    step goes, and the masked posterior stays the target."""
+    return sghmc.init(params, config=config, generator=generator, metric=metric)
 
 
 def input_dropout(
@@ -170,7 +172,9 @@ def fit(
     def make(samples: Params, info: dict[str, Any]) -> InputDropoutPosterior:
         return InputDropoutPosterior("dsghmc", arch, asdict(config), seed, data.name, samples, info)
 
-    posterior = yield from sampling.fit_sgmcmc("dsghmc", init, step, config, arch, data, seed, make, chains)
+    metric = yield from fixed_metric(config, arch, data, seed)
+    posterior = yield from sampling.fit_sgmcmc("dsghmc", init, step, config, arch, data, seed, make, chains,
+                                               metric=metric)
     return posterior
 
 

@@ -177,21 +177,27 @@ def _batches(data: Dataset, batch_size: int) -> list[tuple[torch.Tensor, torch.T
     return [(data.x[i : i + batch_size], data.y[i : i + batch_size]) for i in range(0, len(data), batch_size)]
 
 
-def _curvlinops() -> Any:
+#: What needs curvlinops, in the words of its message when it is missing.
+LAPLACE_PURPOSE = ("fitting a Laplace approximation", "predicting with a saved Laplace posterior")
+
+
+def _curvlinops(purpose: tuple[str, str] = LAPLACE_PURPOSE) -> Any:
     try:
         import curvlinops
     except ImportError:
         raise ValueError(
-            "fitting a Laplace approximation needs the curvature package curvlinops, which is not "
-            "installed; install it with: pip install 'bayescope[laplace]' (predicting with a "
-            "saved Laplace posterior does not need it)"
+            f"{purpose[0]} needs the curvature package curvlinops, which is not installed; install "
+            f"it with: pip install 'bayescope[laplace]' ({purpose[1]} does not need it)"
         ) from None
     return curvlinops
 
 
-def kron_factors(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(G, A) per layer of ``kron_blocks``: K-FAC of the summed loss, H ≈ G ⊗ A on [W b]."""
-    cl = _curvlinops()
+def kron_factors(model: nn.Module, names: list[str], data: Dataset, batch_size: int,
+                 purpose: tuple[str, str] = LAPLACE_PURPOSE) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(G, A) per layer of ``kron_blocks``: K-FAC of the summed loss, H ≈ G ⊗ A on [W b]
+    (``purpose``: what is being fitted and what works without, for the message when curvlinops
+    is missing)."""
+    cl = _curvlinops(purpose)
     params = dict(model.named_parameters())
     blocks = kron_blocks(model, names)
     chosen = [params[n] for _, w, b in blocks for n in (w, b) if n]

@@ -311,13 +311,13 @@ class RmsPreconditioner:
 
 
 def check_metric(metric: str, precondition: bool) -> None:
-    """Refuse a mini-batch sampler's metric other than identity or curvature, or both kinds of
-    preconditioner at once."""
-    if metric not in ("identity", "curvature"):
-        raise ValueError(f"metric must be 'identity' or 'curvature', got {metric!r}")
-    if metric == "curvature" and precondition:
-        raise ValueError("choose one preconditioner: precondition=true (RMSprop, adapted per weight) or "
-                         "metric=curvature (the posterior's curvature at its mode), not both")
+    """Refuse a mini-batch sampler's metric other than identity, curvature or kron, or both kinds
+    of preconditioner at once."""
+    if metric not in ("identity", "curvature", "kron"):
+        raise ValueError(f"metric must be 'identity', 'curvature' or 'kron', got {metric!r}")
+    if metric != "identity" and precondition:
+        raise ValueError(f"choose one preconditioner: precondition=true (RMSprop, adapted per weight) or "
+                         f"metric={metric} (the posterior's curvature at its mode), not both")
 
 
 def preconditioner_adapting(adapt_steps: int, t: int) -> bool:
@@ -607,9 +607,9 @@ class ChainConfig:
             raise ValueError("burn_in_epochs must lie in [0, epochs)")
         if self.prior_std <= 0 or self.memory_budget_mb <= 0:
             raise ValueError("prior_std and memory_budget_mb must be positive")
-        if self.init == "overdispersed" and getattr(self, "metric", "identity") != "curvature":
+        if self.init == "overdispersed" and getattr(self, "metric", "identity") not in ("curvature", "kron"):
             raise ValueError("init=overdispersed spreads chains around the mode by the curvature; it needs "
-                             "metric=curvature")
+                             "metric=curvature or metric=kron")
         if self.init not in ("default", "prior", "overdispersed"):
             raise ValueError(f"init must be 'default', 'prior' or 'overdispersed', got {self.init!r}")
         if self.on_budget not in ("refuse", "thin"):

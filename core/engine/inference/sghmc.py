@@ -11,7 +11,8 @@ where v = εM⁻¹r is the scaled momentum (Chen et al. §3.2: η = ε²M⁻¹, 
 β̂ = εM⁻¹B̂, so a mass M rescales the learning rate) and G is I, the RMSprop
 preconditioner of :mod:`core.engine.inference.sgld`, or (``metric="curvature"``) the inverse of
 the posterior precision at the mode, fixed before the first step: a mass matrix shaped as the
-posterior (:mod:`~core.engine.inference.curvature`). The momentum starts at 0 and may be resampled,
+posterior (:mod:`~core.engine.inference.curvature`; ``metric="kron"``: Kronecker-factored per
+layer, for networks). The momentum starts at 0 and may be resampled,
 v ~ N(0, (η/M) G), every ``resample_every`` steps (Chen et al. resample it periodically).
 
 Edward's ``SGHMC``, run by the D-SGHMC authors, is the case β̂ = 0, α = friction/2,
@@ -61,7 +62,8 @@ class SghmcConfig(ChainConfig):
         Redraw the momentum every this many steps (0: never).
     metric
         ``"curvature"``: G = M⁻¹ from the posterior's curvature at its mode, fixed before the
-        first step (instead of RMSprop's); ``"identity"``: none.
+        first step (instead of RMSprop's); ``"kron"``: the same, M Kronecker-factored per layer;
+        ``"identity"``: none.
     """
 
     step_size: float = 1e-6
@@ -168,7 +170,7 @@ def fit(
     config: SghmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
 ) -> FitGenerator:
     """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
-    metric = yield from fixed_metric(config, arch, data)
+    metric = yield from fixed_metric(config, arch, data, seed)
     posterior = yield from sampling.fit_sgmcmc("sghmc", init, step, config, arch, data, seed, chains=chains,
                                                metric=metric)
     return posterior

@@ -11,7 +11,9 @@ G the preconditioner: I; RMSprop's G = diag(1 / (λ + √V)), V ← ρV + (1−�
 2016, pSGLD, without its Γ(θ) term); or ``metric="curvature"``: G = M⁻¹, the inverse of the
 posterior precision at the mode, computed once before the first step, for models whose P × P
 matrix fits (Ahn, Korattikara & Welling 2012 precondition by the Fisher information in the same
-spirit; :mod:`~core.engine.inference.curvature`). A constant G leaves the target unchanged.
+spirit; :mod:`~core.engine.inference.curvature`); or ``metric="kron"``: the same with M
+Kronecker-factored per layer (K-FAC at a MAP, plus the prior), for networks whose P × P matrix
+will not fit. A constant G leaves the target unchanged.
 The step size is constant or decays polynomially,
 
     ηₜ = η₀ · (b / (b + t))^γ,   γ ∈ (0.5, 1],
@@ -42,8 +44,10 @@ from core.engine.models import ArchSpec
 
 Schedule = Literal["constant", "polynomial"]
 """``"constant"``: ηₜ = η₀; ``"polynomial"``: ηₜ = η₀ (b / (b + t))^γ."""
-MetricName = Literal["identity", "curvature"]
-"""The fixed preconditioner: ``"identity"`` (none) or ``"curvature"`` (M⁻¹ at the mode)."""
+MetricName = Literal["identity", "curvature", "kron"]
+"""The fixed preconditioner: ``"identity"`` (none), ``"curvature"`` (M⁻¹ at the mode, dense) or
+``"kron"`` (M⁻¹ with M Kronecker-factored per layer, for networks;
+:class:`~core.engine.inference.curvature.KronMetric`)."""
 SgInit = Literal["default", "prior", "overdispersed"]
 """``sampling.InitName`` and ``overdispersed``: θ* + 2 M^(-1/2) z around the mode (curvature
 metric only), as HMC's chains start."""
@@ -72,7 +76,8 @@ class SgldConfig(ChainConfig):
         (a constant G needs no Γ term). −1: adapt throughout, as published (approximate).
     metric
         ``"curvature"``: G = M⁻¹ from the posterior's curvature at its mode, fixed before the
-        first step (instead of RMSprop's); ``"identity"``: none.
+        first step (instead of RMSprop's); ``"kron"``: the same, M Kronecker-factored per layer;
+        ``"identity"``: none.
     """
 
     step_size: float = 1e-5
@@ -164,7 +169,7 @@ def fit(
     config: SgldConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
 ) -> FitGenerator:
     """Run the chains (all, or the subset ``chains``; see :func:`~core.engine.inference.sampling.fit_sgmcmc`)."""
-    metric = yield from fixed_metric(config, arch, data)
+    metric = yield from fixed_metric(config, arch, data, seed)
     posterior = yield from sampling.fit_sgmcmc("sgld", init, step, config, arch, data, seed, chains=chains,
                                                metric=metric)
     return posterior
