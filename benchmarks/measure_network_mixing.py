@@ -3,7 +3,9 @@
 For each bundled LeNet-5 sampler (SGLD, SGHMC, Dropout-SGHMC) every stored draw predicts the
 probe the file's record was measured on (the first 1,000 MNIST test images; labels unread), and
 this prints the rank-normalised split-R̂ of the 10,000 class probabilities as quantiles, not
-only the largest the file records: whether a few ambiguous images or all of them disagree.
+only the largest the file records: whether a few ambiguous images or all of them disagree. A
+file that keeps fewer draws than its run measured (``--keep-draws``) gets its record instead:
+its kept draws would tell less.
 
 It then extrapolates the run a converged file would take. For stationary chains R̂² − 1 falls
 as one over each chain's effective draws, so over a sampling phase that many times longer,
@@ -51,20 +53,30 @@ def main() -> None:
     for method in SAMPLERS:
         name = f"network_lenet5_{method}.pt"
         posterior = load_posterior(resources_dir() / "models" / name)
-        probs = drain(probe_draws_progress(posterior, probe))
-        varies = convergence.spread(probs) > MIN_SPREAD
-        rhat = convergence.rhat(probs)[varies]
-        q50, q90, q99, top = np.quantile(rhat, [0.5, 0.9, 0.99, 1.0])
         info = posterior.info
         per_epoch = info["num_steps"] / posterior.config["epochs"]  # steps per epoch
         burn_in = info["burn_in_steps"] / per_epoch
         sampling = posterior.config["epochs"] - burn_in
         seconds = info["train_seconds"] / posterior.config["epochs"]
-        hours = [(burn_in + factor(r) * sampling) * seconds / 3600 for r in (top, q50)]
-        print(f"{name} | {posterior.num_chains} × {posterior.num_draws} | {q50:.2f} / {q90:.2f} / {q99:.2f} / "
-              f"{top:.2f} | {np.mean(rhat > TARGET):.0%} | {burn_in:.0f} + {sampling:.0f} | {seconds:.1f} | "
-              f"{factor(top):.1f} ({factor(q50):.1f}) | {hours[0]:.1f} ({hours[1]:.1f})", flush=True)
+        run = f"{burn_in:.0f} + {sampling:.0f} | {seconds:.1f}"
 
+        def hours(rhat: float, burn_in: float = burn_in, sampling: float = sampling, seconds: float = seconds) -> float:
+            return (burn_in + factor(rhat) * sampling) * seconds / 3600
+
+        record = info.get("diagnostics", {})
+        if record.get("kept_draws"):  # measured on every draw of the run; the file keeps fewer
+            top = record["rhat_max"]
+            print(f"{name} | {record['chains']} × {record['draws']} measured, {record['kept_draws']} of each kept | "
+                  f"largest {top:.2f} (the file's record) | {record['rhat_above_1_1']:.0%} | {run} | "
+                  f"{factor(top):.1f} | {hours(top):.1f}", flush=True)
+            continue
+        probs = drain(probe_draws_progress(posterior, probe))
+        varies = convergence.spread(probs) > MIN_SPREAD
+        rhat = convergence.rhat(probs)[varies]
+        q50, q90, q99, top = np.quantile(rhat, [0.5, 0.9, 0.99, 1.0])
+        print(f"{name} | {posterior.num_chains} × {posterior.num_draws} | {q50:.2f} / {q90:.2f} / {q99:.2f} / "
+              f"{top:.2f} | {np.mean(rhat > TARGET):.0%} | {run} | "
+              f"{factor(top):.1f} ({factor(q50):.1f}) | {hours(top):.1f} ({hours(q50):.1f})", flush=True)
 
 if __name__ == "__main__":
     main()
