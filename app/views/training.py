@@ -160,11 +160,15 @@ PHASE_WORDS: dict[str, str] = {
     "eval": "Checking it on the images kept aside",
     "train": "Training",
     "warmup": "Warming up",
+    "burn-in": "Burn-in (steps not kept)",
     "sampling": "Sampling",
     "saving": "Saving",
     "convergence": "Checking whether the chains agree",
     "MAP": "Finding the best weights",
     "curvature": "Measuring the loss's curvature around them",
+    # a sampler's fixed metric (metric=curvature or kron), before its first step
+    "finding the mode": "Finding the most probable weights",
+    "curvature at the mode": "Measuring how sharply the data pin them down",
     "averaging": "Taking snapshots around them",
 }
 

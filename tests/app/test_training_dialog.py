@@ -570,3 +570,23 @@ def test_laplace_starts_from_a_saved_map_posterior_or_refuses_one_that_cannot(qt
     assert not dialog.running and warned and "one set of best weights" in warned[0]
     assert "Error" not in warned[0] and "/" not in warned[0].split(":", 1)[1]
 
+
+
+def test_every_phase_of_a_sampler_moving_by_the_curvature_reads_in_words():
+    """The phases a run shows in the dialog's status line: SGLD with ``metric=kron`` finds a mode,
+    measures the curvature there, burns in and samples; each has words, none its code name."""
+    import torch
+
+    from app.views.training import PHASE_WORDS
+    from core.engine.inference import sgld
+    from core.engine.inference.base import Dataset
+    from core.engine.models import ArchSpec
+    from core.engine.runner import drain
+
+    gen = torch.Generator().manual_seed(0)
+    data = Dataset(torch.rand(64, 1, 28, 28, generator=gen), torch.randint(0, 10, (64,), generator=gen), "toy")
+    config = sgld.SgldConfig(num_chains=2, epochs=2, batch_size=1, burn_in_epochs=1, thin=8, metric="kron")
+    phases: set[str] = set()
+    drain(sgld.fit(config, ArchSpec("lenet5", num_classes=10), data, 0), lambda record: phases.add(record.phase))
+    assert phases == {"finding the mode", "curvature at the mode", "burn-in", "sampling"}
+    assert phases <= set(PHASE_WORDS)
