@@ -54,8 +54,8 @@ def test_the_kron_root_is_the_inverse_square_root_of_the_kronecker_precision():
     (sghmc, sghmc.SghmcConfig(step_size=0.02, friction=0.3, metric="kron")),
 ], ids=["sgld", "sghmc"])
 def test_kron_samplers_sample_an_ill_conditioned_kronecker_gaussian(module, config):
-    """A 5 × 6 weight matrix whose Gaussian posterior has precision G ⊗ A + I/σ², spread 3·10⁴:1
-    along rotated axes (what K-FAC assumes of a layer): moving by M⁻¹, 16 chains started three
+    """A 5 × 6 weight matrix whose Gaussian posterior has precision G ⊗ A + I/σ², spread 6·10³:1
+    ((3·10⁴ + 4) / (1 + 4)) along rotated axes (what K-FAC assumes of a layer): moving by M⁻¹, 16 chains started three
     times too wide have every principal variance within 0.8–1.3× after 1,000 steps (SGLD's own
     step widens each by 1/√(1 − η/4), 1.3 % at η 0.1); the plain sampler, at a step the stiffest
     direction allows, still has axes several times too wide."""

@@ -114,12 +114,14 @@ class KronMetric:
         self.blocks = [(w, b, qg.float(), qa.float(),
                         (lg.clamp_min(0)[:, None] * la.clamp_min(0)[None, :] + precision).rsqrt().float())
                        for w, b, qg, lg, qa, la in blocks]
+        #: the weights and biases some layer's factors cover (the rest get the prior's σ alone)
+        self.covered = {name for w, b, *_ in self.blocks for name in (w, b) if name is not None}
         self.about: dict[str, Any] = {}
         self.mode: Params = {}
 
     def _root(self, tree: Params) -> Params:
         """M^(-1/2) times each chain's ``tree`` (leading chain dim)."""
-        out = {k: self.prior_std * v for k, v in tree.items()}
+        out = {k: self.prior_std * v for k, v in tree.items() if k not in self.covered}
         for w, b, qg, qa, scale in self.blocks:
             x = tree[w].reshape(tree[w].shape[0], tree[w].shape[1], -1)
             if b is not None:
