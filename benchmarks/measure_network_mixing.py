@@ -18,7 +18,16 @@ burn-in plus the longer sampling phase. A lower bound: it assumes the chains are
 stationary (the weights' norm says they are not: its split-R̂ is in the file) and that the
 four chains would meet in one region of the weights at all.
 
-Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 1 min a file).
+Last, whether more of the same would get there: from each file's stored draws, how much the
+chains' offsets from one another persist between the first and second half of the run (the
+correlation, over the four chains, of each chain's mean minus the mean of all, half against
+half), for the median probability and for the worst 1 % by the first half's R̂ (chosen on one
+half, so that choosing does not itself pick offsets that agree), and the correlation of successive
+stored draws. Offsets that persist while successive draws are unrelated mean a fast part of the
+motion that the run resolves and a slow part many times longer than the run: the factor above,
+which assumes one pace, then understates the run a converged file would take.
+
+Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 2 min a file).
 """
 
 from __future__ import annotations
@@ -77,6 +86,30 @@ def main() -> None:
         print(f"{name} | {posterior.num_chains} × {posterior.num_draws} | {q50:.2f} / {q90:.2f} / {q99:.2f} / "
               f"{top:.2f} | {np.mean(rhat > TARGET):.0%} | {run} | "
               f"{factor(top):.1f} ({factor(q50):.1f}) | {hours(top):.1f} ({hours(q50):.1f})", flush=True)
+    print("\nfile | chains' offsets, half against half: median (worst 1 % by the first half's R̂) | "
+          "successive stored draws")
+    for method in SAMPLERS:
+        name = f"network_lenet5_{method}.pt"
+        probs = drain(probe_draws_progress(load_posterior(resources_dir() / "models" / name), probe))
+        persist, successive = persistence(probs.reshape(*probs.shape[:2], -1))
+        print(f"{name} | {np.median(persist):.2f} ({np.median(persist[-len(persist) // 100:]):.2f}) | "
+              f"{np.median(successive):.2f}", flush=True)
+
+
+def persistence(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For draws (chains, draws, quantities): per varying quantity, ordered by the R̂ of the first
+    half of the draws (worst last), the correlation over chains of each chain's offset (its mean
+    minus the mean of all) in the first half of its draws against the second; and the lag-1
+    correlation of its draws within chains."""
+    probs = probs[:, :, convergence.spread(probs) > MIN_SPREAD]
+    half = probs.shape[1] // 2
+    probs = probs[:, :, np.argsort(convergence.rhat(probs[:, :half]))]
+    offsets = [part.mean(1) - part.mean((0, 1)) for part in (probs[:, :half], probs[:, half:])]
+    persist = (offsets[0] * offsets[1]).sum(0) / np.sqrt((offsets[0] ** 2).sum(0) * (offsets[1] ** 2).sum(0))
+    centred = probs - probs.mean(1, keepdims=True)
+    successive = (centred[:, 1:] * centred[:, :-1]).mean((0, 1)) / (centred**2).mean((0, 1))
+    return persist, successive
+
 
 if __name__ == "__main__":
     main()
