@@ -15,8 +15,8 @@ as one over each chain's effective draws, so over a sampling phase that many tim
 with the largest R̂ (the file's measure) and, for comparison, the median. The hours are the
 file's own training time per epoch (4 chains together, this machine's two cores) times the
 burn-in plus the longer sampling phase. A lower bound: it assumes the chains are already
-stationary (the weights' norm says they are not: its split-R̂ is in the file) and that the
-four chains would meet in one region of the weights at all.
+stationary (the weights' norm's split-R̂, in the file, says whether they are) and that they move
+at one pace.
 
 Last, whether more of the same would get there: from each file's stored draws, how much the
 chains' offsets from one another persist between the first and second half of the run (the
