@@ -409,9 +409,9 @@ COMMON: dict[str, SettingHelp] = {
 
 _CURVATURE_INIT = replace(
     _INIT,
-    tooltip=_INIT.tooltip + " With moves scaled by the curvature, also: spread around the "
-    "most probable weights by twice the posterior's own width, so that chains that end up "
-    "agreeing have come from different places.",
+    tooltip=_INIT.tooltip + " With moves scaled by the curvature at the mode (not layer by layer), "
+    "also: spread around the most probable weights by twice the posterior's own width, so that "
+    "chains that end up agreeing have come from different places.",
     choices={**_INIT.choices, "overdispersed": "spread around the mode"},
 )
 _SG_METRIC = SettingHelp(

@@ -112,10 +112,27 @@ def test_a_network_fit_with_the_kron_metric_records_it_and_says_so(module, confi
     assert any("layer by layer" in line for line in fit_lines(posterior.method, posterior.info, posterior.config))
 
 
-def test_kron_is_refused_beside_rmsprop_and_may_start_chains_around_the_map():
+def test_kron_is_refused_beside_rmsprop_and_with_overdispersed_starts():
+    """K-FAC overstates the posterior's width along some directions: chains started twice that
+    width around the MAP wrecked LeNet-5 (SGLD diverged within 6 steps), so that start is refused
+    with the reason and what to use instead."""
     with pytest.raises(ValueError, match="choose one preconditioner"):
         sghmc.SghmcConfig(precondition=True, metric="kron")
-    sgld.SgldConfig(metric="kron", init="overdispersed")  # spread around the MAP by M^(-1/2)
+    with pytest.raises(ValueError, match="overstates that width.*use init=default with metric=kron"):
+        sgld.SgldConfig(metric="kron", init="overdispersed")
+    sgld.SgldConfig(metric="curvature", init="overdispersed")  # the exact curvature's width
+
+
+def test_the_kron_metrics_map_fit_leaves_torchs_global_generator_alone():
+    """The MAP behind the metric draws its initial weights and batches from its own seed: torch's
+    global generator is where it was (the MAP method's fit reseeds it; this phase used to)."""
+    from core.engine.inference.curvature import kron_mode_and_metric
+
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    metric = drain(kron_mode_and_metric(ArchSpec("lenet5", num_classes=10), _tiny_digits(), 0.2, seed=5))
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert math.isfinite(metric.about["mode_log_posterior"]) and set(metric.mode) == set(metric.covered)
 
 
 def test_without_curvlinops_the_kron_metric_says_what_needs_it(monkeypatch):

@@ -20,11 +20,12 @@ from collections.abc import Generator
 from typing import Any
 
 import torch
-from torch import nn
 
+from core.engine.device import seeded_generator
 from core.engine.inference import sampling
-from core.engine.inference.base import Dataset, ProgressRecord
-from core.engine.inference.laplace import full_ggn, kron_blocks, kron_factors
+from core.engine.inference.base import Dataset, ProgressRecord, optimise
+from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
+from core.engine.inference.map import MapConfig
 from core.engine.inference.sampling import Params, Target
 from core.engine.inference.variational import ParamLayout
 from core.engine.memory import check_fits
@@ -211,37 +212,26 @@ KRON_MAP_EPOCHS = 10
 def kron_mode_and_metric(
     arch: ArchSpec, data: Dataset, prior_std: float, seed: int, total: int = 0
 ) -> Generator[ProgressRecord, None, KronMetric]:
-    """A MAP θ* of ``arch`` under N(0, σ²) (:data:`KRON_MAP_EPOCHS` epochs from ``seed``) and the
-    :class:`KronMetric` of K-FAC at θ* on all of ``data``. Chains run on other machines from the
-    same seed find the same θ* up to floating point; each chain's metric is fixed either way."""
-    from core.engine.inference import map as map_method  # the MAP fit is a method of its own
-
-    run = map_method.fit(map_method.MapConfig(prior_std=prior_std, epochs=KRON_MAP_EPOCHS), arch, data, seed)
-    while True:  # the MAP's own steps, as this phase (its loss is not the sampler's trace)
-        try:
-            record = next(run)
-        except StopIteration as stop:
-            fitted = stop.value
-            break
+    """A MAP θ* of ``arch`` under N(0, σ²) (:data:`KRON_MAP_EPOCHS` epochs from ``seed``, trained as
+    the MAP method trains) and the :class:`KronMetric` of K-FAC at θ* on all of ``data``. Chains run
+    on other machines from the same seed find the same θ* up to floating point; each chain's metric
+    is fixed either way."""
+    recipe = MapConfig(prior_std=prior_std, epochs=KRON_MAP_EPOCHS)  # the MAP method's: Adam, cosine-annealed
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(arch)
+    for record in optimise(model, data, epochs=recipe.epochs, batch_size=recipe.batch_size, lr=recipe.lr,
+                           penalty=1.0 / (2.0 * len(data) * prior_std**2), generator=seeded_generator(seed)):
         yield ProgressRecord(record.step, record.total, {}, "finding the mode")
-    model = build_model(arch).to(data.x.device).eval()
-    model.load_state_dict({k: v[0, 0] for k, v in fitted.samples.items()})
+    model = model.to(data.x.device).eval()
     names = [n for n, _ in model.named_parameters()]
     yield ProgressRecord(0, total, {}, "curvature at the mode")
-    blocks = []
-    factors = kron_factors(model, names, data, 1000, KRON_PURPOSE)
-    for (_, weight, bias), (g, a) in zip(kron_blocks(model, names), factors, strict=True):
-        lg, qg = torch.linalg.eigh(g)
-        la, qa = torch.linalg.eigh(a)
-        blocks.append((weight, bias, qg, lg, qa, la))
+    blocks = [(weight, bias, *eigen) for (_, weight, bias), eigen
+              in zip(kron_blocks(model, names), kron_eigen(model, names, data, 1000, KRON_PURPOSE), strict=True)]
     metric = KronMetric(blocks, prior_std)
-    metric.mode = {k: v[0].detach().to(data.x.device) for k, v in fitted.samples.items()}
-    with torch.no_grad():
-        log_lik = -sum(float(nn.functional.cross_entropy(model(data.x[i : i + 1000]), data.y[i : i + 1000],
-                                                         reduction="sum"))
-                       for i in range(0, len(data), 1000))
-    log_prior = float(sampling.gaussian_log_prior(metric.mode, prior_std)[0])
-    metric.about = {"kind": "kron", "map_epochs": KRON_MAP_EPOCHS, "mode_log_posterior": log_lik + log_prior}
+    metric.mode = {k: v.detach()[None] for k, v in model.named_parameters()}
+    log_posterior = -summed_nll(model, data, 1000) + float(sampling.gaussian_log_prior(metric.mode, prior_std)[0])
+    metric.about = {"kind": "kron", "map_epochs": KRON_MAP_EPOCHS, "mode_log_posterior": log_posterior}
     return metric
 
 

@@ -218,6 +218,25 @@ def kron_factors(model: nn.Module, names: list[str], data: Dataset, batch_size: 
     return factors
 
 
+def kron_eigen(model: nn.Module, names: list[str], data: Dataset, batch_size: int,
+               purpose: tuple[str, str] = LAPLACE_PURPOSE) -> list[tuple[torch.Tensor, ...]]:
+    """(Q_G, λ_G, Q_A, λ_A) per layer of ``kron_blocks``: the eigendecompositions of
+    :func:`kron_factors`' G and A."""
+    decomposed = []
+    for g, a in kron_factors(model, names, data, batch_size, purpose):
+        lg, qg = torch.linalg.eigh(g)
+        la, qa = torch.linalg.eigh(a)
+        decomposed.append((qg, lg, qa, la))
+    return decomposed
+
+
+def summed_nll(model: nn.Module, data: Dataset, batch_size: int) -> float:
+    """−Σₙ log p(yₙ | xₙ, θ) of ``model`` (in its current mode) over all of ``data``."""
+    with torch.no_grad():
+        return sum(float(nn.functional.cross_entropy(model(x), y, reduction="sum"))
+                   for x, y in _batches(data, batch_size))
+
+
 def linear_ggn(model: nn.Module, names: list[str], data: Dataset, batch_size: int) -> torch.Tensor | None:
     """The exact GGN of ``names`` when they are one ``nn.Linear`` layer's weight and bias and
     nothing before that layer has weights (softmax regression); None otherwise.
@@ -548,9 +567,7 @@ def fit_around(model: nn.Module, config: LaplaceConfig, arch: ArchSpec, data: Da
     tensors: dict[str, torch.Tensor] = {}
     if config.structure == "kron":
         eigenvalues = []
-        for i, (g, a) in enumerate(kron_factors(model, names, data, config.batch_size)):
-            lg, qg = torch.linalg.eigh(g)
-            la, qa = torch.linalg.eigh(a)
+        for i, (qg, lg, qa, la) in enumerate(kron_eigen(model, names, data, config.batch_size)):
             tensors.update({f"kron{i}_qg": qg, f"kron{i}_lg": lg, f"kron{i}_qa": qa, f"kron{i}_la": la})
             eigenvalues.append((lg.clamp_min(0)[:, None] * la.clamp_min(0)[None, :]).reshape(-1))
         lam = torch.cat(eigenvalues)
@@ -569,9 +586,7 @@ def fit_around(model: nn.Module, config: LaplaceConfig, arch: ArchSpec, data: Da
         except StopIteration as stop:
             lam = stop.value
         tensors["curvature"] = lam
-    with torch.no_grad():
-        nll = sum(float(nn.functional.cross_entropy(model(x), y, reduction="sum"))
-                  for x, y in _batches(data, config.batch_size))
+    nll = summed_nll(model, data, config.batch_size)
     norm2 = float(theta_s.square().sum())
     delta = (optimise_prior_precision(lam, norm2) if config.prior_precision == "marglik"
              else 1.0 / config.prior_std**2)

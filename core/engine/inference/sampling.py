@@ -607,9 +607,15 @@ class ChainConfig:
             raise ValueError("burn_in_epochs must lie in [0, epochs)")
         if self.prior_std <= 0 or self.memory_budget_mb <= 0:
             raise ValueError("prior_std and memory_budget_mb must be positive")
-        if self.init == "overdispersed" and getattr(self, "metric", "identity") not in ("curvature", "kron"):
+        metric = getattr(self, "metric", "identity")
+        if self.init == "overdispersed" and metric == "kron":
+            raise ValueError("init=overdispersed spreads chains twice the posterior's width around the mode, and "
+                             "metric=kron's layer-by-layer curvature overstates that width along some directions "
+                             "(on LeNet-5 such starts wrecked the network and SGLD diverged within 6 steps); use "
+                             "init=default with metric=kron, or metric=curvature")
+        if self.init == "overdispersed" and metric != "curvature":
             raise ValueError("init=overdispersed spreads chains around the mode by the curvature; it needs "
-                             "metric=curvature or metric=kron")
+                             "metric=curvature")
         if self.init not in ("default", "prior", "overdispersed"):
             raise ValueError(f"init must be 'default', 'prior' or 'overdispersed', got {self.init!r}")
         if self.on_budget not in ("refuse", "thin"):
