@@ -272,3 +272,56 @@ def test_gpu_evaluations_are_cached_apart_from_the_cpus():
     assert cache_key(*args) == cache_key(*args, "cpu")
     assert cache_key(*args, "cuda") != cache_key(*args, "cpu")
     assert cache_key(*args, "cuda") != cache_key(*args, "mps")
+
+
+# ---------------------------------------------------------------- every method, on each device
+
+#: A few steps of every method on the two-halves digits with a small MLP: enough to learn the
+#: two classes. (LeNet-5's convolutions on a GPU, with their Kronecker factors, are what the
+#: network tier's pilots run: ``benchmarks/measure_network_tuning.py --device cuda``.)
+EVERY_METHOD = {
+    "map": {"epochs": "3", "lr": "3e-3"},
+    "mc_dropout": {"epochs": "3", "lr": "3e-3", "num_samples": "8"},
+    "ensemble": {"num_members": "2", "epochs": "3", "lr": "3e-3"},
+    "laplace": {"epochs": "3", "lr": "3e-3", "structure": "kron"},
+    "swag": {"epochs": "2", "lr": "3e-3", "swa_epochs": "2", "snapshots_per_epoch": "4", "rank": "4"},
+    "mfvi": {"epochs": "3", "lr": "3e-3"},
+    "snvi": {"epochs": "3", "lr": "3e-3", "rank": "2"},
+    "sgmmvi": {"epochs": "3", "lr": "3e-3", "rank": "2"},
+    "vdropout": {"epochs": "3", "lr": "3e-3", "predict_samples": "8"},
+    "hmc": {"num_chains": "2", "num_warmup": "20", "num_samples": "10", "num_leapfrog": "5", "prior_std": "0.2"},
+    "sgld": {"num_chains": "2", "epochs": "4", "burn_in_epochs": "2", "thin": "4", "batch_size": "32",
+             "step_size": "1e-3", "metric": "kron", "prior_std": "0.2"},
+    "sghmc": {"num_chains": "2", "epochs": "4", "burn_in_epochs": "2", "thin": "4", "batch_size": "32",
+              "step_size": "5e-5", "friction": "0.1", "metric": "kron", "prior_std": "0.2"},
+    "dsghmc": {"num_chains": "2", "epochs": "4", "burn_in_epochs": "2", "thin": "4", "batch_size": "32",
+               "step_size": "5e-5", "friction": "0.1", "precondition": "true", "rms_adapt_steps": "8"},
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not HAS_CUDA, reason="needs a CUDA GPU"))])
+@pytest.mark.parametrize("method_name", sorted(EVERY_METHOD))
+def test_every_method_learns_and_predicts_on_the_device(method_name, device, two_halves, tmp_path):
+    """Each method trains on ``device`` (its posterior and every tensor of it there), learns the
+    two classes, predicts valid probabilities, and its saved file reads back on the CPU."""
+    from core.engine.inference import get_method
+    from core.engine.models import ArchSpec
+    from core.engine.runner import drain, fit_posterior
+
+    method = get_method(method_name)
+    drop = {"mc_dropout": 0.2, "dsghmc": 0.5}.get(method_name, 0.0)
+    arch = ArchSpec("mlp", num_classes=2, hidden=32, drop_rate=drop)
+    posterior = drain(fit_posterior(method, method.parse_settings(EVERY_METHOD[method_name]), arch, two_halves, 0,
+                                    device=torch.device(device)))
+    assert posterior.device.type == device
+    assert {t.device.type for t in posterior.state_tensors().values()} == {device}
+    probs = posterior.predict_proba(two_halves.x, num_samples=8, generator=torch.Generator().manual_seed(0))
+    assert probs.device.type == "cpu" and probs.shape[1:] == (len(two_halves), 2)  # brought back to be drawn
+    assert torch.isfinite(probs).all() and torch.allclose(probs.sum(-1), torch.ones(()), atol=1e-5)
+    accuracy = (probs.mean(0).argmax(-1) == two_halves.y).float().mean().item()
+    assert accuracy > 0.9, f"{method_name} on {device}: {accuracy:.1%} of the two classes"
+    back = load_posterior(save_posterior(posterior, tmp_path / "p.pt"), device="cpu")
+    assert back.device.type == "cpu"
+    again = back.predict_proba(two_halves.x[:16], num_samples=8, generator=torch.Generator().manual_seed(0))
+    assert (again.mean(0).argmax(-1) == two_halves.y[:16]).float().mean().item() > 0.9

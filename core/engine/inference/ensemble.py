@@ -101,7 +101,7 @@ def fit(
         lr=config.lr, penalty=1.0 / (2.0 * len(data) * config.prior_std**2),
         describe=lambda i: f"member {member_ids[i] + 1}/{config.num_members}",
     )
-    samples = {k: v.detach().cpu().unsqueeze(1) for k, v in params.items()}
+    samples = {k: v.detach().unsqueeze(1) for k, v in params.items()}
     info = {"num_members": len(member_ids), "chain_ids": list(member_ids),
             "trained": "side by side" if side_by_side else "one by one"}
     return SampledPosterior("ensemble", arch, asdict(config), seed, data.name, samples, info)
