@@ -19,7 +19,8 @@ Each pair is timed in turn (``--train-repeats``, ``--repeats`` times) and the me
 reported, so that the load of a shared machine falls on both sides alike.
 
 Run: ``nice python benchmarks/bench_scale.py --data-dir ../shared/data [--threads 1]
-[--images 200] [--samples 30]``. Prints Markdown tables (the ``## Scale`` section of
+[--images 200] [--samples 30] [--device cuda]`` (``--device``: where the fits and predictions
+run; a GPU's queued work is waited for inside each timing). Prints Markdown tables (the ``## Scale`` section of
 docs/performance.md). Timings on a shared machine are noisy: compare within one run.
 """
 
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.engine.data.datasets import load_split  # noqa: E402
+from core.engine.device import describe_device, on_device, resolve_device  # noqa: E402
 from core.engine.inference import ensemble, sgld  # noqa: E402
 from core.engine.inference.base import Dataset  # noqa: E402
 from core.engine.inference.sampling import ChainGenerators  # noqa: E402
@@ -49,9 +51,16 @@ from core.engine.store import load_posterior  # noqa: E402
 CHAINS = 4
 
 
+DEVICE = torch.device("cpu")  # --device
+
+
 def seconds(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of ``fn`` on :data:`DEVICE`, its queued GPU work finished."""
     t0 = time.perf_counter()
-    fn()
+    with on_device(DEVICE):
+        fn()
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
     return time.perf_counter() - t0
 
 
@@ -60,6 +69,11 @@ def alternating(first: Callable[[], object], second: Callable[[], object], repea
     a busy spell of a shared machine falls on both alike."""
     pairs = [(seconds(first), seconds(second)) for _ in range(repeats)]
     return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+
+
+def on_the_device(data: Dataset) -> Dataset:
+    """``data`` with its images and labels on :data:`DEVICE`, as a fit there reads them."""
+    return type(data)(data.x.to(DEVICE), data.y.to(DEVICE), data.name, data.class_names, dict(data.source))
 
 
 # ------------------------------------------------------------------------- (a) chains
@@ -72,7 +86,7 @@ def chains_row(name: str, arch: ArchSpec, data: Dataset, batch_size: int, repeat
     config = sgld.SgldConfig(num_chains=CHAINS, epochs=2, burn_in_epochs=1, batch_size=batch_size,
                              thin=per_epoch, step_size=1e-6)  # one stored draw per chain
     warm = sgld.SgldConfig(num_chains=CHAINS, epochs=2, burn_in_epochs=1, batch_size=batch_size, thin=2)
-    drain(sgld.fit(warm, arch, data.subset(slice(0, batch_size * 2)), 0))  # warm vmap, allocator
+    seconds(lambda: drain(sgld.fit(warm, arch, data.subset(slice(0, batch_size * 2)), 0)))  # warm vmap, allocator
     together, alone = alternating(
         lambda: drain(sgld.fit(config, arch, data, 0)),
         lambda: [drain(sgld.fit(config, arch, data, 0, chains=(c,))) for c in range(CHAINS)],
@@ -90,15 +104,15 @@ def ensemble_row(name: str, arch: ArchSpec, data: Dataset, batch_size: int, repe
     steps = -(-len(data) // batch_size)
 
     def members():
-        streams = ChainGenerators(0, range(CHAINS))
-        return streams.models(arch), streams.generators
+        streams = ChainGenerators(0, range(CHAINS), DEVICE)
+        return [m.to(DEVICE) for m in streams.models(arch)], streams.generators
 
     kw = {"epochs": 1, "batch_size": batch_size, "lr": 1e-3, "penalty": 1.0 / (2 * len(data))}
     def run(train, on: Dataset) -> None:
         models, generators = members()
         drain(train(models, on, generators, **kw))
 
-    run(ensemble.train_side_by_side, data.subset(slice(0, 2 * batch_size)))  # warm vmap, allocator
+    seconds(lambda: run(ensemble.train_side_by_side, data.subset(slice(0, 2 * batch_size))))  # warm vmap, allocator
     side, one = alternating(
         lambda: run(ensemble.train_side_by_side, data), lambda: run(ensemble.train_one_by_one, data), repeats
     )
@@ -115,10 +129,10 @@ def evaluation_rows(x: torch.Tensor, requested: int, repeats: int) -> list[dict]
     rows = []
     models = ROOT / "resources" / "models"
     for path in sorted([*models.glob("paper_*.pt"), *models.glob("network_*.pt")]):
-        posterior = load_posterior(path)
+        posterior = load_posterior(path, device=DEVICE)
         s = samples_used(posterior, requested)
-        gen = torch.Generator().manual_seed(0)
-        model = build_model(posterior.arch)
+        gen = torch.Generator(device=DEVICE).manual_seed(0)
+        model = build_model(posterior.arch).to(DEVICE)
         batch = x.repeat(s, 1, 1, 1)  # N·S images: the same number of network evaluations
 
         def method(p=posterior, s=s, gen=gen):
@@ -129,7 +143,7 @@ def evaluation_rows(x: torch.Tensor, requested: int, repeats: int) -> list[dict]
                 return torch.softmax(model(batch), -1)
 
         for fn in (method, plain, method, plain):  # warm-up: caches, allocator, the fixed banks
-            fn()
+            seconds(fn)
         method_s, plain_s = alternating(method, plain, repeats)
         rows.append({"file": path.name, "method": posterior.method, "arch": posterior.arch.name,
                      "draws": s, "method_s": method_s, "plain_s": plain_s})
@@ -147,29 +161,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-images", type=int, default=2000,
                         help="training images (softmax; LeNet uses half): sets the number of steps")
     parser.add_argument("--parts", default="abc", help="which parts to run: any of a, b, c")
+    parser.add_argument("--device", default="cpu", help="where everything runs: cpu or cuda[:N]")
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = resolve_device(args.device)
     torch.set_num_threads(args.threads)
-    train = load_split("mnist", "train", args.data_dir)
-    test = load_split("mnist", "test", args.data_dir)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), device cpu "
-          f"({torch.get_num_interop_threads()} interop); no GPU")
+    train, test = (on_the_device(load_split("mnist", split, args.data_dir)) for split in ("train", "test"))
+    print(f"torch {torch.__version__}, {args.threads} thread(s) on the CPU "
+          f"({torch.get_num_interop_threads()} interop); computing on {describe_device(DEVICE)}")
 
     softmax = ArchSpec("softmax", num_classes=10)
     lenet = ArchSpec("lenet", num_classes=10)
     small = train.subset(slice(0, args.train_images))
     smaller = train.subset(slice(0, args.train_images // 2))
-    rows = []
-    if "a" in args.parts:
-        rows += [chains_row(name, arch, data, 100, args.train_repeats)
-                 for name, arch, data in (("softmax regression", softmax, small), ("LeNet", lenet, smaller))]
-    if "b" in args.parts:
-        rows += [ensemble_row(name, arch, data, 100, args.train_repeats)
-                 for name, arch, data in (("softmax regression", softmax, small), ("LeNet", lenet, smaller))]
     print("\n| what | steps | vectorised, per step | one at a time, per step | speed-up |")
     print("| --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['what']} | {r['steps']} | {1e3 * r['vectorised']:.1f} ms | "
-              f"{1e3 * r['sequential']:.1f} ms | {r['sequential'] / r['vectorised']:.2f}× |")
+    for part, row in (("a", chains_row), ("b", ensemble_row)):
+        if part not in args.parts:
+            continue
+        for name, arch, data in (("softmax regression", softmax, small), ("LeNet", lenet, smaller)):
+            r = row(name, arch, data, 100, args.train_repeats)  # each printed as soon as it is measured
+            print(f"| {r['what']} | {r['steps']} | {1e3 * r['vectorised']:.1f} ms | "
+                  f"{1e3 * r['sequential']:.1f} ms | {r['sequential'] / r['vectorised']:.2f}× |", flush=True)
 
     if "c" not in args.parts:
         return 0

@@ -6,7 +6,9 @@ scored on training images 55,000–59,999, which it never saw (the test set is n
 - the NLL and accuracy of its mean predictive on those 5,000 validation images;
 - the largest rank-normalised split-R̂ of the class probabilities on the first 1,000 of them
   (the measure the bundled files record), and the smallest bulk ESS;
-- whether the run diverged.
+- whether the run diverged;
+- its pace: milliseconds per step of all four chains, between the sampler's first and last
+  progress report (``--device cuda`` runs the pilots on a GPU).
 
 A setting is given as ``method:name=value,name=value`` (``--set`` values of ``train``), e.g.
 ``sgld:step_size=1e-5,prior_std=0.2,init=prior``. Read the scores together: a validation NLL
@@ -31,6 +33,7 @@ from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress
 from core.analysis.metrics import accuracy, negative_log_likelihood
 from core.engine import convergence
 from core.engine.data.datasets import load_split
+from core.engine.device import describe_device, resolve_device
 from core.engine.inference import get_method
 from core.engine.inference.sampling import ChainConfig, SamplerDivergedError
 from core.engine.models import ArchSpec
@@ -40,7 +43,8 @@ TRAIN = 55_000
 PROBE = 1_000
 
 
-def pilot(spec: str, train, validation, epochs: int, seed: int, model: str = "lenet5") -> dict:
+def pilot(spec: str, train, validation, epochs: int, seed: int, model: str = "lenet5",
+          device: torch.device | None = None) -> dict:
     method_name, _, values = spec.partition(":")
     method = get_method(method_name)
     steps = math.ceil(TRAIN / ChainConfig.batch_size)  # per epoch; thinned to 25 draws per chain
@@ -50,8 +54,14 @@ def pilot(spec: str, train, validation, epochs: int, seed: int, model: str = "le
     config = method.parse_settings(settings)
     arch = ArchSpec(model, num_classes=10, drop_rate=0.5 if method_name == "dsghmc" else 0.0)
     began = time.perf_counter()
+    steps_at: list[tuple[float, int]] = []  # (time, step) of the sampler's reports, for its pace
+
+    def note(record) -> None:
+        if record.phase in ("burn-in", "sampling"):
+            steps_at.append((time.perf_counter(), record.step))
+
     try:
-        posterior = drain(fit_posterior(method, config, arch, train, seed))
+        posterior = drain(fit_posterior(method, config, arch, train, seed, device=device), note)
     except SamplerDivergedError as exc:
         return {"setting": spec, "diverged": str(exc).split(";")[0], "seconds": time.perf_counter() - began}
     probs = drain(probe_draws_progress(posterior, validation.x, seed))  # (chains, draws, images, classes)
@@ -60,7 +70,13 @@ def pilot(spec: str, train, validation, epochs: int, seed: int, model: str = "le
     summary = convergence.summarise(probs[:, :, :PROBE], MIN_SPREAD)
     return {"setting": spec, "nll": negative_log_likelihood(mean, y), "accuracy": accuracy(mean, y),
             "rhat": summary.rhat_max, "ess": summary.ess_bulk_min, "draws": probs.shape[:2],
-            "seconds": time.perf_counter() - began}
+            "seconds": time.perf_counter() - began, "ms_per_step": ms_per_step(steps_at)}
+
+
+def ms_per_step(steps_at: list[tuple[float, int]]) -> float:
+    """Milliseconds per step of all chains, between the sampler's first and last report."""
+    (t0, s0), (t1, s1) = steps_at[0], steps_at[-1]
+    return 1e3 * (t1 - t0) / (s1 - s0) if s1 > s0 else float("nan")
 
 
 def main() -> None:
@@ -70,20 +86,24 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="lenet5", help="lenet5 (the network tier) or softmax (the paper tier)")
+    parser.add_argument("--device", default="cpu", help="where the pilots run: cpu, cuda[:N] (the s column's)")
     args = parser.parse_args()
+    device = resolve_device(args.device)
     torch.manual_seed(args.seed)
     full = load_split("mnist", "train", root=args.data_dir)
     train, validation = full.subset(slice(0, TRAIN)), full.subset(slice(TRAIN, len(full)))
     print(f"pilots of {args.epochs} epochs on training images 0–{TRAIN - 1:,}, scored on "
-          f"{len(validation):,} validation images ({TRAIN:,}–{len(full) - 1:,})")
-    print("setting | validation NLL | accuracy | R̂ (max, first 1,000) | bulk ESS (min) | chains × draws | s")
+          f"{len(validation):,} validation images ({TRAIN:,}–{len(full) - 1:,}), on {describe_device(device)}")
+    print("setting | validation NLL | accuracy | R̂ (max, first 1,000) | bulk ESS (min) | chains × draws | s "
+          "| ms per step")
     for spec in args.settings:
-        row = pilot(spec, train, validation, args.epochs, args.seed, args.model)
+        row = pilot(spec, train, validation, args.epochs, args.seed, args.model, device)
         if "diverged" in row:
             print(f"{spec} | diverged: {row['diverged']} | | | | | {row['seconds']:.0f}", flush=True)
         else:
             print(f"{spec} | {row['nll']:.4f} | {row['accuracy']:.2%} | {row['rhat']:.3f} | {row['ess']:.0f} | "
-                  f"{row['draws'][0]} × {row['draws'][1]} | {row['seconds']:.0f}", flush=True)
+                  f"{row['draws'][0]} × {row['draws'][1]} | {row['seconds']:.0f} | {row['ms_per_step']:.1f}",
+                  flush=True)
 
 
 if __name__ == "__main__":
