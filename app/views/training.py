@@ -375,10 +375,16 @@ def error_in_words(exc: BaseException, method: str) -> str:
     if isinstance(exc, DatasetMissingError):
         return exc.with_hint(DOWNLOAD_HINT)
     if isinstance(exc, DatasetNotFoundError):
+        if text.startswith("could not download"):
+            return (
+                "MNIST's training images could not be downloaded: the download site did not answer "
+                "or sent a damaged file. Check the internet connection and train again, or choose "
+                "a data folder that holds the “mnist” folder."
+            )
         return (
-            "The MNIST training images were not found, and could not be downloaded. Choose the "
-            "folder that holds train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz, or tick "
-            f"the download box while online.\n\nDetails: {text}"
+            "The MNIST training images were not found in the data folder. Choose the data folder "
+            "that holds the “mnist” folder with MNIST's training files, or tick the download box "
+            "while online."
         )
     if isinstance(exc, (IdxFormatError, DatasetContentError)):
         return f"The training images could not be read: {text}"

@@ -590,3 +590,23 @@ def test_every_phase_of_a_sampler_moving_by_the_curvature_reads_in_words():
     drain(sgld.fit(config, ArchSpec("lenet5", num_classes=10), data, 0), lambda record: phases.add(record.phase))
     assert phases == {"finding the mode", "curvature at the mode", "burn-in", "sampling"}
     assert phases <= set(PHASE_WORDS)
+
+
+def test_a_data_set_not_found_or_not_downloaded_is_said_without_paths_or_file_names():
+    """The rarer ways the training set is not there (a folder without MNIST's files, a failed
+    download) are said in words a person can act on: no path, no IDX file name, no URL."""
+    from app.views.training import error_in_words
+    from core.engine.data.datasets import DatasetNotFoundError
+
+    folder = "/home/someone/data/mnist"
+    cases = {
+        DatasetNotFoundError(f"mnist train split not found: looked for ['train-images-idx3-ubyte'] in {folder}"):
+            "not found in the data folder",
+        DatasetNotFoundError("could not download train-images-idx3-ubyte.gz for 'mnist': "
+                             "https://example.org/mnist/train-images-idx3-ubyte.gz: timed out"): "could not be downloaded",
+    }
+    for exc, words in cases.items():
+        text = error_in_words(exc, "sgld")
+        assert words in text
+        assert "internet" in text or "download box" in text  # what to do about it
+        assert "/" not in text and "idx" not in text.lower() and "Details" not in text and "Error" not in text
