@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="lenet5", help="lenet5 (the network tier) or softmax (the paper tier)")
-    parser.add_argument("--device", default="cpu", help="where the pilots run: cpu, cuda[:N] (the s column's)")
+    parser.add_argument("--device", default="cpu", help="where the pilots run: cpu or cuda[:N]")
     args = parser.parse_args()
     device = resolve_device(args.device)
     torch.manual_seed(args.seed)
