@@ -171,10 +171,15 @@ def ess_text(value: float) -> str:
 
 def rhat_text(value: float) -> str:
     """R̂ as shown: three decimals near the targets, two above the looser one, ∞ for chains
-    whose halves each hold one value and disagree."""
+    whose halves each hold one value and disagree. Never rounded onto the other side of a
+    target: 1.1018 is "1.102", not "1.10", beside a warning that it is above 1.1."""
     if value == float("inf"):
         return "∞"
-    return f"{value:.2f}" if value >= RHAT_LOOSE else f"{value:.3f}"
+    for digits in range(2 if value >= RHAT_LOOSE else 3, 7):
+        text = f"{value:.{digits}f}"
+        if all((value > t) == (float(text) > t) for t in (RHAT_STRICT, RHAT_LOOSE)):
+            return text
+    return repr(float(value))  # closer to a target than a millionth: every digit
 
 
 def _number(value: object) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.engine.naming import mixed_as_shuffled
+from core.engine.naming import mixed_as_shuffled, rhat_text
 
 #: The reference method of each tier that has one.
 REFERENCES: dict[str, str] = {"paper": "hmc"}
@@ -44,8 +44,8 @@ def reference_words(info: dict[str, Any]) -> tuple[str, str]:
                 f"largest R̂ is {rhat:.3f} and {record['rhat_above_1_01']:.1%} of the probe's probabilities have "
                 f"R̂ above {REFERENCE_RHAT}, no more than its {draws:,} draws give when shuffled into perfectly "
                 f"mixed chains ({record['rhat_above_1_01_shuffled']:.1%}, largest {record['rhat_max_shuffled']:.3f})")
-    said = f"largest R̂ {rhat:.2f}, aim {REFERENCE_RHAT}" if rhat is not None else "not measured"
-    return (f"HMC (not converged, R̂ {rhat:.2f})" if rhat is not None else "HMC (convergence not measured)",
+    said = f"largest R̂ {rhat_text(rhat)}, aim {REFERENCE_RHAT}" if rhat is not None else "not measured"
+    return (f"HMC (not converged, R̂ {rhat_text(rhat)})" if rhat is not None else "HMC (convergence not measured)",
             f"HMC on the same model, this set's reference, whose chains have NOT converged ({said}): it is "
             "not yet exact inference, so read its marks as one more approximation, not as the truth")
 

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.engine import convergence as cv
 from core.engine.naming import why_not_measurable
@@ -200,3 +202,14 @@ def test_split_rhat_flags_disagreeing_chains():
     assert float(cv.rhat(shifted)) > 1.2
     drifting = iid + np.linspace(0, 3, 1000)[None]
     assert float(cv.rhat(drifting)) > 1.1
+
+
+@given(st.floats(min_value=1.0, max_value=3.0))
+def test_the_shown_rhat_is_on_the_same_side_of_each_target_as_the_value(value):
+    """A warning says R̂ is above 1.1 (or 1.01): the number beside it must not read 1.10 (or 1.010)."""
+    from core.engine.naming import RHAT_LOOSE, RHAT_STRICT, rhat_text
+
+    shown = float(rhat_text(value))
+    for target in (RHAT_STRICT, RHAT_LOOSE):
+        assert (shown > target) == (value > target), (value, rhat_text(value))
+    assert rhat_text(1.1018) == "1.102" and rhat_text(1.31) == "1.31" and rhat_text(1.0042) == "1.004"

@@ -231,7 +231,7 @@ def test_the_reference_is_called_exact_when_its_chains_mix_as_shuffled_draws_do(
     assert short == "Exact inference (HMC)"
     assert "1.020" in sentence and "0.6%" in sentence and "800 draws" in sentence and "0.9%" in sentence
     worse = {**record, "rhat_above_1_01": 0.05}
-    assert reference_words({"diagnostics": worse})[0] == "HMC (not converged, R̂ 1.02)"
+    assert reference_words({"diagnostics": worse})[0] == "HMC (not converged, R̂ 1.020)"
 
 
 @pytest.mark.parametrize(("above", "words"), [(0.0011, "0.1%"), (0.0006, "under 0.1%"), (0.9, "90%")])
