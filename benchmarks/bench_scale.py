@@ -71,11 +71,6 @@ def alternating(first: Callable[[], object], second: Callable[[], object], repea
     return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
 
 
-def on_the_device(data: Dataset) -> Dataset:
-    """``data`` with its images and labels on :data:`DEVICE`, as a fit there reads them."""
-    return type(data)(data.x.to(DEVICE), data.y.to(DEVICE), data.name, data.class_names, dict(data.source))
-
-
 # ------------------------------------------------------------------------- (a) chains
 
 
@@ -166,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     global DEVICE
     DEVICE = resolve_device(args.device)
     torch.set_num_threads(args.threads)
-    train, test = (on_the_device(load_split("mnist", split, args.data_dir)) for split in ("train", "test"))
+    train, test = (load_split("mnist", split, args.data_dir).to(DEVICE) for split in ("train", "test"))
     print(f"torch {torch.__version__}, {args.threads} thread(s) on the CPU "
           f"({torch.get_num_interop_threads()} interop); computing on {describe_device(DEVICE)}")
 

@@ -151,7 +151,7 @@ def fit_posterior(
 
         check_fits(float(data.x.numel() * data.x.element_size() + data.y.numel() * data.y.element_size()),
                    f"the {len(data):,} training examples", "use fewer (--limit)", device)
-        data = type(data)(data.x.to(device), data.y.to(device), data.name, data.class_names, dict(data.source))
+        data = data.to(device)
     if start is None:
         subset = {} if chains is None else {"chains": chains}
         posterior = yield from steps_on(device, method.fit(config, arch, data, seed, **subset))

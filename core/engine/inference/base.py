@@ -120,6 +120,10 @@ class Dataset:
         x = self.x.subset(index) if hasattr(self.x, "subset") else self.x[index]
         return Dataset(x, self.y[index], self.name, self.class_names, dict(self.source))
 
+    def to(self, device: torch.device | str) -> Dataset:
+        """The same examples with their images and labels on ``device`` (where a fit there reads them)."""
+        return Dataset(self.x.to(device), self.y.to(device), self.name, self.class_names, dict(self.source))
+
     def first(self, limit: int | None) -> Dataset:
         """The first ``limit`` examples (all when ``limit`` is None), the limit recorded."""
         if limit is None or limit >= len(self):
