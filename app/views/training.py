@@ -47,7 +47,12 @@ from app.plots import style
 from app.settings import user_models_dir
 from app.workers import ComputationError, generator_worker
 from core.analysis.diagnostics import PROBE_SIZE, diagnose_progress, not_applicable
-from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError, load_split
+from core.engine.data.datasets import (
+    DatasetContentError,
+    DatasetDownloadError,
+    DatasetNotFoundError,
+    load_split,
+)
 from core.engine.data.folder import (
     SHOWN_UNREADABLE,
     FolderData,
@@ -375,7 +380,7 @@ def error_in_words(exc: BaseException, method: str) -> str:
     if isinstance(exc, DatasetMissingError):
         return exc.with_hint(DOWNLOAD_HINT)
     if isinstance(exc, DatasetNotFoundError):
-        if text.startswith("could not download"):
+        if isinstance(exc, DatasetDownloadError):
             return (
                 "MNIST's training images could not be downloaded: the download site did not answer "
                 "or sent a damaged file. Check the internet connection and train again, or choose "

@@ -596,13 +596,13 @@ def test_a_data_set_not_found_or_not_downloaded_is_said_without_paths_or_file_na
     """The rarer ways the training set is not there (a folder without MNIST's files, a failed
     download) are said in words a person can act on: no path, no IDX file name, no URL."""
     from app.views.training import error_in_words
-    from core.engine.data.datasets import DatasetNotFoundError
+    from core.engine.data.datasets import DatasetDownloadError, DatasetNotFoundError
 
     folder = "/home/someone/data/mnist"
     cases = {
         DatasetNotFoundError(f"mnist train split not found: looked for ['train-images-idx3-ubyte'] in {folder}"):
             "not found in the data folder",
-        DatasetNotFoundError("could not download train-images-idx3-ubyte.gz for 'mnist': "
+        DatasetDownloadError("could not download train-images-idx3-ubyte.gz for 'mnist': "
                              "https://example.org/mnist/train-images-idx3-ubyte.gz: timed out"): "could not be downloaded",
     }
     for exc, words in cases.items():

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.engine.data.datasets import DatasetNotFoundError, download, load_split
+from core.engine.data.datasets import (
+    DatasetDownloadError,
+    DatasetNotFoundError,
+    download,
+    load_split,
+)
 from core.engine.data.idx import IdxFormatError, parse_idx, read_idx, write_idx
 from core.engine.data.preprocess import (
     EmptyDrawingError,
@@ -116,7 +121,7 @@ def test_download_refuses_corrupt_file_and_leaves_nothing(tmp_path):
     _write_split(mirror, n=3)
     (mirror / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x01\x00\x00\x00\x09"))
     dest = tmp_path / "dest"
-    with pytest.raises(DatasetNotFoundError, match="t10k-labels.*truncated"):
+    with pytest.raises(DatasetDownloadError, match="t10k-labels.*truncated"):  # the dialog: "could not be downloaded"
         download("digits", "test", dest, mirrors=(mirror.as_uri(),))
     assert sorted(p.name for p in dest.iterdir()) == ["t10k-images-idx3-ubyte.gz"]
 

@@ -36,6 +36,7 @@ from core.analysis.evaluation import resolve_dataset
 from core.commands.main import main
 from core.engine.data.datasets import (
     DatasetContentError,
+    DatasetDownloadError,
     DatasetNotFoundError,
     download,
     load_split,
@@ -603,7 +604,7 @@ def test_a_trickling_download_meets_its_deadline_and_leaves_nothing(tmp_path):
     thread.start()
     try:
         start = time.monotonic()
-        with pytest.raises(DatasetNotFoundError, match="too slow|in time|deadline"):
+        with pytest.raises(DatasetDownloadError, match="too slow|in time|deadline"):
             download("digits", "test", tmp_path / "dest", mirrors=(f"http://127.0.0.1:{server.server_port}/",),
                      deadline_s=1.5)
         assert time.monotonic() - start < 10

@@ -92,6 +92,10 @@ class DatasetNotFoundError(FileNotFoundError):
     """The IDX files of a data set are in none of the places looked at."""
 
 
+class DatasetDownloadError(DatasetNotFoundError):
+    """A data set's files could not be fetched: no answer in time, or a damaged file."""
+
+
 class DatasetContentError(ValueError):
     """The files found do not hold what the data set needs (size, labels, counts, identity)."""
 
@@ -293,9 +297,9 @@ def download(
             if time.monotonic() > deadline:
                 break
         else:
-            raise DatasetNotFoundError(f"could not download {stem}.gz for {name!r}: " + "; ".join(errors))
+            raise DatasetDownloadError(f"could not download {stem}.gz for {name!r}: " + "; ".join(errors))
         if not target.is_file():
-            raise DatasetNotFoundError(
+            raise DatasetDownloadError(
                 f"could not download {stem}.gz for {name!r} within {deadline_s:.0f} s: " + "; ".join(errors)
             )
     return dest
