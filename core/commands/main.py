@@ -18,6 +18,7 @@ from core.commands import (
     fidelity,
     import_,
     info,
+    join,
     methods,
     predict,
     reproduce,
@@ -32,6 +33,7 @@ from core.engine.runner import Terminated, signals_raise
 #: Every command: its module (``add_arguments(parser)`` and ``run(args)``) and its one-line help.
 COMMANDS = {
     "train": (train, "fit a posterior on a data set and save it"),
+    "join": (join, "join the parts of one run, trained with train --chains, into its posterior"),
     "predict": (predict, "classify an image with uncertainty"),
     "methods": (methods, "list inference methods and their settings"),
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),

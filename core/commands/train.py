@@ -76,6 +76,7 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
             raise ValueError(f"--keep-draws must keep at least 4 draws of each chain, got {args.keep_draws}")
     check_seed(args.seed)
     check_cluster(args.cluster)
+    args.chain_ids = chain_subset(args, method, config)
     drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
     if args.dataset == "utkface":  # a head over face descriptors, eight age groups
         from core.engine.faces import descriptor_info
@@ -102,6 +103,29 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
                      device)
     check_output_file(args.out, "the posterior")
     return method, config, arch, start, device
+
+
+def chain_subset(args: argparse.Namespace, method: Any, config: Any) -> tuple[int, ...] | None:
+    """The chains ``--chains`` names, checked against the run (None: all of them)."""
+    if args.chains is None:
+        return None
+    label = method_label(args.method)
+    count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0) or 0)
+    if not method.runs_chains or count < 1:
+        raise ValueError(f"--chains runs some of a sampler's chains or an ensemble's members; {label} has none")
+    try:
+        chains = tuple(int(c) for c in args.chains.split(","))
+    except ValueError:
+        raise ValueError(f"--chains takes chain numbers separated by commas (e.g. 0,1), got {args.chains!r}") from None
+    if any(not 0 <= c < count for c in chains) or len(set(chains)) != len(chains):
+        raise ValueError(f"--chains names different chains among the run's {count}, numbered 0 to {count - 1}; "
+                         f"got {args.chains}")
+    for flag, given in (("--cluster", args.cluster), ("--start-from", args.start_from),
+                        ("--keep-draws", args.keep_draws)):
+        if given is not None:
+            why = "keep draws when joining the parts" if flag == "--keep-draws" else "run the whole run"
+            raise ValueError(f"--chains cannot go with {flag}: {why}")
+    return chains
 
 
 def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch: ArchSpec,
@@ -180,6 +204,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a sampler: measure convergence on every draw of the run, then keep N evenly spaced "
                         "draws of each chain in the file (a smaller file; the record says how many it was measured on)")
     parser.add_argument("--cluster", metavar="ADDRESS", help=CLUSTER_HELP)
+    parser.add_argument("--chains", metavar="LIST",
+                        help="run only these of a sampler's chains or an ensemble's members, numbered from 0 "
+                        "(e.g. 0,1): the part of the whole run they are, saved unmeasured; join the parts "
+                        "with bayescope-cli join")
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
@@ -213,7 +241,8 @@ def run(args: argparse.Namespace) -> int:
                                              "file_sha256": file_sha256(args.start_from)}
         with cluster_for(args.cluster) as cluster:
             if cluster is None:
-                run = fit_posterior(method, config, arch, train, args.seed, start, source, device)
+                run = fit_posterior(method, config, arch, train, args.seed, start, source, device,
+                                    chains=args.chain_ids)
             else:  # chains (members) as tasks; the samples are those of the run here
                 run = fit_posterior_on(cluster, method, config, arch, train, args.seed, start, source,
                                        device=str(device or "cpu"))
@@ -231,12 +260,25 @@ def run(args: argparse.Namespace) -> int:
         return cancel_code(exc)
     wall = posterior.info.get("train_seconds", 0.0)
     say(f"trained in {wall:.0f} s, saved to {path}")
+    if args.chain_ids is not None:
+        count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0))
+        say(f"this is a part of the run: {plural(len(args.chain_ids), 'chain')} of {count} "
+            f"({', '.join(map(str, args.chain_ids))}), not measured; when every chain has run, join the parts "
+            "with bayescope-cli join PART... --out FILE")
+        return 0
+    return measure_and_save(posterior, path, test, args.seed, args.eval_samples, args.keep_draws, args.storage)
+
+
+def measure_and_save(posterior: Any, path: Path, test: Dataset, seed: int, eval_samples: int,
+                     keep_draws: int | None, storage: str) -> int:
+    """Measure a saved posterior's test accuracy and convergence, keep ``keep_draws`` draws of
+    each chain, and save it again at ``path`` with them: ``train``'s last steps, and ``join``'s."""
     bar = progress_bar(0, "test accuracy")
-    generator = torch.Generator().manual_seed(args.seed)
+    generator = torch.Generator().manual_seed(seed)
     try:
         try:
-            acc = drain(accuracy_progress(posterior, test, args.eval_samples, generator), bar_callback(bar))
-            used = samples_used(posterior, args.eval_samples)  # a MAP holds 1, a probit predicts 1
+            acc = drain(accuracy_progress(posterior, test, eval_samples, generator), bar_callback(bar))
+            used = samples_used(posterior, eval_samples)  # a MAP holds 1, a probit predicts 1
         finally:
             bar.close()  # before any message, so that it stays the last line
     except KeyboardInterrupt as exc:
@@ -254,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     bar = progress_bar(0, "convergence")
     try:
         try:
-            posterior.info["diagnostics"] = drain(diagnose_progress(posterior, test, args.seed), bar_callback(bar))
+            posterior.info["diagnostics"] = drain(diagnose_progress(posterior, test, seed), bar_callback(bar))
         finally:
             bar.close()
     except KeyboardInterrupt as exc:
@@ -263,12 +305,12 @@ def run(args: argparse.Namespace) -> int:
         return cancel_code(exc)
     except (*USER_ERRORS, MemoryError) as exc:
         posterior.info["diagnostics"] = {"status": "not measured", "reason": describe_error(exc)}
-    if args.keep_draws is not None and getattr(posterior, "num_draws", 0) > args.keep_draws:
-        posterior = posterior.keeping(args.keep_draws)
+    if keep_draws is not None and getattr(posterior, "num_draws", 0) > keep_draws:
+        posterior = posterior.keeping(keep_draws)
         if posterior.info["diagnostics"].get("status") == "measured":
-            posterior.info["diagnostics"]["kept_draws"] = args.keep_draws
+            posterior.info["diagnostics"]["kept_draws"] = keep_draws
     try:
-        save_posterior(posterior, path, storage=args.storage)
+        save_posterior(posterior, path, storage=storage)
     except (KeyboardInterrupt, *USER_ERRORS) as exc:
         reason = "cancelled" if isinstance(exc, KeyboardInterrupt) else describe_error(exc)
         say(f"error: the posterior is saved in {path} without its test accuracy "

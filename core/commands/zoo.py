@@ -14,6 +14,11 @@ and made with the same arguments is kept, so an interrupted rebuild goes on wher
 Then every file is evaluated on the MNIST test set (accuracy, NLL, ECE) and on notMNIST
 letters (out-of-distribution AUROC), and, where the tier has a reference, its predictive
 distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
+
+``--chains 0,1`` runs only those chains of each sampler named by ``--methods``, into
+``DIR/parts/``, so that a run longer than one sitting can be made in parts; once the parts
+hold every chain, they are joined (``bayescope-cli join``) into the method's file, the same
+posterior as the run made in one go, and the tier is measured.
 """
 
 from __future__ import annotations
@@ -198,6 +203,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="use only the first N images of every set (a quick check)")
     parser.add_argument("--evaluate-only", action="store_true", help="train nothing: measure the files in DIR")
     parser.add_argument("--cluster", metavar="ADDRESS", help=f"train's --cluster: {CLUSTER_HELP}")
+    parser.add_argument("--chains", metavar="LIST",
+                        help="run only these chains (numbered from 0, e.g. 0,1) of the samplers named by "
+                        "--methods, into DIR/parts; once every chain has run, the parts are joined and measured")
 
 
 def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
@@ -255,6 +263,11 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
         if _kept(path, argv):
             say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
             continue
+        if args.chains:
+            code = _build_part(tier, method, path, argv, args, f"[{i}/{len(methods)}] {method}")
+            if code != 0:
+                return code
+            continue
         say(f"[{i}/{len(methods)}] {method}: bayescope-cli {' '.join(argv)}")
         try:
             code = _train(argv)
@@ -272,6 +285,80 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
         posterior = load_posterior(path)
         posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv)}
         save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
+    return 0
+
+
+def _part_arguments(argv: list[str], chains: str, out: Path) -> list[str]:
+    """``train``'s arguments for the chains ``chains`` of the run ``argv``: kept in float32 with
+    every draw (the draws are thinned and stored as the run says when the parts are joined)."""
+    part, skip = [], False
+    for a in argv:
+        if not skip and a not in ("--keep-draws", "--storage", "--out"):
+            part.append(a)
+        skip = a in ("--keep-draws", "--storage", "--out") and not skip
+    return [*part, "--chains", chains, "--out", str(out)]
+
+
+def _chain_count(argv: list[str] | tuple[str, ...]) -> int:
+    """The number of chains ``train``'s arguments ``argv`` run (0: a method without chains)."""
+    return int(dict(a.split("=", 1) for a in argv if a.startswith("num_chains=")).get("num_chains", 0))
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argparse.Namespace, head: str) -> int:
+    """Run the chains ``args.chains`` of ``method``'s run into ``DIR/parts``; join the parts into
+    ``path`` once they hold every chain. Returns an exit code."""
+    from core.commands import join
+    from core.engine.store import file_records, load_posterior, save_posterior
+
+    parts = path.parent / "parts"
+    parts.mkdir(exist_ok=True)
+    out = parts / f"{path.stem}.chains-{args.chains.replace(',', '-')}.pt"
+    part_argv = _part_arguments(argv, args.chains, out)
+    if _kept(out, part_argv):
+        say(f"{head}: kept {out.name} (made with the same arguments)")
+    else:
+        say(f"{head}: bayescope-cli {' '.join(part_argv)}")
+        code = _train(part_argv)
+        if code != 0:
+            say(f"error: chains {args.chains} of {method} failed (exit {code})", sys.stderr)
+            return code
+        posterior = load_posterior(out)
+        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(part_argv)}
+        save_posterior(posterior, out)
+    whole = recorded_arguments(_part_arguments(argv, "", out))[:-2]  # the run's arguments, without --chains
+    done: dict[int, Path] = {}
+    for candidate in sorted(parts.glob(f"{path.stem}.chains-*.pt")):
+        try:
+            records = file_records(candidate)
+        except (*USER_ERRORS, OSError):
+            continue
+        made = records["info"].get("zoo", {}).get("arguments", [])
+        if made[:-2] == whole and made[-2] == "--chains":
+            done.update({int(c): candidate for c in records["info"].get("chain_ids", [])})
+    count = _chain_count(argv)
+    missing = [c for c in range(count) if c not in done]
+    if missing:
+        say(f"{head}: chains {', '.join(map(str, sorted(done)))} of {count} have run; the rest: bayescope-cli zoo "
+            f"--tier {tier.name} --methods {method} --chains {','.join(map(str, missing))} --out {path.parent}")
+        args.incomplete = True
+        return 0
+    keep, storage = _option(argv, "--keep-draws"), _option(argv, "--storage") or "float32"
+    join_argv = [*sorted(set(map(str, done.values()))), "--out", str(path), "--storage", storage,
+                 *(["--keep-draws", keep] if keep else []), *(["--data-dir", args.data_dir] if args.data_dir else [])]
+    say(f"{head}: every chain has run; bayescope-cli join {' '.join(join_argv)}")
+    parser = argparse.ArgumentParser(prog="bayescope-cli join")
+    join.add_arguments(parser)
+    code = join.run(parser.parse_args(join_argv))
+    if code != 0:
+        return code
+    posterior = load_posterior(path)
+    posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
+                             "joined_from": sorted(p.name for p in set(done.values()))}
+    save_posterior(posterior, path, storage=storage)
     return 0
 
 
@@ -402,13 +489,26 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ValueError(f"the {tier.name} tier has no method {', '.join(unknown)}; "
                              f"it has {', '.join(tier.methods)}")
+    if getattr(args, "chains", None):
+        try:
+            args.chains = ",".join(str(int(c)) for c in args.chains.split(","))
+        except ValueError:
+            raise ValueError(f"--chains takes chain numbers separated by commas (e.g. 0,1), got {args.chains!r}") from None
+        whole = [m for m in methods if not _chain_count(tier.methods[m])]
+        if not args.methods or whole:
+            raise ValueError("--chains runs chains of samplers: name them with --methods"
+                             + (f" ({', '.join(whole)} run no chains)" if args.methods else ""))
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    args.incomplete = False
     if not args.evaluate_only:
         code = build(tier, methods, folder, args)
         if code != 0:
             return code
+        if args.incomplete:
+            say("not measured: a run has chains still to run")
+            return 0
     rows = measure(tier, methods, folder, args)
     table = markdown(tier, rows)
     record = strict_json({"tier": tier.name, "words": tier.words, "rows": rows}, indent=2)

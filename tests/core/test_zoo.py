@@ -92,6 +92,69 @@ def test_a_rebuild_keeps_the_files_made_with_the_same_arguments(data_dir, tmp_pa
     assert (out / "paper_softmax_mfvi.pt").stat().st_mtime_ns != made["paper_softmax_mfvi.pt"]
 
 
+def test_a_samplers_run_made_in_parts_is_the_run_made_at_once(data_dir, tmp_path, monkeypatch, capsys):
+    """``zoo --chains`` runs some chains into DIR/parts and joins them once all have run: the
+    file is the one-go run's, draws, accuracy, convergence and recorded command alike."""
+    import torch
+
+    from core.engine.store import load_posterior
+
+    sgld = (*TINY.methods["sgld"], "--keep-draws", "4", "--storage", "float16")
+    monkeypatch.setitem(zoo.TIERS, "paper", zoo.Tier("paper", TINY.model, {"sgld": sgld, "map": TINY.methods["map"]},
+                                                     None, 1.01, "test"))
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    name = "paper_softmax_sgld.pt"
+    assert main(["zoo", "--tier", "paper", "--methods", "sgld", "--out", str(whole), "--data-dir", str(data_dir)]) == 0
+    base = ["zoo", "--tier", "paper", "--methods", "sgld", "--out", str(parted), "--data-dir", str(data_dir)]
+    capsys.readouterr()
+    assert main([*base, "--chains", "2,0"]) == 0
+    said = capsys.readouterr().out
+    assert f"chains 0, 2 of 4 have run; the rest: bayescope-cli zoo --tier paper --methods sgld --chains 1,3 --out {parted}" in said
+    assert "not measured" in said and not (parted / name).exists() and not (parted / "zoo.json").exists()
+    assert main([*base, "--chains", "1,3"]) == 0
+    assert "every chain has run; bayescope-cli join" in capsys.readouterr().out
+    one, joined = load_posterior(whole / name), load_posterior(parted / name)
+    assert joined.num_chains == 4 and joined.num_draws == 4
+    for key in one.samples:
+        assert torch.equal(one.samples[key], joined.samples[key]), key
+    a, b = file_records(whole / name)["info"], file_records(parted / name)["info"]
+    assert b["test_accuracy"] == a["test_accuracy"] and b["zoo"]["arguments"] == a["zoo"]["arguments"]
+    assert b["diagnostics"] == a["diagnostics"]  # R̂ and ESS of the same draws on the same probe images
+    assert b["zoo"]["joined_from"] == ["paper_softmax_sgld.chains-1-3.pt", "paper_softmax_sgld.chains-2-0.pt"]
+    row = json.loads((parted / "zoo.json").read_text())["rows"][0]
+    assert row == {**json.loads((whole / "zoo.json").read_text())["rows"][0], "file_mb": row["file_mb"],
+                   "train_seconds": row["train_seconds"]}
+    assert main(base) == 0 and "sgld: kept paper_softmax_sgld.pt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["train", "--model", "softmax", "--method", "map", "--chains", "0"], "MAP has none"),
+    (["train", "--model", "softmax", "--method", "sgld", "--chains", "1,4"], "among the run's 4, numbered 0 to 3"),
+    (["train", "--model", "softmax", "--method", "sgld", "--chains", "1,1"], "among the run's 4, numbered 0 to 3"),
+    (["train", "--model", "softmax", "--method", "sgld", "--chains", "first"], "chain numbers separated by commas"),
+    (["train", "--model", "softmax", "--method", "sgld", "--chains", "0", "--keep-draws", "4"],
+     "keep draws when joining the parts"),
+    (["zoo", "--tier", "network", "--chains", "0"], "name them with --methods"),
+    (["zoo", "--tier", "network", "--methods", "sgld,map", "--chains", "0"], "(map run no chains)"),
+])
+def test_a_part_of_a_run_that_cannot_be_is_refused_before_training(argv, words, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path / "out.pt")]) == 2
+    assert words in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_join_names_the_chains_that_have_not_run(tiny_mnist, tmp_path, capsys):
+    common = ["train", "--data-dir", str(tiny_mnist), *TINY.model, *TINY.methods["sgld"]]
+    assert main([*common, "--chains", "0,2", "--out", str(tmp_path / "a.pt")]) == 0
+    assert "not measured; when every chain has run, join the parts" in capsys.readouterr().out
+    assert main(["join", str(tmp_path / "a.pt"), "--out", str(tmp_path / "all.pt")]) == 2
+    assert "the parts hold 2 chains of the run's 4: chain(s) 1, 3 have not run yet" in capsys.readouterr().err
+    assert main([*common, "--seed", "1", "--chains", "1,3", "--out", str(tmp_path / "b.pt")]) == 0
+    assert main(["join", str(tmp_path / "a.pt"), str(tmp_path / "b.pt"), "--out", str(tmp_path / "all.pt")]) == 2
+    assert "differ in their seed" in capsys.readouterr().err
+    assert not (tmp_path / "all.pt").exists()
+
+
 def test_an_unknown_method_of_a_tier_is_named(tmp_path, capsys):
     assert main(["zoo", "--tier", "paper", "--out", str(tmp_path), "--methods", "map,bogus"]) == 2
     err = capsys.readouterr().err
