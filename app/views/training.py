@@ -56,6 +56,10 @@ from core.engine.data.datasets import (
 from core.engine.data.folder import (
     SHOWN_UNREADABLE,
     FolderData,
+    NoImagesError,
+    NoReadableImageError,
+    NotAFolderError,
+    OneClassError,
     check_training_classes,
     default_folder_model,
     folder_architecture,
@@ -496,15 +500,15 @@ def folder_problem(exc: BaseException, folder: str | Path = "") -> str:
     if str(folder).strip():
         for spelling in sorted({str(Path(folder).resolve()), str(folder), str(Path(folder))}, key=len, reverse=True):
             text = text.replace(spelling, "this folder")
-    if "none of the" in text and "could be read" in text:
+    if isinstance(exc, NoReadableImageError):
         first = text.partition("(the first: ")[2].rstrip(")")
         return f"None of the images in this folder could be read (the first: {first})."
-    if isinstance(exc, DatasetNotFoundError) and ("not a folder" in text or "no such folder" in text):
+    if isinstance(exc, NotAFolderError):
         return "This is not a folder that can be read. Choose a folder that holds one sub-folder of images per class."
-    if isinstance(exc, DatasetNotFoundError) and "holds no images" in text:
+    if isinstance(exc, NoImagesError):
         return ("No images were found in this folder (PNG, JPEG, BMP, WebP or TIFF). Put each class's images "
                 "in a sub-folder named after the class.")
-    if isinstance(exc, DatasetContentError) and "holds one class" in text:
+    if isinstance(exc, OneClassError):
         return ("These images are all of one class, and a classifier needs at least two to tell apart: put "
                 "each class's images in a sub-folder named after the class (for example “cats” and “dogs”).")
     if isinstance(exc, DatasetContentError):

@@ -95,9 +95,15 @@ def test_a_folder_that_cannot_train_gets_a_sentence_and_start_stays_off(qtbot, t
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(loose / "a.png")
     empty = tmp_path / "empty"
     empty.mkdir()
+    broken = tmp_path / "broken"
+    for name in ("cats", "dogs"):
+        (broken / name).mkdir(parents=True)
+        (broken / name / "a.png").write_bytes(b"not an image")
     dialog = _dialog(qtbot)
+    # each sentence is chosen by the loader's error class, never by its message's words
     for folder, words in ((one_class, "all of one class"), (loose, "all of one class"),
-                          (empty, "No images were found"), (tmp_path / "nowhere", "not a folder")):
+                          (empty, "No images were found"), (tmp_path / "nowhere", "not a folder that can be read"),
+                          (broken, "None of the images in this folder could be read (the first: cats/a.png")):
         _read(qtbot, dialog, folder)
         assert words in dialog.folder_found.text(), folder
         assert str(tmp_path) not in dialog.folder_found.text()
@@ -178,13 +184,14 @@ def test_a_folder_changed_since_it_was_read_is_read_again_before_a_run(qtbot, tm
 def test_a_problem_with_the_folder_is_told_without_its_path(tmp_path):
     from app.views.training import folder_problem
     from core.engine.data.datasets import DatasetContentError
+    from core.engine.data.folder import NoReadableImageError
 
     folder = tmp_path / "many"
     words = folder_problem(DatasetContentError(f"{folder} has 200,000 class folders; bayescope reads at most "
                                                "100,000"), folder)
     assert words == ("These images cannot train a posterior: this folder has 200,000 class folders; bayescope "
                      "reads at most 100,000")
-    words = folder_problem(DatasetContentError(f"none of the 3 image files in {folder} could be read (the first: "
+    words = folder_problem(NoReadableImageError(f"none of the 3 image files in {folder} could be read (the first: "
                                                "a.png: not a readable image)"), folder)
     assert words == "None of the images in this folder could be read (the first: a.png: not a readable image)."
 

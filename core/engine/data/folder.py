@@ -95,6 +95,22 @@ CIFAR_PIXELS = 3 * CIFAR_SIDE * CIFAR_SIDE
 CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
+class NotAFolderError(DatasetNotFoundError):
+    """The path given for a person's images is not a folder (or a manifest) that exists."""
+
+
+class NoImagesError(DatasetNotFoundError):
+    """A folder that holds no image files at all."""
+
+
+class NoReadableImageError(DatasetContentError):
+    """A folder whose image files all failed to decode."""
+
+
+class OneClassError(DatasetContentError):
+    """Images of fewer than two classes: nothing for a classifier to tell apart."""
+
+
 # ----------------------------------------------------------------------------- one image
 
 
@@ -332,7 +348,7 @@ def scan_class_folders(folder: str | os.PathLike, split: str | None = None) -> I
     """List a class-per-subfolder folder (or a flat folder of images: one class)."""
     root = Path(folder)
     if not root.is_dir():
-        raise DatasetNotFoundError(f"{root} is not a folder")
+        raise NotAFolderError(f"{root} is not a folder")
     out = ImageList(root, "class folders", ())
     classes = _class_dirs(root)
     loose = [p for p in sorted(root.iterdir()) if p.is_file() and _is_image(p)]
@@ -655,7 +671,7 @@ def read_image_folder(
     """
     path = Path(path)
     if not path.exists():
-        raise DatasetNotFoundError(f"{path}: no such folder or file")
+        raise NotAFolderError(f"{path}: no such folder or file")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"the test fraction must lie strictly between 0 and 1, got {test_fraction}")
     yield ProgressRecord(0, 0, {}, phase="reading images")
@@ -664,7 +680,7 @@ def read_image_folder(
         return _load_cifar(path, *cifar, image_size, channels)
     listing = _listing(path)
     if not listing.paths:
-        raise DatasetNotFoundError(
+        raise NoImagesError(
             f"{path} holds no images ({', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES)}): "
             "put each class's images in a sub-folder named after the class")
     channels = channels or _probe_channels(listing.paths)
@@ -690,7 +706,7 @@ def read_image_folder(
             yield ProgressRecord(done, n, {}, phase="reading images")
     unreadable = [{"file": listing.relative(listing.paths[i]), "reason": reasons[i]} for i in sorted(reasons)]
     if not ok.any():
-        raise DatasetContentError(
+        raise NoReadableImageError(
             f"none of the {n} image files in {path} could be read (the first: "
             f"{unreadable[0]['file']}: {unreadable[0]['reason']})")
     if listing.splits is not None:
@@ -784,14 +800,14 @@ def check_training_classes(data: FolderData, where: str) -> None:
     """Refuse, with a sentence, a set that cannot train a classifier."""
     names = data.train.class_names
     if len(names) < 2:
-        raise DatasetContentError(
+        raise OneClassError(
             f"{where} holds one class ({names[0] if names else 'none'}); a classifier needs at least two: "
             "put each class's images in a sub-folder named after the class")
     if len(data.train) == 0:
         raise DatasetContentError(f"{where}: no image of the training split could be read")
     present = len(torch.unique(data.train.y))
     if present < 2:
-        raise DatasetContentError(f"{where}: the readable training images are all of one class")
+        raise OneClassError(f"{where}: the readable training images are all of one class")
 
 
 
