@@ -223,12 +223,16 @@ def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace
 def recorded_arguments(argv: list[str]) -> list[str]:
     """``argv`` without the output path, the data folder and the cluster: what makes a file what it
     is (the chains of a run on a cluster are those of the same run here)."""
-    placed = ("--out", "--data-dir", "--cluster")
+    return _without(argv, ("--out", "--data-dir", "--cluster"))
+
+
+def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` without each of ``options`` and its value."""
     kept, skip = [], False
     for a in argv:
-        if not skip and a not in placed:
+        if not skip and a not in options:
             kept.append(a)
-        skip = a in placed and not skip
+        skip = a in options and not skip
     return kept
 
 
@@ -291,12 +295,7 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
 def _part_arguments(argv: list[str], chains: str, out: Path) -> list[str]:
     """``train``'s arguments for the chains ``chains`` of the run ``argv``: kept in float32 with
     every draw (the draws are thinned and stored as the run says when the parts are joined)."""
-    part, skip = [], False
-    for a in argv:
-        if not skip and a not in ("--keep-draws", "--storage", "--out"):
-            part.append(a)
-        skip = a in ("--keep-draws", "--storage", "--out") and not skip
-    return [*part, "--chains", chains, "--out", str(out)]
+    return [*_without(argv, ("--keep-draws", "--storage", "--out")), "--chains", chains, "--out", str(out)]
 
 
 def _chain_count(argv: list[str] | tuple[str, ...]) -> int:
@@ -329,7 +328,7 @@ def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argp
         posterior = load_posterior(out)
         posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(part_argv)}
         save_posterior(posterior, out)
-    whole = recorded_arguments(_part_arguments(argv, "", out))[:-2]  # the run's arguments, without --chains
+    whole = recorded_arguments(_without(argv, ("--keep-draws", "--storage")))  # a part's, but for --chains
     done: dict[int, Path] = {}
     for candidate in sorted(parts.glob(f"{path.stem}.chains-*.pt")):
         try:
