@@ -14,6 +14,9 @@ All in one run, on MNIST from the shared data folder:
     same architecture on a batch of N·S images (the same number of network evaluations,
     no sampling, no stacking), median of repeats; the ratio and whether it is within the
     target of 1.5×.
+(d) A sampler's gradient of 4 chains on their own mini-batches of 100 (``ModelTarget``), the
+    chains under ``vmap`` against chain by chain, for each digit architecture: the target
+    computes a convolutional network chain by chain on a CPU because of this comparison.
 
 Each pair is timed in turn (``--train-repeats``, ``--repeats`` times) and the medians are
 reported, so that the load of a shared machine falls on both sides alike.
@@ -42,7 +45,7 @@ from core.engine.data.datasets import load_split  # noqa: E402
 from core.engine.device import describe_device, on_device, resolve_device  # noqa: E402
 from core.engine.inference import ensemble, sgld  # noqa: E402
 from core.engine.inference.base import Dataset  # noqa: E402
-from core.engine.inference.sampling import ChainGenerators  # noqa: E402
+from core.engine.inference.sampling import ChainGenerators, ModelTarget, initial_params  # noqa: E402
 from core.engine.models import ArchSpec, build_model  # noqa: E402
 from core.engine.naming import samples_used  # noqa: E402
 from core.engine.runner import drain  # noqa: E402
@@ -145,6 +148,21 @@ def evaluation_rows(x: torch.Tensor, requested: int, repeats: int) -> list[dict]
     return rows
 
 
+def gradient_row(arch: ArchSpec, train: Dataset, repeats: int) -> dict:
+    """Median seconds of one gradient of :data:`CHAINS` chains each way (the same numbers either way)."""
+    params = {k: v.to(DEVICE) for k, v in initial_params(arch, "default", 0.2, ChainGenerators(0, range(CHAINS))).items()}
+    x = train.x[: CHAINS * 100].reshape(CHAINS, 100, *train.x.shape[1:])
+    y = train.y[: CHAINS * 100].reshape(CHAINS, 100)
+    target = ModelTarget(build_model(arch).to(DEVICE), len(train), 0.2)
+    choice = "chain by chain" if target.convolutional and DEVICE.type == "cpu" else "vmap"
+    times: dict[str, list[float]] = {"vmap": [], "chains": []}
+    for _ in range(repeats + 1):  # the first round warms up and is dropped
+        for way, by_chain in (("vmap", False), ("chains", True)):
+            target.chain_by_chain = by_chain
+            times[way].append(seconds(lambda: target.log_prob_and_grad(params, (x, y))))
+    return {way: statistics.median(t[1:]) for way, t in times.items()} | {"choice": choice}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
@@ -155,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-repeats", type=int, default=3, help="training runs timed each way")
     parser.add_argument("--train-images", type=int, default=2000,
                         help="training images (softmax; LeNet uses half): sets the number of steps")
-    parser.add_argument("--parts", default="abc", help="which parts to run: any of a, b, c")
+    parser.add_argument("--parts", default="abcd", help="which parts to run: any of a, b, c, d")
     parser.add_argument("--device", default="cpu", help="where everything runs: cpu or cuda[:N]")
     args = parser.parse_args(argv)
     global DEVICE
@@ -169,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     lenet = ArchSpec("lenet", num_classes=10)
     small = train.subset(slice(0, args.train_images))
     smaller = train.subset(slice(0, args.train_images // 2))
-    print("\n| what | steps | vectorised, per step | one at a time, per step | speed-up |")
-    print("| --- | --- | --- | --- | --- |")
+    if "a" in args.parts or "b" in args.parts:
+        print("\n| what | steps | vectorised, per step | one at a time, per step | speed-up |")
+        print("| --- | --- | --- | --- | --- |")
     for part, row in (("a", chains_row), ("b", ensemble_row)):
         if part not in args.parts:
             continue
@@ -179,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['what']} | {r['steps']} | {1e3 * r['vectorised']:.1f} ms | "
                   f"{1e3 * r['sequential']:.1f} ms | {r['sequential'] / r['vectorised']:.2f}× |", flush=True)
 
+    if "d" in args.parts:
+        print("\n| a gradient of 4 chains, mini-batches of 100 | under vmap | chain by chain | speed-up | the target's choice |")
+        print("| --- | --- | --- | --- | --- |")
+        for name in ("softmax", "mlp", "lenet5", "lenet"):
+            r = gradient_row(ArchSpec(name, num_classes=10), train, args.repeats)
+            print(f"| {name} | {1e3 * r['vmap']:.1f} ms | {1e3 * r['chains']:.1f} ms | {r['vmap'] / r['chains']:.2f}× "
+                  f"| {r['choice']} |", flush=True)
     if "c" not in args.parts:
         return 0
     x = test.x[: args.images]

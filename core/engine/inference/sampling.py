@@ -106,7 +106,8 @@ class ModelTarget(FunctionTarget):
     ``batch`` is ``(x, y)`` with a leading chain dim, ``x`` (C, B, ...) and ``y`` (C, B): each
     chain sees its own mini-batch (and, for D-SGHMC, its own input mask); with ``shared_batch``
     it is one ``(x, y)`` that every chain sees (full-batch HMC), never copied per chain.
-    The model runs under ``vmap(functional_call)`` over the chains, in eval mode (dropout off).
+    The model runs in eval mode (dropout off), under ``vmap(functional_call)`` over the chains,
+    or chain by chain for a shared batch and for a convolutional network on a CPU (faster).
     """
 
     def __init__(self, model: nn.Module, num_data: int, prior_std: float, shared_batch: bool = False) -> None:
@@ -114,29 +115,42 @@ class ModelTarget(FunctionTarget):
         self.num_data = num_data
         self.prior_std = prior_std
         self.shared_batch = shared_batch
+        self.convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
+        #: True or False fixes how per-chain batches are computed (benchmarks/bench_scale.py compares
+        #: the two); None: chain by chain for a convolutional network on a CPU, else under vmap
+        self.chain_by_chain: bool | None = None
         super().__init__(self._log_prob)
 
     def _log_prob(self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
         model = self.model
-        if self.shared_batch:  # one (x, y) for every chain (full-batch HMC)
-            # chain by chain, not one product over the stacked weights: a chain then does the same
-            # arithmetic alone as beside others (bit for bit, as the cluster's split runs need), and
-            # on the full MNIST set it costs 0.28 s per gradient of 4 chains against 0.85-1.07 s for
-            # vmap over a copied input (2 cores); one product over all chains took 0.12 s
+        shared = self.shared_batch  # one (x, y) for every chain (full-batch HMC), else (C, B, ...)
+        by_chain = self.chain_by_chain
+        if by_chain is None:
+            by_chain = self.convolutional and x.device.type == "cpu"
+        if shared or by_chain:
+            # chain by chain, not one product over the stacked weights. With one input for all:
+            # on the full MNIST set 0.28 s per gradient of 4 chains against 0.85-1.07 s for vmap
+            # over a copied input (2 cores; one product over all chains took 0.12 s), and a chain
+            # does the same arithmetic alone as beside others, bit for bit, as the cluster's split
+            # runs need. With convolutions on a CPU, where vmap makes the chains' convolutions one
+            # grouped convolution: 4 LeNet-5 chains on mini-batches of 100 took 21-22 ms a gradient
+            # against 32-36 ms under vmap (2 cores; benchmarks/bench_scale.py, part d). Without them vmap's
+            # batched products are as fast or faster (MLP 3.7 against 5.8 ms) and, unlike a
+            # multithreaded product per chain, add in the same order whatever the thread count
             lik = torch.stack([
-                -nn.functional.cross_entropy(functional_call(model, {k: v[c] for k, v in params.items()}, (x,)), y,
-                                             reduction="sum")
+                -nn.functional.cross_entropy(
+                    functional_call(model, {k: v[c] for k, v in params.items()}, (x if shared else x[c],)),
+                    y if shared else y[c], reduction="sum")
                 for c in range(next(iter(params.values())).shape[0])
             ])
-            return self.num_data / len(y) * lik + gaussian_log_prior(params, self.prior_std)
+            return self.num_data / y.shape[-1] * lik + gaussian_log_prior(params, self.prior_std)
 
         def log_lik(p: Params, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
             logits = functional_call(model, p, (xb,))
             return -nn.functional.cross_entropy(logits, yb, reduction="sum")
 
-        scale = self.num_data / y.shape[1]
-        return scale * vmap(log_lik)(params, x, y) + gaussian_log_prior(params, self.prior_std)
+        return self.num_data / y.shape[1] * vmap(log_lik)(params, x, y) + gaussian_log_prior(params, self.prior_std)
 
 
 def gaussian_log_prior(params: Params, prior_std: float) -> torch.Tensor:
