@@ -27,7 +27,20 @@ stored draws. Offsets that persist while successive draws are unrelated mean a f
 motion that the run resolves and a slow part many times longer than the run: the factor above,
 which assumes one pace, then understates the run a converged file would take.
 
-Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 2 min a file).
+With ``--stationary``, instead, what R̂ would read for chains that all move at one pace: 4 chains
+of 250 draws (the files' measure) of 10,000 independent AR(1) series each, at several effective
+sample sizes, the median, the share above 1.01 and 1.1 and the largest. A file's share above 1.01
+read against that table gives the effective draws its chains would have if they moved at one pace,
+and what a longer run of them should then read.
+
+With ``--pair A.pt B.pt``, two runs of the same chains (the same seed: the same starts and random
+streams, parted by float rounding or by length): the correlation, over the probe's probabilities,
+of chain c's offset from the mean of all in A with chain c's in B, against that with the other
+chains'. A chain that keeps something of its start (a mode, or a motion slower than the runs)
+correlates with itself more than with the others.
+
+Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 2 min a file;
+``--stationary``: a few seconds, no data; ``--pair``: about 2 min).
 """
 
 from __future__ import annotations
@@ -54,9 +67,19 @@ def factor(rhat: float, target: float = TARGET) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--data-dir")
+    parser.add_argument("--stationary", action="store_true", help="R̂ of chains that move at one pace, then stop")
+    parser.add_argument("--pair", nargs=2, metavar="FILE", help="two runs of the same chains, compared chain by chain")
     args = parser.parse_args()
+    if args.stationary:
+        stationary()
+        return
+    if not args.data_dir:
+        parser.error("--data-dir is needed to measure the files")
     probe = resolve_dataset("mnist-test", args.data_dir).x[:PROBE_SIZE]
+    if args.pair:
+        same_chains(*(drain(probe_draws_progress(load_posterior(f), probe)) for f in args.pair))
+        return
     print("file | chains × draws | R̂ median / 90% / 99% / max | share > 1.1 | epochs (burn-in + sampling) "
           "| s per epoch | ×, by max (median) | hours to 1.1, by max (median)")
     for method in SAMPLERS:
@@ -94,6 +117,33 @@ def main() -> None:
         persist, successive = persistence(probs.reshape(*probs.shape[:2], -1))
         print(f"{name} | {np.median(persist):.2f} ({np.median(persist[-len(persist) // 100:]):.2f}) | "
               f"{np.median(successive):.2f}", flush=True)
+
+
+def stationary(chains: int = 4, draws: int = 250, quantities: int = 10_000, seed: int = 0) -> None:
+    """Print R̂ of AR(1) chains at several effective sample sizes (of all chains' draws together)."""
+    rng = np.random.default_rng(seed)
+    print("ESS of 1,000 draws | R̂ median | share > 1.01 | share > 1.1 | largest of 10,000")
+    for ess in (50, 100, 150, 200, 300, 400):
+        e = ess / (chains * draws)  # effective draws per draw: (1 − ρ) / (1 + ρ)
+        rho, x = (1 - e) / (1 + e), np.empty((chains, draws, quantities))
+        x[:, 0] = rng.standard_normal((chains, quantities))
+        for t in range(1, draws):
+            x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal((chains, quantities))
+        r = convergence.rhat(x)
+        print(f"{ess} | {np.median(r):.3f} | {np.mean(r > 1.01):.2f} | {np.mean(r > TARGET):.4f} | {r.max():.3f}",
+              flush=True)
+
+
+def same_chains(a: np.ndarray, b: np.ndarray) -> None:
+    """Print how chain c's offsets in run ``a`` correlate with chain c's, and with the others', in ``b``."""
+    a, b = (p.reshape(*p.shape[:2], -1) for p in (a, b))
+    varies = (convergence.spread(a) > MIN_SPREAD) & (convergence.spread(b) > MIN_SPREAD)
+    offsets = [p[:, :, varies].mean(1) - p[:, :, varies].mean((0, 1)) for p in (a, b)]  # (chains, quantities)
+    chains = range(len(offsets[0]))
+    same = [np.corrcoef(offsets[0][c], offsets[1][c])[0, 1] for c in chains]
+    other = [np.corrcoef(offsets[0][c], offsets[1][d])[0, 1] for c in chains for d in chains if c != d]
+    print(f"{int(varies.sum())} probabilities: chain c against chain c, median {np.median(same):.2f} "
+          f"({', '.join(f'{v:.2f}' for v in same)}); against another chain, median {np.median(other):.2f}")
 
 
 def persistence(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -265,7 +265,8 @@ def test_the_paper_tiers_samplers_draws_are_as_probable_as_exact_inferences():
 NOT_CONVERGED = {
     "network": "the network tier's stochastic-gradient samplers have not converged: moving by the curvature layer "
                "by layer over 120 epochs, SGLD and SGHMC reach R̂ 1.31 and 1.28 (bulk ESS 10 and 11 of 1,000) and "
-               "D-SGHMC 1.102 (one probe probability of 10,000 above 1.1; bulk ESS 28; docs/zoo.md)",
+               "D-SGHMC 1.102 (one probe probability of 10,000 above 1.1; bulk ESS 28; a run 1.43 times as long "
+               "read 1.123; docs/zoo.md)",
 }
 
 
