@@ -107,6 +107,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "draws": record.get("kept_draws") or record.get("draws"),  # what the file holds, per chain
         "measured_draws": record.get("draws"),  # what its convergence was measured on, per chain
         "convergence": record,
+        "part_of_run": part_of_run(info, records["config"]),
         "fit_notes": fit_lines(records["method"], info, records["config"]),
         "log_posterior_level": info.get("log_posterior_level"),
         "acceptance": info.get("acceptance_rate"),
@@ -123,6 +124,15 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "checksum": records.get("checksum"),
     }
     return _plain(out)
+
+
+def part_of_run(info: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The chains a part of a run holds and the run's count (``train --chains``), or None for a whole run."""
+    count = int(config.get("num_chains", 0) or config.get("num_members", 0) or 0)
+    ids = info.get("chain_ids")
+    if not isinstance(ids, list) or not count or sorted(ids) == list(range(count)):
+        return None
+    return {"chains": sorted(int(c) for c in ids), "of": count}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
         kept = "" if facts["draws"] == facts["measured_draws"] else (
             f" (of {facts['measured_draws']:,} a chain in the run, all measured for convergence)")
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}{kept}")
+    part = facts["part_of_run"]
+    if part:
+        say(f"  part of a run chains {', '.join(map(str, part['chains']))} of {part['of']} (train --chains): "
+            "bayescope-cli join joins it with the others")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     probe = facts["convergence"].get("probe")
     if probe:

@@ -120,6 +120,8 @@ def test_a_samplers_run_made_in_parts_is_the_run_made_at_once(data_dir, tmp_path
     a, b = file_records(whole / name)["info"], file_records(parted / name)["info"]
     assert b["test_accuracy"] == a["test_accuracy"] and b["zoo"]["arguments"] == a["zoo"]["arguments"]
     assert b["diagnostics"] == a["diagnostics"]  # R̂ and ESS of the same draws on the same probe images
+    assert "part_of_run" not in b and main(["info", "--json", str(parted / name)]) == 0
+    assert json.loads(capsys.readouterr().out)["part_of_run"] is None  # joined: a whole run
     assert b["zoo"]["joined_from"] == ["paper_softmax_sgld.chains-1-3.pt", "paper_softmax_sgld.chains-2-0.pt"]
     row = json.loads((parted / "zoo.json").read_text())["rows"][0]
     assert row == {**json.loads((whole / "zoo.json").read_text())["rows"][0], "file_mb": row["file_mb"],
@@ -147,6 +149,10 @@ def test_join_names_the_chains_that_have_not_run(tiny_mnist, tmp_path, capsys):
     common = ["train", "--data-dir", str(tiny_mnist), *TINY.model, *TINY.methods["sgld"]]
     assert main([*common, "--chains", "0,2", "--out", str(tmp_path / "a.pt")]) == 0
     assert "not measured; when every chain has run, join the parts" in capsys.readouterr().out
+    assert main(["info", "--json", str(tmp_path / "a.pt")]) == 0
+    assert json.loads(capsys.readouterr().out)["part_of_run"] == {"chains": [0, 2], "of": 4}
+    assert main(["info", str(tmp_path / "a.pt")]) == 0
+    assert "part of a run chains 0, 2 of 4 (train --chains): bayescope-cli join joins it" in capsys.readouterr().out
     assert main(["join", str(tmp_path / "a.pt"), "--out", str(tmp_path / "all.pt")]) == 2
     assert "the parts hold 2 chains of the run's 4: chain(s) 1, 3 have not run yet" in capsys.readouterr().err
     assert main([*common, "--seed", "1", "--chains", "1,3", "--out", str(tmp_path / "b.pt")]) == 0
