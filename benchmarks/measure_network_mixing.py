@@ -36,8 +36,8 @@ and what a longer run of them should then read.
 With ``--pair A.pt B.pt``, two runs of the same chains (the same seed: the same starts and random
 streams, parted by float rounding or by length): the correlation, over the probe's probabilities,
 of chain c's offset from the mean of all in A with chain c's in B, against that with the other
-chains'. A chain that keeps something of its start (a mode, or a motion slower than the runs)
-correlates with itself more than with the others.
+chains'. Runs that stay coupled chain by chain correlate with themselves more than with the
+others; a shared start and shared noise can each couple them, and this does not tell which.
 
 Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (about 2 min a file;
 ``--stationary``: a few seconds, no data; ``--pair``: about 2 min).
