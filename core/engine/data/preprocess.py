@@ -152,7 +152,7 @@ def reading_image(what: str, error: Callable[[str], Exception]) -> Iterator[None
     except MemoryError:
         raise error(f"{what}: not enough memory to decode this image; scale it down first") from None
     except Exception:  # Pillow raises many types for damaged files: all mean the same here
-        raise error(f"{what}: not a readable image (the file is damaged or not in a format Pillow reads)") from None
+        raise error(f"{what}: not a readable image (the file is damaged, or not in an image format bayescope can open)") from None
 
 
 @contextlib.contextmanager
