@@ -149,7 +149,7 @@ def evaluation_rows(x: torch.Tensor, requested: int, repeats: int) -> list[dict]
 
 
 def gradient_row(arch: ArchSpec, train: Dataset, repeats: int) -> dict:
-    """Median seconds of one gradient of :data:`CHAINS` chains each way (the same numbers either way)."""
+    """Median seconds of one gradient of :data:`CHAINS` chains each way (equal to float rounding)."""
     params = {k: v.to(DEVICE) for k, v in initial_params(arch, "default", 0.2, ChainGenerators(0, range(CHAINS))).items()}
     x = train.x[: CHAINS * 100].reshape(CHAINS, 100, *train.x.shape[1:])
     y = train.y[: CHAINS * 100].reshape(CHAINS, 100)

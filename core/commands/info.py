@@ -14,6 +14,7 @@ from typing import Any
 
 from core.commands.console import say
 from core.engine import tiers
+from core.engine.inference.sampling import chains_of_run
 from core.engine.models import ArchSpec
 from core.engine.naming import (
     ARCH_LABELS,
@@ -128,7 +129,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
 
 def part_of_run(info: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
     """The chains a part of a run holds and the run's count (``train --chains``), or None for a whole run."""
-    count = int(config.get("num_chains", 0) or config.get("num_members", 0) or 0)
+    count = chains_of_run(config)
     ids = info.get("chain_ids")
     if not isinstance(ids, list) or not count or sorted(ids) == list(range(count)):
         return None

@@ -19,7 +19,7 @@ from core.commands.train import measure_and_save
 from core.engine.data.datasets import load_split
 from core.engine.files import check_output_file
 from core.engine.inference.base import Dataset
-from core.engine.inference.sampling import merge_chains
+from core.engine.inference.sampling import chains_of_run, merge_chains
 from core.engine.naming import plural
 from core.engine.store import load_posterior, save_posterior
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--keep-draws must keep at least 4 draws of each chain, got {args.keep_draws}")
     check_output_file(args.out, "the joined posterior")
     posterior = merge_chains([load_posterior(p) for p in args.parts])
-    count = int(posterior.config.get("num_chains", 0) or posterior.config.get("num_members", 0))
+    count = chains_of_run(posterior.config)
     missing = sorted(set(range(count)) - set(posterior.info["chain_ids"]))
     if missing:
         raise ValueError(f"the parts hold {plural(posterior.num_chains, 'chain')} of the run's {count}: "

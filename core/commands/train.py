@@ -45,6 +45,7 @@ from core.engine.data.folder import (
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
+from core.engine.inference.sampling import chains_of_run
 from core.engine.models import (
     ARCHITECTURES,
     RESNET_MIN_SIZE,
@@ -98,7 +99,7 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
         start_weights(method, start)  # refuses a method or a file that cannot start a fit
         arch = start.arch
     # weights, gradients and Adam's two moments, for every chain or member trained at once
-    copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
+    copies = 4 * max(1, chains_of_run(config))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
                      device)
     check_output_file(args.out, "the posterior")
@@ -110,7 +111,7 @@ def chain_subset(args: argparse.Namespace, method: Any, config: Any) -> tuple[in
     if args.chains is None:
         return None
     label = method_label(args.method)
-    count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0) or 0)
+    count = chains_of_run(config)
     if not method.runs_chains or count < 1:
         raise ValueError(f"--chains runs some of a sampler's chains or an ensemble's members; {label} has none")
     try:
@@ -164,7 +165,7 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
                              f"has {len(data.train.class_names)}")
         return data.train.first(args.limit), data.test.first(args.limit), given
     arch = folder_architecture(data, args.model, arch.drop_rate, arch.hidden)
-    copies = 4 * max(int(getattr(config, "num_chains", 1)), int(getattr(config, "num_members", 1)))
+    copies = 4 * max(1, chains_of_run(config))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
                      device)
     return data.train.first(args.limit), data.test.first(args.limit), arch
@@ -261,8 +262,7 @@ def run(args: argparse.Namespace) -> int:
     wall = posterior.info.get("train_seconds", 0.0)
     say(f"trained in {wall:.0f} s, saved to {path}")
     if args.chain_ids is not None:
-        count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0))
-        say(f"this is a part of the run: {plural(len(args.chain_ids), 'chain')} of {count} "
+        say(f"this is a part of the run: {plural(len(args.chain_ids), 'chain')} of {chains_of_run(config)} "
             f"({', '.join(map(str, args.chain_ids))}), not measured; when every chain has run, join the parts "
             "with bayescope-cli join PART... --out FILE")
         return 0

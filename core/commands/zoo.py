@@ -336,14 +336,13 @@ def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argp
         except (*USER_ERRORS, OSError):
             continue
         made = records["info"].get("zoo", {}).get("arguments", [])
-        if made[:-2] == whole and made[-2] == "--chains":
+        if "--chains" in made and _without(made, ("--chains",)) == whole:
             done.update({int(c): candidate for c in records["info"].get("chain_ids", [])})
     count = _chain_count(argv)
     missing = [c for c in range(count) if c not in done]
     if missing:
         say(f"{head}: chains {', '.join(map(str, sorted(done)))} of {count} have run; the rest: bayescope-cli zoo "
             f"--tier {tier.name} --methods {method} --chains {','.join(map(str, missing))} --out {path.parent}")
-        args.incomplete = True
         return 0
     keep, storage = _option(argv, "--keep-draws"), _option(argv, "--storage") or "float32"
     join_argv = [*sorted(set(map(str, done.values()))), "--out", str(path), "--storage", storage,
@@ -500,12 +499,12 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    args.incomplete = False
     if not args.evaluate_only:
         code = build(tier, methods, folder, args)
         if code != 0:
             return code
-        if args.incomplete:
+        if not all(_kept(folder / tier.file_name(m), train_arguments(tier, m, folder / tier.file_name(m), args))
+                   for m in methods):
             say("not measured: a run has chains still to run")
             return 0
     rows = measure(tier, methods, folder, args)

@@ -215,14 +215,14 @@ def fit_posterior_on(
     began = time.perf_counter()
     shared = executor.share(data)
     gpus = 1.0 if str(device).startswith("cuda") else 0.0
-    count = int(getattr(config, "num_chains", 0) or getattr(config, "num_members", 0) or 1)
+    from core.engine.inference.sampling import chains_of_run, merge_chains
+
+    count = chains_of_run(config) or 1
     if method.runs_chains and start is None and count > 1:
         word = "member" if hasattr(config, "num_members") else "chain"
         tasks = [RemoteTask(fit_part, (method.name, config, arch, shared, seed, (c,), None, None, str(device)),
                             f"{word} {c + 1}/{count}", gpus=gpus) for c in range(count)]
         parts = yield from executor.run(tasks, f"{method.name}: {count} {word}s on the cluster")
-        from core.engine.inference.sampling import merge_chains
-
         posterior = merge_chains(parts)
     else:
         task = RemoteTask(fit_part, (method.name, config, arch, shared, seed, None, start, start_source, str(device)),

@@ -158,6 +158,11 @@ def test_join_names_the_chains_that_have_not_run(tiny_mnist, tmp_path, capsys):
     assert main([*common, "--seed", "1", "--chains", "1,3", "--out", str(tmp_path / "b.pt")]) == 0
     assert main(["join", str(tmp_path / "a.pt"), str(tmp_path / "b.pt"), "--out", str(tmp_path / "all.pt")]) == 2
     assert "differ in their seed" in capsys.readouterr().err
+    assert main([*common[:-len(TINY.methods["sgld"])], "--method", "map", "--set", "epochs=1",
+                 "--out", str(tmp_path / "map.pt")]) == 0
+    capsys.readouterr()
+    assert main(["join", str(tmp_path / "map.pt"), "--out", str(tmp_path / "all.pt")]) == 2
+    assert "a map posterior runs no chains, so it has none to merge" in capsys.readouterr().err
     assert not (tmp_path / "all.pt").exists()
 
 

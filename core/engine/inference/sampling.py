@@ -134,9 +134,9 @@ class ModelTarget(FunctionTarget):
             # over a copied input (2 cores; one product over all chains took 0.12 s), and a chain
             # does the same arithmetic alone as beside others, bit for bit, as the cluster's split
             # runs need. With convolutions on a CPU, where vmap makes the chains' convolutions one
-            # grouped convolution: 4 LeNet-5 chains on mini-batches of 100 took 21-22 ms a gradient
-            # against 32-36 ms under vmap (2 cores; benchmarks/bench_scale.py, part d). Without them vmap's
-            # batched products are as fast or faster (MLP 3.7 against 5.8 ms) and, unlike a
+            # grouped convolution: 4 LeNet-5 chains on mini-batches of 100 took 23 ms a gradient
+            # against 31 ms under vmap (2 cores; benchmarks/bench_scale.py, part d). Without them vmap's
+            # batched products are as fast or faster (MLP 3.2 against 4.7 ms) and, unlike a
             # multithreaded product per chain, add in the same order whatever the thread count
             lik = torch.stack([
                 -nn.functional.cross_entropy(
@@ -732,6 +732,13 @@ _CHAIN_MEAN_INFO = ("acceptance_rate",)
 _PER_CHAIN_INFO = ("chain_ids", "step_size")
 
 
+def chains_of_run(config: Any) -> int:
+    """How many chains (or ensemble members) a run's settings ask for: a config object or its
+    dict as saved in a file; 0 for a method without chains."""
+    get = config.get if isinstance(config, dict) else (lambda name, default: getattr(config, name, default))
+    return int(get("num_chains", 0) or get("num_members", 0) or 0)
+
+
 def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
     """Concatenate posteriors that hold different chains of one run along the chain dimension.
 
@@ -778,6 +785,8 @@ def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
 
 def _chain_ids(posterior: SampledPosterior) -> list[int]:
     ids = posterior.info.get("chain_ids")
+    if ids is None and not chains_of_run(posterior.config):
+        raise ValueError(f"a {posterior.method} posterior runs no chains, so it has none to merge")
     if ids is None:
         raise ValueError(f"this {posterior.method} posterior does not record which chains it holds "
                          "(it was trained before chains could be run apart), so it cannot be merged")
