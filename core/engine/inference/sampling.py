@@ -760,19 +760,19 @@ def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
         if not isinstance(p, SampledPosterior):
             raise ValueError(f"only sampled posteriors hold chains to merge, got a {type(p).__name__}")
     for what, value in (
-        ("kind", lambda p: type(p)), ("method", lambda p: p.method), ("architecture", lambda p: p.arch),
+        ("kind", lambda p: type(p).__name__), ("method", lambda p: p.method), ("architecture", lambda p: p.arch),
         ("settings", lambda p: p.config), ("seed", lambda p: p.seed), ("training data", lambda p: p.dataset),
         ("training data files", lambda p: p.info.get("training_data")),
         ("number of draws per chain", lambda p: p.num_draws),
     ):
         values = [value(p) for p in parts]
         if any(v != values[0] for v in values[1:]):
-            raise ValueError(f"the posteriors to merge differ in their {what}: {values}")
+            raise ValueError(f"the posteriors to merge differ in their {what}: {_differences(values)}")
     ids = [_chain_ids(p) for p in parts]
     flat = [c for part in ids for c in part]
     if len(set(flat)) != len(flat):
         twice = sorted({c for c in flat if flat.count(c) > 1})
-        raise ValueError(f"the posteriors to merge hold chain(s) {twice} twice")
+        raise ValueError(f"the posteriors to merge hold chain(s) {', '.join(map(str, twice))} twice")
     order = sorted(range(len(parts)), key=lambda i: ids[i][0])  # parts by their first chain
     parts, ids = [parts[i] for i in order], [ids[i] for i in order]
     concat = [c for part in ids for c in part]
@@ -781,6 +781,16 @@ def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
     info = _merge_info([p.info for p in parts], ids, index, first.config)
     return type(first).from_state(first.method, first.arch, first.config, first.seed, first.dataset,
                                   info, samples)
+
+
+def _differences(values: list[Any]) -> str:
+    """What differs between the parts' values, in words: "sgld, sghmc"; for settings (dicts), each
+    setting that differs with its values, "step_size 0.001, 0.002"."""
+    if all(isinstance(v, dict) for v in values):
+        keys = dict.fromkeys(k for v in values for k in v)
+        return "; ".join(f"{k} {', '.join(str(v.get(k, 'unset')) for v in values)}"
+                         for k in keys if any(v.get(k) != values[0].get(k) for v in values))
+    return ", ".join(str(v) for v in values)
 
 
 def _chain_ids(posterior: SampledPosterior) -> list[int]:
