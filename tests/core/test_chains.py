@@ -95,7 +95,8 @@ def test_chain_generators_draw_each_chain_from_its_own_stream():
 def test_resolve_chains_refuses_what_is_not_a_subset():
     assert resolve_chains(None, 3) == (0, 1, 2)
     assert resolve_chains([2, 0], 3) == (0, 2)
-    for bad, words in [((), "empty"), ((1, 1), "twice"), ((3,), "outside")]:
+    for bad, words in [((), "empty"), ((1, 1, 2, 2), "names chains 1 and 2 twice"),
+                       ((3,), "chain 3 lies outside the run's 3 chains")]:
         with pytest.raises(ValueError, match=words):
             resolve_chains(bad, 3)
 
@@ -182,7 +183,7 @@ def test_merge_refuses_parts_of_different_runs():
         (fit("sgld", chains=(1,), seed=SEED + 1), f"differ in their seed: {SEED}, {SEED + 1}$"),
         (fit("sgld", chains=(1,), step_size=2e-3), "differ in their settings: step_size [0-9.e-]+, 0.002$"),
         (fit("sghmc", chains=(1,)), "differ in their method: sgld, sghmc$"),
-        (fit("sgld", chains=(0,)), "hold chain\\(s\\) 0 twice$"),
+        (fit("sgld", chains=(0,)), "hold chain 0 twice$"),
     ]:
         with pytest.raises(ValueError, match=words):
             merge_chains([a, other])

@@ -108,9 +108,14 @@ def test_a_chain_whose_log_posterior_collapses_while_finite_is_stopped():
     """SGHMC on LeNet-5 went from −1.5e5 to −1e14 with finite numbers and ran on to the end."""
     from types import SimpleNamespace
 
-    from core.engine.inference.sampling import DIVERGED_FALL, StoragePlan, sample_chains
+    from core.engine.inference.sampling import (
+        DIVERGED_FALL,
+        ChainGenerators,
+        StoragePlan,
+        sample_chains,
+    )
 
-    def run(values):
+    def run(values, generator=None):
         falls = iter(values)
 
         def step(state, batch, generator, config, target):
@@ -119,15 +124,18 @@ def test_a_chain_whose_log_posterior_collapses_while_finite_is_stopped():
         state = SimpleNamespace(params={"w": torch.zeros(2, 3)})
         gen = sample_chains(step, state, config=None, target=None, batches=iter(lambda: None, 1),
                             num_steps=len(values), plan=StoragePlan(0, 1, len(values)),
-                            generator=torch.Generator())
+                            generator=generator or torch.Generator())
         return drain(gen)
 
     # a chain started far off climbs (its early values far below its later best are no fall) and
     # wobbles; a target whose log density peaks near 0 wobbles below it by far more than 10⁶ times
     run([-5.0e9, -1.0e5, -1.5e4, -3.0e4, -1.4e4])
     run([-3.0, -4.0e-6, -4.5, -12.0])
-    with pytest.raises(SamplerDivergedError, match=r"chain\(s\) \[1\] fell from -1\.5e\+05 to -1e\+14 at step 3"):
+    with pytest.raises(SamplerDivergedError, match=r"of chain 1 fell from -1\.5e\+05 to -1e\+14 at step 3"):
         run([-2.0e5, -1.5e5, -1.0e14, -2.0e14])
+    # a subset's second row is the run's chain 3 (train --chains 2,3), and the message names it so
+    with pytest.raises(SamplerDivergedError, match=r"of chain 3 became non-finite at step 2"):
+        run([-2.0e5, float("nan")], ChainGenerators(0, (2, 3)))
     assert -1.5e5 - DIVERGED_FALL * 1.5e5 > -1.0e14
 
 

@@ -251,6 +251,14 @@ def chain_rand(shape: Sequence[int], generator: torch.Generator | ChainGenerator
     return torch.rand(tuple(shape), generator=generator, dtype=dtype, device=device)
 
 
+def chains_in_words(chains: Sequence[int]) -> str:
+    """"chain 2", "chains 1 and 3", "chains 0, 1 and 3"."""
+    names = [str(int(c)) for c in chains]
+    if len(names) == 1:
+        return f"chain {names[0]}"
+    return f"chains {', '.join(names[:-1])} and {names[-1]}"
+
+
 def resolve_chains(chains: Sequence[int] | None, num_chains: int) -> tuple[int, ...]:
     """The chain numbers a fit runs: all of 0 … num_chains−1, or the given subset, sorted.
 
@@ -263,10 +271,11 @@ def resolve_chains(chains: Sequence[int] | None, num_chains: int) -> tuple[int, 
     if not ids:
         raise ValueError("a fit runs at least one chain; the subset of chains is empty")
     if len(set(ids)) != len(ids):
-        raise ValueError(f"chains {ids} name a chain twice")
+        twice = sorted({c for c in ids if ids.count(c) > 1})
+        raise ValueError(f"the subset names {chains_in_words(twice)} twice")
     bad = [c for c in ids if not 0 <= c < num_chains]
     if bad:
-        raise ValueError(f"chain(s) {bad} lie outside the run's {num_chains} chains (0 to {num_chains - 1})")
+        raise ValueError(f"{chains_in_words(bad)} {'lies' if len(bad) == 1 else 'lie'} outside the run's {num_chains} chains (0 to {num_chains - 1})")
     return tuple(sorted(ids))
 
 
@@ -472,13 +481,15 @@ def sample_chains(
         infinite = ~torch.isfinite(logp)
         fell = logp < best - DIVERGED_FALL * best.abs().clamp(min=1.0)
         if bool((infinite | fell).any()):  # one synchronisation per step, as the finiteness check had
+            # rows are the chains this fit runs; a subset's row 0 may be the run's chain 2
+            ids = getattr(generator, "chain_ids", range(len(logp)))
             if bool(infinite.any()):
                 raise SamplerDivergedError(
-                    f"the log posterior of chain(s) {torch.nonzero(infinite).flatten().tolist()} became "
-                    f"non-finite at step {t + 1}; lower the step size"
+                    f"the log posterior of {chains_in_words([ids[i] for i in torch.nonzero(infinite).flatten()])} "
+                    f"became non-finite at step {t + 1}; lower the step size"
                 )
             raise SamplerDivergedError(
-                f"the log posterior of chain(s) {torch.nonzero(fell).flatten().tolist()} fell from "
+                f"the log posterior of {chains_in_words([ids[i] for i in torch.nonzero(fell).flatten()])} fell from "
                 f"{float(best[fell][0]):.3g} to {float(logp[fell][0]):.3g} at step {t + 1}: the chain diverged; "
                 "lower the step size"
             )
@@ -772,7 +783,7 @@ def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
     flat = [c for part in ids for c in part]
     if len(set(flat)) != len(flat):
         twice = sorted({c for c in flat if flat.count(c) > 1})
-        raise ValueError(f"the posteriors to merge hold chain(s) {', '.join(map(str, twice))} twice")
+        raise ValueError(f"the posteriors to merge hold {chains_in_words(twice)} twice")
     order = sorted(range(len(parts)), key=lambda i: ids[i][0])  # parts by their first chain
     parts, ids = [parts[i] for i in order], [ids[i] for i in order]
     concat = [c for part in ids for c in part]
