@@ -19,7 +19,7 @@ from core.commands.train import measure_and_save
 from core.engine.data.datasets import load_split
 from core.engine.files import check_output_file
 from core.engine.inference.base import Dataset
-from core.engine.inference.sampling import chains_of_run, merge_chains
+from core.engine.inference.sampling import chains_in_words, chains_of_run, merge_chains
 from core.engine.naming import plural
 from core.engine.store import load_posterior, save_posterior
 
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted(set(range(count)) - set(posterior.info["chain_ids"]))
     if missing:
         raise ValueError(f"the parts hold {plural(posterior.num_chains, 'chain')} of the run's {count}: "
-                         f"chain(s) {', '.join(map(str, missing))} have not run yet (train --chains)")
+                         f"{chains_in_words(missing)} {'has' if len(missing) == 1 else 'have'} not run yet "
+                         "(train --chains)")
     test = _test_images(posterior.info.get("training_data", {}), posterior.dataset, args.data_dir)
     path = save_posterior(posterior, args.out, storage=args.storage)  # first: a failed measurement loses nothing
     say(f"joined {plural(len(args.parts), 'part')}: {plural(count, 'chain')} of "

@@ -154,7 +154,7 @@ def test_join_names_the_chains_that_have_not_run(tiny_mnist, tmp_path, capsys):
     assert main(["info", str(tmp_path / "a.pt")]) == 0
     assert "part of a run chains 0, 2 of 4 (train --chains): bayescope-cli join joins it" in capsys.readouterr().out
     assert main(["join", str(tmp_path / "a.pt"), "--out", str(tmp_path / "all.pt")]) == 2
-    assert "the parts hold 2 chains of the run's 4: chain(s) 1, 3 have not run yet" in capsys.readouterr().err
+    assert "the parts hold 2 chains of the run's 4: chains 1 and 3 have not run yet" in capsys.readouterr().err
     assert main([*common, "--seed", "1", "--chains", "1,3", "--out", str(tmp_path / "b.pt")]) == 0
     assert main(["join", str(tmp_path / "a.pt"), str(tmp_path / "b.pt"), "--out", str(tmp_path / "all.pt")]) == 2
     assert "differ in their seed" in capsys.readouterr().err

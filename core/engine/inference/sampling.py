@@ -275,7 +275,8 @@ def resolve_chains(chains: Sequence[int] | None, num_chains: int) -> tuple[int, 
         raise ValueError(f"the subset names {chains_in_words(twice)} twice")
     bad = [c for c in ids if not 0 <= c < num_chains]
     if bad:
-        raise ValueError(f"{chains_in_words(bad)} {'lies' if len(bad) == 1 else 'lie'} outside the run's {num_chains} chains (0 to {num_chains - 1})")
+        raise ValueError(f"{chains_in_words(bad)} {'lies' if len(bad) == 1 else 'lie'} outside the run's "
+                         f"{num_chains} chains (0 to {num_chains - 1})")
     return tuple(sorted(ids))
 
 
