@@ -14,7 +14,7 @@ from typing import Any
 
 from core.commands.console import say
 from core.engine import tiers
-from core.engine.inference.sampling import chains_of_run
+from core.engine.inference.sampling import chains_in_words, chains_of_run
 from core.engine.models import ArchSpec
 from core.engine.naming import (
     ARCH_LABELS,
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"  draws         {plural(facts['chains'], 'chain')} × {plural(facts['draws'], 'draw')}{kept}")
     part = facts["part_of_run"]
     if part:
-        say(f"  part of a run chains {', '.join(map(str, part['chains']))} of {part['of']} (train --chains): "
+        say(f"  part of a run {chains_in_words(part['chains'])} of {part['of']} (train --chains): "
             "bayescope-cli join joins it with the others")
     say(f"  convergence   {convergence_text(facts['convergence'])}")
     probe = facts["convergence"].get("probe")

@@ -42,6 +42,7 @@ from core.commands.console import (
 )
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
+from core.engine.inference.sampling import chains_in_words
 
 
 def chain_settings(thin: int, init: str, epochs: int = 50, burn_in: int = 15) -> tuple[str, ...]:
@@ -341,8 +342,8 @@ def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argp
     count = _chain_count(argv)
     missing = [c for c in range(count) if c not in done]
     if missing:
-        say(f"{head}: chains {', '.join(map(str, sorted(done)))} of {count} have run; the rest: bayescope-cli zoo "
-            f"--tier {tier.name} --methods {method} --chains {','.join(map(str, missing))} --out {path.parent}")
+        say(f"{head}: {chains_in_words(sorted(done))} of {count} {'has' if len(done) == 1 else 'have'} run; "
+            f"the rest: bayescope-cli zoo --tier {tier.name} --methods {method} --chains {','.join(map(str, missing))} --out {path.parent}")
         return 0
     keep, storage = _option(argv, "--keep-draws"), _option(argv, "--storage") or "float32"
     join_argv = [*sorted(set(map(str, done.values()))), "--out", str(path), "--storage", storage,

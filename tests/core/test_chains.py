@@ -30,6 +30,7 @@ from core.engine.inference import METHODS
 from core.engine.inference.sampling import (
     ChainGenerators,
     chain_seed,
+    chains_in_words,
     merge_chains,
     resolve_chains,
 )
@@ -90,6 +91,11 @@ def test_chain_generators_draw_each_chain_from_its_own_stream():
     assert torch.equal(a[0], torch.empty(7).normal_(generator=expected))
     with pytest.raises(ValueError, match="2 chains"):
         both.randn((3, 7))
+
+
+def test_chains_are_named_in_words():
+    assert [chains_in_words(c) for c in ([], [2], [1, 3], [0, 1, 3])] == [
+        "no chain", "chain 2", "chains 1 and 3", "chains 0, 1 and 3"]
 
 
 def test_resolve_chains_refuses_what_is_not_a_subset():

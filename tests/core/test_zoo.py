@@ -109,7 +109,7 @@ def test_a_samplers_run_made_in_parts_is_the_run_made_at_once(data_dir, tmp_path
     capsys.readouterr()
     assert main([*base, "--chains", "2,0"]) == 0
     said = capsys.readouterr().out
-    assert f"chains 0, 2 of 4 have run; the rest: bayescope-cli zoo --tier paper --methods sgld --chains 1,3 --out {parted}" in said
+    assert f"chains 0 and 2 of 4 have run; the rest: bayescope-cli zoo --tier paper --methods sgld --chains 1,3 --out {parted}" in said
     assert "not measured" in said and not (parted / name).exists() and not (parted / "zoo.json").exists()
     assert main([*base, "--chains", "1,3"]) == 0
     assert "every chain has run; bayescope-cli join" in capsys.readouterr().out
@@ -152,7 +152,7 @@ def test_join_names_the_chains_that_have_not_run(tiny_mnist, tmp_path, capsys):
     assert main(["info", "--json", str(tmp_path / "a.pt")]) == 0
     assert json.loads(capsys.readouterr().out)["part_of_run"] == {"chains": [0, 2], "of": 4}
     assert main(["info", str(tmp_path / "a.pt")]) == 0
-    assert "part of a run chains 0, 2 of 4 (train --chains): bayescope-cli join joins it" in capsys.readouterr().out
+    assert "part of a run chains 0 and 2 of 4 (train --chains): bayescope-cli join joins it" in capsys.readouterr().out
     assert main(["join", str(tmp_path / "a.pt"), "--out", str(tmp_path / "all.pt")]) == 2
     assert "the parts hold 2 chains of the run's 4: chains 1 and 3 have not run yet" in capsys.readouterr().err
     assert main([*common, "--seed", "1", "--chains", "1,3", "--out", str(tmp_path / "b.pt")]) == 0

@@ -252,8 +252,10 @@ def chain_rand(shape: Sequence[int], generator: torch.Generator | ChainGenerator
 
 
 def chains_in_words(chains: Sequence[int]) -> str:
-    """"chain 2", "chains 1 and 3", "chains 0, 1 and 3"."""
+    """"chain 2", "chains 1 and 3", "chains 0, 1 and 3" ("no chain" for none)."""
     names = [str(int(c)) for c in chains]
+    if not names:
+        return "no chain"
     if len(names) == 1:
         return f"chain {names[0]}"
     return f"chains {', '.join(names[:-1])} and {names[-1]}"
