@@ -72,7 +72,7 @@ from core.engine.data.locate import DatasetMissingError, download_dataset, find_
 from core.engine.files import NotSavedError, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Posterior, ProgressRecord, accuracy_progress
-from core.engine.inference.sampling import SampleBudgetError
+from core.engine.inference.sampling import SampleBudgetError, SamplerDivergedError, chains_in_words
 from core.engine.models import (
     ARCHITECTURES,
     COLOUR_IMAGE_SIZE,
@@ -399,6 +399,12 @@ def error_in_words(exc: BaseException, method: str) -> str:
         return f"The training images could not be read: {text}"
     if isinstance(exc, SampleBudgetError):
         return f"The kept draws would not fit in memory: {in_words(method, text)}"
+    if isinstance(exc, SamplerDivergedError) and exc.chains:
+        return (
+            f"Training went out of bounds: {chains_in_words(exc.chains)} of the sampler ran away at step "
+            f"{exc.step:,} (its fit to the training images collapsed), so nothing was saved.\n\n"
+            "A smaller step size usually helps."
+        )
     if isinstance(exc, FloatingPointError):
         return (
             f"Training went out of bounds: {in_words(method, text)}\n\nA smaller step size or "

@@ -610,3 +610,17 @@ def test_a_data_set_not_found_or_not_downloaded_is_said_without_paths_or_file_na
         assert words in text
         assert "internet" in text or "download box" in text  # what to do about it
         assert "/" not in text and "idx" not in text.lower() and "Details" not in text and "Error" not in text
+
+
+def test_a_sampler_that_ran_away_is_said_by_its_chain_and_step():
+    """A divergence names the run's chain and the step in words, and what to change, without the
+    log posterior's numbers or the exception's name."""
+    from app.views.training import error_in_words
+    from core.engine.inference.sampling import SamplerDivergedError
+
+    exc = SamplerDivergedError("the log posterior of chain 3 fell from -9.4e+04 to -3.91e+11 at step 1200: "
+                               "the chain diverged; lower the step size", (3,), 1200)
+    text = error_in_words(exc, "sghmc")
+    assert text.startswith("Training went out of bounds: chain 3 of the sampler ran away at step 1,200")
+    assert "A smaller step size usually helps." in text
+    assert "e+" not in text and "log posterior" not in text and "Error" not in text

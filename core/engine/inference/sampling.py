@@ -60,7 +60,14 @@ class SampleBudgetWarning(UserWarning):
 
 
 class SamplerDivergedError(FloatingPointError):
-    """The log posterior of a chain became NaN or infinite, or fell by many orders of magnitude."""
+    """The log posterior of a chain became NaN or infinite, or fell by many orders of magnitude.
+
+    ``chains`` (the run's chain numbers) and ``step`` (1-based) say where, for a window to word it.
+    """
+
+    def __init__(self, message: str, chains: Sequence[int] = (), step: int = 0) -> None:
+        super().__init__(message)
+        self.chains, self.step = tuple(chains), step
 
 
 #: A chain whose log posterior falls more than this many times max(1, |its best so far|) below
@@ -487,15 +494,14 @@ def sample_chains(
             # rows are the chains this fit runs; a subset's row 0 may be the run's chain 2
             ids = getattr(generator, "chain_ids", range(len(logp)))
             if bool(infinite.any()):
+                bad = [ids[i] for i in torch.nonzero(infinite).flatten()]
                 raise SamplerDivergedError(
-                    f"the log posterior of {chains_in_words([ids[i] for i in torch.nonzero(infinite).flatten()])} "
-                    f"became non-finite at step {t + 1}; lower the step size"
-                )
+                    f"the log posterior of {chains_in_words(bad)} became non-finite at step {t + 1}; "
+                    "lower the step size", bad, t + 1)
+            bad = [ids[i] for i in torch.nonzero(fell).flatten()]
             raise SamplerDivergedError(
-                f"the log posterior of {chains_in_words([ids[i] for i in torch.nonzero(fell).flatten()])} fell from "
-                f"{float(best[fell][0]):.3g} to {float(logp[fell][0]):.3g} at step {t + 1}: the chain diverged; "
-                "lower the step size"
-            )
+                f"the log posterior of {chains_in_words(bad)} fell from {float(best[fell][0]):.3g} to "
+                f"{float(logp[fell][0]):.3g} at step {t + 1}: the chain diverged; lower the step size", bad, t + 1)
         for k, v in info.items():
             v = torch.as_tensor(v, dtype=torch.float32).detach()
             if k not in traces:
