@@ -312,7 +312,7 @@ LOGISTIC = {
     "sgld": (sgld.fit, sgld.SgldConfig(step_size=0.05, **_CHAIN_SETTINGS)),
     "sghmc": (sghmc.fit, sghmc.SghmcConfig(step_size=0.01, friction=0.2, **_CHAIN_SETTINGS)),
     "dsghmc": (dsghmc.fit, dsghmc.DsghmcConfig(step_size=0.01, friction=0.2, drop_rate=0.5, **_CHAIN_SETTINGS)),
-    "hmc": (hmc.fit, hmc.HmcConfig(num_chains=8, num_warmup=100, num_samples=300, num_leapfrog=4, step_size=0.5,
+    "hmc": (hmc.fit, hmc.HmcConfig(num_chains=8, num_warmup=100, num_samples=250, num_leapfrog=3, step_size=0.5,
                                    metric="curvature", init="overdispersed")),
 }
 
