@@ -12,7 +12,8 @@ Steps covered:
   polynomial schedule, dense curvature metric, Kronecker-factored metric), SGHMC (the same
   metrics, a mass, momentum resampling), D-SGHMC (input masks) and HMC (leapfrog + Metropolis,
   diagonal and dense metric, step-size jitter); plus HMC's leapfrog, its Metropolis rejection,
-  its dual averaging, and the shared RMSprop preconditioner of ``sampling.py``;
+  its dual averaging, and the shared RMSprop preconditioner and chain loop (burn-in,
+  thinning) of ``sampling.py``;
 - the variational methods' ``step(state, batch, generator, config)`` (MF-VI with and without
   local reparameterisation, sN-VI paired and unscented, sGMM-VI, variational dropout) and
   their shared Adam step ``variational.apply_gradients``;
@@ -472,6 +473,23 @@ def test_the_rmsprop_preconditioner_is_fixed_once_it_stops_adapting():
     fixed = pre.update(random_tree(seed=3, scale=100.0), adapt=False)
     for k, v in fixed.items():
         assert torch.equal(v, second[k])
+
+
+def test_the_chain_loop_keeps_the_state_after_every_thin_th_step_past_burn_in():
+    """``sampling.sample_chains``, the loop every sampler's steps run in: with burn-in b and
+    thinning k it stores θ after steps b + k, b + 2k, … (a step here sets θ to its own count)."""
+    from types import SimpleNamespace
+
+    def count(state, batch, generator, *, config, target):
+        t = state.t + 1
+        return SimpleNamespace(t=t, params={"theta": torch.full((2, 1), float(t))}), {"log_posterior": torch.zeros(2)}
+
+    plan = sampling.StoragePlan(burn_in=7, thin=3, num_draws=4)
+    result = drain(sampling.sample_chains(count, SimpleNamespace(t=0, params={"theta": torch.zeros(2, 1)}),
+                                          config=None, target=None, batches=sampling.constant_batches(),
+                                          num_steps=20, plan=plan, generator=torch.Generator()))
+    kept = torch.tensor([10.0, 13.0, 16.0, 19.0])
+    assert torch.equal(result.samples["theta"], kept.expand(2, -1).reshape(2, 4, 1))
 
 
 # ------------------------------------------------------------------ variational steps
