@@ -53,7 +53,11 @@ def open_dropped(paths: Iterable[Path], add_posterior: Callable[[Path], str | No
 
 
 def refusal_line(name: str, why: str) -> str:
-    """One line per refused file; the file is named once (most reasons name it already)."""
+    """One line per refused file, naming it once: a reason that names it keeps its words, one
+    that starts with the bare name (“broken.png: not a readable image”) loses that start."""
+    for start in (f"“{name}”: ", f"{name}: "):
+        if why.startswith(start):
+            return f"“{name}”: {why[len(start):]}"
     return why if f"“{name}”" in why else f"“{name}”: {why}"
 
 
@@ -77,7 +81,7 @@ def summary(outcome: DropOutcome) -> tuple[str, str, str] | None:
     more = len(lines) - len(shown)
     text = "\n".join([head, *(f"• {line}" for line in shown)])
     if more:
-        text += f"\n… and {plural(more, 'more file')}: “Show Details…” lists every one."
+        text += f"\n… and {plural(more, 'more file')} (Show Details lists every one)."
     title = "Some files could not be opened" if outcome.opened else "The files could not be opened"
     return title, text, "\n".join(lines) if more else ""
 
@@ -89,6 +93,7 @@ def tell(parent: QWidget, outcome: DropOutcome) -> QMessageBox | None:
         return None
     title, text, details = said
     box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok, parent)
+    box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 40em; }")  # a refusal to a line, not wrapped in a narrow box
     if details:
         box.setDetailedText(details)
     box.exec()

@@ -58,7 +58,7 @@ def test_dropping_five_bad_and_two_good_files_gives_one_summary(qtbot, window, d
     assert lines[0] == "Opened 2 of the 7 files dropped; these 5 were refused:"
     assert len(lines) == 6  # one line per refused file
     for path, line in zip(bad, lines[1:], strict=True):
-        assert f"“{path.name}”" in line
+        assert line.count(path.name) == 1 and f"“{path.name}”" in line  # named once, in quotes
         assert str(path.parent) not in line and "Traceback" not in line and "Error" not in line
     assert "neither a posterior (.pt) nor an image" in lines[4] and "neither a posterior" in lines[5]
     assert title == "Some files could not be opened"
@@ -105,6 +105,11 @@ def test_summary_counts_and_names_each_file_once():
                                  "• “c.png”: the picture is empty"]
     assert details == ""
     assert drop.summary(drop.DropOutcome(opened=["a.pt", "b.png"])) is None
+
+
+def test_a_reason_that_starts_with_the_bare_name_names_it_once():
+    assert drop.refusal_line("broken.png", "broken.png: not a readable image") == "“broken.png”: not a readable image"
+    assert drop.refusal_line("a.pt", "“a.pt”: damaged") == "“a.pt”: damaged"
 
 
 def test_files_are_sorted_by_suffix():
