@@ -293,3 +293,22 @@ class TestWindowSession:
         assert missing_columns_note(["a.pt", "b.pt"], ["c.pt"], defaults=True) == (
             "Of last time's posteriors, “a.pt” and “b.pt” are no longer there and “c.pt” could not be "
             "opened; the default posteriors are shown instead.")
+
+
+class TestInputPlotHelpers:
+    def test_colours_map_the_range_onto_the_table_ends(self):
+        from app.plots.input_plot import colours
+
+        table = np.stack([np.arange(256, dtype=np.uint8)] * 3, axis=1)  # row i is grey i
+        out = colours(np.array([[-1.0, 0.0, 0.5, 1.0, 2.0, np.nan]]), table, 0.0, 1.0)
+        assert out.shape == (1, 6, 3)
+        assert list(out[0, :, 0]) == [0, 0, 128, 255, 255, 0]  # clipped at both ends; NaN as the low end
+
+    def test_an_image_owns_its_pixels(self, qtbot):
+        from app.plots.input_plot import to_image
+
+        pixels = np.zeros((2, 3), np.uint8)
+        pixels[1, 2] = 200
+        image = to_image(pixels)
+        pixels[1, 2] = 0  # the image was copied: changing the array later leaves it as it was
+        assert (image.width(), image.height()) == (3, 2) and image.pixelColor(2, 1).red() == 200
