@@ -93,7 +93,8 @@ def tell(parent: QWidget, outcome: DropOutcome) -> QMessageBox | None:
         return None
     title, text, details = said
     box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok, parent)
-    box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 40em; }")  # a refusal to a line, not wrapped in a narrow box
+    if len(outcome.opened) + len(outcome.refused) > 1:  # a refusal to a line, not wrapped in a narrow box
+        box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 40em; }")
     if details:
         box.setDetailedText(details)
     box.exec()
