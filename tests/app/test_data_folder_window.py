@@ -67,7 +67,7 @@ def test_rotate_dataset_and_training_read_the_one_data_folder(qtbot, window, tmp
 
     # Rotate: the digits come from first/mnist; the letters are missing, said with where it looked
     assert rotate_message(window, "mnist-test") == ""
-    assert window._datasets["mnist-test"].source["folder"] == str((first / "mnist").resolve())
+    assert window.data.datasets["mnist-test"].source["folder"] == str((first / "mnist").resolve())
     text = rotate_message(window, "notmnist")
     assert "notMNIST letters" in text and str(first / "notmnist") in text and str(cache_dir("notmnist")) in text
     assert "by hand" in text and window.rotate_panel.choose_folder.isVisibleTo(window.rotate_panel)
@@ -89,7 +89,7 @@ def test_rotate_dataset_and_training_read_the_one_data_folder(qtbot, window, tmp
     second = tmp_path / "second"
     write_digits(second / "notmnist", splits=("test",))
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a: str(second))
-    window.choose_data_folder()
+    window.data.choose_folder()
     assert app_settings.data_folder() == second
     assert rotate_message(window, "notmnist") == ""
     text = rotate_message(window, "mnist-test")
@@ -123,8 +123,8 @@ def test_rotate_offers_mnists_download(qtbot, window, tmp_path, monkeypatch):
     assert panel.download.isVisibleTo(panel)
     monkeypatch.setattr("core.engine.data.locate.download_dataset", fake_download)
     panel.download.click()
-    qtbot.waitUntil(lambda: panel.message.text() == "" and window._download_worker is None, timeout=10_000)
-    assert window._datasets["mnist-test"].source["folder"] == str(cache_dir("mnist").resolve())
+    qtbot.waitUntil(lambda: panel.message.text() == "" and window.data.download_worker is None, timeout=10_000)
+    assert window.data.datasets["mnist-test"].source["folder"] == str(cache_dir("mnist").resolve())
     assert not panel.download.isVisibleTo(panel)
 
 

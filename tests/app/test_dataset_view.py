@@ -185,8 +185,8 @@ def test_report_is_written_and_parses(qtbot, window, tmp_path):
     view = window.dataset_view
     run_to_end(qtbot, view)
     path = tmp_path / "report.html"
-    assert view.export_report(path)
-    qtbot.waitUntil(lambda: view._export_worker is None, timeout=120_000)
+    assert view.exports.export_report(path)
+    qtbot.waitUntil(lambda: view.exports.worker is None, timeout=120_000)
     assert path.is_file(), view.status.text()
 
     class Page(HTMLParser):
@@ -216,8 +216,8 @@ def test_export_one_view_writes_figure_and_numbers(qtbot, window, tmp_path):
     view = window.dataset_view
     run_to_end(qtbot, view)
     out = tmp_path / "exports"
-    assert view.export_view("rejection", out / "rejection.png")
-    qtbot.waitUntil(lambda: view._export_worker is None, timeout=120_000)
+    assert view.exports.export_view("rejection", out / "rejection.png")
+    qtbot.waitUntil(lambda: view.exports.worker is None, timeout=120_000)
     assert {p.name for p in out.iterdir()} == {"rejection.png", "rejection.csv", "rejection.json"}
     assert (out / "rejection.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Exported" in view.status.text()

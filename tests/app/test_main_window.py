@@ -90,7 +90,7 @@ def test_a_request_shows_each_column_once_with_the_new_reference_marks(qtbot, wi
     settle(qtbot, window)
     shown = []
     window.workspace.prediction_changed.connect(shown.append)
-    window._request_predictions()
+    window.judging.request_predictions()
     settle(qtbot, window)
     assert sorted(shown) == sorted(window.workspace.column_keys())
     reference = window.workspace.reference.prediction.summary
@@ -111,7 +111,7 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
     assert [w.key for w in layout_order] == window.workspace.column_keys()
     window.column_views[keys[2]].remove_requested.emit(keys[2])
     assert keys[2] not in window.workspace.column_keys() and keys[2] not in window.column_views
-    window._fill_add_menu()
+    window.add_menu.fill()
     texts = [a.text() for a in window.add_menu.actions() if a.isCheckable()]
     assert texts and all(".pt" not in t for t in texts)
     shown = [a for a in window.add_menu.actions() if a.isCheckable() and a.isChecked()]
@@ -138,7 +138,7 @@ def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):
         posterior = load_posterior(MODELS / "paper_softmax_map.pt")
         posterior.info["name"] = name  # as the training dialog and `train --name` keep it
         paths.append(save_posterior(posterior, user_models_dir() / f"{name.replace(' ', '_')}.pt"))
-    window._fill_add_menu()
+    window.add_menu.fill()
     texts = [a.text() for a in window.add_menu.actions()]
     assert "first try: MAP, softmax regression, 1 draw (yours)" in texts
     assert "longer run: MAP, softmax regression, 1 draw (yours)" in texts
@@ -309,7 +309,7 @@ def test_rotate_slider_and_sweep_with_cancel(qtbot, window, shared_data):
     # the sweep: progress, one result column per posterior
     with qtbot.waitSignal(panel.sweep_requested, timeout=5_000):
         panel.sweep.click()
-    qtbot.waitUntil(lambda: window._sweep_worker is None, timeout=120_000)
+    qtbot.waitUntil(lambda: window.sweeps.worker is None, timeout=120_000)
     assert list(window.sweep_view.columns) == window.workspace.column_keys()
     assert len({c.probability.mapTo(window, QPoint(0, 0)).y() for c in window.sweep_view.columns.values()}) == 1
     sweep = window.workspace.columns[0].sweep
@@ -319,8 +319,8 @@ def test_rotate_slider_and_sweep_with_cancel(qtbot, window, shared_data):
     # a cancelled sweep stops and leaves the earlier result in place
     window.workspace.columns[0].sweep = None
     panel.sweep.click()
-    window.cancel_sweep()
-    qtbot.waitUntil(lambda: window._sweep_worker is None, timeout=60_000)
+    window.sweeps.cancel()
+    qtbot.waitUntil(lambda: window.sweeps.worker is None, timeout=60_000)
     assert panel.sweep.isEnabled() and not panel.cancel.isVisible()
 
 
@@ -341,10 +341,10 @@ def test_export_one_plot_as_png_svg_and_csv(qtbot, window, tmp_path):
     settle(qtbot, window)
     column = window.workspace.columns[0]
     summary = column.prediction.summary
-    png = window.export_plot(column.key, "interval", tmp_path / "interval.png")
+    png = window.exports.export_plot(column.key, "interval", tmp_path / "interval.png")
     assert (tmp_path / "interval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {p.suffix for p in png} >= {".png", ".csv", ".json"}
-    window.export_plot(column.key, "histograms", tmp_path / "hist.svg")
+    window.exports.export_plot(column.key, "histograms", tmp_path / "hist.svg")
     root = ElementTree.parse(tmp_path / "hist.svg").getroot()
     texts = "".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
     assert "probability" in texts.lower()
@@ -360,13 +360,13 @@ def test_export_dialog_adds_the_extension_and_reports_failures(qtbot, window, tm
     key = window.workspace.column_keys()[0]
     monkeypatch.setattr("app.main.QFileDialog.getSaveFileName",
                         lambda *a, **k: (str(tmp_path / "chosen"), "SVG drawing (*.svg)"))
-    window._on_column_export_requested(key, "entropy")
+    window.exports.column_plot_dialog(key, "entropy")
     assert (tmp_path / "chosen.svg").is_file() and (tmp_path / "chosen.csv").is_file()
     shown = []
     monkeypatch.setattr("app.main.QMessageBox.warning", lambda *a: shown.append(a[2]))
     target = tmp_path / "file-not-folder"
     target.write_text("x")
-    window.export_plot(key, "entropy", target / "plot.png")
+    window.exports.export_plot(key, "entropy", target / "plot.png")
     assert shown and "Traceback" not in shown[0]
 
 
@@ -374,11 +374,11 @@ def test_export_comparison_writes_one_folder_with_everything(qtbot, window, tmp_
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
     out = tmp_path / "comparison"
-    window.export_comparison(out)
+    window.exports.export_comparison(out)
     assert window.statusBar().currentMessage() == "Exporting the comparison…"
-    window.export_comparison(tmp_path / "second")  # while one is written: said, not silently dropped
+    window.exports.export_comparison(tmp_path / "second")  # while one is written: said, not silently dropped
     assert "still being written" in window.statusBar().currentMessage()
-    qtbot.waitUntil(lambda: window._export_worker is None, timeout=120_000)
+    qtbot.waitUntil(lambda: window.exports.worker is None, timeout=120_000)
     qtbot.waitUntil(lambda: window.statusBar().currentMessage().startswith("Saved the comparison"))
     assert window.statusBar().currentMessage().endswith(f" files) to {out}")
     index = (out / "index.html").read_text()
@@ -475,7 +475,7 @@ def test_closing_during_a_prediction_and_a_sweep_is_clean(qtbot, window, recwarn
     window.rotate_panel.angle.setValue(30)
     qtbot.wait(20)
     window.close()  # the sweep is cancelled, the running prediction finishes, nothing is left
-    qtbot.waitUntil(lambda: window._sweep_worker is None and window.inference._worker is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.sweeps.worker is None and window.inference._worker is None, timeout=60_000)
     assert not [w for w in recwarn if "deleted" in str(w.message)]
 
 

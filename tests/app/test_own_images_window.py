@@ -138,7 +138,7 @@ def test_another_set_of_classes_is_refused_in_a_sentence_and_the_menu_groups_by_
     assert window.add_posterior(fruit) is False
     assert len(shown) == 1 and "“apple” and “pear”" in shown[0] and "“cat” and “dog”" in shown[0]
     assert "Traceback" not in shown[0] and str(tmp_path) not in shown[0]
-    title, task, group = window._menu_entry(fruit)
+    title, task, group = window.add_menu.menu_entry(fruit)
     assert task == "images" and group == "Your images, ResNet-8" and "ResNet-8" in title
 
 
@@ -244,7 +244,7 @@ def test_a_folder_without_images_is_refused_in_the_dataset_tab(qtbot, colour_pos
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(empty))
     index = view.test_set.findData(IMAGES_FOLDER)
     view.test_set.setCurrentIndex(index)
-    view._on_set_box_activated(view.test_set, index)
+    view.sets._on_set_box_activated(view.test_set, index)
     assert "“nothing here” holds no images" in view.status.text()
     assert view.test_set.findData(str(empty)) < 0
 
@@ -258,7 +258,7 @@ def test_the_add_menu_offers_ones_images_on_the_image_tab_in_their_own_group(qtb
     window = _window(qtbot, [DIGITS])
 
     def sections():
-        window._fill_add_menu()
+        window.add_menu.fill()
         return [a.text() for a in window.add_menu.actions() if a.isSeparator() and a.text()]
 
     assert "Your images, ResNet-8" not in sections()  # the Draw tab judges digits
@@ -322,8 +322,8 @@ def test_export_comparison_of_a_colour_photo_writes_the_folder(qtbot, colour_pos
     assert window.load_image_file(red)
     settle(qtbot, window)
     out = tmp_path / "photo comparison"
-    window.export_comparison(out)
-    qtbot.waitUntil(lambda: window._export_worker is None, timeout=60_000)
+    window.exports.export_comparison(out)
+    qtbot.waitUntil(lambda: window.exports.worker is None, timeout=60_000)
     assert "Saved the comparison" in window.statusBar().currentMessage()
     shown = np.asarray(Image.open(out / "input.png"))
     assert shown.shape == (320, 320, 3) and np.array_equal(shown[::10, ::10], window.preview.shown)

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
 
-from app.plots.input_views import draw_lines, draw_rects
+from app.plots.input_plot import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
 
 

@@ -1,0 +1,79 @@
+"""The rotation sweep: every column judges the Rotate tab's image turned from 0° to 180°, in a
+worker (:func:`core.analysis.metrics.rotation_sweeps`); the Rotate tab shows its progress and
+the Rotation sweep tab its plots."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QTabWidget
+
+from app.workers import generator_worker
+
+if TYPE_CHECKING:
+    from app.views.modes import RotatePanel
+    from app.views.sweep import SweepView
+    from app.workspace import Workspace
+
+
+class SweepController(QObject):
+    """Runs one sweep at a time; ``worker`` is the running one (None when idle)."""
+
+    def __init__(self, window: QMainWindow, workspace: Workspace, rotate_panel: RotatePanel,
+                 sweep_view: SweepView, views: QTabWidget) -> None:
+        super().__init__(window)
+        self.window = window
+        self.workspace = workspace
+        self.rotate_panel = rotate_panel
+        self.sweep_view = sweep_view
+        self.views = views
+        self.worker = None
+        rotate_panel.sweep_requested.connect(self.start)
+        rotate_panel.sweep_cancelled.connect(self.cancel)
+
+    def start(self, image: np.ndarray, label: str) -> bool:
+        """Sweep ``image`` with every column (False when one runs already or there is no column)."""
+        from core.analysis.metrics import rotation_sweeps
+
+        if self.worker is not None or not self.workspace.columns:
+            return False
+        items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
+        worker = generator_worker(rotation_sweeps(items, image, level=self.workspace.level))
+        worker.yielded.connect(self._on_worker_yielded)
+        worker.returned.connect(lambda sweeps, label=label: self._on_worker_returned(sweeps, label))
+        worker.errored.connect(self._on_worker_errored)
+        worker.finished.connect(self._on_worker_finished)
+        self.worker = worker
+        self.rotate_panel.set_sweep_running(True)
+        self.window.statusBar().showMessage(f"Sweeping {label} from 0° to 180°…")
+        worker.start()
+        return True
+
+    def cancel(self) -> None:
+        if self.worker is not None:
+            self.worker.quit()
+            self.window.statusBar().showMessage("Sweep cancelled.", 5000)
+
+    def _on_worker_yielded(self, record) -> None:
+        self.rotate_panel.progress.setMaximum(record.total)
+        self.rotate_panel.progress.setValue(record.step)
+
+    def _on_worker_returned(self, sweeps: dict, label: str) -> None:
+        items = []
+        for column in self.workspace.columns:
+            if column.key in sweeps:
+                column.sweep = sweeps[column.key]
+                items.append((column.key, column.title(self.workspace.num_samples), column.sweep))
+        self.sweep_view.show_sweeps(label, items, self.workspace.class_names)
+        self.views.setCurrentWidget(self.sweep_view)
+        self.window.statusBar().showMessage("Sweep done.", 5000)
+
+    def _on_worker_errored(self, exc: Exception) -> None:
+        QMessageBox.critical(self.window, "The sweep failed", str(exc))
+
+    def _on_worker_finished(self) -> None:
+        self.worker = None
+        self.rotate_panel.set_sweep_running(False)
+        self.rotate_panel._on_changed()

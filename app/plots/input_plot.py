@@ -1,0 +1,423 @@
+"""The base of the per-input plots (:mod:`app.plots.input_views`): a plain widget that paints
+itself in one ``QPainter`` pass, its class and probability axes, and the helpers that hand Qt
+whole numpy arrays of lines and rectangles (:func:`draw_lines`): no Python object per drawn item.
+
+An :class:`InputPlot` stores the numbers it draws (:attr:`InputPlot.values`) and schedules one
+repaint; subclasses give the view's ``view_key`` (the :mod:`core.outputs.input_figures` view that
+exports the same numbers), a tooltip in plain words, and ``show``/``paint_data``. Its context
+menu's "Export…" emits ``export_requested(view_key)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import shiboken6
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QImage,
+    QPainter,
+    QPen,
+    QPixmap,
+    QPolygonF,
+    QStaticText,
+)
+from PySide6.QtWidgets import QMenu, QSizePolicy, QWidget
+
+from app.plots.axes import LabelChoice, class_labels, fit_class_labels, shortened_note, small_font
+from app.plots.style import (
+    BACKGROUND,
+    FOREGROUND,
+    MEAN,
+)
+
+if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
+    from core.analysis.predictive import Prediction
+
+#: Up to this many draws, each draw is shown as a tick; above, as a histogram.
+FEW_DRAWS = 30
+PROBABILITY_TICKS = ((0.0, "0"), (0.5, ".5"), (1.0, "1"))
+TICK_LENGTH = 4
+TITLE_POINT_SIZE = 9.0
+
+
+def lookup_table(colour_map) -> np.ndarray:
+    """256 RGB rows of a pyqtgraph colour map, for painting an array as an image."""
+    return np.ascontiguousarray(colour_map.getLookupTable(0.0, 1.0, 256, alpha=False), dtype=np.uint8)
+
+
+def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> np.ndarray:
+    """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row."""
+    index = np.clip((np.nan_to_num(values, nan=low) - low) / (high - low) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return table[index]
+
+
+def to_image(pixels: np.ndarray) -> QImage:
+    """A uint8 grey (rows, columns) or RGB (rows, columns, 3) array as an image that owns its
+    pixels."""
+    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+    fmt = QImage.Format.Format_RGB888 if pixels.ndim == 3 else QImage.Format.Format_Grayscale8
+    return QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
+
+
+def draw_lines(painter: QPainter, lines: np.ndarray) -> None:
+    """Lines given as rows (x0, y0, x1, y1) of pixel coordinates, handed to Qt as one array.
+
+    A ``QLineF`` is four doubles and a ``QRectF`` (x, y, width, height) too, so Qt reads the rows
+    in place: no Python object per line (a list of ``QLineF`` cost more than Qt's drawing).
+    """
+    _draw_array(painter.drawLines, QLineF, lines)
+
+
+def draw_rects(painter: QPainter, rects: np.ndarray) -> None:
+    """Rectangles given as rows (x, y, width, height) of pixel coordinates, in the painter's pen
+    and brush, handed to Qt as one array (see :func:`draw_lines`)."""
+    _draw_array(painter.drawRects, QRectF, rects)
+
+
+def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    if len(rows):
+        draw(shiboken6.wrapInstance(rows.ctypes.data, kind), len(rows))  # `rows` lives through the call
+
+
+MEAN_PEN = QPen(QColor(*MEAN), 1)  # whole-pixel widths take Qt's fast line path
+
+#: Half width and half height of the mean's diamond, in pixels.
+DIAMOND = (3.5, 4.5)
+
+
+@functools.cache
+def diamond(colour: tuple[int, ...], ratio: float) -> QPixmap:
+    """The mean's marker, drawn smooth once per colour and screen and then only copied."""
+    w, h = DIAMOND
+    pixmap = QPixmap(round(2 * w * ratio), round(2 * h * ratio))
+    pixmap.setDevicePixelRatio(ratio)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(*colour))
+    painter.drawPolygon(QPolygonF([QPointF(w, 0.5), QPointF(2 * w - 0.5, h), QPointF(w, 2 * h - 0.5), QPointF(0.5, h)]))
+    painter.end()
+    return pixmap
+
+
+@dataclass
+class Axis:
+    """One side of a plot: fixed ticks, or one tick per class with labels fitted to the room.
+
+    ``choice`` is None while the class names are drawn as they are (see
+    :func:`app.plots.axes.fit_class_labels`); ``drawn`` holds the labels of the last paint as
+    (rectangle, text), for tests and tooltips.
+    """
+
+    orientation: str  # "left" or "bottom"
+    ticks: Sequence[tuple[float, str]] = ()
+    classes: tuple[str, ...] = ()
+    label: str = ""
+    width: float | None = None  # a fixed width (left axes), else what the labels need
+    choice: LabelChoice | None = None
+    drawn: list[tuple[QRectF, str]] = field(default_factory=list)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return self.classes
+
+    def labels(self) -> list[tuple[float, str]]:
+        if self.classes:
+            return list(enumerate(class_labels(self.classes, self.choice)))
+        return list(self.ticks)
+
+    def font(self, base: QFont) -> QFont:
+        return small_font(base) if self.choice is not None and self.choice[1] else base
+
+    def toolTip(self) -> str:  # noqa: N802 (named like the Qt property it stands for)
+        return shortened_note(self.classes, self.choice) if self.classes else ""
+
+    def fit(self, base: QFont, length: float, span: float) -> None:
+        if self.classes and length > 0 and span > 0:
+            self.choice = fit_class_labels(self.classes, base, self.orientation == "bottom", length / span, self.choice)
+
+    def extent(self, base: QFont) -> float:
+        """Room the axis takes beside the data: its width (left) or height (bottom)."""
+        metrics = QFontMetricsF(self.font(base))
+        label = QFontMetricsF(base).height() + 2 if self.label else 0.0
+        if self.orientation == "bottom":
+            return TICK_LENGTH + 2 + metrics.height() + label
+        if self.width is not None:
+            return self.width
+        texts = [t for _, t in self.labels()]
+        return TICK_LENGTH + 4 + max((metrics.horizontalAdvance(t) for t in texts), default=0) + label
+
+
+class InputPlot(QWidget):
+    """Base of the per-input plots: title, axes, data area, tooltip and export menu.
+
+    A subclass sets its axes and ranges in ``__init__``, stores what it draws in
+    :attr:`values` in :meth:`show`, and paints it in :meth:`paint_data` with :meth:`px`.
+    """
+
+    export_requested = Signal(str)
+    view_key: ClassVar[str]
+    tooltip: ClassVar[str]
+    x_range: tuple[float, float] = (0.0, 1.0)
+    y_range: tuple[float, float] = (0.0, 1.0)
+    y_down = False  # the first row at the top
+    square = False  # one data unit as wide as it is tall
+
+    def __init__(self, class_names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.class_names = tuple(class_names)
+        self.left = Axis("left")
+        self.bottom = Axis("bottom")
+        self.values: dict[str, np.ndarray] = {}
+        self._title = ""
+        self._title_wordings: tuple[str, ...] = ("",)
+        self._tip_note = ""
+        self._layout_key: tuple | None = None
+        self._data_rect = QRectF()
+        self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
+        self._title_font = QFont(self.font())
+        self._title_font.setPointSizeF(TITLE_POINT_SIZE)
+        self._title_text: tuple[tuple, QStaticText] | None = None  # laid out once per wording and width
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)  # paints every pixel itself
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumHeight(70)
+        self.setToolTip(self.tooltip)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        # small: a column adds its plots' preferred heights and must fit a 680-pixel window
+        return QSize(240, self.minimumHeight() + 10)
+
+    def _on_context_menu_requested(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export this plot (PNG, SVG, CSV, JSON)…", lambda: self.export_requested.emit(self.view_key))
+        menu.exec(self.mapToGlobal(pos))
+
+    # ------------------------------------------------------------------ what is drawn
+
+    def title(self) -> str:
+        return self._title
+
+    def set_title(self, *wordings: str) -> None:
+        """The title, with shorter wordings after it (longest first): the longest that fits the
+        plot's width is drawn, the shortest cut with "…" only when even it does not fit."""
+        wordings = wordings or ("",)
+        if wordings != self._title_wordings:
+            self._title, self._title_wordings = wordings[0], wordings
+            self.update()
+
+    def title_room(self) -> float:
+        """The width a title may take, centred on the plot."""
+        return max(self.width() - 4.0, 10.0)
+
+    def drawn_title(self) -> str:
+        """The wording of the title that fits the plot's width now (what is painted)."""
+        metrics = QFontMetricsF(self._title_font)
+        room = self.title_room()
+        return next((w for w in self._title_wordings if metrics.horizontalAdvance(w) <= room),
+                    metrics.elidedText(self._title_wordings[-1], Qt.TextElideMode.ElideRight, room))
+
+    def _laid_out_title(self) -> QStaticText:
+        """The drawn title, laid out once per wording and width (a stroke repaints every plot's
+        title many times a second; drawText measured about 70 µs a title, twice the data of some)."""
+        key = (self._title_wordings, self.width())
+        if self._title_text is None or self._title_text[0] != key:
+            text = QStaticText(self.drawn_title())
+            text.setTextFormat(Qt.TextFormat.PlainText)
+            text.prepare(font=self._title_font)
+            self._title_text = (key, text)
+        return self._title_text[1]
+
+    def class_axes(self) -> list[Axis]:
+        return [axis for axis in (self.left, self.bottom) if axis.classes]
+
+    def show(self, prediction: Prediction, level: float) -> None:
+        """Draw one column's prediction (S draws of K class probabilities and their summary)."""
+        raise NotImplementedError
+
+    def clear_view(self) -> None:
+        self.values = {}
+        self.update()
+
+    # ------------------------------------------------------------------ geometry
+
+    def data_rect(self) -> QRectF:
+        """Where the data go, in pixels; the axes' label choices follow the room."""
+        key = (self.width(), self.height(), bool(self._title), tuple(self.left.ticks), tuple(self.bottom.ticks),
+               self.x_range, self.y_range)  # the ranges: the pixel mapping (_affine) is derived here
+        if key != self._layout_key:
+            self._layout_key = key
+            self._lay_out()
+        return self._data_rect
+
+    def _lay_out(self) -> None:
+        base = self.font()
+        top = QFontMetricsF(self._title_font).height() + 3 if self._title else 4.0
+        (x0, x1), (y0, y1) = self.x_range, self.y_range
+        rect = QRectF()
+        for _ in range(3):  # a label choice changes an axis's room, which changes the choice
+            left, bottom = self.left.extent(base), self.bottom.extent(base)
+            rect = QRectF(left, top, max(1.0, self.width() - left - 8), max(1.0, self.height() - top - bottom - 2))
+            if self.square:
+                side = min(rect.width() / (x1 - x0), rect.height() / (y1 - y0))
+                w, h = side * (x1 - x0), side * (y1 - y0)
+                rect = QRectF(rect.left() + (rect.width() - w) / 2, rect.top(), w, h)
+            before = (self.left.choice, self.bottom.choice)
+            self.left.fit(base, rect.height(), abs(y1 - y0))
+            self.bottom.fit(base, rect.width(), abs(x1 - x0))
+            if (self.left.choice, self.bottom.choice) == before:
+                break
+        self._data_rect = rect
+        sx, sy = rect.width() / (x1 - x0), rect.height() / (y1 - y0)
+        self._affine = (sx, rect.left() - x0 * sx, *((sy, rect.top() - y0 * sy) if self.y_down else
+                                                     (-sy, rect.bottom() + y0 * sy)))
+        self._update_tooltip()
+
+    def set_tip_note(self, text: str) -> None:
+        """Words about the numbers shown now, added to the plot's tooltip."""
+        self._tip_note = text
+        self._update_tooltip()
+
+    def _update_tooltip(self) -> None:
+        notes = [self._tip_note, *(a.toolTip() for a in self.class_axes())]
+        tip = "\n\n".join([self.tooltip, *(n for n in notes if n)])
+        if tip != self.toolTip():
+            self.setToolTip(tip)
+
+    def to_px(self, x, y):
+        """Pixel coordinates of data points: numbers, or numpy arrays computed at once (a stroke
+        repaints 20 plots 30+ times a second: a few numpy operations per plot, none per point)."""
+        a, b, c, d = self._affine
+        return a * x + b, c * y + d
+
+    def px(self, x: float, y: float) -> QPointF:
+        """The pixel of data point (x, y)."""
+        return QPointF(*self.to_px(float(x), float(y)))
+
+    def span(self, x0: float, y0: float, x1: float, y1: float) -> QRectF:
+        """The pixel rectangle of a data rectangle."""
+        return QRectF(self.px(x0, y0), self.px(x1, y1)).normalized()
+
+    def segments(self, x0, y0, x1, y1) -> np.ndarray:
+        """Pixel lines (rows x0, y0, x1, y1) of data segments (x0, y0)–(x1, y1), arrays of equal length."""
+        return np.stack([*self.to_px(x0, y0), *self.to_px(x1, y1)], axis=1)
+
+    # ------------------------------------------------------------------ painting
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        rect = self.data_rect()
+        painter = QPainter(self)
+        try:
+            painter.drawPixmap(0, 0, self._backdrop(rect))
+            if self._title:
+                painter.setFont(self._title_font)
+                painter.setPen(QColor(FOREGROUND))
+                title = self._laid_out_title()
+                painter.drawStaticText(QPointF((self.width() - title.size().width()) / 2, 1), title)
+            painter.setClipRect(rect.adjusted(-1, -1, 1, 1))
+            if self.values:
+                self.paint_data(painter)
+            painter.setClipping(False)
+            self.paint_overlay(painter)
+        finally:
+            painter.end()
+
+    def _backdrop(self, rect: QRectF) -> QPixmap:
+        """Background and axes, painted once per size and labels: a new prediction repaints
+        only the title and the data over it."""
+        ratio = self.devicePixelRatioF()
+        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()))
+        if key != getattr(self, "_backdrop_key", None):
+            pixmap = QPixmap(max(1, round(self.width() * ratio)), max(1, round(self.height() * ratio)))
+            pixmap.setDevicePixelRatio(ratio)
+            pixmap.fill(QColor(BACKGROUND))
+            painter = QPainter(pixmap)
+            try:
+                self._paint_axes(painter, rect)
+            finally:
+                painter.end()
+            self._backdrop_pixmap, self._backdrop_key = pixmap, key
+        return self._backdrop_pixmap
+
+    def paint_data(self, painter: QPainter) -> None:
+        raise NotImplementedError
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        """What is drawn over the data whether or not there are any, unclipped (none by default)."""
+
+    def _paint_axes(self, painter: QPainter, rect: QRectF) -> None:
+        base = self.font()
+        painter.setPen(QPen(QColor(FOREGROUND), 1))
+        painter.drawLine(QLineF(rect.bottomLeft(), rect.bottomRight()))
+        painter.drawLine(QLineF(rect.topLeft(), rect.bottomLeft()))
+        for axis in (self.left, self.bottom):
+            font = axis.font(base)
+            painter.setFont(font)
+            metrics = QFontMetricsF(font)
+            height, cap = metrics.height(), metrics.capHeight()
+            axis.drawn = []
+            for value, text in axis.labels():
+                if axis.orientation == "bottom":
+                    x = self.px(value, self.y_range[0]).x()
+                    painter.drawLine(QLineF(x, rect.bottom(), x, rect.bottom() + TICK_LENGTH))
+                    width = metrics.horizontalAdvance(text)
+                    box = QRectF(x - width / 2, rect.bottom() + TICK_LENGTH + 1, width, height)
+                else:
+                    y = self.px(self.x_range[0], value).y()
+                    painter.drawLine(QLineF(rect.left() - TICK_LENGTH, y, rect.left(), y))
+                    right = rect.left() - TICK_LENGTH - 2
+                    box = QRectF(0, y - height / 2, right, height)
+                # A label that would collide with the one before goes unlabelled: numbers side
+                # by side, and labels stacked so close that their glyphs overlap by a quarter
+                # (fitted class names never are; single digits can be, in a squeezed plot).
+                if not axis.drawn:
+                    crowded = False
+                elif axis.orientation == "bottom":
+                    crowded = not axis.classes and box.left() < axis.drawn[-1][0].right() + 3
+                else:
+                    crowded = abs(box.center().y() - axis.drawn[-1][0].center().y()) < 0.75 * cap
+                if text and not crowded:
+                    align = Qt.AlignmentFlag.AlignCenter if axis.orientation == "bottom" else (
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    painter.drawText(box, align, text)
+                    if axis.orientation == "left":  # the ink's box, as the text is right-aligned
+                        width = metrics.horizontalAdvance(text)
+                        box = QRectF(right - width, box.top(), width, height)
+                    axis.drawn.append((box, text))
+            if axis.label:
+                painter.setFont(base)
+                painter.drawText(QRectF(rect.left(), self.height() - QFontMetricsF(base).height() - 1,
+                                        rect.width(), QFontMetricsF(base).height()),
+                                 Qt.AlignmentFlag.AlignHCenter, axis.label)
+
+    def paint_interval(self, painter: QPainter, at: np.ndarray, low: np.ndarray, high: np.ndarray,
+                       across: bool) -> None:
+        """Whiskers from ``low`` to ``high`` at positions ``at``, with beams 0.25 wide;
+        ``across``: horizontal whiskers (one per row), else vertical ones."""
+        painter.setPen(MEAN_PEN)
+        # the whisker, then its two beams: values v0→v1 at positions p0→p1
+        v0, v1 = np.concatenate([low, low, high]), np.concatenate([high, low, high])
+        p0, p1 = np.concatenate([at, at - 0.125, at - 0.125]), np.concatenate([at, at + 0.125, at + 0.125])
+        draw_lines(painter, self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
+
+    def paint_bars(self, painter: QPainter, fill: QColor, x0: np.ndarray, y0, x1, y1) -> None:
+        """Filled data rectangles between corners (x0, y0) and (x1, y1), all in one colour,
+        without outline: one per entry of ``x0``, the others arrays as long or numbers."""
+        (a, b), (c, d) = self.to_px(x0, y0), self.to_px(x1, y1)
+        rects = np.empty((len(x0), 4))
+        rects[:, 0], rects[:, 1] = np.minimum(a, c), np.minimum(b, d)
+        rects[:, 2], rects[:, 3] = np.abs(c - a), np.abs(d - b)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(fill)
+        draw_rects(painter, rects)

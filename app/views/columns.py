@@ -1,0 +1,188 @@
+"""The columns on “This input”: one :class:`~app.views.column.ColumnView` per posterior of the
+workspace, in its order, their titles and warnings given the same room so that their plots line
+up, a note in words while there is none; the bar above them (add a posterior, draws, interval)
+and the status bar's “Removed X — Undo”."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QScrollArea,
+    QSpinBox,
+    QToolButton,
+    QWidget,
+)
+
+from app.views.column import ColumnView
+
+if TYPE_CHECKING:
+    from app.workspace import Workspace
+
+#: How long “Removed X — Undo” stays in the status bar.
+REMOVED_NOTE_MS = 20_000
+EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
+
+
+class ColumnsPanel(QScrollArea):
+    """Signals (each a column's own, with its key)
+    -------
+    remove_requested(str), move_requested(str, int), export_requested(str, str), diagnostics_requested(str)
+    """
+
+    remove_requested = Signal(str)
+    move_requested = Signal(str, int)
+    export_requested = Signal(str, str)
+    diagnostics_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        #: The column widgets by the workspace's column key.
+        self.views: dict[str, ColumnView] = {}
+        self.row = QHBoxLayout()
+        self.row.setContentsMargins(0, 0, 0, 0)
+        self.row.setSpacing(4)
+        self.empty_note = QLabel(EMPTY_NOTE)
+        self.empty_note.setWordWrap(True)
+        self.empty_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.row.addWidget(self.empty_note)
+        inner = QWidget()
+        inner.setLayout(self.row)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setWidget(inner)
+
+    def show_columns(self, workspace: Workspace) -> None:
+        """Match the widgets to the workspace's columns: new ones made, gone ones dropped, order kept."""
+        keys = workspace.column_keys()
+        for key in list(self.views):
+            if key not in keys:
+                view = self.views.pop(key)
+                self.row.removeWidget(view)
+                view.hide()  # at once: deleteLater waits for the event loop
+                view.deleteLater()
+        for i, column in enumerate(workspace.columns):
+            view = self.views.get(column.key)
+            if view is None:
+                view = ColumnView(column.key, workspace.class_names)
+                view.remove_requested.connect(self.remove_requested)
+                view.move_requested.connect(self.move_requested)
+                view.export_requested.connect(self.export_requested)
+                view.diagnostics_requested.connect(self.diagnostics_requested)
+                view.title_resized.connect(self.align_titles)
+                self.views[column.key] = view
+            self.row.removeWidget(view)
+            self.row.insertWidget(i, view, 1)
+            view.set_header(column, workspace.num_samples)
+        # while any column says its chains disagree, all keep that room: plots stay aligned
+        reserve = any(view.has_warning for view in self.views.values())
+        marked = any(workspace.reference_for(c) is not None for c in workspace.columns)
+        for view in self.views.values():
+            view.reserve_warning_room(reserve)
+            view.reserve_reference_room(marked)
+        self.align_titles()
+        self.empty_note.setVisible(not keys)
+
+    def show_headers(self, workspace: Workspace) -> None:
+        """Every column's header again (after the number of draws changed)."""
+        for column in workspace.columns:
+            view = self.views.get(column.key)
+            if view is not None:
+                view.set_header(column, workspace.num_samples)
+        self.align_titles()  # a title's draw count may wrap it to another number of lines
+
+    def show_prediction(self, workspace: Workspace, key: str) -> None:
+        """Draw the column ``key``'s latest prediction, with its tier's reference marked."""
+        column = workspace.column(key)
+        view = self.views.get(key)
+        if column is not None and view is not None:
+            view.set_header(column, workspace.num_samples)
+            reference = workspace.reference_for(column)
+            view.show_column(column, workspace.class_names, workspace.level,
+                             full=column.samples(workspace.num_samples),
+                             reference=None if reference is None else reference.prediction,
+                             reference_info=None if reference is None else reference.posterior.info)
+
+    def clear_columns(self, message: str) -> None:
+        """Empty every column, saying ``message`` (what to do to give them an input)."""
+        for view in self.views.values():
+            view.clear_column(message)
+
+    def align_titles(self) -> None:
+        """Every column's title gets the room of the tallest: a title that wraps to three lines
+        in a narrow column would otherwise start its plots below its neighbours'."""
+        views = list(self.views.values())
+        height = max((view.title_height() for view in views), default=0)
+        for view in views:
+            view.set_title_room(height)
+
+
+class ColumnsBar(QWidget):
+    """The row above the columns: “Add posterior” (``add_menu``), how many draws judge the input
+    (``samples``), the credible interval's level (``level``) and what is judged (``input_label``)."""
+
+    def __init__(self, add_menu: QMenu, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.samples = QSpinBox(minimum=1, maximum=1000, value=100, singleStep=10)
+        self.samples.setToolTip(
+            "How many posterior draws (plausible models) judge the input. MC dropout and the "
+            "variational posteriors draw as many as asked; sampled posteriors (SGHMC, HMC ...) "
+            "hold a fixed set and use at most that many: their column header says how many."
+        )
+        self.level = QSpinBox(minimum=50, maximum=99, value=90, suffix=" %")
+        self.level.setToolTip("Credible interval: the range that holds this share of the draws, per class")
+        self.add_button = QToolButton(text="Add posterior")
+        self.add_button.setToolTip("Add a column: a bundled posterior, one you trained, or a file (Ctrl+O)")
+        self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.add_menu = add_menu
+        add_menu.setParent(self.add_button, add_menu.windowFlags())
+        self.add_button.setMenu(add_menu)
+        self.input_label = QLabel()
+        self.input_label.setObjectName("inputLabel")
+        top = QHBoxLayout(self)
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.add_button)
+        top.addSpacing(12)
+        top.addWidget(QLabel("Samples"))
+        top.addWidget(self.samples)
+        top.addWidget(QLabel("Interval"))
+        top.addWidget(self.level)
+        top.addSpacing(12)
+        top.addWidget(self.input_label, 1)
+
+
+class RemovedNote(QWidget):
+    """“Removed X — Undo” beside the status bar's messages (a message would hide a plain widget);
+    it goes after ``REMOVED_NOTE_MS``.
+
+    Signals
+    -------
+    undo_requested
+        Undo was clicked: bring the column back.
+    """
+
+    undo_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.note = QLabel()
+        self.undo_button = QToolButton(text="Undo")
+        self.undo_button.setToolTip("Bring the removed column back at its place (Ctrl+Z)")
+        self.undo_button.clicked.connect(self.undo_requested)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.note)
+        row.addWidget(self.undo_button)
+        self.hide()
+        self._timer = QTimer(self, singleShot=True, interval=REMOVED_NOTE_MS)
+        self._timer.timeout.connect(self.hide)
+
+    def show_removed(self, title: str) -> None:
+        """Say that the column ``title`` was removed, with Undo, for a while."""
+        self.note.setText(f"Removed “{title}”")
+        self.show()
+        self._timer.start()
