@@ -1,7 +1,10 @@
 """Inference methods, one module each, behind one registry.
 
-``METHODS[name]`` gives the config class and the ``fit`` generator of a method; every
-``fit`` returns a :class:`~core.engine.inference.base.Posterior`.
+``METHODS[name]`` gives the config class and the ``fit`` generator of a method (every ``fit``
+returns a :class:`~core.engine.inference.base.Posterior`) and every other fact about it: its
+words, its family, its use of the network's dropout, its chains, its settings in each tier of
+``bayescope-cli zoo``. The window, the commands and the words read them here; none lists
+methods of its own (docs/architecture.md, "Where a new thing goes").
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ FAMILIES: tuple[str, ...] = get_args(Family)
 @dataclass(frozen=True)
 class Method:
     """Every fact about an inference method: what runs it, and what the window, the commands
-    and the tables say about it. Adding a method is one entry here (see docs/architecture.md)."""
+    and the tables say about it. A new method is its module, one entry here, its settings' words
+    and its tests (docs/architecture.md); ``tests/core/test_method_registry.py`` checks each fact."""
 
     name: str
     config_cls: type
