@@ -179,11 +179,17 @@ def resolve_reference(reference: str) -> Path:
     return path
 
 
+#: The network tier's files, ``network_lenet5_<method>.pt`` (:func:`core.engine.tiers.file_name`).
+_NETWORK_TIER_FILES = "network_lenet5_"
+
 #: Bundled posteriors that left the bundle, and the file of the same method that replaced them:
 #: the LeNet (20-50-500) and MLP posteriors gave way to the network tier's LeNet-5, trained by
-#: every method with one prior (docs/zoo.md), and the MAP to the paper tier's.
+#: every method with one prior (docs/zoo.md), and the MAP to the paper tier's. A LeNet file of
+#: any method opens that method's file of the tier, read from the bundle so that the window
+#: names no method (nor loads the engine to list them).
 REPLACED = {
-    **{f"mnist_lenet_{m}.pt": f"network_lenet5_{m}.pt" for m in ("mc_dropout", "mfvi", "vdropout", "sghmc", "dsghmc")},
+    **{f"mnist_lenet_{p.name.removeprefix(_NETWORK_TIER_FILES)}": p.name
+       for p in sorted(bundled_folder().glob(f"{_NETWORK_TIER_FILES}*.pt"))},
     "mnist_mlp_snvi_r8.pt": "network_lenet5_snvi.pt",
     "mnist_mlp_sgmmvi_c3r2.pt": "network_lenet5_sgmmvi.pt",
     "mnist_softmax_map.pt": "paper_softmax_map.pt",

@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from core.engine.naming import MIN_CHAINS, MIN_DRAWS
+#: The fewest chains, and draws per chain, split-R̂ is defined for (the words for a record
+#: below them: :func:`core.engine.naming.why_not_measurable`).
+MIN_CHAINS = 2
+MIN_DRAWS = 4
 
 #: Draws (chains × draws × elements) that one pass of R̂ or ESS takes at once. The passes work
 #: on many copies of their input (ranks, z-scores, folded draws, a padded FFT of every lag), so

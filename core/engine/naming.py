@@ -4,44 +4,39 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the window imports this module before the engine (torch) loads
     from core.engine.inference.base import Posterior
 
-#: Short name of each method as shown in headers and tables.
-METHOD_LABELS: dict[str, str] = {
-    "map": "MAP",
-    "mc_dropout": "MC dropout",
-    "sgld": "SGLD",
-    "sghmc": "SGHMC",
-    "dsghmc": "Dropout-SGHMC",
-    "hmc": "HMC",
-    "ensemble": "Deep ensemble",
-    "mfvi": "Mean-field VI",
-    "snvi": "Low-rank VI",
-    "sgmmvi": "Mixture VI",
-    "vdropout": "Variational dropout",
-    "swag": "SWAG",
-    "laplace": "Laplace",
-}
+class _MethodFacts(Mapping[str, str]):
+    """One fact of every registered method, by name, read from the registry
+    (:data:`core.engine.inference.METHODS`) when first asked: the window imports this module
+    before the engine (torch) loads."""
 
-#: One line on each method for a person who never read the paper.
-METHOD_DESCRIPTIONS: dict[str, str] = {
-    "map": "maximum a posteriori: one best set of weights, no spread of belief",
-    "mc_dropout": "Monte Carlo dropout: random units switched off at every prediction",
-    "sgld": "stochastic gradient Langevin dynamics: noisy gradient steps that sample weights",
-    "sghmc": "stochastic gradient Hamiltonian Monte Carlo: sampling with momentum and friction",
-    "dsghmc": "SGHMC with a fresh dropout mask on the inputs at every step",
-    "hmc": "Hamiltonian Monte Carlo: exact full-data sampling with accept/reject",
-    "ensemble": "several networks trained from different starting points",
-    "mfvi": "a Gaussian over the weights, each weight independent",
-    "snvi": "a Gaussian over the weights whose covariance has a few shared directions",
-    "sgmmvi": "a mixture of low-rank Gaussians over the weights",
-    "vdropout": "dropout rates learned per weight",
-    "swag": "a Gaussian fitted to the weights that training visits around its best point",
-    "laplace": "a Gaussian around the best weights, as wide as the loss is flat there",
-}
+    def __init__(self, fact: str) -> None:
+        self._fact = fact
+
+    def _table(self) -> dict[str, str]:
+        from core.engine.inference import METHODS
+
+        return {name: getattr(method, self._fact) for name, method in METHODS.items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+#: Short name of each method as shown in headers and tables (``Method.label``).
+METHOD_LABELS: Mapping[str, str] = _MethodFacts("label")
+#: One line on each method for a person who never read the paper (``Method.description``).
+METHOD_DESCRIPTIONS: Mapping[str, str] = _MethodFacts("description")
 
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "lenet5": "LeNet-5",
                                "resnet": "ResNet-8", "resnet18": "ResNet-18"}
@@ -134,10 +129,6 @@ def posterior_title(posterior: Posterior, num_samples: int) -> str:
 
 # ------------------------------------------------------------------- convergence in words
 
-#: The fewest chains, and draws per chain, split-R̂ is defined for.
-MIN_CHAINS = 2
-MIN_DRAWS = 4
-
 #: R̂ targets: the paper's (Vehtari et al. 2021) and the looser one networks are held to;
 #: above :data:`RHAT_LOOSE` the chains disagree and a column says so.
 RHAT_STRICT = 1.01
@@ -155,6 +146,8 @@ def ess_estimable(draws: int) -> bool:
 
 def why_not_measurable(chains: int, draws: int) -> str | None:
     """Why R̂ cannot be measured on ``chains`` chains of ``draws`` draws, in words (None: it can)."""
+    from core.engine.convergence import MIN_CHAINS, MIN_DRAWS  # torch: imported when first needed
+
     if chains < MIN_CHAINS:
         return ("one chain: R̂ compares chains with one another, so it needs at least "
                 f"{MIN_CHAINS} chains")

@@ -237,7 +237,7 @@ def test_overwriting_asks_and_no_keeps_the_old_file(qtbot, tiny_mnist, monkeypat
         asked.append(text)
         return answer[0]
 
-    monkeypatch.setattr("app.views.training.QMessageBox.question", question)
+    monkeypatch.setattr("app.views.training.dialog.QMessageBox.question", question)
     old = user_models_dir() / "taken.pt"
     old.write_bytes(b"an earlier posterior")
     dialog = make_dialog(qtbot, tiny_mnist)
@@ -260,7 +260,7 @@ def test_overwriting_asks_and_no_keeps_the_old_file(qtbot, tiny_mnist, monkeypat
 
 def test_a_new_name_is_not_asked_about(qtbot, tiny_mnist, monkeypatch):
     monkeypatch.setattr(
-        "app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked without a reason")
+        "app.views.training.dialog.QMessageBox.question", lambda *a: pytest.fail("asked without a reason")
     )
     dialog = make_dialog(qtbot, tiny_mnist)
     dialog.select_method("map")
@@ -342,7 +342,7 @@ def test_cancel_saves_nothing(qtbot, tiny_mnist):
 
 def test_a_missing_data_set_is_explained_in_words(qtbot, tmp_path, monkeypatch):
     shown = []
-    monkeypatch.setattr("app.views.training.QMessageBox.critical", lambda *a: shown.append(a[1:3]))
+    monkeypatch.setattr("app.views.training.run_panel.QMessageBox.critical", lambda *a: shown.append(a[1:3]))
     dialog = make_dialog(qtbot, tmp_path / "empty")
     dialog.download.setChecked(False)
     dialog.start()
@@ -355,7 +355,7 @@ def test_a_missing_data_set_is_explained_in_words(qtbot, tmp_path, monkeypatch):
 
 def test_settings_that_do_not_fit_together_are_refused_in_words(qtbot, monkeypatch):
     shown = []
-    monkeypatch.setattr("app.views.training.QMessageBox.warning", lambda *a: shown.append(a[2]))
+    monkeypatch.setattr("app.views.training.dialog.QMessageBox.warning", lambda *a: shown.append(a[2]))
     dialog = make_dialog(qtbot)
     dialog.select_method("sghmc")
     dialog.set_setting("friction", 0.05)
@@ -454,8 +454,8 @@ def test_closing_the_dialog_leaves_the_run_going_in_the_status_bar(qtbot, monkey
         posterior.info["name"] = name
         return save_posterior(posterior, out)
 
-    monkeypatch.setattr("app.views.training.training_run", quick_fit)
-    monkeypatch.setattr("app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked"))
+    monkeypatch.setattr("app.views.training.runs.training_run", quick_fit)
+    monkeypatch.setattr("app.views.training.dialog.QMessageBox.question", lambda *a: pytest.fail("asked"))
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()
@@ -505,8 +505,8 @@ def test_quitting_during_a_run_asks_and_cancels_it(qtbot, monkeypatch):
 
     asked = []
     answer = [QMessageBox.StandardButton.No]
-    monkeypatch.setattr("app.views.training.training_run", endless_fit)
-    monkeypatch.setattr("app.views.training.QMessageBox.question",
+    monkeypatch.setattr("app.views.training.runs.training_run", endless_fit)
+    monkeypatch.setattr("app.views.training.dialog.QMessageBox.question",
                         lambda parent, title, text, *a: asked.append(text) or answer[0])
     window = MainWindow()
     qtbot.addWidget(window)
@@ -577,11 +577,11 @@ def test_every_phase_of_a_sampler_moving_by_the_curvature_reads_in_words():
     measures the curvature there, burns in and samples; each has words, none its code name."""
     import torch
 
-    from app.views.training import PHASE_WORDS
     from core.engine.inference import sgld
     from core.engine.inference.base import Dataset
     from core.engine.models import ArchSpec
     from core.engine.runner import drain
+    from core.engine.training_words import PHASE_WORDS
 
     gen = torch.Generator().manual_seed(0)
     data = Dataset(torch.rand(64, 1, 28, 28, generator=gen), torch.randint(0, 10, (64,), generator=gen), "toy")
@@ -595,8 +595,8 @@ def test_every_phase_of_a_sampler_moving_by_the_curvature_reads_in_words():
 def test_a_data_set_not_found_or_not_downloaded_is_said_without_paths_or_file_names():
     """The rarer ways the training set is not there (a folder without MNIST's files, a failed
     download) are said in words a person can act on: no path, no IDX file name, no URL."""
-    from app.views.training import error_in_words
     from core.engine.data.datasets import DatasetDownloadError, DatasetNotFoundError
+    from core.engine.training_words import error_in_words
 
     folder = "/home/someone/data/mnist"
     cases = {
@@ -615,8 +615,8 @@ def test_a_data_set_not_found_or_not_downloaded_is_said_without_paths_or_file_na
 def test_a_sampler_that_ran_away_is_said_by_its_chain_and_step():
     """A divergence names the run's chain and the step in words, and what to change, without the
     log posterior's numbers or the exception's name."""
-    from app.views.training import error_in_words
     from core.engine.inference.sampling import SamplerDivergedError
+    from core.engine.training_words import error_in_words
 
     exc = SamplerDivergedError("the log posterior of chain 3 fell from -9.4e+04 to -3.91e+11 at step 1200: "
                                "the chain diverged; lower the step size", (3,), 1200)

@@ -47,7 +47,7 @@ def test_a_colour_folder_is_described_in_words_and_trains_a_column_of_its_classe
     from app.main import MainWindow
 
     folder = _tinted_folder(tmp_path / "tints")
-    monkeypatch.setattr("app.views.training.QMessageBox.question", lambda *a: pytest.fail("asked"))
+    monkeypatch.setattr("app.views.training.dialog.QMessageBox.question", lambda *a: pytest.fail("asked"))
     window = MainWindow()
     qtbot.addWidget(window)
     window.show()
@@ -182,9 +182,9 @@ def test_a_folder_changed_since_it_was_read_is_read_again_before_a_run(qtbot, tm
 
 
 def test_a_problem_with_the_folder_is_told_without_its_path(tmp_path):
-    from app.views.training import folder_problem
     from core.engine.data.datasets import DatasetContentError
     from core.engine.data.folder import NoReadableImageError
+    from core.engine.training_words import folder_problem
 
     folder = tmp_path / "many"
     words = folder_problem(DatasetContentError(f"{folder} has 200,000 class folders; bayescope reads at most "

@@ -1,14 +1,17 @@
 """Inference methods, one module each, behind one registry.
 
-``METHODS[name]`` gives the config class and the ``fit`` generator of a method; every
-``fit`` returns a :class:`~core.engine.inference.base.Posterior`.
+``METHODS[name]`` gives the config class and the ``fit`` generator of a method (every ``fit``
+returns a :class:`~core.engine.inference.base.Posterior`) and every other fact about it: its
+words, its family, its use of the network's dropout, its chains, its settings in each tier of
+``bayescope-cli zoo``. The window, the commands and the words read them here; none lists
+methods of its own (docs/architecture.md, "Where a new thing goes").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_args
 
 from core.engine.inference import dsghmc, ensemble, hmc, laplace, mc_dropout, sghmc, sgld
 from core.engine.inference import map as map_
@@ -18,18 +21,49 @@ from core.engine.inference import snvi as snvi
 from core.engine.inference import swag as swag
 from core.engine.inference import vdropout as vdropout
 from core.engine.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
+from core.engine.inference.recipes import (
+    DSGHMC_CHAINS,
+    HALF,
+    KRON_NETWORK_CHAINS,
+    NETWORK,
+    NETWORK_PRIOR,
+    NETWORK_PRIOR_STD,
+    PAPER,
+    SGHMC_CHAINS,
+    SGLD_CHAINS,
+)
 from core.engine.models import ArchSpec
+
+#: How a method finds its spread of belief, which sets what its training reports and how the
+#: window explains its trace: ``sampler`` (draws of weights; log posterior), ``loss`` (networks
+#: trained the usual way; training loss), ``elbo`` (a variational fit; ELBO) and ``post_hoc``
+#: (best weights first, then a spread around them).
+Family = Literal["sampler", "loss", "elbo", "post_hoc"]
+FAMILIES: tuple[str, ...] = get_args(Family)
 
 
 @dataclass(frozen=True)
 class Method:
-    """An inference method: its name, config dataclass, fit generator and one-line summary."""
+    """Every fact about an inference method: what runs it, and what the window, the commands
+    and the tables say about it. A new method is its module, one entry here, its settings' words
+    and its tests (docs/architecture.md); ``tests/core/test_method_registry.py`` checks each fact."""
 
     name: str
     config_cls: type
     fit: Callable[[Any, ArchSpec, Dataset, int], FitGenerator]
     summary: str
+    #: Its short name in headers and tables (``"SGHMC"``).
+    label: str = ""
+    #: One line on it for a person who never read the paper; the words before a colon name it.
+    description: str = ""
+    family: Family = "loss"
+    #: Whether it predicts with the network's own dropout layers, so needs a drop rate above 0.
     needs_dropout: bool = False
+    #: Whether its training runs the network with its dropout layers switched on (a regulariser
+    #: for the others), so the window offers a drop rate.
+    uses_model_dropout: bool = False
+    #: The network's drop rate it starts with (Gal & Ghahramani use 0.5 for MC dropout).
+    default_drop_rate: float = 0.0
     #: ``fit_from(weights, config, arch, data, seed)`` for methods that start from given MAP
     #: weights (a saved MAP posterior) instead of training them; None for the others.
     fit_from: Callable[..., FitGenerator] | None = None
@@ -37,6 +71,9 @@ class Method:
     #: members), each from its own stream, to be merged with
     #: :func:`~core.engine.inference.sampling.merge_chains`.
     runs_chains: bool = False
+    #: Its ``bayescope-cli train`` settings in each tier of ``bayescope-cli zoo`` it belongs to
+    #: (without ``--method``; :mod:`core.engine.inference.recipes`).
+    tiers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def make_config(self, **overrides: Any) -> Any:
         known = {f.name for f in fields(self.config_cls)}
@@ -97,42 +134,112 @@ def register(method: Method) -> Method:
     return method
 
 
-register(Method("map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate"))
-register(
-    Method(
-        "mc_dropout",
-        mc_dropout.McDropoutConfig,
-        mc_dropout.fit,
-        "MC dropout (Gal & Ghahramani 2016)",
-        needs_dropout=True,
-    )
-)
-register(Method("sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)", runs_chains=True))
-register(Method("sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)", runs_chains=True))
-register(
-    Method("dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
-           runs_chains=True)
-)
-register(Method("hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up", runs_chains=True))
-register(
-    Method("ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
-           runs_chains=True)
-)
+# In the order the training dialog lists them: point estimates and dropout, the samplers, the
+# variational families, the methods that spread belief around a trained network.
+register(Method(
+    "map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate",
+    label="MAP", description="maximum a posteriori: one best set of weights, no spread of belief",
+    family="loss", uses_model_dropout=True,
+    tiers={PAPER: (), NETWORK: NETWORK_PRIOR},
+))
+register(Method(
+    "mc_dropout", mc_dropout.McDropoutConfig, mc_dropout.fit, "MC dropout (Gal & Ghahramani 2016)",
+    label="MC dropout", description="Monte Carlo dropout: random units switched off at every prediction",
+    family="loss", needs_dropout=True, uses_model_dropout=True, default_drop_rate=0.5,
+    tiers={PAPER: ("--drop-rate", "0.5"),
+           # MC dropout's prior N(0, I/l²) is the tier's at the length-scale l = 1/σ
+           NETWORK: ("--drop-rate", "0.5", "--set", "epochs=15", "--set", f"length_scale={1 / NETWORK_PRIOR_STD:g}")},
+))
+register(Method(
+    "sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)",
+    label="SGLD", description="stochastic gradient Langevin dynamics: noisy gradient steps that sample weights",
+    family="sampler", runs_chains=True,
+    tiers={PAPER: (*SGLD_CHAINS, "--set", "step_size=5e-2", *HALF),
+           NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=1e-3", "--set", "metric=kron", *NETWORK_PRIOR,
+                     "--keep-draws", "25", *HALF)},
+))
+register(Method(
+    "sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)",
+    label="SGHMC", description="stochastic gradient Hamiltonian Monte Carlo: sampling with momentum and friction",
+    family="sampler", runs_chains=True,
+    tiers={PAPER: (*SGHMC_CHAINS, "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
+           NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--set", "metric=kron",
+                     *NETWORK_PRIOR, "--keep-draws", "25", *HALF)},
+))
+register(Method(
+    "dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
+    label="Dropout-SGHMC", description="SGHMC with a fresh dropout mask on the inputs at every step",
+    family="sampler", runs_chains=True,
+    tiers={PAPER: (*DSGHMC_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1", "--drop-rate", "0.5", *HALF),
+           NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--drop-rate", "0.5",
+                     "--set", "metric=kron", *NETWORK_PRIOR, "--keep-draws", "25", *HALF)},
+))
+register(Method(
+    "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",
+    label="HMC", description="Hamiltonian Monte Carlo: exact full-data sampling with accept/reject",
+    family="sampler", runs_chains=True,
+    # the dense curvature metric (docs/zoo.md: diagonal HMC did not converge in 700 iterations);
+    # every iteration measured (4 × 800 draws) and 200 of each chain's kept: over 4 × 200 draws
+    # the largest of 10,000 R̂ values lies near 1.02 even for perfectly mixed chains
+    tiers={PAPER: ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
+                   "--set", "step_size=0.1", "--set", "num_warmup=150", "--set", "num_samples=800",
+                   "--set", "thin=1", "--set", "num_leapfrog=12", "--keep-draws", "200", *HALF)},
+))
+register(Method(
+    "ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
+    label="Deep ensemble", description="several networks trained from different starting points",
+    family="loss", runs_chains=True, uses_model_dropout=True,
+    tiers={PAPER: ("--set", "num_members=5"), NETWORK: ("--set", "num_members=5", *NETWORK_PRIOR)},
+))
+register(Method(
+    "mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop",
+    label="Mean-field VI", description="a Gaussian over the weights, each weight independent",
+    family="elbo",
+    # 60 epochs: at 30 its ELBO still rose by 0.0006 (paper) and 0.001 (network) per epoch as the
+    # learning rate reached zero
+    tiers={PAPER: ("--set", "epochs=60"), NETWORK: ("--set", "epochs=60", *NETWORK_PRIOR)},
+))
+register(Method(
+    "snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
+    label="Low-rank VI", description="a Gaussian over the weights whose covariance has a few shared directions",
+    family="elbo",
+    tiers={PAPER: ("--set", "epochs=30", "--set", "rank=4"),
+           NETWORK: ("--set", "epochs=60", "--set", "rank=4", *NETWORK_PRIOR)},
+))
+register(Method(
+    "sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
+    label="Mixture VI", description="a mixture of low-rank Gaussians over the weights",
+    family="elbo",
+    # each component keeps at least half an equal weight (min_share 0.5, the default): left
+    # free, the weights collapsed onto one component (0.010 / 0.027 / 0.964)
+    tiers={PAPER: ("--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
+           NETWORK: ("--set", "epochs=30", "--set", "components=3", "--set", "rank=2", *NETWORK_PRIOR, *HALF)},
+))
+register(Method(
+    "vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)",
+    label="Variational dropout", description="dropout rates learned per weight",
+    family="elbo",
+    # the log-uniform prior of variational dropout has no scale to share
+    tiers={PAPER: ("--set", "epochs=30"), NETWORK: ("--set", "epochs=30")},
+))
+register(Method(
+    "swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
+    label="SWAG", description="a Gaussian fitted to the weights that training visits around its best point",
+    family="post_hoc", fit_from=swag.fit_from,
+    # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
+    tiers={PAPER: (), NETWORK: (*NETWORK_PRIOR, *HALF)},
+))
+register(Method(
+    "laplace", laplace.LaplaceConfig, laplace.fit,
+    "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
+    label="Laplace", description="a Gaussian around the best weights, as wide as the loss is flat there",
+    family="post_hoc", fit_from=laplace.fit_from,
+    tiers={PAPER: ("--set", "structure=kron", "--set", "prior_precision=prior"),
+           NETWORK: ("--set", "structure=kron", "--set", "prior_precision=prior", *NETWORK_PRIOR)},
+))
 
-register(Method("mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop"))
-register(
-    Method("snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)")
-)
-register(
-    Method("sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)")
-)
-register(Method("laplace", laplace.LaplaceConfig, laplace.fit, "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
-                fit_from=laplace.fit_from))
-register(Method("swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
-                fit_from=swag.fit_from))
-register(
-    Method("vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)")
-)
+#: The method a training dialog opened for the first time offers.
+DEFAULT_METHOD = "mc_dropout"
 
 
 def get_method(name: str) -> Method:
@@ -142,4 +249,4 @@ def get_method(name: str) -> Method:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}") from None
 
 
-__all__ = ["METHODS", "Dataset", "Method", "Posterior", "ProgressRecord", "get_method", "register"]
+__all__ = ["DEFAULT_METHOD", "FAMILIES", "METHODS", "Dataset", "Family", "Method", "Posterior", "ProgressRecord", "get_method", "register"]

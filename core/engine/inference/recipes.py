@@ -1,0 +1,86 @@
+"""The ``bayescope-cli train`` settings each method takes in a tier of ``bayescope-cli zoo``.
+
+Each method's registry entry (:data:`core.engine.inference.METHODS`) names its settings per tier
+from these building blocks; :mod:`core.commands.zoo` runs them. The numbers and why they were
+chosen are measured in docs/zoo.md.
+"""
+
+from __future__ import annotations
+
+
+def chain_settings(thin: int, init: str, epochs: int = 50, burn_in: int = 15) -> tuple[str, ...]:
+    """The ``train`` settings of a tier's samplers: four chains of ``epochs`` epochs, ``burn_in``
+    of them not kept, every ``thin``-th step kept after."""
+    return ("--set", "num_chains=4", "--set", f"epochs={epochs}", "--set", f"burn_in_epochs={burn_in}",
+            "--set", f"thin={thin}", "--set", f"init={init}")
+
+
+#: The paper tier's D-SGHMC chains: 500 epochs, 150 of burn-in, every 250th step measured
+#: (4 × 840 draws: R̂ 1.008, bulk ESS 1,398) and 30 of each chain's kept. Over 50 epochs its chains
+#: roughly agreed (R̂ 1.035 over 4 × 210 draws) and its 4 × 30 draws alone could not tell (1.14, as
+#: they gave shuffled). The chains start from prior draws: weights the data hardly constrain (those
+#: of pixels that are blank in almost every image) then start where the posterior keeps them,
+#: instead of random-walking there from a near-zero start for longer than the run (SGLD from the
+#: default start, 30 epochs: R̂ 1.58 on the probe, the weights' norm still rising).
+DSGHMC_CHAINS = (*chain_settings(thin=250, init="prior", epochs=500, burn_in=150), "--keep-draws", "30")
+#: The paper tier's SGLD and SGHMC move by the posterior's curvature at its mode (``metric=curvature``,
+#: the metric HMC uses, fixed before the first step), their chains started around the mode as
+#: HMC's. Plain, their step was bounded by the stiffest direction (precision 62,109) while the
+#: loosest (precision 1) relaxed over 67,000 steps, and the noise of mini-batches of 100 spread
+#: their draws 1,700 below HMC's log-posterior level, as predicted from the curvature
+#: (``benchmarks/measure_sampler_bias.py --predict``; docs/zoo.md). Steps are in units of the
+#: posterior's own spread: a linear function of the weights forgets in about 4/η steps (SGLD) or
+#: 2α/η (SGHMC, friction α). Each file keeps 30 of each chain's draws; R̂ and ESS come from all
+#: the run's measured draws.
+SG_CURVATURE = ("--set", "metric=curvature", "--keep-draws", "30")
+#: SGLD at η 0.05 on mini-batches of 10,000 (forgets in about 80 steps): 6,717 epochs of 6 steps, 50
+#: of burn-in, every 40th step measured (4 × 1,000 draws: R̂ 1.009, 74 min on two cores with
+#: ``--cluster local``). SGLD keeps every step without an accept/reject test, so even with exact
+#: gradients its draws spread 1/√(1 − η/4) of the posterior's in every direction (0.6 % at 0.05):
+#: over 7,850 weights their log posterior sits about 50 below HMC's (measured 47). At η 0.01
+#: (mini-batches of 2,000, 700 epochs) the chains only roughly agreed (R̂ 1.087 over 4 × 201); at
+#: η 0.1 (2,717 epochs) R̂ was 1.011 with the draws 116 below HMC's level (101 from the step).
+SGLD_CHAINS = (*chain_settings(thin=40, init="overdispersed", epochs=6717, burn_in=50),
+               "--set", "batch_size=10000", *SG_CURVATURE)
+#: SGHMC at η 4·10⁻³ with friction 0.12, about critically damped (forgets in about 60 steps), on
+#: mini-batches of 10,000 (6 steps an epoch), which keep the gradient's noise small beside the
+#: injected noise (its draws at HMC's level in a pilot, −17,937 ± 63 against −17,941 ± 63, where
+#: on mini-batches of 2,000 they lay 150 below): 4,550 epochs, 50 of burn-in, every 27th step
+#: measured (4 × 1,000 draws: over 4 × 200 the largest of 10,000 R̂ values lies near 1.02 even
+#: for perfectly mixed chains).
+SGHMC_CHAINS = (*chain_settings(thin=27, init="overdispersed", epochs=4550, burn_in=50),
+                "--set", "batch_size=10000", *SG_CURVATURE)
+#: A network's chains start from its own initialisation, each drawn with its own seed: from a
+#: draw of the prior SGLD's first steps overflowed (N(0, 1), step 1e-5: non-finite at step 4) or
+#: killed every unit (N(0, 0.2²): the network predicted 1/10 for every class after 2 epochs).
+SG_NETWORK_CHAINS = chain_settings(thin=840, init="default")  # 4 × 25 = 100 draws of LeNet-5
+#: The network tier's D-SGHMC scales its steps weight by weight (RMSprop's preconditioner, Li et
+#: al. 2016), learnt over the first 10 epochs and then held fixed, 5 epochs before the first draw
+#: (a fixed preconditioner needs no correction term). Without it the weights the data leave free
+#: relax towards the prior's spread in thousands of steps: plain SGLD (η 10⁻⁵, the largest that
+#: kept the network alive: at 3·10⁻⁵ every unit died and it predicted 1/10 for every class) had
+#: R̂ 2.39 after 10 epochs (benchmarks/measure_network_tuning.py; docs/zoo.md).
+PRECONDITIONED = ("--set", "precondition=true", "--set", "rms_adapt_steps=6000")
+#: The network tier's prior N(0, σ²) on every weight: σ = 0.2, where the Laplace evidence of
+#: LeNet-5 (all weights, Kronecker-factored) peaks: precision 23.2 (σ 0.21) around the MAP of
+#: N(0, 1), and 29.5 (σ 0.18) around the MAP of N(0, 0.2²) (MacKay's evidence framework; docs/zoo.md). Under
+#: N(0, 1) the weights the data leave free drift towards a spread of 1 far slower than a run
+#: (SGLD, 50 epochs: the weights' norm 30 → 110 and still rising, R̂ 2.14).
+NETWORK_PRIOR_STD = 0.2
+NETWORK_PRIOR = ("--set", f"prior_std={NETWORK_PRIOR_STD:g}")
+#: The network tier's samplers move by the curvature, Kronecker-factored per layer (K-FAC at a
+#: short MAP fit, plus the prior), fixed before the first step: on the validation split SGLD mixed
+#: about six times faster per epoch than with RMSprop's preconditioner, SGHMC (η 5·10⁻⁵, friction
+#: 0.1: as far per step as that SGLD) a little faster in a 10-epoch pilot, and D-SGHMC, with the
+#: same settings and its input masks, reached R̂ 1.53 in 10 epochs (docs/zoo.md). 120 epochs, 15 of
+#: burn-in, every 252nd step measured (4 × 250 draws) and 25 of each chain's kept. SGLD and SGHMC
+#: reached R̂ 1.31 and 1.28, not the tier's 1.1: about 3.4 and 3.1 times the sampling would be
+#: needed, and part of the chains' motion is slower still (docs/zoo.md). SGLD's η 10⁻³ ran at
+#: seed 0 here but diverged at seed 1 and on a GPU; η 5·10⁻⁴ ran at four seeds (docs/zoo.md): the
+#: next rebuild of SGLD should take it.
+KRON_NETWORK_CHAINS = chain_settings(thin=252, init="default", epochs=120, burn_in=15)
+#: The samplers keep their draws in float16 (predictions agree with float32 to 1e-3, tested).
+HALF = ("--storage", "float16")
+#: The tiers' names (:data:`core.commands.zoo.TIERS`).
+PAPER = "paper"
+NETWORK = "network"
