@@ -987,7 +987,7 @@ def cifar_bytes(counts: dict[str, int], channels: int, side: int) -> int:
     its split is converted), the float32 images at the model's channels and side, and one
     chunk's float32 copies on the way."""
     records = sum(counts.values())
-    chunk = CIFAR_CHUNK * 4 * (3 * CIFAR_SIDE * CIFAR_SIDE + 2 * channels * side * side)
+    chunk = min(CIFAR_CHUNK, records) * 4 * (3 * CIFAR_SIDE * CIFAR_SIDE + 2 * channels * side * side)
     return records * CIFAR_PIXELS + records * 4 * channels * side * side + chunk
 
 
