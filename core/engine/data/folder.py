@@ -395,18 +395,16 @@ def _shown(path: Path, top: Path) -> str:
         return str(path)
 
 
-def _check_distinct(paths: Sequence[Path], top: Path, where: Callable[[int], str] | None = None) -> None:
-    """Refuse two listed paths that are one file (through symbolic links, or written twice)."""
-    first: dict[str, int] = {}
-    for i, path in enumerate(paths):
+def _check_distinct(paths: Sequence[Path], top: Path) -> None:
+    """Refuse two listed paths that are one file (through symbolic links)."""
+    first: dict[str, Path] = {}
+    for path in paths:
         real = os.path.realpath(path)
         if real in first:
-            j = first[real]
-            a, b = (where(j), where(i)) if where else (_shown(paths[j], top), _shown(path, top))
             raise RepeatedImageError(
-                f"{b} is the same image file as {a}, so it would be read twice (and could be both a training and "
-                "a test image); list each image once")
-        first[real] = i
+                f"{_shown(path, top)} is the same image file as {_shown(first[real], top)}, so it would be read twice "
+                "(and could be both a training and a test image); list each image once")
+        first[real] = path
 
 
 def _class_dirs(folder: Path) -> list[Path]:
