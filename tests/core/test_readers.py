@@ -283,14 +283,19 @@ def test_a_folder_with_only_train_is_told_what_is_missing_not_called_one_class(t
     assert "no test/ folder" in _one_line_error(capsys)
 
 
-def test_an_empty_folder_is_an_empty_folder_of_images_not_missing_idx_files(tmp_path, capsys):
+def test_an_empty_ood_folder_is_told_it_holds_no_images_not_which_idx_files_it_lacks(tmp_path, capsys,
+                                                                                      shared_data):
+    from core.engine.resources import default_posterior_path
+
     (tmp_path / "empty").mkdir()
-    assert image_folder(tmp_path / "empty")
-    with pytest.raises(DatasetNotFoundError, match="holds no images"):
-        load_image_folder(tmp_path / "empty")
+    assert main(["evaluate", "--posterior", str(default_posterior_path()), "--dataset", "mnist-test", "--data-dir",
+                 str(shared_data), "--ood", str(tmp_path / "empty"), "--limit", "10", "--out",
+                 str(tmp_path / "ev")]) == 2
+    err = _one_line_error(capsys)
+    assert "empty holds no images" in err and "t10k" not in err and "idx3" not in err
     (tmp_path / "idx").mkdir()
     (tmp_path / "idx" / "t10k-images-idx3-ubyte.gz").write_bytes(b"")
-    assert not image_folder(tmp_path / "idx")  # a folder of IDX files is answered as one
+    assert not image_folder(tmp_path / "idx")  # a folder of IDX files is still answered as one
 
 
 # ----------------------------------------------------------------------------- 9, 12: CIFAR

@@ -723,17 +723,7 @@ def image_folder(spec: str | os.PathLike) -> bool:
         return path.suffix.lower() == ".csv"
     if not path.is_dir() or find_split(path, "train") or find_split(path, "test"):
         return False
-    # a folder with no IDX file at all is answered as a folder of images (an empty one is told
-    # it holds no images, not which IDX files it lacks)
-    return find_cifar(path) is not None or _any_image(path) or not _any_idx_file(path)
-
-
-def _any_idx_file(folder: Path) -> bool:
-    """Whether ``folder`` holds a file named as IDX files are (``…-ubyte``, ``….idx…``)."""
-    try:
-        return any("ubyte" in p.name.lower() or ".idx" in p.name.lower() for p in folder.iterdir() if p.is_file())
-    except OSError:
-        return False
+    return find_cifar(path) is not None or _any_image(path)
 
 
 def _any_image(folder: Path) -> bool:
