@@ -187,15 +187,14 @@ def test_any_manifest_with_a_bad_row_is_refused_naming_that_line(tmp_path_factor
     """Wherever a bad row sits among good rows (after the first, which lists img/0.png as a;
     blank lines anywhere), the manifest is refused and the sentence names that row's line."""
     root = tmp_path_factory.mktemp("m")
-    rows = [f"img/{i}.png,{'ab'[i % 2]}" for i in range(good)]
+    rows = [(f"img/{i}.png,{'ab'[i % 2]}", False) for i in range(good)]
     row, pattern = _BAD_ROWS[bad]
-    rows.insert(1 + min(at, len(rows) - 1), row)
-    lines = (["path,label"] if header else []) + rows
+    rows.insert(1 + min(at, len(rows) - 1), (row, True))
+    lines = ([("path,label", False)] if header else []) + rows
     for b in sorted(blanks, reverse=True):
-        lines.insert(min(b, len(lines)), "")
-    path = _manifest(root, lines)
-    number = lines.index(row, 1 if header or bad == "repeated file" else 0) + 1 if bad != "repeated file" else (
-        [i for i, line in enumerate(lines) if line == row][1] + 1)
+        lines.insert(min(b, len(lines)), ("", False))
+    path = _manifest(root, [text for text, _ in lines])
+    number = next(i for i, (_, is_bad) in enumerate(lines, start=1) if is_bad)
     with pytest.raises(DatasetContentError, match=rf"set.csv, line {number}\b.*{pattern}"):
         read_manifest(path)
 
@@ -268,6 +267,43 @@ def test_an_empty_test_class_folder_beside_train_is_no_class_of_its_own(tmp_path
     (tmp_path / "set" / "test" / "dog").mkdir()
     data = load_image_folder(tmp_path / "set")
     assert data.train.class_names == ("cat", "dog") and len(data.test) == 2
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(st.sampled_from(["images", "empty", "text"]), min_size=2, max_size=4),
+       loop=st.sampled_from([None, ".", ".."]))
+def test_any_folder_of_classes_is_read_whole_or_refused_naming_the_class_or_link(tmp_path_factory, kinds, loop):
+    """Class folders of images, empty ones, ones of text files only, and perhaps a link back: read
+    (every image once, under its folder's name) only when every class has images and no link loops."""
+    root = tmp_path_factory.mktemp("f") / "set"
+    root.mkdir()
+    counts = {}
+    for i, kind in enumerate(kinds):
+        name = f"c{i}"
+        (root / name).mkdir()
+        if kind == "images":
+            counts[name] = 2 + i
+            for j in range(counts[name]):
+                _png(root / name / f"{j}.png", 10 * i + j)
+        elif kind == "text":
+            (root / name / "read me.txt").write_text("x")
+    if loop:
+        os.symlink(loop, root / "zz")
+    if loop:
+        with pytest.raises(DatasetContentError, match=r"set/zz is a link back to"):
+            load_image_folder(root)
+    elif not counts:
+        with pytest.raises(DatasetNotFoundError, match="holds no images"):
+            load_image_folder(root)
+    elif len(counts) < len(kinds):
+        first = next(f"c{i}" for i, kind in enumerate(kinds) if kind != "images")
+        with pytest.raises(DatasetContentError, match=rf"class folder set/{first} holds"):
+            load_image_folder(root)
+    else:
+        data = load_image_folder(root)
+        assert data.train.class_names == tuple(sorted(counts))
+        labels = torch.cat([data.train.y, data.test.y]).tolist()
+        assert {name: labels.count(k) for k, name in enumerate(data.train.class_names)} == counts
 
 
 # ----------------------------------------------------------------------------- 20: layouts in words
