@@ -125,6 +125,8 @@ class RayCluster:
         self.max_retries = max_retries
         self._task = ray.remote(run_task)
         self._board = ray.remote(ProgressBoard)
+        #: Ray's authentication variables as they were before :func:`connect` set them, put back on close.
+        self.restore: dict[str, str | None] = {}
 
     @property
     def parallelism(self) -> int:
@@ -213,7 +215,7 @@ class RayCluster:
     def close(self) -> None:
         """Disconnect (and stop a ``local`` instance)."""
         self._ray.shutdown()
-        _restore_environment(self._ray, getattr(self, "restore", {}))
+        _restore_environment(self._ray, self.restore)
 
 
 def _overall(steps: list[int], totals: list[int], finished: list[bool], phase: str) -> ProgressRecord:
