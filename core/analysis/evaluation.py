@@ -207,7 +207,7 @@ def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> N
 
         for posterior in posteriors.values():  # a head over face descriptors: the same descriptor
             check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
-    check_data_fits(p.arch, data, role, "the posteriors", labels=role == "data set")
+    check_data_fits(p.arch, data, role, "each posterior", labels=role == "data set")
     if role == "data set" and "layout" in data.source:  # a person's images: labels are class names
         for name, posterior in posteriors.items():
             own = posterior.info.get("class_names")

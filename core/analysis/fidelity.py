@@ -133,7 +133,7 @@ def fidelity_to_reference(
             raise ValueError(f"{name} cannot be compared with the reference {ref_name}: they disagree "
                              f"on the classes or the input ({posterior.num_classes} classes against "
                              f"{ref.num_classes})")
-    check_data_fits(ref.arch, data, "the data set", "the posteriors", labels=True)
+    check_data_fits(ref.arch, data, "the data set", "each posterior", labels=True)
     means: dict[str, np.ndarray] = {}
     draws: dict[str, int] = {}
     accuracy: dict[str, float] = {}

@@ -23,6 +23,22 @@ MASKS_PER_DRAW = 16
 MASK_SPLIT_SEED_OFFSET = 7919
 
 
+class ProbabilitiesNotFiniteError(ValueError):
+    """A posterior's class probabilities for an input that are not finite numbers."""
+
+
+def check_finite(samples: torch.Tensor, posterior: Posterior) -> torch.Tensor:
+    """``samples`` (probabilities), or a :class:`ProbabilitiesNotFiniteError` sentence when any is
+    NaN or infinite: a summary would otherwise name the class of a NaN (argmax of NaN is an index)."""
+    if not bool(torch.isfinite(samples).all()):
+        bad = int((~torch.isfinite(samples)).flatten(1).any(1).sum()) if samples.ndim > 1 else 1
+        raise ProbabilitiesNotFiniteError(
+            f"the {posterior.method} posterior's class probabilities for this input are not numbers in {bad} of "
+            f"its {len(samples)} samples (its outputs overflow), so no class can be named; the posterior's "
+            "weights or its input standardisation are out of range")
+    return samples
+
+
 @dataclass(frozen=True)
 class Prediction:
     """What the per-input views draw for one posterior."""
@@ -72,7 +88,7 @@ def predict_input(
 ) -> Prediction:
     """Samples and summary for a batch of one input already shaped for the posterior."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
-    samples = posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0]
+    samples = check_finite(posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0], posterior)
     summary = summarise(samples, level=level)
     if masks_inputs(posterior):
         if generator is None:  # the interactive path: the same masks on every call

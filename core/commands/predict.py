@@ -19,7 +19,13 @@ from pathlib import Path
 import torch
 
 from core.analysis.comparison import default_class_names
-from core.analysis.predictive import input_mask_split, masks_inputs, predict_image, predict_input
+from core.analysis.predictive import (
+    check_finite,
+    input_mask_split,
+    masks_inputs,
+    predict_image,
+    predict_input,
+)
 from core.analysis.uncertainty import Summary, interval_note, summarise, with_mask_split
 from core.commands.console import add_device_argument, check_seed, chosen_device, say
 from core.engine.data.folder import photo_input, reads_photos
@@ -141,7 +147,8 @@ def run_predict(args: argparse.Namespace) -> int:
     posterior.check_prediction(args.samples, batch_size=1)
     found = describe_photo(args.image, face)
     generator = torch.Generator().manual_seed(args.seed)
-    samples = predict_age(posterior, found["descriptor"], backend.info, args.samples, generator)[:, 0]
+    samples = check_finite(predict_age(posterior, found["descriptor"], backend.info, args.samples, generator)[:, 0],
+                           posterior)
     summary = summarise(samples, level=args.level)
     if masks_inputs(posterior):  # D-SGHMC: its epistemic part split into weights and input masks
         x = as_descriptor_batch(found["descriptor"], backend.info)

@@ -125,6 +125,8 @@ class RayCluster:
         self.max_retries = max_retries
         self._task = ray.remote(run_task)
         self._board = ray.remote(ProgressBoard)
+        #: Ray's authentication variables as they were before :func:`connect` set them, put back on close.
+        self.restore: dict[str, str | None] = {}
 
     @property
     def parallelism(self) -> int:
@@ -213,6 +215,7 @@ class RayCluster:
     def close(self) -> None:
         """Disconnect (and stop a ``local`` instance)."""
         self._ray.shutdown()
+        _restore_environment(self._ray, self.restore)
 
 
 def _overall(steps: list[int], totals: list[int], finished: list[bool], phase: str) -> ProgressRecord:
@@ -245,6 +248,94 @@ def _loopback_only(ray: Any) -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = previous
 
 
+#: Ray's switch for token authentication (``token`` or ``disabled``), and its token in the environment.
+AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"
+AUTH_TOKEN_VARIABLE = "RAY_AUTH_TOKEN"
+#: The sentence when a cluster is running but refuses this driver for want of its token.
+AUTHENTICATION_ADVICE = (
+    "set RAY_AUTH_MODE=token here as on every node, with the cluster's token in ~/.ray/auth_token (or "
+    "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH); docs/scale.md shows the recipe")
+
+
+def _has_token(ray: Any) -> bool:
+    """Whether Ray finds an authentication token here (its environment variables or ~/.ray/auth_token)."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+
+        return bool(AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True))
+    except Exception:  # an older or newer Ray without token authentication
+        return False
+
+
+def _set_environment(ray: Any, values: dict[str, str]) -> dict[str, str | None]:
+    """Set Ray's authentication variables for this process (and the processes it starts); return
+    what to restore."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    _reload_auth(ray)
+    return previous
+
+
+def _restore_environment(ray: Any, previous: dict[str, str | None]) -> None:
+    if not previous:
+        return
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _reload_auth(ray)
+
+
+def _reload_auth(ray: Any) -> None:
+    """Make Ray read its authentication settings again (it caches the mode and the token)."""
+    with contextlib.suppress(Exception):
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _private_token(ray: Any) -> dict[str, str | None]:
+    """For a ``local`` instance: unless the person chose a mode or holds a token, a random token
+    kept in this process's environment for the run. Ray's own ``ray.init()`` would write one to
+    ~/.ray/auth_token, after which ``ray start --head`` turns authentication on for every later
+    cluster of this machine whose nodes lack it (issue 44: the documented recipe broke)."""
+    if os.environ.get(AUTH_MODE_VARIABLE) is not None or _has_token(ray):
+        return {}
+    import secrets
+
+    return _set_environment(ray, {AUTH_MODE_VARIABLE: "token", AUTH_TOKEN_VARIABLE: secrets.token_hex(32)})
+
+
+def _answers(address: str) -> str | None:
+    """``HOST:PORT`` of the cluster ``address`` names (``auto``: RAY_ADDRESS, else the head this
+    machine started) when something listens there, else None."""
+    import socket
+
+    target = os.environ.get("RAY_ADDRESS") if address == "auto" else address
+    if not target:
+        try:
+            from ray._private.services import find_bootstrap_address
+
+            target = find_bootstrap_address(None)
+        except Exception:
+            return None
+    if not target or target.startswith("ray://") or ":" not in target:
+        return None
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return target
+    except (OSError, ValueError):
+        return None
+
+
+def _authentication_error(ray: Any, exc: BaseException) -> bool:
+    kind = getattr(getattr(ray, "exceptions", None), "AuthenticationError", None)
+    return (kind is not None and isinstance(exc, kind)) or "authentication" in str(exc).lower()
+
+
 def connect(address: str, device: str = "cpu", max_retries: int = MAX_RETRIES) -> RayCluster:
     """Connect to ``address`` (``local``, ``auto`` or ``ray://HOST:PORT``, checked by the
     command) and return the cluster; :meth:`RayCluster.close` it when done.
@@ -257,18 +348,57 @@ def connect(address: str, device: str = "cpu", max_retries: int = MAX_RETRIES) -
         No cluster answers at ``address``.
     """
     ray = _import_ray()
-    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address == "local":
+        restore = _private_token(ray)
+        try:
+            with _loopback_only(ray):
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        except BaseException:
+            ray.shutdown()
+            _restore_environment(ray, restore)
+            raise
+        cluster = RayCluster(ray, address, device, max_retries)
+        cluster.restore = restore
+        return cluster
+    try:
+        return _connect_to(ray, address, device, max_retries)
+    except ClusterError as first:
+        # A cluster that asks for a token refuses a driver without token authentication in
+        # words that only name the connection: with a token at hand, try once more with it.
+        answering = _answers(address)
+        if answering is None or os.environ.get(AUTH_MODE_VARIABLE) is not None or not _has_token(ray):
+            if answering is not None:
+                raise ClusterError(
+                    f"a Ray cluster is running at {answering} but refused this connection; if it uses token "
+                    f"authentication, {AUTHENTICATION_ADVICE}") from None
+            raise first from None
+        restore = _set_environment(ray, {AUTH_MODE_VARIABLE: "token"})
+        try:
+            cluster = _connect_to(ray, address, device, max_retries)
+        except ClusterError:
+            _restore_environment(ray, restore)
+            raise ClusterError(
+                f"the Ray cluster at {answering} refused this connection, with and without token authentication "
+                f"(the token here is not the cluster's?); {AUTHENTICATION_ADVICE}") from None
+        cluster.restore = restore
+        return cluster
+
+
+def _connect_to(ray: Any, address: str, device: str, max_retries: int) -> RayCluster:
+    """:func:`connect` to a running cluster, as Ray's authentication settings stand now."""
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
-            if address == "local":
-                with _loopback_only(ray):
-                    ray.init(address="local", include_dashboard=False, **quiet)
-            else:
-                ray.init(address=address, **quiet)
+            ray.init(address=address, **quiet)
             return RayCluster(ray, address, device, max_retries)
-        except ConnectionError as exc:
+        except Exception as exc:  # a ConnectionError, or Ray's AuthenticationError (a RayError)
+            if not isinstance(exc, ConnectionError) and not _authentication_error(ray, exc):
+                raise
             ray.shutdown()  # a failed ray:// connection leaves client state that breaks the next init
+            if _authentication_error(ray, exc):
+                raise ClusterError(f"the Ray cluster at {address} asks for authentication that this machine "
+                                   f"does not give: {AUTHENTICATION_ADVICE}") from None
             if address == "auto":
                 raise ClusterError("no running Ray cluster was found: set RAY_ADDRESS to its head, or start "
                                    "one on this machine with 'ray start --head'") from None

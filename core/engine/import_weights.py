@@ -30,6 +30,7 @@ from core.engine.inference.base import DropoutPosterior, SampledPosterior
 from core.engine.memory import MemoryEstimateError, check_fits
 from core.engine.models import (
     ARCHITECTURES,
+    CHANNELS,
     COLOUR_IMAGE_SIZE,
     IMAGE_SIZE,
     IMPORTED_ARCHITECTURES,
@@ -37,6 +38,7 @@ from core.engine.models import (
     ChannelBias,
     build_model,
 )
+from core.engine.store import OutputsNotFiniteError, check_outputs
 
 #: torchvision classifiers a person may name that are not built in: refused with a sentence.
 TORCHVISION_ARCHITECTURES = ("resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121")
@@ -92,14 +94,60 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     if not isinstance(loaded, dict) or not loaded or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items()):
         raise NetworkImportError(f"{path}: holds no state_dict (a table of layer names to weight tensors)")
-    return {re.sub(r"^module\.", "", k): v for k, v in loaded.items()}
+    return {re.sub(r"^module\.", "", k): _dense(k, v, path.name) for k, v in loaded.items()}
 
 
-def _first_conv_channels(state: dict[str, torch.Tensor]) -> int | None:
-    for tensor in state.values():
-        if tensor.ndim == 4:
-            return int(tensor.shape[1])
-    return None
+def _dense(name: str, tensor: torch.Tensor, weights: str) -> torch.Tensor:
+    """A saved tensor as an ordinary (strided) one: a sparse tensor (a pruned network) made dense,
+    its dense size estimated first; a quantized one dequantized; one without values refused."""
+    if tensor.is_meta:
+        raise NetworkImportError(f"{weights}: {name} holds no values (it was saved from a model on the meta device)")
+    if tensor.is_quantized:
+        return tensor.dequantize()
+    if tensor.layout != torch.strided:
+        try:
+            check_fits(tensor.numel() * tensor.element_size(), f"making {name} of {weights} dense",
+                       "the file is probably damaged")
+        except MemoryEstimateError as exc:
+            raise NetworkImportError(str(exc)) from None
+        return tensor.to_dense()
+    return tensor
+
+
+def _first_convolution(arch_name: str, classes: int) -> str | None:
+    """The name of ``arch_name``'s first convolution weight (None for a network without one),
+    found on a model built on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = build_model(ArchSpec(arch_name, num_classes=classes, image_size=32 if arch_name != "resnet18" else 224))
+    return next((name for name, p in model.named_parameters() if p.ndim == 4), None)
+
+
+def _first_conv_channels(state: dict[str, torch.Tensor], arch_name: str, classes: int, weights: str) -> int | None:
+    """The input channels of the architecture's own first convolution in ``state``: the second
+    dimension of its weight, refused in words unless it is 1 or 3 (never another layer's)."""
+    name = _first_convolution(arch_name, classes)
+    tensor = state.get(name) if name else None
+    if tensor is None or tensor.ndim != 4:
+        return None
+    if int(tensor.shape[1]) not in CHANNELS:
+        raise NetworkImportError(
+            f"{weights}: {name}, the first convolution, has shape {tuple(tensor.shape)}, so it would read "
+            f"{int(tensor.shape[1])} input channels; a {arch_name}'s first convolution reads 1 (grey) or 3 (colour): "
+            "check that these are a " + arch_name + "'s weights, with (out channels, in channels, height, width)")
+    return int(tensor.shape[1])
+
+
+def _weight(name: str, got: torch.Tensor, weights: str) -> torch.Tensor:
+    """One weight as a dense, compact float32 tensor of its own (never a view into a larger
+    storage, which saving would write whole), or a sentence that says what it holds instead."""
+    if got.is_complex():
+        raise NetworkImportError(f"{weights}: {name} holds complex numbers; a network's weights are real numbers")
+    if not got.is_floating_point():
+        raise NetworkImportError(f"{weights}: {name} holds {str(got.dtype).removeprefix('torch.')} values, not "
+                                 "floating-point weights")
+    if not bool(torch.isfinite(got).all()):
+        raise NetworkImportError(f"{weights}: {name} holds values that are not finite numbers (NaN or infinite)")
+    return got.detach().to(torch.float32).clone(memory_format=torch.contiguous_format)
 
 
 def fold_batch_norm(state: dict[str, torch.Tensor], model: torch.nn.Module,
@@ -167,7 +215,7 @@ def import_network(
     if arch_name not in known:
         raise NetworkImportError(f"unknown architecture {arch_name!r}; choose from {', '.join(known)}")
     state = read_state_dict(weights)
-    channels = channels or _first_conv_channels(state) or 1
+    channels = channels or _first_conv_channels(state, arch_name, len(class_names), Path(weights).name) or 1
     if hidden is None:
         first = state.get("net.1.weight")
         hidden = int(first.shape[0]) if first is not None and first.ndim == 2 else 100
@@ -197,9 +245,8 @@ def import_network(
                 f"{Path(weights).name}: {name} has shape {tuple(got.shape)}, but a {arch_name} with "
                 f"{len(class_names)} classes, {channels} channel(s) and {arch.image_size}-pixel images "
                 f"needs {tuple(ref.shape)}; check --classes, --channels and --image-size")
-        if not got.is_floating_point() or not torch.isfinite(got).all():
-            raise NetworkImportError(f"{Path(weights).name}: {name} holds values that are not finite numbers")
-    samples = {name: state[name].detach().float().reshape(1, 1, *state[name].shape) for name in reference}
+        state[name] = _weight(name, got, Path(weights).name)
+    samples = {name: state[name].reshape(1, 1, *state[name].shape) for name in reference}
     info: dict[str, Any] = {
         "class_names": list(class_names),
         "imported": {"weights": str(Path(weights).absolute()), "weights_sha256": file_sha256(weights)},
@@ -207,7 +254,17 @@ def import_network(
     if folded:
         info["imported"]["batch_norms_folded"] = folded
     if mc_dropout:
-        params = {name: state[name].detach().float() for name in reference}
-        return DropoutPosterior("mc_dropout", arch, {"num_samples": DropoutPosterior.default_num_samples}, 0,
-                                f"imported-{Path(weights).stem}", params, info)
-    return SampledPosterior("map", arch, {}, 0, f"imported-{Path(weights).stem}", samples, info)
+        params = {name: state[name] for name in reference}
+        posterior: SampledPosterior | DropoutPosterior = DropoutPosterior(
+            "mc_dropout", arch, {"num_samples": DropoutPosterior.default_num_samples}, 0,
+            f"imported-{Path(weights).stem}", params, info)
+    else:
+        posterior = SampledPosterior("map", arch, {}, 0, f"imported-{Path(weights).stem}", samples, info)
+    try:
+        check_outputs(posterior, Path(weights).name)
+    except OutputsNotFiniteError:
+        raise NetworkImportError(
+            f"{Path(weights).name}: its weights are finite, but the network's outputs on a plain grey image are not "
+            "(they overflow: weights far too large for float32, or a --std that divides by almost zero), so it "
+            "could never name a class; check the weights' scale and --mean/--std") from None
+    return posterior

@@ -69,6 +69,48 @@ class PosteriorFileError(ValueError):
     """A posterior file that cannot be used, with the reason in words."""
 
 
+class OutputsNotFiniteError(PosteriorFileError):
+    """Finite weights whose class probabilities are not finite numbers (they overflow)."""
+
+
+#: Draws the output probe asks of a posterior: weights that overflow (scaled by 10³⁰, an input
+#: standardisation by 10⁻⁴⁰) do so in every draw, and a few keep loading quick (a single draw
+#: that overflows is caught when it predicts: :func:`core.analysis.predictive.check_finite`).
+PROBE_SAMPLES = 8
+
+
+def probe_inputs(arch: ArchSpec) -> torch.Tensor:
+    """Two inputs every posterior must give finite probabilities for: a plain mid-grey image and
+    seeded noise in [0, 1] (for a model of feature vectors: zeros and seeded unit-length noise)."""
+    generator = torch.Generator().manual_seed(0)
+    if arch.input_dim:
+        noise = torch.randn(1, arch.input_dim, generator=generator)
+        return torch.cat([torch.zeros(1, arch.input_dim), noise / noise.norm()])
+    shape = (1, *arch.input_shape)
+    return torch.cat([torch.full(shape, 0.5), torch.rand(shape, generator=generator)])
+
+
+def check_outputs(posterior: Posterior, name: str) -> None:
+    """Refuse, with :class:`OutputsNotFiniteError`, a posterior whose class probabilities on
+    :func:`probe_inputs` are not finite numbers: finite weights can still overflow (a network
+    scaled by 10³⁰, a standard deviation of 10⁻⁴⁰ in its input standardisation), and every view
+    would then name a class from NaN. ``name`` is the file the sentence names."""
+    s = min(posterior.effective_num_samples(None), PROBE_SAMPLES)
+    try:
+        posterior.check_prediction(s, batch_size=2)
+    except MemoryEstimateError:
+        s = 1  # as large as fits: a draw is better than no probe
+    with torch.no_grad():
+        probs = posterior.predict_proba(probe_inputs(posterior.arch).to(posterior.device), num_samples=s,
+                                        generator=torch.Generator().manual_seed(0))
+    if not bool(torch.isfinite(probs).all()):
+        raise OutputsNotFiniteError(
+            f"{name}: its weights are finite, but its class probabilities are not numbers on "
+            f"{'a probe descriptor' if posterior.arch.input_dim else 'a plain grey image'} "
+            "(its outputs overflow: weights far too large, or an input standardisation that divides by almost "
+            "zero), so it cannot name a class; import or train it again")
+
+
 def payload_checksum(payload: dict[str, Any]) -> str:
     """SHA-256 of a payload's records (canonical JSON) and tensors (name, dtype, shape, bytes).
 
@@ -282,6 +324,7 @@ def load_posterior(
             )
     except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
         raise PosteriorFileError(f"{path}: {exc}") from None
+    check_outputs(posterior, str(path))
     return posterior if device is None else posterior.to(device)
 
 

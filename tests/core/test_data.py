@@ -94,8 +94,16 @@ def test_load_split_from_folder(tmp_path):
 
 
 def test_missing_split_names_files_and_places(tmp_path):
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.zeros(4, np.uint8))  # an IDX folder lacking its split
     with pytest.raises(DatasetNotFoundError, match="train-images-idx3-ubyte.*" + str(tmp_path)):
         load_split(str(tmp_path), "train")
+
+
+def test_an_empty_folder_is_told_it_holds_nothing_readable_not_which_idx_files_it_lacks(tmp_path):
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(DatasetNotFoundError, match="mine holds no images .* nor MNIST's IDX files") as caught:
+        load_split(str(tmp_path / "mine"), "test")
+    assert "t10k" not in str(caught.value)
 
 
 def test_mismatched_label_count(tmp_path):

@@ -335,6 +335,11 @@ def load_split(
             known = ", ".join(KNOWN)
             raise DatasetNotFoundError(f"data set {name!r} is neither a known name ({known}) nor a folder")
         files = find_split(folder, split)
+        if files is None and not any(p.name.endswith(("ubyte", "ubyte.gz")) for p in folder.iterdir()):
+            # nothing of MNIST's layout: a person gave a folder of their own, which holds no image
+            raise DatasetNotFoundError(
+                f"{folder} holds no images (png, jpg, jpeg, bmp, webp, tif, tiff), CSV manifest or CIFAR files, "
+                "nor MNIST's IDX files")
         if files is None:
             stems = " and ".join(f"{s}[.gz]" for s in _file_names(split))
             raise DatasetNotFoundError(f"{name} {split} split not found: looked for {stems} in {folder}")

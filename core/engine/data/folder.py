@@ -42,6 +42,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from PIL import Image
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.preprocess import ImageLoadError, upright_image
 from core.engine.inference.base import Dataset, ProgressRecord
+from core.engine.memory import check_fits
 from core.engine.models import (
     COLOUR_ARCHITECTURE,
     COLOUR_IMAGE_SIZE,
@@ -326,11 +328,56 @@ def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
 
 
-def _files_below(folder: Path) -> tuple[list[Path], int]:
-    """Image files at any depth below ``folder`` (sorted), and how many other files there are."""
+class LinkLoopError(DatasetContentError):
+    """A symbolic link in a folder of images that leads back into the folder or above it."""
+
+
+class RepeatedImageError(DatasetContentError):
+    """One image file reached twice: two manifest rows, or two paths through symbolic links."""
+
+
+class EmptyClassError(DatasetContentError):
+    """A class with no image the network could learn it from."""
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Whether the real path ``inner`` is ``outer`` or lies below it."""
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _files_below(folder: Path, top: Path | None = None) -> tuple[list[Path], int]:
+    """Image files at any depth below ``folder`` (sorted), and how many other files there are.
+
+    Linked folders are followed (a person may link a class's images in from elsewhere), but a
+    link back to a folder being read or above ``top`` (the folder of images) would read the
+    same images again, endlessly or as more of a class: it is refused with the link's name, as
+    is a folder reached twice through links (its images would count twice).
+    """
+    top = top or folder
+    top_real = os.path.realpath(top)
+    start = os.path.realpath(folder)
+    if folder != top and _within(top_real, start):
+        raise LinkLoopError(
+            f"{_shown(folder, top)} is a link back to {'the folder itself' if start == top_real else 'a folder above it'}"
+            ", so its images would be read again as one more class; remove the link")
+    seen: dict[str, Path] = {start: folder}
     images, other = [], 0
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        kept = []
+        for d in sorted(d for d in dirnames if not d.startswith(".")):
+            path = Path(dirpath) / d
+            real = os.path.realpath(path)
+            if _within(top_real, real) or _within(os.path.realpath(dirpath), real):
+                raise LinkLoopError(
+                    f"{_shown(path, top)} is a link back to {'the folder itself' if real == top_real else 'a folder above it'}"
+                    ", so its images would be read again as if they were others; remove the link")
+            if real in seen:
+                raise RepeatedImageError(
+                    f"{_shown(path, top)} and {_shown(seen[real], top)} are the same folder (one links to the other), so "
+                    "its images would be read twice; keep one of them")
+            seen[real] = path
+            kept.append(d)
+        dirnames[:] = kept
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if _is_image(path):
@@ -340,63 +387,153 @@ def _files_below(folder: Path) -> tuple[list[Path], int]:
     return images, other
 
 
+def _shown(path: Path, top: Path) -> str:
+    """``path`` as a person sees it: relative to the folder they gave, with ``/``."""
+    try:
+        return path.relative_to(top.parent if top.parent != top else top).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _check_distinct(paths: Sequence[Path], top: Path) -> None:
+    """Refuse two listed paths that are one file (through symbolic links)."""
+    first: dict[str, Path] = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in first:
+            raise RepeatedImageError(
+                f"{_shown(path, top)} is the same image file as {_shown(first[real], top)}, so it would be read twice "
+                "(and could be both a training and a test image); list each image once")
+        first[real] = path
+
+
 def _class_dirs(folder: Path) -> list[Path]:
     return sorted((d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")), key=lambda d: d.name)
 
 
-def scan_class_folders(folder: str | os.PathLike, split: str | None = None) -> ImageList:
-    """List a class-per-subfolder folder (or a flat folder of images: one class)."""
+def scan_class_folders(folder: str | os.PathLike, split: str | None = None, *, allow_empty: bool = False) -> ImageList:
+    """List a class-per-subfolder folder (or a flat folder of images: one class).
+
+    Refused with a sentence (:class:`DatasetContentError`): a link that leads back into the
+    folder, one image reached twice, and (unless ``allow_empty``: a test/ folder may lack a
+    class) a class folder that holds no image file, which would be an output the network
+    never saw.
+    """
     root = Path(folder)
     if not root.is_dir():
         raise NotAFolderError(f"{root} is not a folder")
     out = ImageList(root, "class folders", ())
     classes = _class_dirs(root)
     loose = [p for p in sorted(root.iterdir()) if p.is_file() and _is_image(p)]
-    if not classes or (loose and not any(_files_below(d)[0] for d in classes)):
+    listed = {d: _files_below(d, root) for d in classes}
+    if not classes or (loose and not any(found for found, _ in listed.values())):
         paths, other = _files_below(root)
+        _check_distinct(paths, root)
         out.class_names, out.paths, out.labels, out.ignored = (root.name or "images",), paths, [0] * len(paths), other
         out.layout = "a folder of images (one class)"
         return out
     if len(classes) > MAX_CLASSES:
         raise DatasetContentError(f"{root} has {len(classes):,} class folders; bayescope reads at most {MAX_CLASSES:,}")
+    empty = [d for d in classes if not listed[d][0]]
+    if empty and not allow_empty and len(empty) < len(classes):  # none at all: "holds no images" says it
+        d = empty[0]
+        held = f"only {listed[d][1]} file(s) that are not images" if listed[d][1] else "nothing"
+        more = f" (and {len(empty) - 1} more class folder(s) hold none)" if len(empty) > 1 else ""
+        raise EmptyClassError(
+            f"the class folder {_shown(d, root)} holds {held}{more}, so the network would have an output it never "
+            f"saw an image of; put its images in it ({', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES)}) or remove it")
     out.class_names = tuple(d.name for d in classes)
     for label, d in enumerate(classes):
-        paths, other = _files_below(d)
+        paths, other = listed[d]
         out.paths += paths
         out.labels += [label] * len(paths)
         out.ignored += other
+    _check_distinct(out.paths, root)
     out.ignored += sum(1 for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
     return out
 
 
+#: The one header a manifest may open with (any case).
+MANIFEST_HEADER = ("path", "label")
+_WINDOWS_DRIVE = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
+
+
+def _manifest_path(folder: Path, cell: str) -> Path:
+    """A manifest's path cell as a file: relative to the manifest's folder; ``\\`` (a manifest
+    written on Windows) read as ``/`` unless a file of that very name exists."""
+    given = folder / cell if not Path(cell).is_absolute() else Path(cell)
+    if "\\" in cell and not given.exists():
+        as_posix = cell.replace("\\", "/")
+        return folder / as_posix if not Path(as_posix).is_absolute() else Path(as_posix)
+    return given
+
+
 def read_manifest(path: str | os.PathLike) -> ImageList:
-    """List the images of a CSV manifest of ``path,label`` rows (paths relative to its folder)."""
+    """List the images of a CSV manifest of ``path,label`` rows (paths relative to its folder).
+
+    One optional header, ``path,label``, opens it. Refused with a sentence naming the line: a
+    row that is not ``path,label``, another header, a cell holding a NUL character, a Windows
+    drive path, and a file listed twice (with the same label or another one). A manifest of no
+    rows is refused too. Paths written with ``\\`` (on Windows) are read with ``/``.
+    """
     path = Path(path)
     if not path.is_file():
         raise DatasetNotFoundError(f"{path}: no such manifest file")
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[int, str, str]] = []
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             for number, row in enumerate(csv.reader(fh), start=1):
                 if not row or all(not cell.strip() for cell in row):
                     continue
-                if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                where = f"{path.name}, line {number}"
+                if any("\0" in cell for cell in row):
                     raise DatasetContentError(
-                        f"{path.name}, line {number}: expected 'path,label' (an image path and its class), got {','.join(row)!r}")
-                if number == 1 and [c.strip().lower() for c in row[:2]] == ["path", "label"]:
+                        f"{where} holds a NUL character, so it is not a text CSV file (saved as UTF-16?); save the "
+                        "manifest as UTF-8 CSV")
+                cells = [cell.strip() for cell in row]
+                while len(cells) > 2 and not cells[-1]:  # a spreadsheet's empty trailing columns
+                    cells.pop()
+                shown = ",".join(row)
+                if len(cells) != 2 or not cells[0] or not cells[1]:
+                    raise DatasetContentError(
+                        f"{where}: expected 'path,label' (an image path and its class), got {shown!r}")
+                if tuple(c.lower() for c in cells) == MANIFEST_HEADER:
+                    if rows:
+                        raise DatasetContentError(f"{where} repeats the header 'path,label'; a manifest has one "
+                                                  "header, on its first line, or none")
                     continue
-                rows.append((row[0].strip(), row[1].strip()))
+                if not rows and not _is_image(Path(cells[0])) and not _manifest_path(path.parent, cells[0]).exists():
+                    raise DatasetContentError(
+                        f"{where} reads as a header ({shown!r}), but the only header a manifest may have is "
+                        "'path,label': rename its columns so, or remove the line")
+                if _WINDOWS_DRIVE.match(cells[0]):
+                    raise DatasetContentError(
+                        f"{where}: {cells[0]} is a Windows drive path; give paths relative to the manifest's folder")
+                rows.append((number, cells[0], cells[1]))
     except UnicodeDecodeError:
         raise DatasetContentError(f"{path.name}: not a text file in UTF-8; save the manifest as UTF-8 CSV") from None
     except csv.Error as exc:
         raise DatasetContentError(f"{path.name}: not a readable CSV file ({exc})") from None
-    names = tuple(sorted({label for _, label in rows}))
+    if not rows:
+        raise NoImagesError(f"{path.name} lists no images: give one 'path,label' row per image (the path "
+                            "relative to the manifest's folder, the label its class)")
+    names = tuple(sorted({label for _, _, label in rows}))
     if len(names) > MAX_CLASSES:
         raise DatasetContentError(f"{path.name} names {len(names):,} classes; bayescope reads at most {MAX_CLASSES:,}")
     index = {name: i for i, name in enumerate(names)}
     out = ImageList(path.parent, "CSV manifest", names)
-    for file, label in rows:
-        out.paths.append((path.parent / file) if not Path(file).is_absolute() else Path(file))
+    first: dict[str, tuple[int, str]] = {}
+    for number, file, label in rows:
+        image = _manifest_path(path.parent, file)
+        key = os.path.normcase(os.path.realpath(image))
+        if key in first:
+            line, was = first[key]
+            raise RepeatedImageError(
+                f"{path.name}, line {number} lists {file} again (line {line} listed it"
+                + ("); each image is listed once, or it could be both a training and a test image"
+                   if was == label else f" as {was}, this line as {label}); an image has one class: keep one of the rows"))
+        first[key] = (number, label)
+        out.paths.append(image)
         out.labels.append(index[label])
     return out
 
@@ -414,31 +551,82 @@ def find_cifar(folder: Path) -> tuple[str, dict[str, list[Path]]] | None:
 
 
 def _cifar_names(folder: Path, layout: str, count: int) -> tuple[str, ...]:
+    """The class names of a CIFAR folder: its names file's (refused with a sentence when it names
+    a class twice or fewer classes than the labels use), else CIFAR-10's own, else numbers."""
     file = folder / ("batches.meta.txt" if layout == "cifar-10" else "fine_label_names.txt")
     if file.is_file():
-        names = [line.strip() for line in file.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-        if len(names) >= count:
-            return tuple(names)
+        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+        numbered = [(i, line.strip()) for i, line in enumerate(lines, start=1) if line.strip()]
+        first: dict[str, int] = {}
+        for line, name in numbered:
+            if name in first:
+                raise DatasetContentError(f"{file.name}, line {line} names the class {name} again (line "
+                                          f"{first[name]} named it); each class has one name, one per line")
+            first[name] = line
+        if len(numbered) < count:
+            raise DatasetContentError(f"{file.name} names {len(numbered)} classes, but the records' labels run to "
+                                      f"{count - 1} ({count} classes); give one name per class, one per line")
+        return tuple(name for _, name in numbered)
     if layout == "cifar-10" and count <= 10:
         return CIFAR10_NAMES
     return tuple(str(i) for i in range(count))
 
 
-def read_cifar_files(files: Sequence[Path], layout: str) -> tuple[np.ndarray, np.ndarray]:
-    """CIFAR binary records → uint8 images (N, 3, 32, 32) and labels (N,) (the fine label for 100)."""
-    head = 1 if layout == "cifar-10" else 2
-    record = head + CIFAR_PIXELS
-    images, labels = [], []
+#: Labels a CIFAR record may carry: (coarse, fine) for CIFAR-100, one for CIFAR-10.
+CIFAR_LABELS = {"cifar-10": (10,), "cifar-100": (20, 100)}
+#: Records converted at a time: the float32 copies of one chunk are all that is held beside the
+#: file's bytes and the images already converted.
+CIFAR_CHUNK = 4096
+
+
+def cifar_record_count(files: Sequence[Path], layout: str) -> int:
+    """Records in ``files`` from their sizes alone; a size that is not whole records is refused."""
+    record = len(CIFAR_LABELS[layout]) + CIFAR_PIXELS
+    total = 0
     for file in files:
-        raw = np.fromfile(file, dtype=np.uint8)
-        if raw.size == 0 or raw.size % record:
+        size = file.stat().st_size
+        if size == 0 or size % record:
             raise DatasetContentError(
-                f"{file.name}: {raw.size:,} bytes is not a whole number of {layout} records of {record} bytes "
+                f"{file.name}: {size:,} bytes is not a whole number of {layout} records of {record} bytes "
                 "(the file is truncated or not a CIFAR binary file)")
-        rows = raw.reshape(-1, record)
-        labels.append(rows[:, head - 1].astype(np.int64))
-        images.append(rows[:, head:].reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE))
-    return np.concatenate(images), np.concatenate(labels)
+        total += size // record
+    return total
+
+
+def read_cifar_files(files: Sequence[Path], layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR binary records → uint8 images (N, 3, 32, 32) and labels (N,) (the fine label for 100).
+
+    The images are read into one uint8 array (the files' size, no copy of them): a label out of
+    its data set's range (a damaged file, or another CIFAR's records) is refused with the file
+    and the record's number.
+    """
+    limits = CIFAR_LABELS[layout]
+    head = len(limits)
+    record = head + CIFAR_PIXELS
+    n = cifar_record_count(files, layout)
+    images = np.empty((n, 3, CIFAR_SIDE, CIFAR_SIDE), dtype=np.uint8)
+    labels = np.empty(n, dtype=np.int64)
+    at = 0
+    for file in files:
+        with file.open("rb") as fh:
+            start = 0
+            while chunk := fh.read(CIFAR_CHUNK * record):
+                rows = np.frombuffer(chunk, dtype=np.uint8).reshape(-1, record)
+                for column, limit in enumerate(limits):
+                    wrong = np.flatnonzero(rows[:, column] >= limit)
+                    if len(wrong):
+                        which = ("coarse " if column == 0 else "fine ") if head == 2 else ""
+                        raise DatasetContentError(
+                            f"{file.name}, record {start + int(wrong[0]) + 1:,}: {which}label {int(rows[wrong[0], column])} "
+                            f"is not a {layout.upper()} class (0 to {limit - 1}); the file is damaged or holds "
+                            "another data set's records (CIFAR-100's train.bin and test.bin carry two label bytes)")
+                k = len(rows)
+                labels[at:at + k] = rows[:, head - 1]
+                images[at:at + k] = rows[:, head:].reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE)
+                at, start = at + k, start + k
+    if at != n:
+        raise DatasetContentError(f"the CIFAR files changed while they were read ({at:,} records of {n:,}); read again")
+    return images, labels
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -578,7 +766,7 @@ def _listing(path: Path) -> ImageList:
         return read_manifest(path)
     splits = {s: path / s for s in ("train", "test")}
     if all(d.is_dir() for d in splits.values()) and _class_dirs(splits["train"]):
-        train, test = scan_class_folders(splits["train"]), scan_class_folders(splits["test"])
+        train, test = scan_class_folders(splits["train"]), scan_class_folders(splits["test"], allow_empty=True)
         unknown = sorted(set(test.class_names) - set(train.class_names))
         if unknown:
             raise DatasetContentError(
@@ -590,7 +778,20 @@ def _listing(path: Path) -> ImageList:
                         train.labels + [index[test.class_names[i]] for i in test.labels],
                         train.ignored + test.ignored, ["train"] * len(train.paths) + ["test"] * len(test.paths))
         return out
+    _check_one_split_folder(path, splits)
     return scan_class_folders(path)
+
+
+def _check_one_split_folder(path: Path, splits: dict[str, Path]) -> None:
+    """Refuse a folder whose only sub-folder is train/ or test/ holding class folders: read as
+    class folders it would be one class named "train" (or "test")."""
+    there = [s for s, d in splits.items() if d.is_dir()]
+    others = [d for d in _class_dirs(path) if d.name not in splits]
+    if len(there) == 1 and not others and _class_dirs(splits[there[0]]):
+        given, lacking = there[0], "test" if there[0] == "train" else "train"
+        raise DatasetContentError(
+            f"{path} holds a {given}/ folder of classes but no {lacking}/ folder beside it: add {lacking}/ with the "
+            f"same class folders, or give {path / given} itself (its images are then split by a seeded draw)")
 
 
 def _manifest_digest(listing: ImageList) -> str:
@@ -681,7 +882,7 @@ def read_image_folder(
     listing = _listing(path)
     if not listing.paths:
         raise NoImagesError(
-            f"{path} holds no images ({', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES)}): "
+            f"{path} holds no images ({', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES)}) at any depth: "
             "put each class's images in a sub-folder named after the class")
     channels = channels or _probe_channels(listing.paths)
     side = image_size or (IMAGE_SIZE if channels == 1 else COLOUR_IMAGE_SIZE)
@@ -717,6 +918,7 @@ def read_image_folder(
         is_test = np.zeros(n, dtype=bool)
         readable = np.flatnonzero(ok)
         is_test[readable] = _seeded_split(labels[readable], test_fraction, seed)
+    _check_every_class_read(listing, ok, is_test, unreadable)
     train = ok & ~is_test
     pixels = side * side * int(train.sum())
     mean, std = _statistics(sums[train, 0].sum(0), sums[train, 1].sum(0), pixels)
@@ -745,48 +947,96 @@ def read_image_folder(
     return FolderData(part("train", ~is_test), part("test", is_test), channels, side, mean, std, unreadable, n)
 
 
-def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_size: int | None,
-                channels: int | None) -> FolderData:
-    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for split in ("train", "test"):
-        if files.get(split):
-            parts[split] = read_cifar_files(files[split], layout)
-    if "train" not in parts or "test" not in parts:
-        missing = "training batches (data_batch_*.bin / train.bin)" if "train" not in parts else "test_batch.bin / test.bin"
-        raise DatasetNotFoundError(f"{path} holds {layout} files but no {missing}")
-    count = int(max(parts["train"][1].max(), parts["test"][1].max())) + 1
-    names = _cifar_names(files["train"][0].parent, layout, count)
-    channels = channels or 3
-    side = image_size or CIFAR_SIDE
+def _check_every_class_read(listing: ImageList, ok: np.ndarray, is_test: np.ndarray,
+                            unreadable: list[dict[str, str]]) -> None:
+    """Refuse a set in which a class has no readable training image (its files all damaged,
+    missing or gone while being read): the network would have an output it never saw."""
+    if len(listing.class_names) < 2:
+        return  # one class: an out-of-distribution set, read whole as test images
+    labels = np.asarray(listing.labels, dtype=np.int64)
+    seen = np.bincount(labels[ok & ~is_test], minlength=len(listing.class_names))
+    missing = np.flatnonzero(seen == 0)
+    if not len(missing):
+        return
+    label = int(missing[0])
+    name = listing.class_names[label]
+    files = [listing.relative(p) for p, y in zip(listing.paths, listing.labels, strict=True) if y == label]
+    why = next((f"{u['file']}: {u['reason']}" for u in unreadable if u["file"] in set(files)), None)
+    held = (f"none of its {len(files)} image file(s) could be read (the first: {why})" if why
+            else f"its {len(files)} image(s) are all test images")
+    more = f" (nor have {len(missing) - 1} more classes)" if len(missing) > 1 else ""
+    raise EmptyClassError(
+        f"the class {name} has no training image{more}: {held}, so the network would have an output it never saw; "
+        "add readable images of it or remove the class")
 
-    def prepared(images: np.ndarray) -> torch.Tensor:
-        x = torch.from_numpy(images).float() / 255.0
+
+def cifar_bytes(counts: dict[str, int], channels: int, side: int) -> int:
+    """Memory that reading CIFAR records takes at its peak: every record's bytes (uint8, kept until
+    its split is converted), the float32 images at the model's channels and side, and one
+    chunk's float32 copies on the way."""
+    records = sum(counts.values())
+    chunk = min(CIFAR_CHUNK, records) * 4 * (3 * CIFAR_SIDE * CIFAR_SIDE + 2 * channels * side * side)
+    return records * CIFAR_PIXELS + records * 4 * channels * side * side + chunk
+
+
+def _cifar_float(images: np.ndarray, channels: int, side: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """uint8 (N, 3, 32, 32) → float32 (N, C, S, S) in [0, 1], a chunk at a time, with the float64
+    per-channel sums of the values and of their squares."""
+    out = torch.empty((len(images), channels, side, side), dtype=torch.float32)
+    sums, squares = np.zeros(channels), np.zeros(channels)
+    for i in range(0, len(images), CIFAR_CHUNK):
+        x = torch.from_numpy(images[i:i + CIFAR_CHUNK]).float().div_(255.0)
         if channels == 1:  # ITU-R 601 luminance, as Pillow's "L"
-            x = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+            x = 0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]
         if side != CIFAR_SIDE:
             x = torch.nn.functional.interpolate(x, size=(side, side), mode="bilinear", antialias=True,
                                                 align_corners=False).clamp_(0.0, 1.0)
-        return x
+        out[i:i + len(x)] = x
+        sums += x.sum((0, 2, 3), dtype=torch.float64).numpy()
+        squares += x.double().square_().sum((0, 2, 3)).numpy()
+    return out, sums, squares
 
-    train_x = prepared(parts["train"][0])
-    flat = train_x.transpose(0, 1).reshape(channels, -1).double()
-    mean = tuple(float(v) for v in flat.mean(1))
-    std = tuple(float(max(v, 1e-3)) for v in flat.std(1, unbiased=False))
+
+def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_size: int | None,
+                channels: int | None) -> FolderData:
+    if not files.get("train") or not files.get("test"):
+        missing = ("training batches (data_batch_*.bin / train.bin)" if not files.get("train")
+                   else "test_batch.bin / test.bin")
+        raise DatasetNotFoundError(f"{path} holds {layout} files but no {missing}")
+    channels = channels or 3
+    side = image_size or CIFAR_SIDE
+    counts = {split: cifar_record_count(files[split], layout) for split in ("train", "test")}
+    # estimated from the files' sizes before a byte is read
+    check_fits(cifar_bytes(counts, channels, side), f"reading the {sum(counts.values()):,} CIFAR images of {path.name}",
+               "read fewer batch files (move some data_batch_*.bin out of the folder) or a smaller image size")
+    parts = {split: read_cifar_files(files[split], layout) for split in ("train", "test")}
+    count = int(max(parts["train"][1].max(), parts["test"][1].max())) + 1
+    names = _cifar_names(files["train"][0].parent, layout, count)
+    converted = {}
+    for split in ("train", "test"):
+        images, labels = parts.pop(split)
+        converted[split] = (*_cifar_float(images, channels, side), labels)
+        del images  # its uint8 bytes go before the next split is converted
+    _, sums, squares, _ = converted["train"]
+    values = counts["train"] * side * side
+    mean = sums / values
+    mean_t = tuple(float(v) for v in mean)
+    std = tuple(float(max(v, 1e-3)) for v in np.sqrt(np.maximum(squares / values - mean**2, 0.0)))
     files_all = [f for s in ("train", "test") for f in files[s]]
     source = {
         "dataset": None, "folder": str(path.resolve()), "layout": f"{layout} binary",
         "class_names": list(names), "files": {f.name: {"bytes": f.stat().st_size} for f in files_all},
         "unreadable": [], "image_size": side, "channels": channels,
         "resize": "none (32×32)" if side == CIFAR_SIDE else f"32 px to {side} px (bilinear)",
-        "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
+        "normalisation": {"mean": list(mean_t), "std": list(std), "measured_on": "train"},
         "split_rule": "the files' own train and test batches", "streamed": False,
     }
     data = {}
-    for split, x in (("train", train_x), ("test", prepared(parts["test"][0]))):
-        y = torch.from_numpy(parts[split][1])
+    for split, (x, _, _, labels) in converted.items():
+        y = torch.from_numpy(labels)
         data[split] = Dataset(x, y, f"{path.name}-{split}", names, {**source, "split": split, "images": len(y)})
     total = len(data["train"]) + len(data["test"])
-    return FolderData(data["train"], data["test"], channels, side, mean, std, [], total)
+    return FolderData(data["train"], data["test"], channels, side, mean_t, std, [], total)
 
 
 def load_image_split(path: str | os.PathLike, split: str = "test", image_size: int | None = None,
