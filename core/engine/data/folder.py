@@ -42,7 +42,7 @@ import csv
 import hashlib
 import io
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +54,18 @@ from PIL import Image
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.preprocess import ImageLoadError, upright_image
+from core.engine.data.split import (
+    FILES_RULE,
+    FOLDERS_RULE,
+    HASH_RULE,
+    SEEDED_RULE,
+    WHOLE_RULE,
+    SplitRule,
+    content_fingerprints,
+    file_key,
+    pack,
+    pack_fingerprints,
+)
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.models import (
     COLOUR_ARCHITECTURE,
@@ -558,21 +570,6 @@ def _probe_channels(paths: Sequence[Path]) -> int:
     return 1
 
 
-def _seeded_split(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """A boolean mask of the test images: ``round(fraction·n)`` of each class (at least one
-    of a class with two or more images), drawn by a generator seeded with ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
-    test = np.zeros(len(labels), dtype=bool)
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
-        if len(members) < 2:
-            continue
-        take = min(len(members) - 1, max(1, round(fraction * len(members))))
-        order = torch.randperm(len(members), generator=generator).numpy()
-        test[members[order[:take]]] = True
-    return test
-
-
 def _listing(path: Path) -> ImageList:
     if path.is_file():
         return read_manifest(path)
@@ -591,6 +588,43 @@ def _listing(path: Path) -> ImageList:
                         train.ignored + test.ignored, ["train"] * len(train.paths) + ["test"] * len(test.paths))
         return out
     return scan_class_folders(path)
+
+
+def image_keys(listing: ImageList) -> list[str]:
+    """Every listed image's key (its class name and path, :func:`core.engine.data.split.file_key`)."""
+    split_folders = listing.splits is not None
+    return [file_key(listing.class_names[label], listing.relative(p), split_folders)
+            for p, label in zip(listing.paths, listing.labels, strict=True)]
+
+
+#: The version of the ``identity`` record (:func:`listing_identity`).
+IDENTITY_VERSION = 1
+
+
+def listing_identity(listing: ImageList, keys: Sequence[str], rule: SplitRule, train: np.ndarray,
+                     test: np.ndarray, left: np.ndarray | None = None) -> dict[str, Any]:
+    """What identifies a read folder and its split, as a posterior records it: the rule and its
+    parameters, the class names in label order, every listed file's key (packed), the contents of
+    the training and of the test images (packed SHA-256 prefixes, so that the same image under
+    another name or class is recognised) and the test images left out as seen in training."""
+    chosen = np.flatnonzero(train | test)
+    prints = dict(zip(chosen.tolist(), content_fingerprints([listing.paths[i] for i in chosen]), strict=True))
+    return {
+        "version": IDENTITY_VERSION,
+        "split": rule.to_dict(),
+        "class_names": list(listing.class_names),
+        "file_count": len(keys),
+        "files": pack(keys),
+        "train_images": pack_fingerprints(prints[i] for i in np.flatnonzero(train)),
+        "test_images": pack_fingerprints(prints[i] for i in np.flatnonzero(test)),
+        "left_out": sorted(listing.relative(listing.paths[i]) for i in np.flatnonzero(left))
+        if left is not None else [],
+    }
+
+
+def list_images(path: str | os.PathLike) -> ImageList:
+    """What a folder or manifest lists now, no image decoded (None of CIFAR's binaries)."""
+    return _listing(Path(path))
 
 
 def _manifest_digest(listing: ImageList) -> str:
@@ -654,6 +688,9 @@ def read_image_folder(
     stream_bytes: int = STREAM_BYTES,
     workers: int | None = None,
     report_every: int = 64,
+    split_rule: SplitRule | None = None,
+    leave_out: Collection[str] = (),
+    need_train: bool = True,
 ) -> Generator[ProgressRecord, None, FolderData]:
     """Read a person's images (class folders, a CSV manifest or CIFAR binaries) as two splits.
 
@@ -661,6 +698,12 @@ def read_image_folder(
     the per-channel mean and standard deviation are measured on the training split. Yields a
     ``ProgressRecord(done, total, phase="reading images")`` every ``report_every`` decoded
     images (and after the last), so a caller can show progress and cancel between them.
+
+    A folder without ``train/`` and ``test/`` folders is split by ``split_rule`` (default: each file
+    by its own hash, ``test_fraction`` of them to test, :mod:`core.engine.data.split`); the keys
+    in ``leave_out`` (images a posterior trained on, :mod:`core.engine.data.identity`) are in
+    neither split. ``source["identity"]`` records what identifies the images and their split.
+    ``need_train=False`` reads CIFAR files that hold a test batch only (evaluation).
 
     Raises
     ------
@@ -677,7 +720,8 @@ def read_image_folder(
     yield ProgressRecord(0, 0, {}, phase="reading images")
     cifar = find_cifar(path) if path.is_dir() else None
     if cifar is not None:
-        return _load_cifar(path, *cifar, image_size, channels)
+        return _load_cifar(path, *cifar, image_size, channels, need_train=need_train)
+    rule = split_rule or SplitRule(HASH_RULE, test_fraction, seed)
     listing = _listing(path)
     if not listing.paths:
         raise NoImagesError(
@@ -709,14 +753,22 @@ def read_image_folder(
         raise NoReadableImageError(
             f"none of the {n} image files in {path} could be read (the first: "
             f"{unreadable[0]['file']}: {unreadable[0]['reason']})")
+    keys = image_keys(listing)
     if listing.splits is not None:
-        is_test = np.asarray([s == "test" for s in listing.splits])
+        is_test, rule = np.asarray([s == "test" for s in listing.splits]), SplitRule(FOLDERS_RULE)
     elif len(listing.class_names) < 2:
-        is_test = np.ones(n, dtype=bool)  # one class: an out-of-distribution set, read whole
-    else:  # drawn over the readable images, so that a damaged file takes no test image's place
+        is_test, rule = np.ones(n, dtype=bool), SplitRule(WHOLE_RULE)  # an out-of-distribution set, read whole
+    elif rule.rule == HASH_RULE:  # each file by its own hash: one file more or less moves no other
+        is_test = rule.test_mask(keys, labels)
+    else:  # an older file's draw, over the readable images as it was drawn then
+        if rule.rule != SEEDED_RULE:
+            rule = SplitRule(HASH_RULE, test_fraction, seed)
         is_test = np.zeros(n, dtype=bool)
         readable = np.flatnonzero(ok)
-        is_test[readable] = _seeded_split(labels[readable], test_fraction, seed)
+        is_test[readable] = rule.test_mask([keys[i] for i in readable], labels[readable])
+    left = np.asarray([k in leave_out for k in keys], dtype=bool) if leave_out else np.zeros(n, dtype=bool)
+    left &= is_test
+    ok &= ~left
     train = ok & ~is_test
     pixels = side * side * int(train.sum())
     mean, std = _statistics(sums[train, 0].sum(0), sums[train, 1].sum(0), pixels)
@@ -726,10 +778,9 @@ def read_image_folder(
         "unreadable": unreadable, "image_size": side, "channels": channels,
         "resize": f"shorter side to {side} px (bilinear), centre crop {side}×{side}",
         "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
-        "split_rule": ("train/ and test/ folders" if listing.splits is not None else
-                       "one class: every image is a test image" if len(listing.class_names) < 2 else
-                       f"seeded per-class split, {test_fraction:g} of each class to test (seed {seed})"),
+        "split_rule": rule.words(),
         "listing_sha256": _manifest_digest(listing), "streamed": stream,
+        "identity": listing_identity(listing, keys, rule, train, ok & is_test, left),
     }
 
     def part(split: str, mask: np.ndarray) -> Dataset:
@@ -746,16 +797,20 @@ def read_image_folder(
 
 
 def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_size: int | None,
-                channels: int | None) -> FolderData:
+                channels: int | None, need_train: bool = True) -> FolderData:
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for split in ("train", "test"):
         if files.get(split):
             parts[split] = read_cifar_files(files[split], layout)
+    if "train" not in parts and "test" in parts and not need_train:
+        # evaluation reads the test batch alone: the model brings its own standardisation
+        parts["train"] = (np.zeros((0, 3, CIFAR_SIDE, CIFAR_SIDE), dtype=np.uint8), np.zeros(0, dtype=np.int64))
+        files = {**files, "train": []}
     if "train" not in parts or "test" not in parts:
         missing = "training batches (data_batch_*.bin / train.bin)" if "train" not in parts else "test_batch.bin / test.bin"
         raise DatasetNotFoundError(f"{path} holds {layout} files but no {missing}")
-    count = int(max(parts["train"][1].max(), parts["test"][1].max())) + 1
-    names = _cifar_names(files["train"][0].parent, layout, count)
+    count = int(max(parts["train"][1].max(initial=0), parts["test"][1].max(initial=0))) + 1
+    names = _cifar_names((files["train"] or files["test"])[0].parent, layout, count)
     channels = channels or 3
     side = image_size or CIFAR_SIDE
 
@@ -769,7 +824,8 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
         return x
 
     train_x = prepared(parts["train"][0])
-    flat = train_x.transpose(0, 1).reshape(channels, -1).double()
+    measured = train_x if len(train_x) else prepared(parts["test"][0])  # a test batch alone: never used to train
+    flat = measured.transpose(0, 1).reshape(channels, -1).double()
     mean = tuple(float(v) for v in flat.mean(1))
     std = tuple(float(max(v, 1e-3)) for v in flat.std(1, unbiased=False))
     files_all = [f for s in ("train", "test") for f in files[s]]
@@ -778,8 +834,10 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
         "class_names": list(names), "files": {f.name: {"bytes": f.stat().st_size} for f in files_all},
         "unreadable": [], "image_size": side, "channels": channels,
         "resize": "none (32×32)" if side == CIFAR_SIDE else f"32 px to {side} px (bilinear)",
-        "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
-        "split_rule": "the files' own train and test batches", "streamed": False,
+        "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train" if len(train_x) else "test"},
+        "split_rule": FILES_RULE, "streamed": False,
+        "identity": {"version": IDENTITY_VERSION, "split": SplitRule(FILES_RULE).to_dict(),
+                     "class_names": list(names)},
     }
     data = {}
     for split, x in (("train", train_x), ("test", prepared(parts["test"][0]))):
@@ -792,6 +850,7 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
 def load_image_split(path: str | os.PathLike, split: str = "test", image_size: int | None = None,
                      channels: int | None = None, **kwargs: Any) -> Dataset:
     """One split of :func:`load_image_folder`, for evaluation (``image_size``/``channels``: the model's)."""
+    kwargs.setdefault("need_train", split == "train")
     data = load_image_folder(path, image_size, channels, **kwargs)
     return data.train if split == "train" else data.test
 
