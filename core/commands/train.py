@@ -42,7 +42,13 @@ from core.engine.data.folder import (
     load_image_folder,
     streamed_refusal,
 )
-from core.engine.data.identity import DataMismatchError, class_map, class_names_of, relabelled
+from core.engine.data.identity import (
+    DataMismatchError,
+    class_map,
+    class_names_of,
+    classes_without_training_images,
+    relabelled,
+)
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
@@ -149,6 +155,12 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     finally:
         bar.close()
     check_training_classes(data, args.dataset)
+    empty = classes_without_training_images(data.train)
+    if empty:  # an output the network would never see an example of
+        raise ValueError(
+            f"{args.dataset}: every image of {', '.join(empty[:6])} fell in the test split (each image's split "
+            f"is drawn from its own name, {args.test_fraction:g} of them to test); add images to "
+            f"{'that class' if len(empty) == 1 else 'those classes'} or give a smaller --test-fraction")
     refusal = streamed_refusal(data, args.method, device)
     if refusal:
         hint = "use --limit N or another method" if args.method == "hmc" else "use --device cpu or --limit N"

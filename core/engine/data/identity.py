@@ -297,6 +297,13 @@ def trained_images_among(data_source: Mapping[str, Any], record: Mapping[str, An
     return len(tested & trained)
 
 
+def classes_without_training_images(train: Any) -> list[str]:
+    """The classes of a training split that hold no image: each file's split is its own draw, so
+    every image of a very small class can fall in the test split."""
+    present = set(torch.unique(train.y).tolist()) if len(train.y) else set()
+    return [name for i, name in enumerate(train.class_names) if i not in present]
+
+
 # ----------------------------------------------------------------------------- for an evaluation
 
 
