@@ -42,13 +42,7 @@ from core.engine.data.folder import (
     load_image_folder,
     streamed_refusal,
 )
-from core.engine.data.identity import (
-    DataMismatchError,
-    class_map,
-    class_names_of,
-    classes_without_training_images,
-    relabelled,
-)
+from core.engine.data.identity import classes_without_training_images, start_classes
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
@@ -180,29 +174,6 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
                      device)
     return data.train.first(args.limit), data.test.first(args.limit), arch
-
-
-def start_classes(start: Any, start_file: str, train: Dataset, test: Dataset, where: str) -> tuple[Dataset, Dataset]:
-    """The two splits with their labels taken to the outputs of ``start`` (a MAP) of the same
-    class names, so that a fit from it never renames its outputs; refused in a sentence when the
-    classes differ (by name when it names them, else by number)."""
-    names = class_names_of(start)
-    if names is None:
-        if start.num_classes != len(train.class_names):
-            raise ValueError(f"{start_file} has {start.num_classes} classes, but {where} has {len(train.class_names)}")
-        return train, test
-    if set(names) != set(train.class_names) or len(names) != len(train.class_names):
-        missing = [n for n in names if n not in train.class_names]
-        extra = [n for n in train.class_names if n not in names]
-        why = "; ".join(part for part in (
-            f"it has no images of {', '.join(missing[:6])}" if missing else "",
-            f"its classes {', '.join(extra[:6])} are not among the outputs" if extra else "") if part)
-        raise DataMismatchError(
-            f"{start_file} tells apart {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}, and "
-            f"{where} holds other classes ({why}); a fit from it needs images of exactly its classes, "
-            "matched by name")
-    mapping = class_map(train.class_names, names, where, start_file)
-    return relabelled(train, mapping, names), relabelled(test, mapping, names)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -110,6 +110,31 @@ def relabelled(data: Any, mapping: np.ndarray | None, output_names: Sequence[str
     return Dataset(data.x, y, data.name, tuple(output_names), source)
 
 
+def start_classes(start: Any, start_file: str, train: Any, test: Any, where: str) -> tuple[Any, Any]:
+    """The two splits (Datasets) with their labels taken to the outputs of ``start`` (a MAP) of the
+    same class names, so that a fit from it never renames its outputs; :class:`DataMismatchError`
+    in a sentence when the classes differ (by name when it names them, else by number). The
+    command line's ``train --start-from`` calls it; a window that starts a fit from a MAP should too."""
+    names = class_names_of(start)
+    if names is None:
+        if start.num_classes != len(train.class_names):
+            raise DataMismatchError(f"{start_file} has {start.num_classes} classes, but {where} has {len(train.class_names)}")
+        return train, test
+    if set(names) != set(train.class_names) or len(names) != len(train.class_names):
+        missing = [n for n in names if n not in train.class_names]
+        extra = [n for n in train.class_names if n not in names]
+        why = "; ".join(part for part in (
+            f"it has no images of {', '.join(missing[:6])}" if missing else "",
+            (f"its class{'es' if len(extra) > 1 else ''} {', '.join(extra[:6])} "
+             f"{'are' if len(extra) > 1 else 'is'} not among the outputs") if extra else "") if part)
+        raise DataMismatchError(
+            f"{start_file} tells apart {', '.join(names[:10])}{' ...' if len(names) > 10 else ''}, and "
+            f"{where} holds other classes ({why}); a fit from it needs images of exactly its classes, "
+            "matched by name")
+    mapping = class_map(train.class_names, names, where, start_file)
+    return relabelled(train, mapping, names), relabelled(test, mapping, names)
+
+
 # ----------------------------------------------------------------------------- the comparison
 
 
