@@ -122,6 +122,10 @@ def chain_subset(args: argparse.Namespace, method: Any, config: Any) -> tuple[in
     if any(not 0 <= c < count for c in chains) or len(set(chains)) != len(chains):
         raise ValueError(f"--chains names different chains among the run's {count}, numbered 0 to {count - 1}; "
                          f"got {args.chains}")
+    if args.dataset == "utkface":  # said before any part trains, not by join after all of them
+        raise ValueError("--chains trains parts of a run that join measures on its test images, which join finds "
+                         "for digits (IDX files) and your own images but not for face descriptors; train the "
+                         "whole run at once")
     for flag, given in (("--cluster", args.cluster), ("--start-from", args.start_from),
                         ("--keep-draws", args.keep_draws)):
         if given is not None:

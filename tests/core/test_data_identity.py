@@ -361,3 +361,11 @@ def test_old_bundled_posteriors_still_load_and_evaluate_on_mnist_names(tmp_path)
         from core.engine.data.identity import class_names_of
 
         assert class_names_of(posterior) == tuple(str(d) for d in range(10))
+
+
+def test_parts_that_join_could_not_measure_are_refused_before_training(tmp_path, capsys):
+    assert main(["train", "--dataset", "utkface", "--method", "sgld", "--set", "num_chains=2", "--chains", "0",
+                 "--out", str(tmp_path / "part.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "train the whole run at once" in err and "Traceback" not in err
+    assert not (tmp_path / "part.pt").exists()
