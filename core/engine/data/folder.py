@@ -5,9 +5,10 @@ Three layouts are read (docs/data.md shows them):
 - **class folders**: ``FOLDER/<class>/…/<image>``; the sub-folder names are the class names,
   in sorted order, and images may sit at any depth below their class folder. With
   ``FOLDER/train/<class>/…`` and ``FOLDER/test/<class>/…`` the two splits are given;
-  otherwise a seeded, per-class split puts :data:`TEST_FRACTION` of every class with at
-  least two images into the test split (:data:`SPLIT_SEED`, so ``train`` and ``evaluate``
-  draw the same split from the same folder). A folder of images without class folders is
+  otherwise each file's own hash (its class and path, :mod:`core.engine.data.split`) puts
+  about :data:`TEST_FRACTION` of the images into the test split (:data:`SPLIT_SEED`), so one
+  image more or less moves no other, and a posterior records the rule and its parameters
+  (``source["identity"]``, compared again by :mod:`core.engine.data.identity`). A folder of images without class folders is
   one class: it can be an out-of-distribution set (read whole as its test split), never a
   training set;
 - **a CSV manifest**: rows ``path,label`` (a ``path,label`` header is skipped), paths relative
@@ -77,9 +78,9 @@ from core.engine.models import (
 
 #: Suffixes read as images (any case).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
-#: The share of each class that a seeded split puts in the test split.
+#: The share of the images that the split puts in the test split (each file by its own hash).
 TEST_FRACTION = 0.2
-#: The seed of that split: fixed, so that training and evaluation split a folder alike.
+#: The seed of that split: fixed (and recorded), so that training and evaluation split a folder alike.
 SPLIT_SEED = 0
 #: Images looked at to decide whether a folder is colour.
 COLOUR_PROBE = 64
