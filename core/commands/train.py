@@ -191,8 +191,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="your own colour images: the side they are resized and cropped to (default 32; "
                              "grey images are read at 28)")
     parser.add_argument("--test-fraction", type=float, default=TEST_FRACTION,
-                        help="your own images without train/ and test/ folders: the share of each class "
-                             f"held out for testing (default {TEST_FRACTION})")
+                        help="your own images without train/ and test/ folders: the share of the images "
+                             f"held out for testing, each by a hash of its name (default {TEST_FRACTION}; "
+                             "recorded in the posterior, which evaluate and join split the folder by)")
     parser.add_argument("--model", choices=ARCHITECTURES,
                         help="network (default: lenet; resnet for a folder of colour images)")
     parser.add_argument("--method", choices=sorted(METHODS), default="mc_dropout")
