@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
 from core.engine.data.folder import image_folder, load_image_split
+from core.engine.data.identity import check_not_trained_on, match_classes, read_test_split
 from core.engine.data.locate import (
     DOWNLOAD_ON_COMMAND_LINE,
     DatasetMissingError,
@@ -83,6 +84,7 @@ def resolve_dataset(
     *,
     image_size: int | None = None,
     channels: int | None = None,
+    trained_on: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Dataset:
     """Load a data set given by a known name (:data:`DATASET_NAMES`), an IDX folder, or a
     person's images (class folders, a CSV manifest, CIFAR binaries: :mod:`core.engine.data.folder`),
@@ -93,7 +95,9 @@ def resolve_dataset(
     when it is named after the data set, then the user cache (where ``download`` fetches
     MNIST when missing); never ``data_dir`` itself when it is named otherwise, as it may hold
     another data set's files. A folder is read as its ``split`` (default the ``t10k-*`` test
-    files).
+    files). ``trained_on`` (posterior name → its ``info["training_data"]``) reads a person's
+    images as those posteriors split them, leaving out images they trained on
+    (:func:`core.engine.data.identity.read_test_split`; ``source["data_check"]`` says what changed).
 
     Raises
     ------
@@ -108,6 +112,8 @@ def resolve_dataset(
     if spec in DATASET_NAMES:
         return _load_known(spec, data_dir, download)
     if image_folder(spec):
+        if trained_on:
+            return read_test_split(spec, trained_on, image_size, channels, split)
         return load_image_split(spec, split, image_size, channels)
     folder = Path(spec)
     if not folder.is_dir():
@@ -208,13 +214,8 @@ def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> N
         for posterior in posteriors.values():  # a head over face descriptors: the same descriptor
             check_descriptor(posterior, DescriptorInfo.from_dict(data.source["descriptor"]))
     check_data_fits(p.arch, data, role, "each posterior", labels=role == "data set")
-    if role == "data set" and "layout" in data.source:  # a person's images: labels are class names
-        for name, posterior in posteriors.items():
-            own = posterior.info.get("class_names")
-            if isinstance(own, list) and own != list(data.class_names):
-                raise ValueError(
-                    f"{data.name} has the classes {', '.join(data.class_names[:6])}, but {name} tells apart "
-                    f"{', '.join(map(str, own[:6]))}: evaluate it on images of its own classes")
+    if role == "data set":
+        check_not_trained_on(posteriors, data)
 
 
 #: The sets of an evaluation, in order: each draws from generators of its own.
@@ -278,8 +279,10 @@ def evaluate(
     from its own generator (:func:`batch_seed`), the rotation sweep from one seeded with
     ``seed``, so results depend neither on the order the posteriors are given in nor on
     where the batches run. With an ``executor`` (a Ray cluster) the sets are cut into runs
-    of whole batches that its workers predict side by side; the result is the same.
+    of whole batches that its workers predict side by side; the result is the same. The data
+    set's classes are matched with the posteriors' outputs by name whenever both have names.
     """
+    data = match_classes(posteriors, data)
     _check_data(posteriors, data, "data set")
     if rotate_image is not None:
         from core.analysis.comparison import refuse_own_images

@@ -132,8 +132,13 @@ def run(args: argparse.Namespace) -> int:
     shape = {"image_size": arch.image_size, "channels": arch.channels}
     if args.dataset == FACE_TEST_SET:
         data = _face_test_set(args)
-    else:
-        data = resolve_dataset(args.dataset, args.data_dir, download=args.download, **shape).first(args.limit)
+    else:  # a person's images are split as the posteriors record, their training images left out
+        trained_on = {name: p.info.get("training_data") for name, p in posteriors.items()}
+        data = resolve_dataset(args.dataset, args.data_dir, download=args.download, trained_on=trained_on,
+                               **shape).first(args.limit)
+        note = (data.source.get("data_check") or {}).get("note")
+        if note:
+            say(f"note: {note}", sys.stderr)
     ood = resolve_dataset(args.ood, args.data_dir, download=args.download, **shape) if args.ood else None
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)

@@ -14,6 +14,8 @@ from typing import Any
 
 from core.commands.console import say
 from core.engine import tiers
+from core.engine.data.identity import output_class_names
+from core.engine.data.split import unpack
 from core.engine.inference.sampling import chains_in_words, chains_of_run
 from core.engine.models import ArchSpec
 from core.engine.naming import (
@@ -116,7 +118,8 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "test_accuracy": info.get("test_accuracy"),
         "seed": records["seed"],
         "config": records["config"],
-        "training_data": info.get("training_data"),
+        "class_names": _class_names(records),
+        "training_data": _readable(info.get("training_data")),
         "test_data": info.get("test_data"),
         "started_from": info.get("started_from"),
         "format_version": records["format_version"],
@@ -125,6 +128,25 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "checksum": records.get("checksum"),
     }
     return _plain(out)
+
+
+def _class_names(records: dict[str, Any]) -> list[str] | None:
+    """The outputs' class names in output order (an older digit file's from its data set)."""
+    arch = ArchSpec.from_dict(records["arch"])
+    names = output_class_names(records["info"], records["dataset"], arch.num_classes)
+    return None if names is None else list(names)
+
+
+def _readable(record: Any) -> Any:
+    """A ``training_data`` record with its packed sets of files and images given as counts."""
+    if not isinstance(record, dict) or not isinstance(record.get("identity"), dict):
+        return record
+    identity = dict(record["identity"])
+    for key in ("files", "train_images", "test_images"):
+        packed = unpack(identity.get(key))
+        if packed is not None:
+            identity[key] = f"{len(packed)} fingerprints"
+    return {**record, "identity": identity}
 
 
 def part_of_run(info: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
@@ -147,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     say(f"  architecture  {facts['architecture_label']} ({facts['parameters']:,} weights)")
     data, words = facts["dataset"], dataset_words(facts["dataset"])
     say(f"  trained on    {words}" + ("" if words == data else f" ({data})"))
+    if facts["class_names"]:
+        say(f"  classes       {', '.join(facts['class_names'])} (in output order)")
     if facts["tier"]:
         say(f"  tier          {facts['tier']}: one of a set of methods on this same model (bayescope-cli zoo)")
     if facts["chains"] is not None:

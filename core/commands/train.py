@@ -42,6 +42,7 @@ from core.engine.data.folder import (
     load_image_folder,
     streamed_refusal,
 )
+from core.engine.data.identity import start_classes
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
@@ -121,6 +122,10 @@ def chain_subset(args: argparse.Namespace, method: Any, config: Any) -> tuple[in
     if any(not 0 <= c < count for c in chains) or len(set(chains)) != len(chains):
         raise ValueError(f"--chains names different chains among the run's {count}, numbered 0 to {count - 1}; "
                          f"got {args.chains}")
+    if args.dataset == "utkface":  # said before any part trains, not by join after all of them
+        raise ValueError("--chains trains parts of a run that join measures on its test images, which join finds "
+                         "for digits (IDX files) and your own images but not for face descriptors; train the "
+                         "whole run at once")
     for flag, given in (("--cluster", args.cluster), ("--start-from", args.start_from),
                         ("--keep-draws", args.keep_draws)):
         if given is not None:
@@ -160,10 +165,8 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
         f"{len(data.test)} test images, {'colour' if data.channels == 3 else 'grey'} "
         f"{data.image_size}×{data.image_size}{streamed}")
     if given is not None:
-        if given.num_classes != len(data.train.class_names):
-            raise ValueError(f"{args.start_from} has {given.num_classes} classes, but {args.dataset} "
-                             f"has {len(data.train.class_names)}")
-        return data.train.first(args.limit), data.test.first(args.limit), given
+        train, test = start_classes(start, args.start_from, data.train, data.test, args.dataset)
+        return train.first(args.limit), test.first(args.limit), given
     arch = folder_architecture(data, args.model, arch.drop_rate, arch.hidden)
     copies = 4 * max(1, chains_of_run(config))
     check_model_fits(arch, copies, f"training {copies // 4} {arch.name} model(s) of {arch.parameter_count():,} weights",
@@ -182,8 +185,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="your own colour images: the side they are resized and cropped to (default 32; "
                              "grey images are read at 28)")
     parser.add_argument("--test-fraction", type=float, default=TEST_FRACTION,
-                        help="your own images without train/ and test/ folders: the share of each class "
-                             f"held out for testing (default {TEST_FRACTION})")
+                        help="your own images without train/ and test/ folders: the share of the images "
+                             f"held out for testing, each by a hash of its name (default {TEST_FRACTION}; "
+                             "recorded in the posterior, which evaluate and join split the folder by)")
     parser.add_argument("--model", choices=ARCHITECTURES,
                         help="network (default: lenet; resnet for a folder of colour images)")
     parser.add_argument("--method", choices=sorted(METHODS), default="mc_dropout")
@@ -231,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
         test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
+        if start is not None:
+            train, test = start_classes(start, args.start_from, train, test, args.dataset)
         train, test = train.first(args.limit), test.first(args.limit)
     if not train.source.get("official", True) and args.dataset in ("mnist",):
         say(f"note: the files in {train.source['folder']} are not the official MNIST files; "
@@ -250,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
             posterior = drain(run, bar_callback(bar))
     finally:
         bar.close()
-    if image_folder(args.dataset):
+    if len(train.class_names) == arch.num_classes:  # the outputs' names, in output order (info prints them)
         posterior.info["class_names"] = list(train.class_names)
     if args.name and args.name.strip():
         posterior.info["name"] = args.name.strip()

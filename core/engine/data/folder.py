@@ -5,9 +5,10 @@ Three layouts are read (docs/data.md shows them):
 - **class folders**: ``FOLDER/<class>/…/<image>``; the sub-folder names are the class names,
   in sorted order, and images may sit at any depth below their class folder. With
   ``FOLDER/train/<class>/…`` and ``FOLDER/test/<class>/…`` the two splits are given;
-  otherwise a seeded, per-class split puts :data:`TEST_FRACTION` of every class with at
-  least two images into the test split (:data:`SPLIT_SEED`, so ``train`` and ``evaluate``
-  draw the same split from the same folder). A folder of images without class folders is
+  otherwise each file's own hash (its class and path, :mod:`core.engine.data.split`) puts
+  about :data:`TEST_FRACTION` of the images into the test split (:data:`SPLIT_SEED`), so one
+  image more or less moves no other, and a posterior records the rule and its parameters
+  (``source["identity"]``, compared again by :mod:`core.engine.data.identity`). A folder of images without class folders is
   one class: it can be an out-of-distribution set (read whole as its test split), never a
   training set;
 - **a CSV manifest**: rows ``path,label`` (a ``path,label`` header is skipped), paths relative
@@ -43,7 +44,7 @@ import hashlib
 import io
 import os
 import re
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,18 @@ from PIL import Image
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.preprocess import ImageLoadError, upright_image
+from core.engine.data.split import (
+    FILES_RULE,
+    FOLDERS_RULE,
+    HASH_RULE,
+    SEEDED_RULE,
+    WHOLE_RULE,
+    SplitRule,
+    content_fingerprints,
+    file_key,
+    pack,
+    pack_fingerprints,
+)
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.memory import check_fits
 from core.engine.models import (
@@ -67,9 +80,9 @@ from core.engine.models import (
 
 #: Suffixes read as images (any case).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
-#: The share of each class that a seeded split puts in the test split.
+#: The share of the images that the split puts in the test split (each file by its own hash).
 TEST_FRACTION = 0.2
-#: The seed of that split: fixed, so that training and evaluation split a folder alike.
+#: The seed of that split: fixed (and recorded), so that training and evaluation split a folder alike.
 SPLIT_SEED = 0
 #: Images looked at to decide whether a folder is colour.
 COLOUR_PROBE = 64
@@ -746,21 +759,6 @@ def _probe_channels(paths: Sequence[Path]) -> int:
     return 1
 
 
-def _seeded_split(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """A boolean mask of the test images: ``round(fraction·n)`` of each class (at least one
-    of a class with two or more images), drawn by a generator seeded with ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
-    test = np.zeros(len(labels), dtype=bool)
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
-        if len(members) < 2:
-            continue
-        take = min(len(members) - 1, max(1, round(fraction * len(members))))
-        order = torch.randperm(len(members), generator=generator).numpy()
-        test[members[order[:take]]] = True
-    return test
-
-
 def _listing(path: Path) -> ImageList:
     if path.is_file():
         return read_manifest(path)
@@ -792,6 +790,43 @@ def _check_one_split_folder(path: Path, splits: dict[str, Path]) -> None:
         raise DatasetContentError(
             f"{path} holds a {given}/ folder of classes but no {lacking}/ folder beside it: add {lacking}/ with the "
             f"same class folders, or give {path / given} itself (its images are then split by a seeded draw)")
+
+
+def image_keys(listing: ImageList) -> list[str]:
+    """Every listed image's key (its class name and path, :func:`core.engine.data.split.file_key`)."""
+    split_folders = listing.splits is not None
+    return [file_key(listing.class_names[label], listing.relative(p), split_folders)
+            for p, label in zip(listing.paths, listing.labels, strict=True)]
+
+
+#: The version of the ``identity`` record (:func:`listing_identity`).
+IDENTITY_VERSION = 1
+
+
+def listing_identity(listing: ImageList, keys: Sequence[str], rule: SplitRule, train: np.ndarray,
+                     test: np.ndarray, left: np.ndarray | None = None) -> dict[str, Any]:
+    """What identifies a read folder and its split, as a posterior records it: the rule and its
+    parameters, the class names in label order, every listed file's key (packed), the contents of
+    the training and of the test images (packed SHA-256 prefixes, so that the same image under
+    another name or class is recognised) and the test images left out as seen in training."""
+    chosen = np.flatnonzero(train | test)
+    prints = dict(zip(chosen.tolist(), content_fingerprints([listing.paths[i] for i in chosen]), strict=True))
+    return {
+        "version": IDENTITY_VERSION,
+        "split": rule.to_dict(),
+        "class_names": list(listing.class_names),
+        "file_count": len(keys),
+        "files": pack(keys),
+        "train_images": pack_fingerprints(prints[i] for i in np.flatnonzero(train)),
+        "test_images": pack_fingerprints(prints[i] for i in np.flatnonzero(test)),
+        "left_out": sorted(listing.relative(listing.paths[i]) for i in np.flatnonzero(left))
+        if left is not None else [],
+    }
+
+
+def list_images(path: str | os.PathLike) -> ImageList:
+    """What a folder or manifest lists now, no image decoded (None of CIFAR's binaries)."""
+    return _listing(Path(path))
 
 
 def _manifest_digest(listing: ImageList) -> str:
@@ -855,6 +890,9 @@ def read_image_folder(
     stream_bytes: int = STREAM_BYTES,
     workers: int | None = None,
     report_every: int = 64,
+    split_rule: SplitRule | None = None,
+    leave_out: Collection[str] = (),
+    need_train: bool = True,
 ) -> Generator[ProgressRecord, None, FolderData]:
     """Read a person's images (class folders, a CSV manifest or CIFAR binaries) as two splits.
 
@@ -862,6 +900,12 @@ def read_image_folder(
     the per-channel mean and standard deviation are measured on the training split. Yields a
     ``ProgressRecord(done, total, phase="reading images")`` every ``report_every`` decoded
     images (and after the last), so a caller can show progress and cancel between them.
+
+    A folder without ``train/`` and ``test/`` folders is split by ``split_rule`` (default: each file
+    by its own hash, ``test_fraction`` of them to test, :mod:`core.engine.data.split`); the keys
+    in ``leave_out`` (images a posterior trained on, :mod:`core.engine.data.identity`) are in
+    neither split. ``source["identity"]`` records what identifies the images and their split.
+    ``need_train=False`` reads CIFAR files that hold a test batch only (evaluation).
 
     Raises
     ------
@@ -878,7 +922,8 @@ def read_image_folder(
     yield ProgressRecord(0, 0, {}, phase="reading images")
     cifar = find_cifar(path) if path.is_dir() else None
     if cifar is not None:
-        return _load_cifar(path, *cifar, image_size, channels)
+        return _load_cifar(path, *cifar, image_size, channels, need_train=need_train)
+    rule = split_rule or SplitRule(HASH_RULE, test_fraction, seed)
     listing = _listing(path)
     if not listing.paths:
         raise NoImagesError(
@@ -910,15 +955,24 @@ def read_image_folder(
         raise NoReadableImageError(
             f"none of the {n} image files in {path} could be read (the first: "
             f"{unreadable[0]['file']}: {unreadable[0]['reason']})")
+    keys = image_keys(listing)
     if listing.splits is not None:
-        is_test = np.asarray([s == "test" for s in listing.splits])
+        is_test, rule = np.asarray([s == "test" for s in listing.splits]), SplitRule(FOLDERS_RULE)
     elif len(listing.class_names) < 2:
-        is_test = np.ones(n, dtype=bool)  # one class: an out-of-distribution set, read whole
-    else:  # drawn over the readable images, so that a damaged file takes no test image's place
+        is_test, rule = np.ones(n, dtype=bool), SplitRule(WHOLE_RULE)  # an out-of-distribution set, read whole
+    elif rule.rule == HASH_RULE:  # each file by its own hash: one file more or less moves no other
+        is_test = rule.test_mask(keys, labels)
+    else:  # an older file's draw, over the readable images as it was drawn then
+        if rule.rule != SEEDED_RULE:
+            rule = SplitRule(HASH_RULE, test_fraction, seed)
         is_test = np.zeros(n, dtype=bool)
         readable = np.flatnonzero(ok)
-        is_test[readable] = _seeded_split(labels[readable], test_fraction, seed)
-    _check_every_class_read(listing, ok, is_test, unreadable)
+        is_test[readable] = rule.test_mask([keys[i] for i in readable], labels[readable])
+    left = np.asarray([k in leave_out for k in keys], dtype=bool) if leave_out else np.zeros(n, dtype=bool)
+    left &= is_test
+    ok &= ~left
+    if need_train:  # an evaluation reads test images only: a class held all in test is no gap there
+        _check_every_class_read(listing, ok, is_test, unreadable)
     train = ok & ~is_test
     pixels = side * side * int(train.sum())
     mean, std = _statistics(sums[train, 0].sum(0), sums[train, 1].sum(0), pixels)
@@ -928,10 +982,9 @@ def read_image_folder(
         "unreadable": unreadable, "image_size": side, "channels": channels,
         "resize": f"shorter side to {side} px (bilinear), centre crop {side}×{side}",
         "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
-        "split_rule": ("train/ and test/ folders" if listing.splits is not None else
-                       "one class: every image is a test image" if len(listing.class_names) < 2 else
-                       f"seeded per-class split, {test_fraction:g} of each class to test (seed {seed})"),
+        "split_rule": rule.words(),
         "listing_sha256": _manifest_digest(listing), "streamed": stream,
+        "identity": listing_identity(listing, keys, rule, train, ok & is_test, left),
     }
 
     def part(split: str, mask: np.ndarray) -> Dataset:
@@ -962,12 +1015,16 @@ def _check_every_class_read(listing: ImageList, ok: np.ndarray, is_test: np.ndar
     name = listing.class_names[label]
     files = [listing.relative(p) for p, y in zip(listing.paths, listing.labels, strict=True) if y == label]
     why = next((f"{u['file']}: {u['reason']}" for u in unreadable if u["file"] in set(files)), None)
-    held = (f"none of its {len(files)} image file(s) could be read (the first: {why})" if why
-            else f"its {len(files)} image(s) are all test images")
+    if why:
+        held, fix = (f"none of its {len(files)} image file(s) could be read (the first: {why})",
+                     "add readable images of it or remove the class")
+    else:
+        held, fix = (f"each of its {len(files)} image(s) fell in the test split (a file's split is drawn from "
+                     "its own name)", "add images of it or give a smaller test fraction")
     more = f" (nor have {len(missing) - 1} more classes)" if len(missing) > 1 else ""
     raise EmptyClassError(
         f"the class {name} has no training image{more}: {held}, so the network would have an output it never saw; "
-        "add readable images of it or remove the class")
+        f"{fix}")
 
 
 def cifar_bytes(counts: dict[str, int], channels: int, side: int) -> int:
@@ -998,8 +1055,10 @@ def _cifar_float(images: np.ndarray, channels: int, side: int) -> tuple[torch.Te
 
 
 def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_size: int | None,
-                channels: int | None) -> FolderData:
-    if not files.get("train") or not files.get("test"):
+                channels: int | None, need_train: bool = True) -> FolderData:
+    if not files.get("train") and files.get("test") and not need_train:
+        files = {**files, "train": []}  # evaluation reads a test batch alone: the model brings its own standardisation
+    elif not files.get("train") or not files.get("test"):
         missing = ("training batches (data_batch_*.bin / train.bin)" if not files.get("train")
                    else "test_batch.bin / test.bin")
         raise DatasetNotFoundError(f"{path} holds {layout} files but no {missing}")
@@ -1010,15 +1069,16 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
     check_fits(cifar_bytes(counts, channels, side), f"reading the {sum(counts.values()):,} CIFAR images of {path.name}",
                "read fewer batch files (move some data_batch_*.bin out of the folder) or a smaller image size")
     parts = {split: read_cifar_files(files[split], layout) for split in ("train", "test")}
-    count = int(max(parts["train"][1].max(), parts["test"][1].max())) + 1
-    names = _cifar_names(files["train"][0].parent, layout, count)
+    count = int(max(parts["train"][1].max(initial=0), parts["test"][1].max(initial=0))) + 1
+    names = _cifar_names((files["train"] or files["test"])[0].parent, layout, count)
     converted = {}
     for split in ("train", "test"):
         images, labels = parts.pop(split)
         converted[split] = (*_cifar_float(images, channels, side), labels)
         del images  # its uint8 bytes go before the next split is converted
-    _, sums, squares, _ = converted["train"]
-    values = counts["train"] * side * side
+    measured = "train" if counts["train"] else "test"  # a test batch alone: never used to train
+    _, sums, squares, _ = converted[measured]
+    values = counts[measured] * side * side
     mean = sums / values
     mean_t = tuple(float(v) for v in mean)
     std = tuple(float(max(v, 1e-3)) for v in np.sqrt(np.maximum(squares / values - mean**2, 0.0)))
@@ -1028,8 +1088,10 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
         "class_names": list(names), "files": {f.name: {"bytes": f.stat().st_size} for f in files_all},
         "unreadable": [], "image_size": side, "channels": channels,
         "resize": "none (32×32)" if side == CIFAR_SIDE else f"32 px to {side} px (bilinear)",
-        "normalisation": {"mean": list(mean_t), "std": list(std), "measured_on": "train"},
-        "split_rule": "the files' own train and test batches", "streamed": False,
+        "normalisation": {"mean": list(mean_t), "std": list(std), "measured_on": measured},
+        "split_rule": FILES_RULE, "streamed": False,
+        "identity": {"version": IDENTITY_VERSION, "split": SplitRule(FILES_RULE).to_dict(),
+                     "class_names": list(names)},
     }
     data = {}
     for split, (x, _, _, labels) in converted.items():
@@ -1042,6 +1104,7 @@ def _load_cifar(path: Path, layout: str, files: dict[str, list[Path]], image_siz
 def load_image_split(path: str | os.PathLike, split: str = "test", image_size: int | None = None,
                      channels: int | None = None, **kwargs: Any) -> Dataset:
     """One split of :func:`load_image_folder`, for evaluation (``image_size``/``channels``: the model's)."""
+    kwargs.setdefault("need_train", split == "train")
     data = load_image_folder(path, image_size, channels, **kwargs)
     return data.train if split == "train" else data.test
 
