@@ -79,7 +79,7 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
     check_seed(args.seed)
     check_cluster(args.cluster)
     args.chain_ids = chain_subset(args, method, config)
-    drop = args.drop_rate if args.drop_rate is not None else (0.5 if method.needs_dropout else 0.0)
+    drop = args.drop_rate if args.drop_rate is not None else method.default_drop_rate
     if args.dataset == "utkface":  # a head over face descriptors, eight age groups
         from core.engine.faces import descriptor_info
         from core.engine.faces.heads import face_arch
