@@ -24,6 +24,7 @@ from PIL import Image
 from core.commands.main import main
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.data.folder import (
+    EmptyClassError,
     StreamedImages,
     check_training_classes,
     fit_square,
@@ -415,10 +416,14 @@ def test_any_mix_of_valid_and_corrupt_files_adds_up(tmp_path_factory, files, nam
             load_image_folder(root, image_size=16)
         return
     if len(readable) > 1 and 0 in readable.values():  # a class of damaged files only: never an unseen output
-        with pytest.raises(DatasetContentError, match="has no training image: none of its .* could be read"):
+        with pytest.raises(DatasetContentError, match="has no training image.*: none of its .* could be read"):
             load_image_folder(root, image_size=16)
         return
-    data = load_image_folder(root, image_size=16)
+    try:
+        data = load_image_folder(root, image_size=16)
+    except EmptyClassError as exc:  # each file's split is its own hash: a small class may fall wholly in test
+        assert "fell in the test split" in str(exc)
+        data = load_image_folder(root, image_size=16, need_train=False)
     assert len(data.train) + len(data.test) == valid
     assert len(data.unreadable) == len(files) - valid == data.files - valid
     assert data.train.x.shape[1:] == (data.channels, 16, 16) if len(data.train) else True

@@ -245,7 +245,7 @@ def test_a_class_whose_files_are_all_damaged_is_refused(tmp_path):
 
 def test_a_manifest_class_whose_only_file_is_missing_is_refused(tmp_path):
     path = _manifest(tmp_path, ["path,label", "img/0.png,a", "img/1.png,b", "img/2.png,a", "img/gone.png,c"])
-    with pytest.raises(DatasetContentError, match=r"class c has no training image: .*img/gone.png: no such file"):
+    with pytest.raises(DatasetContentError, match=r"class c has no training image.*img/gone.png: no such file"):
         load_image_folder(path)
 
 

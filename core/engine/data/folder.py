@@ -1011,10 +1011,15 @@ def _check_every_class_read(listing: ImageList, ok: np.ndarray, is_test: np.ndar
     missing = np.flatnonzero(seen == 0)
     if not len(missing):
         return
-    label = int(missing[0])
-    name = listing.class_names[label]
-    files = [listing.relative(p) for p, y in zip(listing.paths, listing.labels, strict=True) if y == label]
-    why = next((f"{u['file']}: {u['reason']}" for u in unreadable if u["file"] in set(files)), None)
+    files_of = {int(c): [listing.relative(p) for p, y in zip(listing.paths, listing.labels, strict=True) if y == c]
+                for c in missing}
+    reasons = {u["file"]: f"{u['file']}: {u['reason']}" for u in unreadable}
+    # "could not be read" only of a class none of whose files could be read; else its images fell in test
+    why_of = {c: next((reasons[f] for f in files if f in reasons), None) if not ok[labels == c].any() else None
+              for c, files in files_of.items()}
+    # a class whose files could not be read is named first: its cause is the one a person can mend
+    label = next((c for c, why in why_of.items() if why), int(missing[0]))
+    name, files, why = listing.class_names[label], files_of[label], why_of[label]
     if why:
         held, fix = (f"none of its {len(files)} image file(s) could be read (the first: {why})",
                      "add readable images of it or remove the class")
