@@ -1,0 +1,136 @@
+"""The evaluation's batching (steps sized by bytes, scores taken a part of a step at a time)
+changes how fast evaluate runs, never what it computes.
+
+The reference below is the evaluation as it was written before (5a9a023): each draw block of
+``SAMPLE_BUDGET // S`` images predicted with its own generator, each image's scores taken
+one image at a time by the uncertainty module's own functions, each chain's prediction the
+arg-max of the mean of its draws. Posteriors with stored draws, which no generator changes,
+predict in the new step's calls there: a float32 matrix product of a few rows rounds
+otherwise than the same rows in a larger one (MKL picks another kernel below about 64
+rows, up to 3e-7 in a probability), a difference of the forward pass, not of the batching
+(docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import core.analysis.metrics as metrics
+from core.analysis.evaluation import batch_generator, evaluate
+from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, predict_dataset
+from core.analysis.uncertainty import (
+    expected_entropy,
+    mutual_information,
+    predictive_entropy,
+    top_two_overlap,
+    variance_decomposition,
+)
+from core.engine.inference.base import Dataset
+from core.engine.resources import bundled_posteriors
+from core.engine.runner import drain
+from core.engine.store import load_posterior
+
+#: Paper-tier files: stored draws (HMC's 800, SGHMC's chains), masks drawn at prediction
+#: (MC dropout, D-SGHMC's input masks) and weights drawn at prediction (mean-field VI).
+FILES = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
+         "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt")
+
+
+def _bundled(name: str):
+    path = next((p for p in bundled_posteriors() if p.name == name), None)
+    if path is None:
+        pytest.skip(f"{name} is not bundled in this checkout")
+    return load_posterior(path)
+
+
+def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
+               calls: int | None = None) -> dict[str, np.ndarray]:
+    """The old evaluation, image by image: mean, scores and chain predictions (stored draws
+    predicted ``calls`` images at a time, default all at once)."""
+    chains = chain_ids(posterior)
+    block = max(1, SAMPLE_BUDGET // len(chains))
+    if draws_fixed(posterior):
+        calls = calls or len(data)
+        samples = torch.cat([posterior.predict_proba(data.x[i : i + calls]) for i in range(0, len(data), calls)], 1)
+    else:
+        draw = batch_generator(seed, set_index)
+        samples = torch.cat([posterior.predict_proba(data.x[i : i + block], generator=draw(i // block))
+                             for i in range(0, len(data), block)], 1)
+    present = torch.unique(chains)
+    out: dict[str, list] = {k: [] for k in (*metrics.SCORES, "mean", "chains")}
+    for j in range(len(data)):
+        one = samples[:, j : j + 1].double()  # (S, 1, K)
+        out["mean"].append(one.mean(0)[0])
+        out["total"].append(predictive_entropy(one)[0])
+        out["aleatoric"].append(expected_entropy(one)[0])
+        out["epistemic"].append(mutual_information(one)[0])
+        out["epistemic_variance"].append(variance_decomposition(one).epistemic_sum[0])
+        out["one_minus_max_prob"].append(1 - one.mean(0)[0].max())
+        out["top_two_overlap"].append(top_two_overlap(one)[0].double())
+        out["chains"].append(torch.stack([one[chains == c, 0].mean(0).argmax() for c in present]))
+    return {k: torch.stack(v).numpy() for k, v in out.items()}
+
+
+def _assert_same(result, expected: dict[str, np.ndarray]) -> None:
+    np.testing.assert_allclose(result.mean_proba, expected["mean"], rtol=0, atol=1e-12)
+    for key in metrics.SCORES:
+        np.testing.assert_allclose(result.scores[key], expected[key], rtol=0, atol=1e-12, err_msg=key)
+    np.testing.assert_array_equal(result.chain_predictions, expected["chains"].T)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_evaluate_gives_the_old_numbers_in_steps_of_several_blocks(name, shared_data, monkeypatch):
+    """Steps of a few blocks, scored in parts that end mid-step: the old numbers to 1e-12."""
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled(name)
+    data = resolve_dataset("mnist-test", shared_data).first(150)
+    expected = _reference(posterior, data, calls=70)
+    s = len(chain_ids(posterior))
+    block = max(1, SAMPLE_BUDGET // s)
+    fixed = draws_fixed(posterior)
+    per_image = metrics._image_bytes(posterior, s, fixed)
+    # a step of 3 blocks (stored draws: 70 images, so 150 images end in a partial step) ...
+    monkeypatch.setattr(metrics, "STEP_BYTES", int((70 if fixed else 3 * block) * per_image) + 1)
+    # ... scored 17 images at a time, so parts end inside a step and inside a block
+    monkeypatch.setattr(metrics, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
+    step = metrics.step_images(posterior, s, block)
+    assert step == (70 if fixed else 3 * block)
+    records = []
+    run = predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0))
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration as stop:
+        result = stop.value
+    assert len(records) == -(-150 // step)
+    _assert_same(result, expected)
+    # and through evaluate, as the CLI and the Dataset tab call it, with the default steps
+    monkeypatch.undo()
+    ev = drain(evaluate({"p": posterior}, data, seed=0))
+    _assert_same(ev.results["p"].data, _reference(posterior, data))
+
+
+def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled("paper_softmax_mc_dropout.pt")
+    data = resolve_dataset("mnist-test", shared_data).first(50)
+    ood = resolve_dataset("notmnist", shared_data).first(90)
+    ev = drain(evaluate({"p": posterior}, data, ood, seed=3))
+    _assert_same(ev.results["p"].data, _reference(posterior, data, 0, seed=3))
+    _assert_same(ev.results["p"].ood, _reference(posterior, ood, 1, seed=3))
+
+
+def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
+    """HMC's 800 draws went through 5 images at a time; a step now holds hundreds."""
+    posterior = _bundled("paper_softmax_hmc.pt")
+    s = len(chain_ids(posterior))
+    assert s == 800 and draws_fixed(posterior)
+    assert metrics.step_images(posterior, s, SAMPLE_BUDGET // s) >= 256
+    dropout = _bundled("paper_softmax_mc_dropout.pt")
+    assert not draws_fixed(dropout)
+    block = SAMPLE_BUDGET // len(chain_ids(dropout))
+    assert metrics.step_images(dropout, len(chain_ids(dropout)), block) % block == 0
