@@ -134,3 +134,59 @@ def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
     assert not draws_fixed(dropout)
     block = SAMPLE_BUDGET // len(chain_ids(dropout))
     assert metrics.step_images(dropout, len(chain_ids(dropout)), block) % block == 0
+
+
+def test_a_run_that_would_not_fit_is_refused_before_it_starts(shared_data, tmp_path, monkeypatch, capsys):
+    """The whole run is weighed before the first image: one sentence with the images, the
+    draws and what to lower; exit 2, nothing predicted, nothing written."""
+    import core.analysis.evaluation as evaluation
+    import core.engine.memory as memory
+    from core.analysis.evaluation import resolve_dataset, run_bytes
+    from core.commands.main import main
+
+    path = next(p for p in bundled_posteriors() if p.name == "paper_softmax_hmc.pt")
+    posterior = load_posterior(path)
+    data = resolve_dataset("mnist-test", shared_data).first(2000)
+    need, _ = run_bytes([("paper_softmax_hmc", posterior, 5)], [len(data)], None)
+    smaller, _ = run_bytes([("paper_softmax_hmc", posterior, 5)], [10], 8)
+    assert smaller < need / 4  # fewer draws and images do lower the estimate
+    # room for 90% of the run: the posterior and the images load, the run is refused
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(need * 0.9 / memory.USABLE_FRACTION))
+
+    def predicted(*args, **kwargs):
+        raise AssertionError("an image was predicted before the refusal")
+
+    monkeypatch.setattr(evaluation, "predict_dataset", predicted)
+    out = tmp_path / "out"
+    code = main(["evaluate", "--posterior", str(path), "--dataset", "mnist-test", "--limit", "2000",
+                 "--data-dir", str(shared_data), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    line = next(row for row in err.splitlines() if row.startswith("error: "))
+    assert "evaluating 1 posterior on 2,000 images of mnist-test (800 draws of paper_softmax_hmc at a time)" in line
+    assert "would need about" in line and "fewer draws or fewer images" in line
+    assert "Traceback" not in err and "MemoryEstimateError" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_progress_counts_images_and_says_the_rate_and_time_left(shared_data):
+    from core.analysis.evaluation import progress_in_words, resolve_dataset
+
+    posterior = _bundled("paper_softmax_sghmc.pt")
+    data = resolve_dataset("mnist-test", shared_data).first(40)
+    ood = resolve_dataset("notmnist", shared_data).first(30)
+    records = []
+    run = evaluate({"p": posterior}, data, ood)
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration:
+        pass
+    assert records[-1].step == records[-1].total == 70  # images of both sets
+    assert [r.values["images"] for r in records] == sorted(r.values["images"] for r in records)
+    last = records[-1].values
+    assert last["images_per_s"] > 0 and last["seconds_left"] == 0.0
+    words = progress_in_words(1200, 20000, {"images_per_s": 850.0, "seconds_left": 20.0})
+    assert words == "1,200 of 20,000 images · 850 images a second · about 20 s left"
+    assert progress_in_words(0, 10, {}) == "0 of 10 images"
+    assert "about 3 min left" in progress_in_words(5, 10, {"images_per_s": 2.0, "seconds_left": 170.0})
