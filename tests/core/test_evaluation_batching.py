@@ -190,3 +190,30 @@ def test_progress_counts_images_and_says_the_rate_and_time_left(shared_data):
     assert words == "1,200 of 20,000 images · 850 images a second · about 20 s left"
     assert progress_in_words(0, 10, {}) == "0 of 10 images"
     assert "about 3 min left" in progress_in_words(5, 10, {"images_per_s": 2.0, "seconds_left": 170.0})
+
+
+@pytest.mark.parametrize("draws", [1, 2, 300])
+def test_batch_scores_are_the_uncertainty_modules_and_keep_exact_zeros(draws):
+    """The fused scores equal the uncertainty module's functions to 1e-12, and what is 0 by
+    construction stays exactly 0: one draw's mutual information and variance (else the OOD
+    table would give an AUROC for a score that cannot tell anything), and every score of
+    draws that all agree on probabilities of 0 and 1."""
+    from core.analysis.metrics import batch_scores
+
+    g = torch.Generator().manual_seed(draws)
+    samples = torch.softmax(torch.randn(draws, 40, 10, generator=g) * 8, -1)
+    samples[:, 0] = torch.eye(10)[3]  # every draw certain of class 3
+    samples[:, 1] = 0.1  # every draw uniform
+    got = batch_scores(samples)
+    d = samples.double()
+    expected = {"total": predictive_entropy(d), "aleatoric": expected_entropy(d),
+                "epistemic": mutual_information(d), "epistemic_variance": variance_decomposition(d).epistemic_sum,
+                "one_minus_max_prob": 1 - d.mean(0).max(-1).values, "top_two_overlap": top_two_overlap(d).double()}
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key].numpy(), value.numpy(), rtol=0, atol=1e-12, err_msg=key)
+    for key in ("total", "aleatoric", "epistemic", "epistemic_variance", "one_minus_max_prob"):
+        assert got[key][0] == 0.0, key
+    # identical uniform draws: 0.1 is not a float, and the old functions' rounding left 1e-15 too
+    assert got["epistemic"][1] < 1e-14 and got["epistemic_variance"][1] < 1e-14
+    if draws == 1:
+        assert (got["epistemic"] == 0).all() and (got["epistemic_variance"] == 0).all()
