@@ -606,11 +606,11 @@ def check_memory(
     num_angles: int,
     rotate: bool,
 ) -> None:
-    """Estimate, per posterior, the largest allocation of the evaluation; refuse what cannot fit.
-
-    Data-set batches hold about ``SAMPLE_BUDGET`` sample-inputs; the rotation sweep sends
-    all A angles through the posterior at once and keeps S·A·K probabilities (float64, with
-    their quantile copies).
+    """Refuse, before anything is loaded, a sample count that cannot fit: one draw block's
+    prediction (``SAMPLE_BUDGET // S`` images) of each posterior, and the rotation sweep, which
+    sends all A angles through the posterior at once and keeps S·A·K probabilities (float64,
+    with their quantile copies). The whole run, once the sets' sizes are known, is weighed by
+    :func:`check_run_memory` as :func:`evaluate` starts.
     """
     for name, posterior in posteriors.items():
         s = posterior.check_prediction(num_samples, batch_size=1)
