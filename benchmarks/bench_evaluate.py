@@ -1,18 +1,26 @@
-"""Data-set evaluation speed and memory of every bundled posterior (the Dataset tab's work).
+"""Data-set evaluation of every bundled posterior against its plain batched forward pass.
 
-Each posterior runs in its own process (so its peak memory is its own) through
-:func:`core.outputs.evaluation_cache.evaluate_dataset` without the cache: the CLI's batches
-(``SAMPLE_BUDGET // S`` images), ``S`` draws per image, the MNIST test images. Prints one
-Markdown row per posterior: draws used, images, seconds (wall and CPU, both threads together),
-images per second, the peak resident
-memory of the process and how much it grew during the evaluation (the streaming keeps one
-batch of S×B×K probabilities, never S×N×K).
+For each bundled posterior, in a process of its own (so its peak memory is its own), on the
+first ``--images`` MNIST test images with the posterior's own number of draws (or
+``--samples``):
 
-Run: ``nice python benchmarks/bench_evaluate.py --data-dir ../shared/data [--images 2000]
-[--default-images 10000] [--samples 30] [--threads 2] [--device auto|cpu|cuda[:N]|mps]``. The
-default posterior (MC-dropout LeNet) runs on ``--default-images`` (the full test set), the
-others on ``--images``; ``--device`` (default cpu) is where the posteriors predict, so that
-``--device cuda`` on a GPU machine measures the GPU path against the CPU's rows.
+* **evaluate**: :func:`core.analysis.evaluation.evaluate` drained, as the command line and the
+  Dataset tab run it (predictions, every score, each chain's predictions);
+* **forward**: the same draws over the same images and nothing else, timed in the same
+  process. A posterior with stored draws (HMC, SG-MCMC, ensembles, MAP) predicts the images
+  in calls of 64, 256 and 1,024 images and of evaluate's own step, and the fastest counts; one
+  that draws at prediction (dropout masks, weight draws) makes evaluate's own calls, block by
+  block with each block's generator, since those calls are the draws evaluate makes;
+* **ratio**: evaluate / forward, each the best of ``--repeats`` runs taken alternately, so
+  that a busy spell of the machine (shared by other work) weighs on both alike.
+
+Prints one Markdown row per posterior with the peak resident memory, and the load average
+before and after. With ``--tab`` it also times the Dataset tab's work for the default columns
+(:func:`core.outputs.evaluation_cache.evaluate_dataset`, no cache) on the whole MNIST test set
+plus notMNIST.
+
+Run: ``nice python benchmarks/bench_evaluate.py [--data-dir ../shared/data] [--images 1000]
+[--repeats 3] [--threads 2] [--device cpu|cuda|auto] [--only FILE ...] [--tab]``.
 """
 
 from __future__ import annotations
@@ -29,88 +37,134 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def _rss_mb() -> float:
-    """Resident memory now (Linux /proc), in MB."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return float("nan")
+#: Images per call tried for the forward floor of a posterior with stored draws.
+FORWARD_CALLS = (64, 256, 1024)
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def measure_one(path: str, data_dir: str, images: int, samples: int, threads: int, device: str = "cpu") -> dict:
+def _forward_seconds(posterior, x, num_samples, block: int, step: int, fixed: bool) -> float:
+    """One plain forward pass of the draws over ``x``: the fastest plan (see the module doc)."""
     import torch
 
-    from core.engine.device import resolve_device
+    from core.analysis.evaluation import batch_generator
+
+    best = float("inf")
+    plans = sorted({*FORWARD_CALLS, step}) if fixed else [block]
+    for size in plans:
+        draw = batch_generator(0, 0)
+        start = time.perf_counter()
+        with torch.no_grad():
+            for i in range(0, len(x), size):
+                posterior.predict_proba(x[i : i + size], num_samples=num_samples,
+                                        generator=None if fixed else draw(i // size))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure_one(path: str, data_dir: str, images: int, samples: int | None, threads: int, repeats: int,
+                device: str = "cpu") -> dict:
+    import torch
 
     torch.set_num_threads(threads)
+    from core.analysis.evaluation import evaluate, resolve_dataset
+    from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, step_images
+    from core.engine.device import resolve_device
+    from core.engine.runner import drain
+    from core.engine.store import load_posterior
+
+    posterior = load_posterior(path, device=resolve_device(device))
+    data = resolve_dataset("mnist-test", data_dir).first(images)
+    s = len(chain_ids(posterior, samples))
+    block = max(1, SAMPLE_BUDGET // s)
+    fixed = draws_fixed(posterior)
+    step = step_images(posterior, s, block, fixed)
+    drain(evaluate({"p": posterior}, data.first(min(images, 2 * step)), num_samples=samples))  # warm up
+    evaluate_s, forward_s = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ev = drain(evaluate({"p": posterior}, data, num_samples=samples))
+        evaluate_s.append(time.perf_counter() - start)
+        forward_s.append(_forward_seconds(posterior, data.x, samples, block, step, fixed))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    result = ev.results["p"].data
+    return {"file": Path(path).name, "draws": result.num_samples, "images": len(data),
+            "draws_at_prediction": not fixed, "step": min(step, len(data)),
+            "evaluate_s": min(evaluate_s), "forward_s": min(forward_s), "peak_mb": peak,
+            "accuracy": float((result.predictions == result.labels).mean())}
+
+
+def measure_tab(data_dir: str, threads: int) -> dict:
+    """The Dataset tab's work for the default columns: the whole MNIST test set plus notMNIST."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from app.settings import DEFAULT_COLUMNS  # the window's own list
     from core.analysis.dataset import EvaluationItem, load_sets
-    from core.engine.naming import posterior_title, samples_used
+    from core.engine.resources import bundled_posteriors
     from core.engine.runner import drain
     from core.engine.store import load_posterior
     from core.outputs.evaluation_cache import evaluate_dataset
 
-    posterior = load_posterior(path, device=resolve_device(device))
-    data, _ = load_sets("mnist-test", None, data_dir, images)
-    title = posterior_title(posterior, samples_used(posterior, samples))
-    item = EvaluationItem(title, posterior, path)
-    before = _rss_mb()
-    cpu_before = _cpu_seconds()
+    paths = [p for name in DEFAULT_COLUMNS for p in bundled_posteriors() if p.name == name]
+    items = [EvaluationItem(Path(p).stem, load_posterior(p), str(p)) for p in paths]
+    data, ood = load_sets("mnist-test", "notmnist", data_dir, None)
     start = time.perf_counter()
-    views = drain(evaluate_dataset([item], data, None, num_samples=samples, use_cache=False))
-    seconds = time.perf_counter() - start
-    cpu = _cpu_seconds() - cpu_before
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    row = views.columns[0].summary
-    return {"posterior": title, "file": Path(path).name, "draws": row["samples"], "images": len(data),
-            "seconds": seconds, "cpu_seconds": cpu, "images_per_s": len(data) / seconds, "peak_mb": peak,
-            "growth_mb": peak - before, "accuracy": row["accuracy"]}
+    drain(evaluate_dataset(items, data, ood, use_cache=False))
+    return {"columns": [Path(p).name for p in paths], "images": len(data), "ood_images": len(ood),
+            "seconds": time.perf_counter() - start}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--images", type=int, default=2000, help="test images for each posterior")
-    parser.add_argument("--default-images", type=int, default=10000, help="test images for the default posterior")
-    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--images", type=int, default=1000, help="MNIST test images for each posterior")
+    parser.add_argument("--samples", type=int, help="draws (default: each posterior's own)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each, the best counts")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="where the posteriors predict (auto, cpu, cuda[:N], mps)")
-    parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", help="file names of the posteriors to measure (default: all)")
+    parser.add_argument("--tab", action="store_true", help="also time the Dataset tab's default columns")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--tab-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads, args.device)))
+        print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads,
+                                     args.repeats, args.device)))
+        return 0
+    if args.tab_only:
+        print(json.dumps(measure_tab(args.data_dir, args.threads)))
         return 0
     from core.engine.device import describe_device, resolve_device
-
-    where = describe_device(resolve_device(args.device))
     from core.engine.resources import bundled_posteriors
 
+    where = describe_device(resolve_device(args.device))
     paths = bundled_posteriors()
     if args.only:
         paths = [p for p in paths if p.name in args.only]
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
-          f"{args.threads} torch threads; {args.samples} draws asked; predicting on {where}")
-    print("| posterior | draws | images | seconds | CPU seconds | images/s | peak memory (MB) | growth (MB) "
-          "| accuracy |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for i, path in enumerate(paths):
-        images = args.default_images if i == 0 else args.images
-        out = subprocess.run([sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
-                              "--images", str(images), "--samples", str(args.samples),
-                              "--threads", str(args.threads), "--device", args.device],
-                             capture_output=True, text=True, check=True)
+          f"{args.threads} torch threads; best of {args.repeats}; predicting on {where}")
+    print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | images/s "
+          "| peak memory (MB) | accuracy |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for path in paths:
+        command = [sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
+                   "--images", str(args.images), "--threads", str(args.threads), "--repeats", str(args.repeats),
+                   "--device", args.device]
+        if args.samples:
+            command += ["--samples", str(args.samples)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {r['posterior']} | {r['draws']} | {r['images']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.0f} "
-              f"| {r['images_per_s']:.0f} "
-              f"| {r['peak_mb']:.0f} | {r['growth_mb']:.0f} | {100 * r['accuracy']:.2f} % |", flush=True)
+        draws = f"{r['draws']}" + (" (drawn)" if r["draws_at_prediction"] else "")
+        print(f"| {r['file']} | {draws} | {r['images']:,} | {r['step']:,} | {r['evaluate_s']:.2f} "
+              f"| {r['forward_s']:.2f} | {r['evaluate_s'] / r['forward_s']:.2f} "
+              f"| {r['images'] / r['evaluate_s']:,.0f} | {r['peak_mb']:.0f} | {100 * r['accuracy']:.2f} % |",
+              flush=True)
+    if args.tab:
+        out = subprocess.run([sys.executable, __file__, "--tab-only", "--data-dir", args.data_dir,
+                              "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"Dataset tab, default columns ({', '.join(r['columns'])}) on {r['images']:,} MNIST test images "
+              f"+ {r['ood_images']:,} notMNIST images: {r['seconds']:.1f} s")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0

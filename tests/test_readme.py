@@ -34,6 +34,10 @@ FAST = {
     "lefolgoc-rbf": {"--seeds": "1", "--steps": "20"},
     "predict": {"--samples": "20"},
 }
+#: Commands that take more than a few seconds as the README writes them: each states its time.
+SLOW = {"train", "evaluate", "dhmc-mnist", "lefolgoc-gaussian", "lefolgoc-rbf"}
+#: Commands whose full run takes an hour or more: each has a quick variant beside it.
+SLOW_HOURS = {"train", "evaluate", "dhmc-mnist"}
 #: Method settings (``--set NAME=VALUE``) replaced the same way.
 FAST_SETTINGS = {"train": {"epochs": "1"}}
 
@@ -78,6 +82,23 @@ def fast_variant(argv: list[str]) -> list[str]:
     return out
 
 
+def test_every_long_command_in_the_readme_states_its_time():
+    """A command that takes minutes says how long beside it (``# … min`` or ``… h``), and a
+    command that takes an hour or more has a quick variant (a ``quick`` comment) beside it."""
+    text = README.read_text(encoding="utf-8")
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            if not line.strip().startswith(CLI):
+                continue
+            name = _name(shlex.split(line.split("#")[0])[len(shlex.split(CLI)):])
+            if name in SLOW:
+                assert re.search(r"#.*\d+(\.\d+)?\s*(s|min|h)\b", line), f"{line.strip()}: no time stated beside it"
+    for name in SLOW_HOURS:
+        lines = [line for line in re.sub(r"\\\n\s*", " ", text).splitlines()
+                 if line.strip().startswith(CLI) and f" {name} " in f"{line} "]
+        assert any("quick" in line for line in lines), f"{name}: no quick variant beside the long run"
+
+
 def test_the_readme_lists_the_commands_this_test_runs():
     commands = readme_commands(README.read_text(encoding="utf-8"))
     names = [c for c in commands if not c.startswith(CLI)]
@@ -95,12 +116,17 @@ def test_every_cli_command_in_the_readme_runs(shared_data, tmp_path, monkeypatch
     (tmp_path / "shared").symlink_to(shared_data.parent)
     monkeypatch.chdir(work)
     commands = [c for c in readme_commands(README.read_text(encoding="utf-8")) if c.startswith(CLI)]
+    done: set[tuple[str, ...]] = set()
     for command in commands:
         argv = shlex.split(command)[len(shlex.split(CLI)):]
         expanded = [m for a in argv for m in (sorted(glob.glob(a)) if "*" in a else [a])]  # as the shell does
         if "*" in command:
             assert len(expanded) > len(argv), f"{command}: the pattern matched nothing"
-        code = main(fast_variant(expanded))
+        fast = fast_variant(expanded)
+        if tuple(sorted(fast)) in done:  # a quick variant beside its full run: the same small run
+            continue
+        done.add(tuple(sorted(fast)))
+        code = main(fast)
         captured = capsys.readouterr()
         assert code == 0, f"{command}\n{captured.err[-2000:]}"
     assert (work / "lenet.pt").is_file() and any((work / "eval").iterdir())

@@ -62,6 +62,7 @@ from core.analysis.dataset import (
     confusion_cell_images,
     histogram_bin_images,
 )
+from core.analysis.evaluation import progress_in_words
 from core.engine.naming import dataset_words, plural
 
 
@@ -380,7 +381,8 @@ class DatasetView(QWidget):
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(int(record.values.get("images_done", 0)))
         n = max(len(self.result_keys_pending), self._item_count)  # a tier's hidden reference included
-        self.status.setText(f"Evaluating {record.phase} ({index + 1} of {n})…")
+        rate = progress_in_words(record.values.get("images_done", 0), total, record.values)  # images/s, time left
+        self.status.setText(f"Evaluating {record.phase} ({index + 1} of {n}): {rate}…")
         self.progress_reported.emit(self.progress.value(), total, record.phase)
 
     def _on_worker_returned(self, run: int, views: DatasetViews | None) -> None:

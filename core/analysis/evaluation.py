@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from core.analysis.metrics import (
     chain_ids,
     classwise_calibration_error,
     confusion_matrix,
+    evaluation_step_bytes,
     expected_calibration_error,
     merge_predictions,
     negative_log_likelihood,
@@ -41,6 +43,7 @@ from core.analysis.metrics import (
     predict_dataset,
     rejection_curve,
     reliability_diagram,
+    result_bytes,
     rotation_angles,
     rotation_sweep,
     score_edges,
@@ -292,6 +295,7 @@ def evaluate(
         _check_data(posteriors, ood, "OOD set")
     plans = _batch_sizes(posteriors, num_samples, batch_size)
     sets = [(i, subset) for i, subset in enumerate((data, ood)) if subset is not None]
+    check_run_memory(plans, [subset for _, subset in sets], num_samples)  # before the first image
     angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     sweeps = len(plans) if rotate_image is not None else 0  # one step each, after the sets
     if executor is None:
@@ -299,11 +303,13 @@ def evaluate(
     else:
         run = _predict_on(executor, plans, sets, num_samples, seed)
     done = 0
+    rate = ImageRate(sum(len(subset) for _, subset in sets) * len(plans))
     try:
         while True:
             record = next(run)
             done = record.total
-            yield ProgressRecord(record.step, record.total + sweeps, record.values, record.phase)
+            values = {**record.values, **rate.update(record.values.get("images", 0.0))}
+            yield ProgressRecord(record.step, record.total + sweeps, values, record.phase)
     except StopIteration as stop:
         predictions = stop.value
     finally:
@@ -352,7 +358,7 @@ def _predict_here(
     num_samples: int | None, seed: int,
 ) -> Generator[ProgressRecord, None, Predictions]:
     """Every posterior on every set, batch after batch, in this process."""
-    total = sum(math.ceil(len(subset) / b) for _, _, b in plans for _, subset in sets)
+    total = sum(len(subset) for _, subset in sets) * len(plans)  # progress counts images
     done = 0
     out: Predictions = {}
     for name, posterior, b in plans:
@@ -363,10 +369,12 @@ def _predict_here(
             try:
                 while True:
                     record = next(run)
-                    yield ProgressRecord(done + record.step, total, record.values, f"{name} · {subset.name}")
+                    images = done + int(record.values["examples"])
+                    yield ProgressRecord(images, total, {**record.values, "images": float(images)},
+                                         f"{name} · {subset.name}")
             except StopIteration as stop:
                 out[name][index] = stop.value
-            done += math.ceil(len(subset) / b)
+            done += len(subset)
     return out
 
 
@@ -399,6 +407,80 @@ def _predict_on(
             out[name][index] = merge_predictions([r for r, key in zip(results, keys, strict=True)
                                                   if key == (name, index)])
     return out
+
+
+class ImageRate:
+    """Images per second and the time left of an evaluation of ``total`` images, from the
+    images done so far (the Dataset tab's and the command line's progress)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.started = time.perf_counter()
+
+    def update(self, images: float) -> dict[str, float]:
+        """``images_per_s`` and ``seconds_left`` once some images are done, else nothing."""
+        elapsed = time.perf_counter() - self.started
+        if images <= 0 or elapsed <= 0:
+            return {}
+        rate = images / elapsed
+        return {"images_per_s": rate, "seconds_left": max(self.total - images, 0.0) / rate}
+
+
+def progress_in_words(images_done: float, images_total: float, values: dict[str, float]) -> str:
+    """"1,200 of 20,000 images · 850 images a second · about 20 s left" (the rate once known)."""
+    words = f"{int(images_done):,} of {int(images_total):,} images"
+    rate = values.get("images_per_s")
+    if rate:
+        words += f" · {rate:,.0f} images a second" if rate >= 10 else f" · {rate:.1f} images a second"
+        left = values.get("seconds_left")
+        if left is not None:
+            words += f" · {_duration(left)} left"
+    return words
+
+
+def _duration(seconds: float) -> str:
+    """A time left in round words: "under a second", "about 20 s", "about 3 min", "about 1.5 h"."""
+    if seconds < 1:
+        return "under a second"
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int], num_samples: int | None,
+              ) -> tuple[float, str]:
+    """Peak bytes of a whole evaluation, and the posterior whose step needs the most.
+
+    The posteriors run one after the other, so the largest step counts once; every
+    posterior's per-image results on every set are kept to the end.
+    """
+    step, largest, kept = 0.0, plans[0][0], 0.0
+    for name, posterior, block in plans:
+        chains = chain_ids(posterior, num_samples)
+        s = len(chains)
+        need = evaluation_step_bytes(posterior, s, block, max(sizes, default=1))
+        if need > step:
+            step, largest = need, name
+        kept += sum(result_bytes(n, posterior.num_classes, len(torch.unique(chains))) for n in sizes)
+    return step + kept, largest
+
+
+def check_run_memory(plans: Sequence[tuple[str, Posterior, int]], sets: Sequence[Dataset],
+                     num_samples: int | None) -> None:
+    """Refuse, before the first image, an evaluation whose whole run would not fit in memory:
+    one sentence naming the images and draws and what to lower."""
+    if not plans or not sets:
+        return
+    sizes = [len(subset) for subset in sets]
+    nbytes, name = run_bytes(plans, sizes, num_samples)
+    posterior = dict((n, p) for n, p, _ in plans)[name]
+    s = len(chain_ids(posterior, num_samples))
+    images = " and ".join(f"{len(subset):,} images of {subset.name}" for subset in sets)
+    what = (f"evaluating {len(plans)} posterior{'s' if len(plans) > 1 else ''} on {images} "
+            f"({s:,} draws of {name} at a time)")
+    check_fits(nbytes, what, "ask for fewer draws or fewer images", posterior.device)
 
 
 Table = list[dict[str, Any]]
@@ -527,11 +609,11 @@ def check_memory(
     num_angles: int,
     rotate: bool,
 ) -> None:
-    """Estimate, per posterior, the largest allocation of the evaluation; refuse what cannot fit.
-
-    Data-set batches hold about ``SAMPLE_BUDGET`` sample-inputs; the rotation sweep sends
-    all A angles through the posterior at once and keeps S·A·K probabilities (float64, with
-    their quantile copies).
+    """Refuse, before anything is loaded, a sample count that cannot fit: one draw block's
+    prediction (``SAMPLE_BUDGET // S`` images) of each posterior, and the rotation sweep, which
+    sends all A angles through the posterior at once and keeps S·A·K probabilities (float64,
+    with their quantile copies). The whole run, once the sets' sizes are known, is weighed by
+    :func:`check_run_memory` as :func:`evaluate` starts.
     """
     for name, posterior in posteriors.items():
         s = posterior.check_prediction(num_samples, batch_size=1)

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
     say_where("Evaluating", device)
-    bar = tqdm(total=None, desc="evaluate", unit="batch", dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(total=None, desc="evaluate", unit="image", dynamic_ncols=True, file=sys.stderr)
 
     def on_progress(record: ProgressRecord) -> None:
         bar.total = record.total

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -163,7 +162,8 @@ def evaluate_dataset(
     Yields a :class:`ProgressRecord` per batch whose ``step``/``total`` count images over all
     posteriors and sets; ``phase`` is the posterior's name and ``values`` hold ``index`` (its
     position), ``images_done`` and ``images_total`` (its own images, test and OOD set
-    together) and ``cached`` (1.0 when it came from the cache). Stop iterating to cancel:
+    together), ``cached`` (1.0 when it came from the cache) and, once measured, ``images_per_s`` and
+    ``seconds_left`` (:func:`core.analysis.evaluation.progress_in_words` says them). Stop iterating to cancel:
     nothing of an unfinished posterior is stored. Returns a :class:`DatasetViews`, or None
     when ``cache_only`` is set and some posterior is not in the cache (nothing is computed).
     """
@@ -200,15 +200,15 @@ def evaluate_dataset(
                 "index": float(index), "images_done": float(per_posterior),
                 "images_total": float(per_posterior), "cached": 1.0}, name)
             continue
-        data_batches = math.ceil(len(data) / b)
         run = evaluate({name: item.posterior}, data, ood, num_samples=num_samples, seed=seed, batch_size=b)
         try:
             while True:
                 record = next(run)
-                done = int(record.values.get("examples", 0)) + (len(data) if record.step > data_batches else 0)
+                done = int(record.values.get("images", 0))  # test and OOD images together
+                rate = {key: record.values[key] for key in ("images_per_s", "seconds_left") if key in record.values}
                 yield ProgressRecord(base + done, total, {
                     "index": float(index), "images_done": float(done),
-                    "images_total": float(per_posterior), "cached": 0.0}, name)
+                    "images_total": float(per_posterior), "cached": 0.0, **rate}, name)
         except StopIteration as stop:
             result = stop.value.results[name]
         finally:

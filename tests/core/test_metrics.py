@@ -213,18 +213,29 @@ def test_predict_dataset_streams_and_tracks_chains():
     assert err[0].tolist() == [0.0, 1.0, 1.0, 1.0]
 
 
-def test_predict_dataset_reports_progress():
+def test_predict_dataset_reports_progress_per_step(monkeypatch):
+    """A step is as many images as STEP_BYTES holds; each step reports the images done."""
+    import core.analysis.metrics as metrics
+
     posterior = _chain_posterior(1, 1)
     data = Dataset(torch.rand(7, 1, 4, 4), torch.zeros(7, dtype=torch.long))
-    gen = predict_dataset(posterior, data, batch_size=2)
+    records, result = _records(predict_dataset(posterior, data, batch_size=2))
+    assert [r.step for r in records] == [1] and records[0].values["examples"] == 7.0  # 7 tiny images: one step
+    per_image = metrics._image_bytes(posterior, 1, True)
+    monkeypatch.setattr(metrics, "STEP_BYTES", int(2 * per_image))  # two images a step
+    records, result = _records(predict_dataset(posterior, data, batch_size=2))
+    assert [r.step for r in records] == [1, 2, 3, 4] and records[-1].total == 4
+    assert [r.values["examples"] for r in records] == [2.0, 4.0, 6.0, 7.0]
+    assert result.num_chains == 1 and result.mean_proba.shape == (7, 4)
+
+
+def _records(gen):
     records = []
     try:
         while True:
             records.append(next(gen))
     except StopIteration as stop:
-        result = stop.value
-    assert [r.step for r in records] == [1, 2, 3, 4] and records[-1].total == 4
-    assert result.num_chains == 1 and result.mean_proba.shape == (7, 4)
+        return records, stop.value
 
 
 def test_rotation_sweep_angles_and_bands():

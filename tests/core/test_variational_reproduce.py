@@ -76,3 +76,25 @@ def test_reproduce_commands_write_tables_and_figures(target, tmp_path):
     for ext in ("csv", "md", "png"):
         assert (tmp_path / f"{stem}.{ext}").stat().st_size > 100
     assert "MF-VI" in (tmp_path / f"{stem}.md").read_text()
+
+
+@pytest.mark.parametrize("target", ["lefolgoc-gaussian", "lefolgoc-rbf"])
+def test_reproductions_say_what_they_do_before_the_first_step(target, tmp_path, monkeypatch, capsys):
+    """The first line (what is fitted, how many fits of how many steps, about how long) is on
+    the terminal before any fit takes a step, and the bar counts every fit."""
+    import core.commands.reproduce.lefolgoc as lefolgoc
+    from core.commands.main import main
+
+    said_first: list[str] = []
+    fit = lefolgoc.fit_density
+
+    def first_step_after_the_line(*args, **kwargs):
+        said_first.append(capsys.readouterr().err)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(lefolgoc, "fit_density", first_step_after_the_line)
+    assert main(["reproduce", target, "--out", str(tmp_path), "--seeds", "2", "--steps", "20"]) == 0
+    first = said_first[0]
+    assert "Le Folgoc" in first and "2 seeds, 10 fits of 20 Adam steps" in first and "on 2 cores" in first
+    err = "".join(said_first) + capsys.readouterr().err
+    assert "10/10" in err and "10 fits in" in err and len(said_first) == 10

@@ -1,0 +1,219 @@
+"""The evaluation's batching (steps sized by bytes, scores taken a part of a step at a time)
+changes how fast evaluate runs, never what it computes.
+
+The reference below is the evaluation as it was written before (5a9a023): each draw block of
+``SAMPLE_BUDGET // S`` images predicted with its own generator, each image's scores taken
+one image at a time by the uncertainty module's own functions, each chain's prediction the
+arg-max of the mean of its draws. Posteriors with stored draws, which no generator changes,
+predict in the new step's calls there: a float32 matrix product of a few rows rounds
+otherwise than the same rows in a larger one (MKL picks another kernel below about 64
+rows, up to 3e-7 in a probability), a difference of the forward pass, not of the batching
+(docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import core.analysis.metrics as metrics
+from core.analysis.evaluation import batch_generator, evaluate
+from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, predict_dataset
+from core.analysis.uncertainty import (
+    expected_entropy,
+    mutual_information,
+    predictive_entropy,
+    top_two_overlap,
+    variance_decomposition,
+)
+from core.engine.inference.base import Dataset
+from core.engine.resources import bundled_posteriors
+from core.engine.runner import drain
+from core.engine.store import load_posterior
+
+#: Paper-tier files: stored draws (HMC's 800, SGHMC's chains), masks drawn at prediction
+#: (MC dropout, D-SGHMC's input masks) and weights drawn at prediction (mean-field VI).
+FILES = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
+         "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt")
+
+
+def _bundled(name: str):
+    path = next((p for p in bundled_posteriors() if p.name == name), None)
+    if path is None:
+        pytest.skip(f"{name} is not bundled in this checkout")
+    return load_posterior(path)
+
+
+def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
+               calls: int | None = None) -> dict[str, np.ndarray]:
+    """The old evaluation, image by image: mean, scores and chain predictions (stored draws
+    predicted ``calls`` images at a time, default all at once)."""
+    chains = chain_ids(posterior)
+    block = max(1, SAMPLE_BUDGET // len(chains))
+    if draws_fixed(posterior):
+        calls = calls or len(data)
+        samples = torch.cat([posterior.predict_proba(data.x[i : i + calls]) for i in range(0, len(data), calls)], 1)
+    else:
+        draw = batch_generator(seed, set_index)
+        samples = torch.cat([posterior.predict_proba(data.x[i : i + block], generator=draw(i // block))
+                             for i in range(0, len(data), block)], 1)
+    present = torch.unique(chains)
+    out: dict[str, list] = {k: [] for k in (*metrics.SCORES, "mean", "chains")}
+    for j in range(len(data)):
+        one = samples[:, j : j + 1].double()  # (S, 1, K)
+        out["mean"].append(one.mean(0)[0])
+        out["total"].append(predictive_entropy(one)[0])
+        out["aleatoric"].append(expected_entropy(one)[0])
+        out["epistemic"].append(mutual_information(one)[0])
+        out["epistemic_variance"].append(variance_decomposition(one).epistemic_sum[0])
+        out["one_minus_max_prob"].append(1 - one.mean(0)[0].max())
+        out["top_two_overlap"].append(top_two_overlap(one)[0].double())
+        out["chains"].append(torch.stack([one[chains == c, 0].mean(0).argmax() for c in present]))
+    return {k: torch.stack(v).numpy() for k, v in out.items()}
+
+
+def _assert_same(result, expected: dict[str, np.ndarray]) -> None:
+    np.testing.assert_allclose(result.mean_proba, expected["mean"], rtol=0, atol=1e-12)
+    for key in metrics.SCORES:
+        np.testing.assert_allclose(result.scores[key], expected[key], rtol=0, atol=1e-12, err_msg=key)
+    np.testing.assert_array_equal(result.chain_predictions, expected["chains"].T)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_evaluate_gives_the_old_numbers_in_steps_of_several_blocks(name, shared_data, monkeypatch):
+    """Steps of a few blocks, scored in parts that end mid-step: the old numbers to 1e-12."""
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled(name)
+    data = resolve_dataset("mnist-test", shared_data).first(150)
+    expected = _reference(posterior, data, calls=70)
+    s = len(chain_ids(posterior))
+    block = max(1, SAMPLE_BUDGET // s)
+    fixed = draws_fixed(posterior)
+    per_image = metrics._image_bytes(posterior, s, fixed)
+    # a step of 3 blocks (stored draws: 70 images, so 150 images end in a partial step) ...
+    monkeypatch.setattr(metrics, "STEP_BYTES", int((70 if fixed else 3 * block) * per_image) + 1)
+    # ... scored 17 images at a time, so parts end inside a step and inside a block
+    monkeypatch.setattr(metrics, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
+    step = metrics.step_images(posterior, s, block)
+    assert step == (70 if fixed else 3 * block)
+    records = []
+    run = predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0))
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration as stop:
+        result = stop.value
+    assert len(records) == -(-150 // step)
+    _assert_same(result, expected)
+    # and through evaluate, as the CLI and the Dataset tab call it, with the default steps
+    monkeypatch.undo()
+    ev = drain(evaluate({"p": posterior}, data, seed=0))
+    _assert_same(ev.results["p"].data, _reference(posterior, data))
+
+
+def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled("paper_softmax_mc_dropout.pt")
+    data = resolve_dataset("mnist-test", shared_data).first(50)
+    ood = resolve_dataset("notmnist", shared_data).first(90)
+    ev = drain(evaluate({"p": posterior}, data, ood, seed=3))
+    _assert_same(ev.results["p"].data, _reference(posterior, data, 0, seed=3))
+    _assert_same(ev.results["p"].ood, _reference(posterior, ood, 1, seed=3))
+
+
+def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
+    """HMC's 800 draws went through 5 images at a time; a step now holds hundreds."""
+    posterior = _bundled("paper_softmax_hmc.pt")
+    s = len(chain_ids(posterior))
+    assert s == 800 and draws_fixed(posterior)
+    assert metrics.step_images(posterior, s, SAMPLE_BUDGET // s) >= 256
+    dropout = _bundled("paper_softmax_mc_dropout.pt")
+    assert not draws_fixed(dropout)
+    block = SAMPLE_BUDGET // len(chain_ids(dropout))
+    assert metrics.step_images(dropout, len(chain_ids(dropout)), block) % block == 0
+
+
+def test_a_run_that_would_not_fit_is_refused_before_it_starts(shared_data, tmp_path, monkeypatch, capsys):
+    """The whole run is weighed before the first image: one sentence with the images, the
+    draws and what to lower; exit 2, nothing predicted, nothing written."""
+    import core.analysis.evaluation as evaluation
+    import core.engine.memory as memory
+    from core.analysis.evaluation import resolve_dataset, run_bytes
+    from core.commands.main import main
+
+    path = next(p for p in bundled_posteriors() if p.name == "paper_softmax_hmc.pt")
+    posterior = load_posterior(path)
+    data = resolve_dataset("mnist-test", shared_data).first(2000)
+    need, _ = run_bytes([("paper_softmax_hmc", posterior, 5)], [len(data)], None)
+    smaller, _ = run_bytes([("paper_softmax_hmc", posterior, 5)], [10], 8)
+    assert smaller < need / 4  # fewer draws and images do lower the estimate
+    # room for 90% of the run: the posterior and the images load, the run is refused
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(need * 0.9 / memory.USABLE_FRACTION))
+
+    def predicted(*args, **kwargs):
+        raise AssertionError("an image was predicted before the refusal")
+
+    monkeypatch.setattr(evaluation, "predict_dataset", predicted)
+    out = tmp_path / "out"
+    code = main(["evaluate", "--posterior", str(path), "--dataset", "mnist-test", "--limit", "2000",
+                 "--data-dir", str(shared_data), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    line = next(row for row in err.splitlines() if row.startswith("error: "))
+    assert "evaluating 1 posterior on 2,000 images of mnist-test (800 draws of paper_softmax_hmc at a time)" in line
+    assert "would need about" in line and "fewer draws or fewer images" in line
+    assert "Traceback" not in err and "MemoryEstimateError" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_progress_counts_images_and_says_the_rate_and_time_left(shared_data):
+    from core.analysis.evaluation import progress_in_words, resolve_dataset
+
+    posterior = _bundled("paper_softmax_sghmc.pt")
+    data = resolve_dataset("mnist-test", shared_data).first(40)
+    ood = resolve_dataset("notmnist", shared_data).first(30)
+    records = []
+    run = evaluate({"p": posterior}, data, ood)
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration:
+        pass
+    assert records[-1].step == records[-1].total == 70  # images of both sets
+    assert [r.values["images"] for r in records] == sorted(r.values["images"] for r in records)
+    last = records[-1].values
+    assert last["images_per_s"] > 0 and last["seconds_left"] == 0.0
+    words = progress_in_words(1200, 20000, {"images_per_s": 850.0, "seconds_left": 20.0})
+    assert words == "1,200 of 20,000 images · 850 images a second · about 20 s left"
+    assert progress_in_words(0, 10, {}) == "0 of 10 images"
+    assert "about 3 min left" in progress_in_words(5, 10, {"images_per_s": 2.0, "seconds_left": 170.0})
+
+
+@pytest.mark.parametrize("draws", [1, 2, 300])
+def test_batch_scores_are_the_uncertainty_modules_and_keep_exact_zeros(draws):
+    """The fused scores equal the uncertainty module's functions to 1e-12, and what is 0 by
+    construction stays exactly 0: one draw's mutual information and variance (else the OOD
+    table would give an AUROC for a score that cannot tell anything), and every score of
+    draws that all agree on probabilities of 0 and 1."""
+    from core.analysis.metrics import batch_scores
+
+    g = torch.Generator().manual_seed(draws)
+    samples = torch.softmax(torch.randn(draws, 40, 10, generator=g) * 8, -1)
+    samples[:, 0] = torch.eye(10)[3]  # every draw certain of class 3
+    samples[:, 1] = 0.1  # every draw uniform
+    got = batch_scores(samples)
+    d = samples.double()
+    expected = {"total": predictive_entropy(d), "aleatoric": expected_entropy(d),
+                "epistemic": mutual_information(d), "epistemic_variance": variance_decomposition(d).epistemic_sum,
+                "one_minus_max_prob": 1 - d.mean(0).max(-1).values, "top_two_overlap": top_two_overlap(d).double()}
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key].numpy(), value.numpy(), rtol=0, atol=1e-12, err_msg=key)
+    for key in ("total", "aleatoric", "epistemic", "epistemic_variance", "one_minus_max_prob"):
+        assert got[key][0] == 0.0, key
+    # identical uniform draws: 0.1 is not a float, and the old functions' rounding left 1e-15 too
+    assert got["epistemic"][1] < 1e-14 and got["epistemic_variance"][1] < 1e-14
+    if draws == 1:
+        assert (got["epistemic"] == 0).all() and (got["epistemic_variance"] == 0).all()
