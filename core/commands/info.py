@@ -25,6 +25,7 @@ from core.engine.naming import (
     ess_estimable,
     ess_text,
     fit_lines,
+    interval_mass_line,
     method_label,
     plural,
     probe_words,
@@ -111,6 +112,8 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "part_of_run": part_of_run(info, records["config"]),
         "fit_notes": fit_lines(records["method"], info, records["config"]),
         "log_posterior_level": info.get("log_posterior_level"),
+        "interval_mass": info.get("interval_mass"),
+        "interval_mass_line": interval_mass_line(info),
         "acceptance": info.get("acceptance_rate"),
         "train_seconds": info.get("train_seconds"),
         "test_accuracy": info.get("test_accuracy"),
@@ -163,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"                measured on {probe_words(probe)}")
     for i, line in enumerate(facts["fit_notes"]):
         say(f"  {'fit notes' if i == 0 else '':13s} {line}")
+    if facts["interval_mass_line"]:
+        say(f"  interval mass {facts['interval_mass_line']}")
     if facts["acceptance"] is not None:
         say(f"  acceptance    {facts['acceptance'] * 100:.0f}% of HMC's proposals")
     if facts["test_accuracy"] is not None:

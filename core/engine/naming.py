@@ -262,6 +262,35 @@ def level_line(method: str, info: dict) -> str | None:
     return f"Under the exact posterior its draws are as probable as {name}'s ({numbers})."
 
 
+def interval_mass_words(info: dict, reference: str = "exact inference") -> str | None:
+    """How much of ``reference``'s belief the posterior's interval holds, in words, from the
+    file's ``info["interval_mass"]`` (``bayescope-cli fidelity --record``, ``zoo``): "its 90 %
+    interval holds about 9 % of what exact inference believes"; None when not measured."""
+    record = info.get("interval_mass") if isinstance(info, dict) else None
+    if not isinstance(record, dict) or record.get("status") != "measured":
+        return None
+    mean, stated = _number(record.get("mean")), _number(record.get("stated_level"))
+    if mean is None or stated is None:
+        return None
+    return f"its {100 * stated:.0f} % interval holds about {100 * mean:.0f} % of what {reference} believes"
+
+
+def interval_mass_line(info: dict) -> str | None:
+    """:func:`interval_mass_words` as a sentence with what it was measured on (tooltips, ``info``)."""
+    words = interval_mass_words(info)
+    if words is None:
+        return None
+    record = info["interval_mass"]
+    ref = record.get("reference") if isinstance(record.get("reference"), dict) else {}
+    name, p10 = method_label(str(ref.get("method", "the reference"))), _number(record.get("p10"))
+    where = f" on {probe_words(str(record['probe']))}" if record.get("probe") else ""
+    floor = f"{100 * float(record.get('min_mass', 0.01)):.0f} %"
+    tail = f"; for a tenth of them, {100 * p10:.0f} % or less." if p10 is not None else "."
+    return (f"Measured against {name}'s {ref.get('draws', '?')} draws{where}, {words} (its interval drawn from "
+            f"{record.get('draws', '?')} draws): that share of {name}'s draws of each class probability above "
+            f"{floor} falls inside it on average{tail}")
+
+
 def sgld_widening(config: dict | None) -> float | None:
     """How much wider than the posterior, per direction, SGLD moving by the curvature samples at
     its constant step η, even with exact gradients: with no accept/reject step, each direction of
