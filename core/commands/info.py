@@ -29,7 +29,8 @@ from core.engine.naming import (
     method_label,
     plural,
     probe_words,
-    rhat_text,
+    rhat_with_floor,
+    stored_rhat_line,
     why_not_measurable,
 )
 from core.engine.store import file_records
@@ -85,7 +86,8 @@ def convergence_text(record: dict[str, Any]) -> str:
     ess = "" if bulk is None or tail is None else f"; smallest ESS {ess_text(bulk)} bulk, {ess_text(tail)} tail, of {total:,} draws"
     if ess and not ess_estimable(record.get("draws") or 0):
         ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
-    return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"
+    stored = stored_rhat_line(record)
+    return f"{verdict} (largest R̂ {rhat_with_floor(record)}{ess})" + (f". {stored}" if stored else "")
 
 
 
