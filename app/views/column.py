@@ -33,6 +33,8 @@ from core.engine.naming import (
     dataset_words,
     fit_lines,
     fixed_sample_count,
+    interval_mass_line,
+    interval_mass_words,
     plural,
 )
 
@@ -308,7 +310,8 @@ class ColumnView(QFrame):
                  ((("first 16 of 1000 draws while you draw…", "i"),), None)]
         if reserve:
             lines.insert(2, ((("HMC (not converged, R̂ 8.88): reads ", ""), (longest, "b"),
-                              (", p̄ 0.88; this column differs by 0.88", "")), REFERENCE))
+                              (", p̄ 0.88; this column differs by 0.88; its 88 % interval holds about 88 % "
+                               "of what exact inference believes", "")), REFERENCE))
         before = self._verdict_room.text()
         self._verdict_room.set_paragraphs(lines)
         if self._verdict_room.text() != before and hasattr(self, "_failed"):  # not while the column is being built
@@ -358,9 +361,9 @@ class ColumnView(QFrame):
         tip.append(f"Trained on {dataset_words(column.posterior.dataset)}.")
         # what the file records about convergence (never computed here): one line each
         lines = [html.escape(line) for line in convergence_lines(column.posterior)]
-        fit = "".join(f"<br><br>{html.escape(line)}" for line in fit_lines(column.posterior.method,
-                                                                             column.posterior.info,
-                                                                             column.posterior.config))
+        notes = fit_lines(column.posterior.method, column.posterior.info, column.posterior.config)
+        notes += [line] if (line := interval_mass_line(column.posterior.info)) else []
+        fit = "".join(f"<br><br>{html.escape(line)}" for line in notes)
         self.title.setToolTip(html.escape(" ".join(tip)) + fit + "<br><br>" + "<br>".join(lines))
         warning = convergence_warning(column.posterior.info)
         if warning != self._warning:
@@ -414,8 +417,13 @@ class ColumnView(QFrame):
         if reference is not None:
             r = reference.summary
             tv = 0.5 * float((s.mean - r.mean).abs().sum())
+            # the file's measure over the probe set, not this input's: how much of the reference's
+            # belief the column's interval holds (bayescope-cli fidelity --record)
+            mass = interval_mass_words(column.posterior.info,
+                                       "exact inference" if who[0].startswith("Exact") else "HMC")
             verdict.append((((f"{who[0]}: reads ", ""), (class_names[r.predicted_class], "b"),
-                              (f", p̄ {float(r.mean[r.predicted_class]):.2f}; this column differs by {tv:.2f}", "")),
+                              (f", p̄ {float(r.mean[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
+                               + (f"; {mass}" if mass else ""), "")),
                             REFERENCE))
         if full is not None and s.num_samples < full:
             verdict.append((((f"first {s.num_samples} of {full} draws while you draw…", "i"),), None))

@@ -27,6 +27,12 @@ draws can show (:func:`core.engine.naming.mixed_as_shuffled`).
 
 or ``{"status": "n/a", "reason": "one chain: ...", "chains": 1, "draws": 1, ...}`` when R̂
 cannot be measured (fewer than 2 chains or 4 draws per chain; a posterior without chains).
+
+A file that keeps fewer draws than its run measured (``"kept_draws"``: ``train --keep-draws``)
+also records the same figures on the draws it stores, as ``"stored"`` (:func:`stored_figures`):
+the run's R̂ cannot be checked from the file, the stored draws' can (``bayescope-cli diagnose
+FILE`` reproduces it), and each R̂ has its own floor, ``rhat_max_shuffled``, at its own number of
+draws: 4 × 25 perfectly mixed draws of 10,000 probabilities read a largest R̂ near 1.2.
 """
 
 from __future__ import annotations
@@ -192,3 +198,14 @@ def diagnose(posterior: Posterior, probe: Dataset | None, seed: int = 0) -> dict
             next(run)
         except StopIteration as stop:
             return stop.value
+
+
+#: The figures of a record that :func:`stored_figures` keeps for the stored draws.
+STORED_KEYS = ("chains", "draws", "rhat_max", "rhat_max_shuffled", "rhat_above_1_1", "rhat_above_1_01",
+               "rhat_above_1_01_shuffled", "ess_bulk_min", "ess_tail_min")
+
+
+def stored_figures(record: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The R̂ and ESS figures of ``record`` (measured on a file's stored draws, with input masks
+    drawn from ``seed``), to keep beside the run's as ``record["stored"]``."""
+    return {**{k: record.get(k) for k in STORED_KEYS}, "seed": seed}

@@ -27,10 +27,12 @@ from core.engine.naming import (
     ess_estimable,
     ess_text,
     fit_lines,
+    interval_mass_line,
     method_label,
     plural,
     probe_words,
-    rhat_text,
+    rhat_with_floor,
+    stored_rhat_line,
     why_not_measurable,
 )
 from core.engine.store import file_records
@@ -86,7 +88,8 @@ def convergence_text(record: dict[str, Any]) -> str:
     ess = "" if bulk is None or tail is None else f"; smallest ESS {ess_text(bulk)} bulk, {ess_text(tail)} tail, of {total:,} draws"
     if ess and not ess_estimable(record.get("draws") or 0):
         ess = f"; ESS not estimable from {plural(record.get('draws') or 0, 'draw')} per chain (needs {MIN_DRAWS_ESS})"
-    return f"{verdict} (largest R̂ {rhat_text(rhat)}{ess})"
+    stored = stored_rhat_line(record)
+    return f"{verdict} (largest R̂ {rhat_with_floor(record)}{ess})" + (f". {stored}" if stored else "")
 
 
 
@@ -113,6 +116,8 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "part_of_run": part_of_run(info, records["config"]),
         "fit_notes": fit_lines(records["method"], info, records["config"]),
         "log_posterior_level": info.get("log_posterior_level"),
+        "interval_mass": info.get("interval_mass"),
+        "interval_mass_line": interval_mass_line(info),
         "acceptance": info.get("acceptance_rate"),
         "train_seconds": info.get("train_seconds"),
         "test_accuracy": info.get("test_accuracy"),
@@ -187,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"                measured on {probe_words(probe)}")
     for i, line in enumerate(facts["fit_notes"]):
         say(f"  {'fit notes' if i == 0 else '':13s} {line}")
+    if facts["interval_mass_line"]:
+        say(f"  interval mass {facts['interval_mass_line']}")
     if facts["acceptance"] is not None:
         say(f"  acceptance    {facts['acceptance'] * 100:.0f}% of HMC's proposals")
     if facts["test_accuracy"] is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from core.analysis.diagnostics import diagnose_progress
+from core.analysis.diagnostics import diagnose_progress, stored_figures
 from core.commands.console import (
     CLUSTER_HELP,
     USER_ERRORS,
@@ -55,7 +55,7 @@ from core.engine.models import (
 )
 from core.engine.naming import method_label, plural, samples_used
 from core.engine.runner import drain, fit_posterior, fit_posterior_on, start_weights
-from core.engine.store import load_posterior, save_posterior
+from core.engine.store import add_to_info, load_posterior, save_posterior
 
 
 def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object, torch.device]:
@@ -275,6 +275,22 @@ def run(args: argparse.Namespace) -> int:
     return measure_and_save(posterior, path, test, args.seed, args.eval_samples, args.keep_draws, args.storage)
 
 
+def stored_draw_figures(path: Path, test: Dataset, seed: int) -> dict[str, Any] | None:
+    """R̂ and ESS of the draws the file at ``path`` stores, measured on the file as saved (as
+    ``bayescope-cli diagnose`` reads it) and added to its diagnostics as ``"stored"``; None when
+    they cannot be measured (the file keeps the run's figures alone)."""
+    try:
+        stored = drain(diagnose_progress(load_posterior(path), test, seed), lambda record: None)
+    except (*USER_ERRORS, MemoryError):
+        return None
+    if stored.get("status") != "measured":
+        return None
+    figures = stored_figures(stored, seed)
+    record = load_posterior(path).info["diagnostics"]
+    add_to_info(path, {"diagnostics": {**record, "stored": figures}})
+    return figures
+
+
 def measure_and_save(posterior: Any, path: Path, test: Dataset, seed: int, eval_samples: int,
                      keep_draws: int | None, storage: str) -> int:
     """Measure a saved posterior's test accuracy and convergence, keep ``keep_draws`` draws of
@@ -322,6 +338,9 @@ def measure_and_save(posterior: Any, path: Path, test: Dataset, seed: int, eval_
         say(f"error: the posterior is saved in {path} without its test accuracy "
             f"({acc * 100:.2f}%), which could not be added: {reason}", sys.stderr)
         return 2
+    record = posterior.info["diagnostics"]
+    if record.get("kept_draws") and record.get("status") == "measured":
+        record["stored"] = stored_draw_figures(path, test, seed)  # what diagnose FILE reproduces
     say(f"test accuracy {acc * 100:.2f}% ({plural(used, 'sample')}, {len(test)} images), "
         f"recorded in {path}")
     say(f"convergence: {convergence_text(posterior.info['diagnostics'])}")

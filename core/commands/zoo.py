@@ -271,6 +271,15 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
                                                      seed=args.seed), bar_callback(bar))
                 distance = {m: f.record() for m, f in report.results.items()}
         levels = record_levels(tier, posteriors, paths, args, bar)
+        masses = {}
+        if tier.reference in posteriors:  # after record_levels, which rewrites the files it scores
+            from core.analysis.diagnostics import PROBE_SIZE
+            from core.commands.fidelity import interval_masses, record_interval_masses
+
+            others = {m: p for m, p in posteriors.items() if m != tier.reference}
+            masses = interval_masses((tier.reference, posteriors[tier.reference]), others,
+                                     test.first(PROBE_SIZE), seed=args.seed, on_progress=bar_callback(bar))
+            record_interval_masses(masses, paths)
     finally:
         bar.close()
     auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables["ood_detection"]}
@@ -286,6 +295,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
             "ood_auroc_total": auroc.get((m, "total")), "ood_auroc_epistemic": auroc.get((m, "epistemic")),
             **{f"to_{tier.reference}_{k}": v for k, v in distance.get(m, {}).items() if not k.startswith("per_")},
+            "interval_mass": masses.get(m, {}).get("mean"), "interval_mass_p10": masses.get(m, {}).get("p10"),
+            "interval_level": masses.get(m, {}).get("stated_level"),
             "log_posterior_mean": levels.get(m, {}).get("mean"), "log_posterior_sd": levels.get(m, {}).get("sd"),
             "elbo_per_epoch": records["info"].get("elbo_per_epoch"),
             "mixture_weights": records["info"].get("weights"),
@@ -338,11 +349,20 @@ def _level_cell(row: dict[str, Any]) -> str:
     return "n/a" if mean is None else f"{mean:,.0f} ± {sd:,.0f}".replace("-", "−")
 
 
+def _mass_cell(row: dict[str, Any]) -> str:
+    mean, p10, level = row.get("interval_mass"), row.get("interval_mass_p10"), row.get("interval_level")
+    if mean is None:
+        return "n/a"
+    held = "" if level is None or round(100 * level) == 90 else f"; its interval holds {100 * level:.0f} %"
+    return f"{mean:.2f} ({p10:.2f}{held})"
+
+
 def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
     """The tier's table as Markdown, one row per method."""
     ref = tier.reference
     head = ["method", "chains × draws", "R̂", "bulk ESS", "accuracy", "NLL", "ECE", "OOD AUROC (total)",
             "OOD AUROC (epistemic)"] + ([f"KL({ref} ‖ ·)", "TV", "top-class agreement",
+                                         f"{ref}'s mass in its 90 % interval (10th pct.)",
                                          "log posterior of the draws"] if ref else []) + [
             "MB", "train s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -354,7 +374,7 @@ def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
                  _cell(r["nll"]), _cell(r["ece"]), _cell(r["ood_auroc_total"]), _cell(r["ood_auroc_epistemic"])]
         if ref:
             cells += [_cell(r.get(f"to_{ref}_kl"), 4), _cell(r.get(f"to_{ref}_total_variation"), 4),
-                      _cell(r.get(f"to_{ref}_agreement")), _level_cell(r)]
+                      _cell(r.get(f"to_{ref}_agreement")), _mass_cell(r), _level_cell(r)]
         cells += [f"{r['file_mb']:.1f}", _cell(r["train_seconds"], 0)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

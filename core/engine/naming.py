@@ -255,6 +255,35 @@ def level_line(method: str, info: dict) -> str | None:
     return f"Under the exact posterior its draws are as probable as {name}'s ({numbers})."
 
 
+def interval_mass_words(info: dict, reference: str = "exact inference") -> str | None:
+    """How much of ``reference``'s belief the posterior's interval holds, in words, from the
+    file's ``info["interval_mass"]`` (``bayescope-cli fidelity --record``, ``zoo``): "its 90 %
+    interval holds about 9 % of what exact inference believes"; None when not measured."""
+    record = info.get("interval_mass") if isinstance(info, dict) else None
+    if not isinstance(record, dict) or record.get("status") != "measured":
+        return None
+    mean, stated = _number(record.get("mean")), _number(record.get("stated_level"))
+    if mean is None or stated is None:
+        return None
+    return f"its {100 * stated:.0f} % interval holds about {100 * mean:.0f} % of what {reference} believes"
+
+
+def interval_mass_line(info: dict) -> str | None:
+    """:func:`interval_mass_words` as a sentence with what it was measured on (tooltips, ``info``)."""
+    words = interval_mass_words(info)
+    if words is None:
+        return None
+    record = info["interval_mass"]
+    ref = record.get("reference") if isinstance(record.get("reference"), dict) else {}
+    name, p10 = method_label(str(ref.get("method", "the reference"))), _number(record.get("p10"))
+    where = f" on {probe_words(str(record['probe']))}" if record.get("probe") else ""
+    floor = f"{100 * float(record.get('min_mass', 0.01)):.0f} %"
+    tail = f"; for a tenth of them, {100 * p10:.0f} % or less." if p10 is not None else "."
+    return (f"Measured against {name}'s {ref.get('draws', '?')} draws{where}, {words} (its interval drawn from "
+            f"{record.get('draws', '?')} draws): that share of {name}'s draws of each class probability above "
+            f"{floor} falls inside it on average{tail}")
+
+
 def sgld_widening(config: dict | None) -> float | None:
     """How much wider than the posterior, per direction, SGLD moving by the curvature samples at
     its constant step η, even with exact gradients: with no accept/reject step, each direction of
@@ -320,6 +349,29 @@ def fit_lines(method: str, info: dict, config: dict | None = None) -> list[str]:
     return lines
 
 
+def rhat_with_floor(record: dict) -> str:
+    """A record's largest R̂ beside its floor, the largest R̂ its own draws give shuffled into
+    perfectly mixed chains (``rhat_max_shuffled``, :mod:`core.analysis.diagnostics`): "1.20 (floor
+    at these draws 1.15)". Few draws over many probabilities lift every R̂ above 1 (4 × 25 draws of
+    10,000: near 1.2); the distance above the floor is what the chains do. Without a floor, the R̂."""
+    rhat, floor = _number(record.get("rhat_max")), _number(record.get("rhat_max_shuffled"))
+    if rhat is None:
+        return "n/a"
+    return rhat_text(rhat) + ("" if floor is None else f" (floor at these draws {rhat_text(floor)})")
+
+
+def stored_rhat_line(record: dict) -> str | None:
+    """The R̂ of the draws a file stores, beside the run's, when it keeps fewer draws than its run
+    measured (``record["stored"]``, written by ``train --keep-draws`` and ``bayescope-cli
+    diagnose``), or None."""
+    stored = record.get("stored") if isinstance(record, dict) else None
+    if not isinstance(stored, dict) or _number(stored.get("rhat_max")) is None:
+        return None
+    shape = f"{stored.get('chains')} × {stored.get('draws')}"
+    return (f"On the {shape} draws the file stores, largest R̂ {rhat_with_floor(stored)}: what "
+            "bayescope-cli diagnose reproduces from the file alone.")
+
+
 def convergence_verdict(record: dict) -> str:
     """A measured record's largest R̂ in words: "the chains agree", "… agree as well as these
     draws can show", "too few draws to tell …", "… roughly agree" or "… disagree"."""
@@ -342,8 +394,8 @@ def convergence_warning(info: dict) -> str | None:
     if rhat is None or rhat <= RHAT_LOOSE:
         return None
     if within_shuffled(record):
-        return f"{TOO_FEW_DRAWS.capitalize()} (R̂ {rhat_text(rhat)}): this posterior may not have converged."
-    return f"The chains disagree: this posterior may not have converged (R̂ {rhat_text(rhat)})."
+        return f"{TOO_FEW_DRAWS.capitalize()} (R̂ {rhat_with_floor(record)}): this posterior may not have converged."
+    return f"The chains disagree: this posterior may not have converged (R̂ {rhat_with_floor(record)})."
 
 
 def convergence_lines(posterior: Posterior) -> list[str]:
@@ -365,7 +417,7 @@ def convergence_lines(posterior: Posterior) -> list[str]:
         if rhat is not None:
             verdict = convergence_verdict(record)
             scale = "" if verdict == TOO_FEW_DRAWS else f", above {RHAT_LOOSE} the chains disagree"  # it cannot tell
-            lines.append(f"Largest R̂ {rhat_text(rhat)}: {verdict} (1.00 is perfect agreement; "
+            lines.append(f"Largest R̂ {rhat_with_floor(record)}: {verdict} (1.00 is perfect agreement; "
                          f"aim for at most {RHAT_STRICT}{scale}).")
         tight, baseline = _number(record.get("rhat_above_1_01")), _number(record.get("rhat_above_1_01_shuffled"))
         if rhat is not None and rhat > RHAT_STRICT and tight is not None and baseline is not None:
@@ -393,6 +445,8 @@ def convergence_lines(posterior: Posterior) -> list[str]:
                          "chain's, evenly spaced")
         if where:
             lines.append(f"Measured on {', over '.join(where)}.")
+        if line := stored_rhat_line(record):
+            lines.append(line)
     elif isinstance(record, dict) and record.get("status") == "n/a":
         lines.append(f"Convergence: n/a ({record.get('reason', 'not measurable')}).")
     elif chains is None:

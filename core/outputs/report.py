@@ -46,7 +46,13 @@ from core.engine.files import (
     replacing_folder,
     strict_json,
 )
-from core.engine.naming import METHOD_DESCRIPTIONS, dataset_words, method_label, plural
+from core.engine.naming import (
+    METHOD_DESCRIPTIONS,
+    dataset_words,
+    interval_mass_words,
+    method_label,
+    plural,
+)
 from core.outputs.export import write_table
 
 
@@ -318,6 +324,7 @@ def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None =
                  "between the probabilities and the true class. ECE: mean gap between confidence and accuracy. "
                  f"Uncertain: the top two classes' draws overlap (Bhattacharyya coefficient above "
                  f"{UNCERTAIN_THRESHOLD:g}).</p>")
+    parts.extend(_interval_mass_part(ev))
     if tables.get("ood_detection"):
         parts.append(f"<h2>Telling the {html.escape(dataset_words(ev.ood_dataset or ''))} apart</h2>")
         parts.append(_table(
@@ -349,6 +356,22 @@ def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None =
     parts.append(f"<pre>{html.escape(strict_json(rest, indent=2))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _interval_mass_part(ev: Evaluation) -> list[str]:
+    """The share of exact inference's belief each posterior's interval holds, as its file records it
+    (``info["interval_mass"]``, :mod:`core.analysis.interval_mass`); nothing when none records it."""
+    rows = [[name, f"{100 * r['stated_level']:.0f} %", r["mean"], r["p10"], interval_mass_words(result.posterior.info)]
+            for name, result in ev.results.items()
+            if isinstance(r := result.posterior.info.get("interval_mass"), dict) and r.get("status") == "measured"]
+    if not rows:
+        return []
+    return ["<h2>How much of exact inference each interval holds</h2>",
+            _table(["posterior", "interval", "share of exact inference inside (mean)", "10th percentile", "in words"],
+                   rows),
+            "<p>For each probe image and class where exact inference (HMC) gives more than 1 %, the share of its "
+            "draws inside the posterior's interval; an interval as wide as the posterior's holds about its own "
+            "level, a narrower one less. Measured once on the probe images and kept in each file.</p>"]
 
 
 def write_html_report(ev: Evaluation, path: str | os.PathLike,

@@ -128,7 +128,9 @@ def test_keep_draws_measures_the_whole_run_and_keeps_fewer_draws(tmp_path, tiny_
     for name, tensor in kept.samples.items():
         assert torch.equal(tensor, full.samples[name][:, [0, 4, 8, 13, 17]])
     record = kept.info["diagnostics"]
-    assert record == {**full.info["diagnostics"], "kept_draws": 5}  # measured on all 18 of each chain
+    # measured on all 18 of each chain, with the 5 kept measured beside them
+    assert {k: v for k, v in record.items() if k != "stored"} == {**full.info["diagnostics"], "kept_draws": 5}
+    assert record["stored"]["chains"] == 2 and record["stored"]["draws"] == 5
     lines = convergence_lines(kept)
     assert lines[0] == "2 chains × 5 draws."
     assert any(line.endswith("over all 2 × 18 draws of the run; the file keeps 5 of each chain's, evenly spaced.") for line in lines)
@@ -138,8 +140,9 @@ def test_keep_draws_measures_the_whole_run_and_keeps_fewer_draws(tmp_path, tiny_
     assert (facts["chains"], facts["draws"], facts["measured_draws"]) == (2, 5, 18)
     assert main(["info", str(out)]) == 0
     assert "2 chains × 5 draws (of 18 a chain in the run, all measured for convergence)" in capsys.readouterr().out
-    assert main(["diagnose", str(out)]) == 0
-    assert "left as it is" in capsys.readouterr().out and load_posterior(out).info["diagnostics"] == record
+    assert main(["diagnose", str(out), "--data", str(tiny_mnist)]) == 0
+    assert "on the 2 × 5 draws it stores" in capsys.readouterr().out
+    assert load_posterior(out).info["diagnostics"] == record  # the run's figures kept, the stored ones reproduced
     map_argv = ["train", "--data-dir", str(tiny_mnist), "--model", "softmax", "--method", "map"]
     for command, words in (([*argv, "--keep-draws", "2"], "at least 4 draws"),
                            ([*map_argv, "--keep-draws", "5"], "MAP has none")):

@@ -67,12 +67,16 @@ def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data
     assert level["reference"]["mean"] == pytest.approx(rows["hmc"]["log_posterior_mean"])
     assert rows["map"]["log_posterior_mean"] is None  # one set of weights: no spread to place
     assert file_records(out / "paper_softmax_mfvi.pt")["info"]["log_posterior_level"]["draws"] == 40
+    # the share of HMC's draws inside each interval, kept in the file the window reads it from
+    mass = file_records(out / "paper_softmax_sgld.pt")["info"]["interval_mass"]
+    assert mass["mean"] == pytest.approx(rows["sgld"]["interval_mass"]) and 0 <= mass["p10"] <= mass["mean"] <= 1
+    assert rows["map"]["interval_mass"] is None and "interval_mass" not in file_records(out / "paper_softmax_map.pt")["info"]
     capsys.readouterr()
     assert main(["info", "--json", str(out / "paper_softmax_map.pt")]) == 0
     assert json.loads(capsys.readouterr().out)["tier"] == "paper"
     md = (out / "zoo.md").read_text()
     assert md.startswith("| method | chains × draws | R̂ |") and md.count("\n") == 2 + len(TINY.methods)
-    assert "| MAP | 1 × 1 | n/a | n/a |" in md
+    assert "| MAP | 1 × 1 | n/a | n/a |" in md and "hmc's mass in its 90 % interval (10th pct.)" in md
 
 
 def test_a_rebuild_keeps_the_files_made_with_the_same_arguments(data_dir, tmp_path, monkeypatch, capsys):
