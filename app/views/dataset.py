@@ -408,7 +408,11 @@ class DatasetView(QWidget):
         if cached:
             text += f" ({cached} from the cache)"
         what = "photos" if views.faces is not None else "images"
-        self.status.setText(text + f". Click a confusion cell or a histogram bar to see its {what}.")
+        text += f". Click a confusion cell or a histogram bar to see its {what}."
+        note = (views.data.source.get("data_check") or {}).get("note")
+        if note:  # the folder changed since training: what changed, and which images were left out
+            text += f" Note: {note[0].upper()}{note[1:]}"
+        self.status.setText(text)
         self.save_settings(evaluated=True)
 
     def _on_worker_errored(self, run: int, exc: BaseException) -> None:

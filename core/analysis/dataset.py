@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,11 +122,14 @@ def open_sets(
     cache_only: bool = False,
     image_size: int | None = None,
     channels: int | None = None,
+    trained_on: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Generator[ProgressRecord, None, tuple[Dataset, Dataset | None, FaceTestSet | None] | None]:
     """:func:`load_sets` with progress, and the photos of the faces test split.
 
     Folders of a person's images are read at ``image_size`` and ``channels`` (the models'),
-    as :func:`core.analysis.evaluation.resolve_dataset` reads them.
+    as :func:`core.analysis.evaluation.resolve_dataset` reads them; ``trained_on`` (column name →
+    its posterior's ``info["training_data"]``) splits them as training did and compares the folder
+    with that record (``data.source["data_check"]["note"]`` says what changed).
 
     The faces test split (:data:`core.engine.faces.testset.FACE_TEST_SET`) yields the descriptor
     extraction's progress (phase ``"descriptors"``), takes ``limit`` faces spread over the
@@ -148,7 +151,7 @@ def open_sets(
             return None
         return faces.data, None, faces
     shape = {"image_size": image_size, "channels": channels}
-    data = resolve_dataset(dataset, data_dir, **shape).first(limit)
+    data = resolve_dataset(dataset, data_dir, **shape, trained_on=trained_on).first(limit)
     other = resolve_dataset(ood, data_dir, **shape).first(limit) if ood else None
     return data, other, None
 

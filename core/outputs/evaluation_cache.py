@@ -247,8 +247,10 @@ def run_evaluation(
     plain thread, not a Qt pool thread (see :class:`app.workers.PythonThreadCall`).
     """
     yield ProgressRecord(0, 0, {}, "loading")
+    # a folder of a person's images is split as each posterior's training split it (one record each)
+    trained_on = {item.name: item.posterior.info.get("training_data") for item in items}
     sets = yield from open_sets(dataset, ood, data_dir, limit, cache_only=cache_only, image_size=image_size,
-                                channels=channels)
+                                channels=channels, trained_on=trained_on)
     if sets is None:
         return None
     data, other, faces = sets

@@ -371,3 +371,22 @@ def test_parts_that_join_could_not_measure_are_refused_before_training(tmp_path,
     err = capsys.readouterr().err
     assert "train the whole run at once" in err and "Traceback" not in err
     assert not (tmp_path / "part.pt").exists()
+
+
+def test_the_dataset_tabs_evaluation_splits_as_training_did_and_says_what_changed(tmp_path, digits):
+    """The generator the Dataset tab runs (run_evaluation) reads a changed folder as evaluate does:
+    the test images training measured, and a note naming the change (it refused before, since
+    its read of the folder carried no record and the last guard found training images in it)."""
+    from core.analysis.dataset import EvaluationItem
+    from core.engine.runner import drain
+    from core.outputs.evaluation_cache import run_evaluation
+
+    root = digit_folder(tmp_path / "d", digits, per_class=12)
+    info = train_map(root, tmp_path / "map.pt")
+    x, y = digits
+    Image.fromarray(x[y == 8][30]).save(root / name_hashed_to(root, "8", test=False))
+    item = EvaluationItem("map", load_posterior(tmp_path / "map.pt"), tmp_path / "map.pt")
+    views = drain(run_evaluation([item], str(root), image_size=28, channels=1, use_cache=False))
+    assert len(views.data) == info["test_data"]["images"]
+    assert views.columns[0].summary["accuracy"] == pytest.approx(info["test_accuracy"])
+    assert "1 file added" in views.data.source["data_check"]["note"]
