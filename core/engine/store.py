@@ -153,6 +153,8 @@ def save_posterior(posterior: Posterior, path: str | os.PathLike, storage: str =
         out = t.to(dtype)
         if not torch.isfinite(out).all():
             raise ValueError(f"weight {name!r} is too large for {storage} storage; save with float32 storage")
+        if out.untyped_storage().nbytes() > out.numel() * out.element_size():
+            out = out.clone()  # a view into a larger tensor: torch.save would write that whole storage
         return out
 
     payload = {

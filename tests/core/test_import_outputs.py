@@ -188,3 +188,20 @@ def test_evaluate_says_each_posterior_reads_not_the_posteriors_has(tmp_path, cap
                  str(shared_data), "--limit", "5", "--out", str(tmp_path / "ev")]) == 2
     err = _last_error(capsys)
     assert "has images of shape (1, 28, 28); each posterior reads (3, 32, 32)" in err and "posteriors" not in err
+
+
+def test_any_posterior_whose_weights_are_views_is_saved_at_the_weights_size(tmp_path):
+    """The writer itself (not only import) copies a view out of its larger storage."""
+    state = _lenet_state()
+    posterior = import_network("lenet", _save(tmp_path, state), NAMES)
+    buffer = torch.zeros(5_000_000)  # 20 MB behind weights of 1.7 MB
+    at = 0
+    for name, tensor in posterior.samples.items():
+        view = buffer[at:at + tensor.numel()].view(tensor.shape)
+        view.copy_(tensor)
+        posterior.samples[name] = view
+        at += tensor.numel()
+    path = save_posterior(posterior, tmp_path / "views.pt")
+    assert path.stat().st_size < 4 * sum(t.numel() for t in state.values()) + 200_000
+    loaded = load_posterior(path)
+    assert all(torch.equal(loaded.samples[k][0, 0], state[k]) for k in state)
