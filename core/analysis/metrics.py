@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.analysis.predictive import ProbabilitiesNotFiniteError
 from core.analysis.uncertainty import (
     DEFAULT_BINS,
     bhattacharyya_coefficient,
@@ -300,6 +301,12 @@ def predict_dataset(
                 parts.append(posterior.predict_proba(data.x[first : min(first + block, stop)],
                                                      num_samples=num_samples, generator=g))
             samples = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+        if not bool(torch.isfinite(samples).all()):  # never an argmax of NaN, never a NaN in a metric
+            bad = int((~torch.isfinite(samples)).any(0).flatten(1).any(1).sum())
+            raise ProbabilitiesNotFiniteError(
+                f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the images "
+                f"{start + 1:,} to {stop:,} of {data.name} (its outputs overflow), so they cannot be scored; the "
+                "posterior's weights or its input standardisation are out of range")
         if i == 0:
             if samples.shape[0] != s:
                 if callable(getattr(posterior, "chain_ids", None)):

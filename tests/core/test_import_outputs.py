@@ -205,3 +205,18 @@ def test_any_posterior_whose_weights_are_views_is_saved_at_the_weights_size(tmp_
     assert path.stat().st_size < 4 * sum(t.numel() for t in state.values()) + 200_000
     loaded = load_posterior(path)
     assert all(torch.equal(loaded.samples[k][0, 0], state[k]) for k in state)
+
+
+def test_the_evaluation_loop_refuses_probabilities_that_are_not_numbers(tmp_path):
+    """The load probe sees a grey image and noise; an image whose outputs overflow is refused by
+    the evaluation loop itself, in a sentence naming the images, never scored (argmax of NaN)."""
+    from core.analysis.metrics import predict_dataset
+    from core.engine.inference.base import Dataset
+    from core.engine.runner import drain
+
+    posterior = import_network("lenet", _save(tmp_path, _lenet_state()), NAMES)
+    x = torch.rand(6, 1, 28, 28)
+    x[4] = float("inf")  # one image whose outputs are not numbers
+    data = Dataset(x, torch.zeros(6, dtype=torch.long), "odd", NAMES, {})
+    with pytest.raises(ProbabilitiesNotFiniteError, match=r"not numbers for 1 of the images 1 to 6 of odd"):
+        drain(predict_dataset(posterior, data))
