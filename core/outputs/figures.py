@@ -23,6 +23,7 @@ from core.analysis.metrics import (
     RotationSweep,
     score_edges,
 )
+from core.outputs.palette import UNCERTAINTY, class_colour, mpl, sweep_band_words
 
 SCORE_LABELS = {
     "total": "total H[p̄] (nats)",
@@ -55,10 +56,8 @@ def class_ticks(ax: Any, positions: Sequence[float], names: Sequence[str], fonts
 
 
 def _colours(n: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10"]
-    return [cmap(i % 10) for i in range(n)]
+    """The window's class colours (:data:`core.outputs.palette.CLASS_COLOURS`), 0–1 RGB."""
+    return [mpl(class_colour(i)) for i in range(n)]
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
@@ -248,8 +247,8 @@ def rotation_figure(
     images: np.ndarray | None = None,
     min_probability: float = 0.1,
 ) -> Figure:
-    """Gal & Ghahramani's rotated-image plot: per posterior, class probabilities (median and
-    credible band) and the three uncertainties against the angle; the rotated images on top.
+    """Gal & Ghahramani's rotated-image plot: per posterior, class probabilities (the mean p̄ of
+    the draws, as the window draws it, and the credible band) and the three uncertainties against the angle; the rotated images on top.
 
     Only classes whose band's upper edge reaches ``min_probability`` somewhere are drawn.
     """
@@ -276,17 +275,17 @@ def rotation_figure(
             if sweep.upper[:, k].max() < min_probability:
                 continue
             ax_p.fill_between(sweep.angles, sweep.lower[:, k], sweep.upper[:, k], color=cmap[k], alpha=0.2)
-            ax_p.plot(sweep.angles, sweep.median[:, k], color=cmap[k], label=str(label))
+            ax_p.plot(sweep.angles, sweep.mean[:, k], color=cmap[k], label=str(label))
         ax_p.set_ylim(-0.02, 1.02)
         ax_p.set_xlim(sweep.angles[0], sweep.angles[-1])
-        ax_p.set_ylabel(f"{name}\np (median, {int(sweep.level * 100)}% band)", fontsize=8)
+        ax_p.set_ylabel(f"{name}\np̄ (mean, {sweep_band_words(sweep)})", fontsize=8)
         ax_p.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="class",
                     title_fontsize=7, frameon=False)
         ax_p.grid(alpha=0.3)
         ax_u = fig.add_subplot(grid[row, 1])
-        ax_u.plot(sweep.angles, sweep.aleatoric, color="tab:green", label="aleatoric")
-        ax_u.plot(sweep.angles, sweep.epistemic, color="tab:red", label="epistemic")
-        ax_u.plot(sweep.angles, sweep.total, color="black", linestyle="--", label="total")
+        ax_u.plot(sweep.angles, sweep.total, color=mpl(UNCERTAINTY["total"]), linestyle="--", label="total")
+        ax_u.plot(sweep.angles, sweep.aleatoric, color=mpl(UNCERTAINTY["aleatoric"]), label="aleatoric")
+        ax_u.plot(sweep.angles, sweep.epistemic, color=mpl(UNCERTAINTY["epistemic"]), label="epistemic")
         ax_u.set_ylim(0, np.log(len(class_names)) * 1.02)
         ax_u.set_xlim(sweep.angles[0], sweep.angles[-1])
         ax_u.set_ylabel("nats", fontsize=8)
