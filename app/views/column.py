@@ -207,13 +207,14 @@ class ColumnView(QFrame):
         more = self._button("⋯", "Move or export this column, or see whether its chains agreed", None)
         more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)
-        menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
-        menu.addAction("Move right", lambda: self.move_requested.emit(self.key, 1))
+        menu.setToolTipsVisible(True)  # a disabled entry says why
+        self.move_left = menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
+        self.move_right = menu.addAction("Move right", lambda: self.move_requested.emit(self.key, 1))
         menu.addSeparator()
         for view, name in VIEW_NAMES.items():
             menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
         menu.addSeparator()
-        menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
+        self.diagnostics = menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
         menu.addSeparator()
         menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
         more.setMenu(menu)
@@ -339,6 +340,13 @@ class ColumnView(QFrame):
             button.clicked.connect(slot)
         return button
 
+    def set_place(self, index: int, count: int) -> None:
+        """The column's place in the row: no "Move left" for the first, no "Move right" for the last."""
+        self.move_left.setEnabled(index > 0)
+        self.move_right.setEnabled(index < count - 1)
+        self.move_left.setToolTip("" if index > 0 else "This is the first column already.")
+        self.move_right.setToolTip("" if index < count - 1 else "This is the last column already.")
+
     def set_header(self, column: Column, requested: int) -> None:
         """The title and its tooltip, the convergence warning: the posterior's and the sample
         count's, not the prediction's, so called again for the same two (every prediction of a
@@ -349,6 +357,11 @@ class ColumnView(QFrame):
         self._header_for = (column.posterior, title)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
+        from core.analysis.diagnostics import diagnostics_unavailable  # the engine is loaded by now
+
+        unavailable = diagnostics_unavailable(column.posterior.info)  # two empty "n/a" plots otherwise
+        self.diagnostics.setEnabled(unavailable is None)
+        self.diagnostics.setToolTip(unavailable or "Each chain's trace and R̂ per class: did the chains agree?")
         words = METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method)
         tip = [words[:1].upper() + words[1:] + "."]  # not str.capitalize, which lowers "Gaussians"
         if fixed is not None:
