@@ -69,6 +69,12 @@ VIEW_NAMES = {
     "correlation": "Class correlation",
 }
 
+VERDICT_TIP = (
+    "The first line says in words what the numbers below add up to: sure (the average "
+    "probability p̄ of one class is 0.9 or more), probably, torn between two classes, or unsure; "
+    "“unlike anything it was trained on” when the sampled models disagree with one another "
+    "(the epistemic part of the uncertainty). Help (F1) explains every term. "
+)
 OVERLAP_TIP = (
     "The overlap flag compares the spread of the draws for the two most likely classes "
     "(Bhattacharyya coefficient, 0 = apart, 1 = identical). Above 0.5 the posterior cannot "
@@ -90,6 +96,19 @@ class LabelHolder(QWidget):
 Run = tuple[str, str]
 #: A paragraph: its runs and its colour (None: the text colour); it wraps at the widget's width.
 Paragraph = tuple[tuple[Run, ...], "str | tuple[int, int, int] | None"]
+
+
+def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
+    """The column's first line, before any symbol: one sentence of verdict in plain words
+    ("Sure it is a 4", "Torn between 4 and 9"), from :func:`core.analysis.verdict.summary_verdict`."""
+    # imported here: the engine is loaded once a prediction exists, not when the window is built
+    from core.analysis.verdict import summary_verdict
+
+    return (((summary_verdict(summary, class_names).text, "b"),), None)
+
+
+#: The room the plain verdict needs: its longest sentence (class names are short beside it).
+VERDICT_ROOM: Paragraph = ((("Unsure, and unlike anything it was trained on", "b"),), None)
 
 
 class RichLines(QWidget):
@@ -247,7 +266,7 @@ class ColumnView(QFrame):
         self._verdict_holder = LabelHolder()
         self.verdict = RichLines(self._verdict_holder)
         self.verdict.setObjectName("verdict")
-        self.verdict.setToolTip(OVERLAP_TIP)
+        self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         # The verdict's height follows the column's width, never its text: a label that grew or
         # shrank as a note line came and went would re-lay out and repaint every plot below.
         self._longest = max(class_names, key=len)
@@ -304,7 +323,8 @@ class ColumnView(QFrame):
         """Keep room in the verdict for the line of a tier's reference (blank in a column without
         one), or none: while any column shows that line, all keep its room and stay aligned."""
         longest = self._longest
-        lines = [((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
+        lines = [VERDICT_ROOM,
+                 ((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
                  ((("Uncertain:", "b"), (f" {longest} and {longest} overlap (0.88)", "")), WARNING),
                  ((("first 16 of 1000 draws while you draw…", "i"),), None)]
         if reserve:
@@ -416,7 +436,7 @@ class ColumnView(QFrame):
         # the level is the one the interval holds at this many draws (78% from 8, not 90%)
         interval = (f"({round(100 * s.expected_coverage)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
                     if s.num_samples > 1 else "(no interval)")
-        verdict: list[Paragraph] = [((("Reads ", ""), (class_names[top], "b"),
+        verdict: list[Paragraph] = [plain_verdict(s, class_names), ((("Reads ", ""), (class_names[top], "b"),
                                       (f": p̄ {float(s.mean[top]):.2f} {interval}", "")), None)]
         if s.num_samples > 1 and s.uncertain:
             verdict.append(((("Uncertain:", "b"), (f" {first} and {second} overlap ({s.overlap:.2f})", "")), WARNING))
