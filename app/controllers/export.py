@@ -94,7 +94,8 @@ class ExportController(QObject):
         )
         if self.workspace.image is None or not columns:
             return None
-        return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names)
+        return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names,
+                          input_label=self.workspace.input_label or None)
 
     def comparison_dialog(self) -> None:
         comparison = self.comparison()

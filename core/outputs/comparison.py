@@ -155,18 +155,28 @@ def write_comparison(
 
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #222; }
+.scroll { max-width: 100%; overflow-x: auto; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 2em; } h3 { font-size: 1.05em; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; }
-figure img { max-width: 36em; border: 1px solid #ddd; }
+figure img { max-width: min(36em, 100%); height: auto; border: 1px solid #ddd; }
 img.input { image-rendering: pixelated; width: 168px; height: 168px; border: 1px solid #999; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
 tr.predicted td { font-weight: bold; }
 .flag { color: #a33; font-weight: bold; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
+tr.posterior th { text-align: left; background: #e8eef7; }
 """
+
+
+#: The numbers table's columns on the page, and their headings (the rest are in numbers.csv).
+PAGE_NUMBERS: dict[str, str] = {
+    "class": "class", "mean": "mean", "lower": "lower", "upper": "upper",
+    "total_variance": "total variance", "aleatoric_variance": "aleatoric", "epistemic_variance": "epistemic",
+}
 
 
 def _img(png: bytes, alt: str, css_class: str | None = None) -> str:
@@ -236,10 +246,11 @@ def _report_html(
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{plural(n, 'posterior')} judging one input</h1>",
         f"<p>{html.escape('; '.join(settings))}.</p>",
+        f"<p>Input: <b>{html.escape(comparison.input_label)}</b></p>" if comparison.input_label else "",
         "<figure>" + _img(input_png, "the input as the models see it", "input")
         + f"<figcaption>{html.escape(_input_caption(comparison))}</figcaption></figure>",
         "<h2>At a glance</h2>",
-        "<table><tr><th>posterior</th><th>predicted class</th><th>mean probability</th>"
+        '<div class="scroll"><table><tr><th>posterior</th><th>predicted class</th><th>mean probability</th>'
         "<th>total (nats)</th><th>aleatoric</th><th>epistemic</th><th>top-two overlap</th>"
         "<th>uncertain</th></tr>",
     ]
@@ -250,7 +261,7 @@ def _report_html(
             _cell(column.title), _cell(names[k]), _cell(float(s.mean[k])), _cell(s.total),
             _cell(s.aleatoric), _cell(s.uncertainty_record()["epistemic"]), _cell(s.overlap), _cell(s.uncertain),
         ]) + "</tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
     for i, (column, figures) in enumerate(zip(comparison.columns, pictures, strict=True), start=1):
         parts.append(f'<section id="posterior-{i}"><h2>{html.escape(column.title)}</h2>')
         parts.append(f"<p>{html.escape(METHOD_DESCRIPTIONS.get(column.posterior.method, ''))}</p>")
@@ -264,12 +275,21 @@ def _report_html(
         parts.append("</section>")
     parts.append("<h2>Numbers</h2>")
     if table:
-        columns = list(table[0])
-        parts.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>")
+        # per class, grouped by posterior: what is the same on every row of a posterior (its file,
+        # its entropy split, its flags) is in "At a glance" and numbers.csv, not repeated here
+        columns = [c for c in table[0] if c in PAGE_NUMBERS]
+        parts.append("<p>Per class; every number of every posterior (and its file) is in numbers.csv and "
+                     "numbers.json beside this page.</p>")
+        parts.append('<div class="scroll"><table><tr>' + "".join(f"<th>{html.escape(PAGE_NUMBERS[c])}</th>"
+                                                                   for c in columns) + "</tr>")
+        current = None
         for row in table:
+            if row.get("posterior") != current:
+                current = row.get("posterior")
+                parts.append(f'<tr class="posterior"><th colspan="{len(columns)}">{html.escape(str(current))}</th></tr>')
             css = ' class="predicted"' if row.get("predicted") else ""
             parts.append(f"<tr{css}>" + "".join(_cell(row[c]) for c in columns) + "</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     parts.append("<h2>Provenance</h2>")
     for record in origins["columns"]:
         parts.append(f"<h3>{html.escape(record['title'])}</h3>")
