@@ -107,8 +107,9 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     return (((summary_verdict(summary, class_names).text, "b"),), None)
 
 
-#: The room the plain verdict needs: its longest sentence (class names are short beside it).
-VERDICT_ROOM: Paragraph = ((("Unsure, and unlike anything it was trained on", "b"),), None)
+def verdict_room(longest: str) -> Paragraph:
+    """The room the plain verdict needs: its longest sentence, with the longest class name."""
+    return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
 
 
 class RichLines(QWidget):
@@ -323,7 +324,7 @@ class ColumnView(QFrame):
         """Keep room in the verdict for the line of a tier's reference (blank in a column without
         one), or none: while any column shows that line, all keep its room and stay aligned."""
         longest = self._longest
-        lines = [VERDICT_ROOM,
+        lines = [verdict_room(longest),
                  ((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
                  ((("Uncertain:", "b"), (f" {longest} and {longest} overlap (0.88)", "")), WARNING),
                  ((("first 16 of 1000 draws while you draw…", "i"),), None)]

@@ -6,10 +6,12 @@ probability p̄ over the draws and the epistemic part of the uncertainty (the mu
 between the prediction and the model, in nats). The rules, in order (first that holds):
 
 1. **Sure** — p̄ of the top class ≥ :data:`SURE` (0.9).
-2. **Probably** — p̄ of the top class ≥ :data:`PROBABLY` (0.6) and no rival reaches :data:`RIVAL` (0.2).
+2. **Probably** — p̄ of the top class ≥ :data:`PROBABLY` (0.6) and no rival reaches :data:`RIVAL` (0.2);
+   when the draws disagree as in 4, "Leans to a 7, but unlike anything it was trained on" (a
+   notMNIST letter read as a 7 by most draws is not "probably a 7").
 3. **Torn between a and b** — the top two hold ≥ :data:`TWO_HOLD` (0.75) and the second ≥ :data:`RIVAL`.
 4. **Unlike anything it was trained on** — the draws disagree: epistemic ≥ :data:`UNLIKE` (0.3 nats,
-   about a third of what two classes split evenly between confident draws give, ln 2 = 0.69).
+   about half of what two classes split evenly between confident draws give, ln 2 = 0.69).
    A method with one draw (MAP) has no disagreement to show and never says it.
 5. **Unsure** — otherwise: the belief is spread over several classes.
 """
@@ -63,6 +65,8 @@ def verdict_words(mean: Any, epistemic: float, class_names: Sequence[str]) -> Ve
     if first >= SURE:
         return Verdict(f"Sure it is {_named(name_a)}", "sure")
     if first >= PROBABLY and second < RIVAL:
+        if epistemic >= UNLIKE:
+            return Verdict(f"Leans to {_named(name_a)}, but unlike anything it was trained on", "unlike")
         return Verdict(f"Probably {_named(name_a)}", "probably")
     if first + second >= TWO_HOLD and second >= RIVAL:
         return Verdict(f"Torn between {name_a} and {name_b}", "torn")

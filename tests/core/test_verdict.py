@@ -63,3 +63,11 @@ def test_letters_and_shapes_checked():
     assert verdict(draws([{0: 0.95}] * 3), tuple("ABCDEFGHIJ")).text == "Sure it is an A"
     with pytest.raises(ValueError):
         verdict(np.ones(10) / 10, DIGITS)
+
+
+def test_a_favourite_the_draws_disagree_on_leans_but_is_unlike_the_training_data():
+    # most draws sure of 7, a few sure of 3 or 5 (a letter read as a 7): p̄(7) ≈ 0.75, MI ≈ 0.5 nats
+    probs = draws([{7: 0.98}] * 15 + [{3: 0.98}] * 3 + [{5: 0.98}] * 2)
+    assert mutual_information(torch.from_numpy(probs)).item() > 0.3
+    v = verdict(probs, DIGITS)
+    assert (v.kind, v.text) == ("unlike", "Leans to a 7, but unlike anything it was trained on")
