@@ -9,11 +9,13 @@ between the prediction and the model, in nats). The rules, in order (first that 
 2. **Probably** — p̄ of the top class ≥ :data:`PROBABLY` (0.6) and no rival reaches :data:`RIVAL` (0.2);
    when the draws disagree as in 4, "Leans to a 7, but unlike anything it was trained on" (a
    notMNIST letter read as a 7 by most draws is not "probably a 7").
-3. **Torn between a and b** — the top two hold ≥ :data:`TWO_HOLD` (0.75) and the second ≥ :data:`RIVAL`.
+3. **Torn between a and b** — the second reaches :data:`RIVAL` and the top two hold ≥ :data:`TWO_HOLD`
+   (0.75), or no third class reaches :data:`IN_PLAY` (0.1).
 4. **Unlike anything it was trained on** — the draws disagree: epistemic ≥ :data:`UNLIKE` (0.3 nats,
    about half of what two classes split evenly between confident draws give, ln 2 = 0.69).
    A method with one draw (MAP) has no disagreement to show and never says it.
-5. **Unsure** — otherwise: the belief is spread over several classes.
+5. **Unsure** — otherwise: the belief is spread over the classes reaching :data:`IN_PLAY` (three or
+   more), or, with no rival, it leans to the top class without conviction.
 """
 
 from __future__ import annotations
@@ -68,12 +70,14 @@ def verdict_words(mean: Any, epistemic: float, class_names: Sequence[str]) -> Ve
         if epistemic >= UNLIKE:
             return Verdict(f"Leans to {_named(name_a)}, but unlike anything it was trained on", "unlike")
         return Verdict(f"Probably {_named(name_a)}", "probably")
-    if first + second >= TWO_HOLD and second >= RIVAL:
+    in_play = int((p >= IN_PLAY).sum())
+    if second >= RIVAL and (first + second >= TWO_HOLD or in_play <= 2):
         return Verdict(f"Torn between {name_a} and {name_b}", "torn")
     if epistemic >= UNLIKE:
         return Verdict("Unsure, and unlike anything it was trained on", "unlike")
-    in_play = int((p >= IN_PLAY).sum())
-    return Verdict(f"Unsure: its belief is spread over {max(in_play, 2)} classes", "unsure")
+    if in_play >= 3:
+        return Verdict(f"Unsure: its belief is spread over {in_play} classes", "unsure")
+    return Verdict(f"Unsure, leaning to {_named(name_a)}", "unsure")
 
 
 def verdict(probs: Any, class_names: Sequence[str]) -> Verdict:

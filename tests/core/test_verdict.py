@@ -71,3 +71,14 @@ def test_a_favourite_the_draws_disagree_on_leans_but_is_unlike_the_training_data
     assert mutual_information(torch.from_numpy(probs)).item() > 0.3
     v = verdict(probs, DIGITS)
     assert (v.kind, v.text) == ("unlike", "Leans to a 7, but unlike anything it was trained on")
+
+
+def test_two_classes_in_play_with_the_rest_in_crumbs_are_torn():
+    # p̄ 0.48 and 0.22, every other class below 0.1 (MC dropout on a 9 that looks like a 4)
+    v = verdict(draws([{9: 0.48, 4: 0.22}] * 10), DIGITS)
+    assert v.text == "Torn between 9 and 4"
+
+
+def test_no_rival_and_no_conviction_leans():
+    v = verdict(draws([{9: 0.5, 4: 0.15}] * 10), DIGITS)
+    assert (v.kind, v.text) == ("unsure", "Unsure, leaning to a 9")
