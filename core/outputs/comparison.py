@@ -13,7 +13,7 @@ import html
 import io
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from core.analysis.comparison import (
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD, interval_note
 from core.engine.files import atomic_write, replacing_folder, strict_json
 from core.engine.files import check_output_folder as io_check_output_folder
+from core.engine.inference.base import ProgressRecord
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     convergence_warning,
@@ -98,7 +99,21 @@ def write_comparison(
     out_dir: str | os.PathLike,
     figure_formats: Sequence[str] = ("png", "svg"),
 ) -> list[Path]:
-    """Write the comparison into the folder ``out_dir``; return the paths written.
+    """Write the comparison into the folder ``out_dir``; return the paths written
+    (:func:`comparison_progress` run to its end)."""
+    from core.engine.runner import drain
+
+    return drain(comparison_progress(comparison, out_dir, figure_formats))
+
+
+def comparison_progress(
+    comparison: Comparison,
+    out_dir: str | os.PathLike,
+    figure_formats: Sequence[str] = ("png", "svg"),
+) -> Generator[ProgressRecord, None, list[Path]]:
+    """Write the comparison into the folder ``out_dir``, yielding a record after each view's
+    figure (``step`` of ``total``); returns the paths written. Closing the generator (the
+    window's Cancel) stops between figures and leaves no folder and no half-written file.
 
     The folder holds ``input.png`` (the model input, enlarged), per column every view of
     :data:`core.outputs.input_figures.INPUT_VIEWS` in each of ``figure_formats`` with its numbers
@@ -129,6 +144,8 @@ def write_comparison(
         input_png = _input_png(comparison.image)
         written.append(_write_bytes(tmp / "input.png", input_png))
         embedded: list[list[tuple[str, bytes]]] = []
+        total, done = len(comparison.columns) * len(INPUT_VIEWS), 0  # the figures
+        yield ProgressRecord(0, total, phase="figures")
         for column, slug in zip(comparison.columns, _unique_slugs([c.title for c in comparison.columns]),
                                 strict=True):
             summary, samples = column.prediction.summary, column.prediction.samples
@@ -143,6 +160,8 @@ def write_comparison(
                 pictures.append((view, png))
                 rows = input_view_table(view, summary, names, samples=samples, level=comparison.level)
                 written += write_table(rows, tmp, stem)
+                done += 1
+                yield ProgressRecord(done, total, phase="figures")
             embedded.append(pictures)
         table = comparison_table(comparison)
         written += write_table(table, tmp, "numbers")
@@ -151,6 +170,7 @@ def write_comparison(
                                     strict_json(origins, indent=2).encode()))
         page = _report_html(comparison, input_png, embedded, table, origins)
         written.append(_write_bytes(tmp / "index.html", page.encode("utf-8")))
+        yield ProgressRecord(total, total, phase="page")
     return [out / p.relative_to(tmp) for p in written]
 
 
