@@ -63,6 +63,7 @@ def evaluation_figures(ev: Evaluation) -> dict[str, Any]:
         "confusion_soft": fg.confusion_figure(
             {n: soft_confusion_matrix(r.data.mean_proba, r.data.labels) for n, r in res.items()},
             ev.class_names, f"Soft confusion: mean p̄ per true class ({ev.dataset})",
+            scale="mean probability p̄ given to the predicted class",
         ),
         "confusion_hard": fg.confusion_figure(
             {n: confusion_matrix(r.data.predictions, r.data.labels, k) for n, r in res.items()},
