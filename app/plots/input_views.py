@@ -362,6 +362,7 @@ class CorrelationPlot(InputPlot):
     )
     y_down = True
     square = True
+    scale_room = 26.0  # its colour scale, −1 to +1
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
@@ -398,6 +399,9 @@ class CorrelationPlot(InputPlot):
         k = len(self.class_names)
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         painter.drawImage(self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        self.paint_colour_scale(painter, self._table, ("−1", "0", "+1"))
 
 
 INPUT_PLOTS: tuple[type[InputPlot], ...] = (DrawsPlot, IntervalPlot, EntropyPlot, VariancePlot, CorrelationPlot)
