@@ -240,12 +240,15 @@ class EntropyPlot(InputPlot):
         self.clear_view()
 
     def _set_rows(self, names: tuple[str, ...]) -> None:
-        """One bar per name; tall enough for their labels not to overlap (the y range spans
-        len + 0.2 label rows), plus the title and the bottom axis."""
+        """One bar per name; tall enough for the labels of the longest list not to overlap (the
+        y range spans len + 0.2 label rows), plus the title and the bottom axis."""
         self.names = names
         self.y_range = (-0.6, len(names) - 0.4)
         self.left.ticks = [(i, "") for i in range(len(names))]
-        self.setMinimumHeight(math.ceil((len(names) + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
+        # every column keeps the room of the longest list (D-SGHMC's four rows): a column whose
+        # panel grew would push its plots below their neighbours'
+        rows = max(len(self.NAMES), len(self.MASK_NAMES))
+        self.setMinimumHeight(math.ceil((rows + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
         self.update()
 
     def show(self, prediction: Prediction, level: float) -> None:
