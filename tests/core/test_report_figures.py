@@ -62,3 +62,26 @@ def test_confusion_numbers_and_ticks_are_readable_and_apart():
         assert len(ticks) == 10
         assert all(a.x1 + 1 < b.x0 for a, b in zip(ticks, ticks[1:], strict=False))  # 0–9 never touch
     assert any(ax.get_label() == "<colorbar>" for ax in fig.axes)  # a colour scale
+
+
+def test_the_html_report_says_how_far_it_got_and_stops_when_closed(tmp_path):
+    """Export report (38 s in the window) yields a record per figure; closing the generator
+    (the window's Cancel) writes nothing."""
+    from core.analysis.evaluation import evaluate, load_posteriors, resolve_dataset
+    from core.engine.resources import resources_dir
+    from core.engine.runner import drain
+    from core.outputs.report import figure_makers, html_report_progress
+
+    posteriors = load_posteriors([resources_dir() / "models" / "paper_softmax_map.pt"])
+    data = resolve_dataset("mnist-test", resources_dir() / "samples").first(40)
+    ev = drain(evaluate(posteriors, data, None, None, num_samples=1, seed=0))
+    total = len(figure_makers(ev))
+    records = []
+    path = drain(html_report_progress(ev, tmp_path / "report.html"), records.append)
+    assert [r.step for r in records] == list(range(total + 1)) and {r.total for r in records} == {total}
+    assert path.read_text(encoding="utf-8").count("<figure") == total
+
+    stopped = html_report_progress(ev, tmp_path / "cancelled.html")
+    next(stopped), next(stopped)  # one figure made
+    stopped.close()
+    assert not (tmp_path / "cancelled.html").exists()
