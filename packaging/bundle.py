@@ -29,6 +29,9 @@ VERSION_FILE = "pyproject.toml"
 RESOURCE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("resources/models/*.pt", "resources/models"),
     ("resources/examples/*.png", "resources/examples"),
+    ("resources/samples/mnist/*.gz", "resources/samples/mnist"),  # the offline sample sets
+    ("resources/samples/notmnist/*.gz", "resources/samples/notmnist"),
+    ("resources/samples/LICENSE.md", "resources/samples"),
     ("resources/icons/*.png", "resources/icons"),
     ("resources/icons/*.svg", "resources/icons"),
 )

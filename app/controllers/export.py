@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPushButton
 
 from app import settings as app_settings
 from app.views.column import VIEW_NAMES
-from app.workers import function_worker
+from app.workers import generator_worker
 from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
 
 if TYPE_CHECKING:
@@ -27,6 +27,8 @@ class ExportController(QObject):
         self.window = window
         self.workspace = workspace
         self.worker = None
+        self._cancel: QPushButton | None = None
+        self._cancelled = False
 
     def _status(self, text: str, ms: int = 0) -> None:
         self.window.statusBar().showMessage(text, ms)
@@ -94,7 +96,8 @@ class ExportController(QObject):
         )
         if self.workspace.image is None or not columns:
             return None
-        return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names)
+        return Comparison(self.workspace.preview, columns, self.workspace.level, self.workspace.class_names,
+                          input_label=self.workspace.input_label or None)
 
     def comparison_dialog(self) -> None:
         comparison = self.comparison()
@@ -109,8 +112,9 @@ class ExportController(QObject):
             self.export_comparison(Path(path), comparison)
 
     def export_comparison(self, folder: Path, comparison=None) -> None:
-        """Write the comparison folder in a worker; the status bar says when it is done."""
-        from core.outputs.comparison import write_comparison
+        """Write the comparison folder in a worker: the status bar counts its figures and offers
+        Cancel (nothing is left behind), then says where the folder is."""
+        from core.outputs.comparison import comparison_progress
 
         comparison = comparison or self.comparison()
         if comparison is None:
@@ -118,17 +122,47 @@ class ExportController(QObject):
         if self.worker is not None:
             self._status("An export is still being written: export the comparison when it is done.")
             return
-        worker = function_worker(write_comparison, comparison, folder)
+        worker = generator_worker(comparison_progress(comparison, folder))
+        worker.yielded.connect(self._on_worker_yielded)
         # stays until the next message: the folder is where a person looks next
         worker.returned.connect(lambda paths: self._status(f"Saved the comparison ({len(paths)} files) to {folder}"))
         worker.errored.connect(lambda exc: QMessageBox.warning(self.window, "Could not export the comparison", str(exc)))
         worker.finished.connect(self._on_worker_finished)
         self.worker = worker
+        self._cancelled = False
+        self._cancel_button().setVisible(True)
         self._status("Exporting the comparison…")
         worker.start()
 
+    def cancel(self) -> None:
+        """Stop the comparison being written, between two figures; no folder is left."""
+        if self.worker is not None:
+            self._cancelled = True
+            self.worker.quit()
+            self._status("Cancelling the export…")
+
+    def _cancel_button(self) -> QPushButton:
+        if self._cancel is None:
+            self._cancel = QPushButton("Cancel export")
+            self._cancel.setToolTip("Stop writing the comparison folder; nothing of it is kept")
+            self._cancel.clicked.connect(self.cancel)
+            self._cancel.setVisible(False)
+            self.window.statusBar().addPermanentWidget(self._cancel)
+        return self._cancel
+
+    def _on_worker_yielded(self, record) -> None:
+        if self._cancelled:
+            return
+        if record.phase == "page":
+            self._status(f"Exporting the comparison: all {record.total} figures written, now its page…")
+        else:
+            self._status(f"Exporting the comparison: {record.step} of {record.total} figures written…")
+
     def _on_worker_finished(self) -> None:
         self.worker = None
+        self._cancel_button().setVisible(False)
+        if self._cancelled:
+            self._status("Export cancelled: no folder was written.", 8000)
 
     def screenshot_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self.window, "Save a picture of the window",

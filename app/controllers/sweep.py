@@ -30,7 +30,9 @@ class SweepController(QObject):
         self.sweep_view = sweep_view
         self.views = views
         self.worker = None
+        self.swept: np.ndarray | None = None  # the unrotated image of the sweep shown
         rotate_panel.sweep_requested.connect(self.start)
+        workspace.input_changed.connect(self._on_workspace_input_changed)
         rotate_panel.sweep_cancelled.connect(self.cancel)
 
     def start(self, image: np.ndarray, label: str) -> bool:
@@ -42,7 +44,8 @@ class SweepController(QObject):
         items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
         worker = generator_worker(rotation_sweeps(items, image, level=self.workspace.level))
         worker.yielded.connect(self._on_worker_yielded)
-        worker.returned.connect(lambda sweeps, label=label: self._on_worker_returned(sweeps, label))
+        swept = np.array(image, dtype=np.float32)  # a copy: the panel's image may change meanwhile
+        worker.returned.connect(lambda sweeps, label=label, swept=swept: self._on_worker_returned(sweeps, label, swept))
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self.worker = worker
@@ -60,15 +63,29 @@ class SweepController(QObject):
         self.rotate_panel.progress.setMaximum(record.total)
         self.rotate_panel.progress.setValue(record.step)
 
-    def _on_worker_returned(self, sweeps: dict, label: str) -> None:
+    def _on_worker_returned(self, sweeps: dict, label: str, image: np.ndarray) -> None:
         items = []
         for column in self.workspace.columns:
             if column.key in sweeps:
                 column.sweep = sweeps[column.key]
                 items.append((column.key, column.title(self.workspace.num_samples), column.sweep))
         self.sweep_view.show_sweeps(label, items, self.workspace.class_names)
+        self.swept = image
         self.views.setCurrentWidget(self.sweep_view)
         self.window.statusBar().showMessage("Sweep done.", 5000)
+
+    def _on_workspace_input_changed(self) -> None:
+        """Mark the sweep shown stale when the image now judged is not the one swept (a new
+        drawing, an opened file, another test image); a person would read it as this one's."""
+        if self.swept is None:
+            return
+        if self.rotate_panel.isVisible():  # the Rotate tab is the one shown
+            current = self.rotate_panel.base_image()[0]  # turning the swept image keeps its sweep
+        else:
+            current = self.workspace.image
+        same = (isinstance(current, np.ndarray) and current.shape == self.swept.shape
+                and np.array_equal(current, self.swept))
+        self.sweep_view.set_stale(not same)
 
     def _on_worker_errored(self, exc: Exception) -> None:
         QMessageBox.critical(self.window, "The sweep failed", str(exc))

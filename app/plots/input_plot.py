@@ -217,6 +217,14 @@ class InputPlot(QWidget):
             self._title, self._title_wordings = wordings[0], wordings
             self.update()
 
+    #: Pixels kept right of the data for a colour scale (:meth:`paint_colour_scale`); 0: none.
+    scale_room = 0.0
+
+    def _scale_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(max(6.0, font.pointSizeF() * 0.8))
+        return font
+
     def title_room(self) -> float:
         """The width a title may take, centred on the plot."""
         return max(self.width() - 4.0, 10.0)
@@ -268,7 +276,8 @@ class InputPlot(QWidget):
         rect = QRectF()
         for _ in range(3):  # a label choice changes an axis's room, which changes the choice
             left, bottom = self.left.extent(base), self.bottom.extent(base)
-            rect = QRectF(left, top, max(1.0, self.width() - left - 8), max(1.0, self.height() - top - bottom - 2))
+            rect = QRectF(left, top, max(1.0, self.width() - left - 8 - self.scale_room),
+                          max(1.0, self.height() - top - bottom - 2))
             if self.square:
                 side = min(rect.width() / (x1 - x0), rect.height() / (y1 - y0))
                 w, h = side * (x1 - x0), side * (y1 - y0)
@@ -352,6 +361,19 @@ class InputPlot(QWidget):
 
     def paint_data(self, painter: QPainter) -> None:
         raise NotImplementedError
+
+    def paint_colour_scale(self, painter: QPainter, table: np.ndarray, labels: tuple[str, str, str]) -> None:
+        """A vertical colour scale right of the data: ``table`` (N, 3 or 4) from its bottom to its
+        top, ``labels`` at the bottom, middle and top (a heat map is read against it)."""
+        rect = self.data_rect()
+        bar = QRectF(rect.right() + 5, rect.top(), 7, rect.height())
+        column = np.ascontiguousarray(table[::-1, None, :3].repeat(2, axis=1)).astype(np.uint8)
+        painter.drawImage(bar, to_image(column))
+        painter.setPen(QColor(FOREGROUND))
+        painter.setFont(self._scale_font())
+        metrics = QFontMetricsF(painter.font())
+        for label, y in zip(labels, (bar.bottom(), bar.center().y(), bar.top()), strict=True):
+            painter.drawText(QPointF(bar.right() + 2, y + metrics.ascent() / 2 - 1), label)
 
     def paint_overlay(self, painter: QPainter) -> None:
         """What is drawn over the data whether or not there are any, unclipped (none by default)."""

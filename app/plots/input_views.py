@@ -240,12 +240,15 @@ class EntropyPlot(InputPlot):
         self.clear_view()
 
     def _set_rows(self, names: tuple[str, ...]) -> None:
-        """One bar per name; tall enough for their labels not to overlap (the y range spans
-        len + 0.2 label rows), plus the title and the bottom axis."""
+        """One bar per name; tall enough for the labels of the longest list not to overlap (the
+        y range spans len + 0.2 label rows), plus the title and the bottom axis."""
         self.names = names
         self.y_range = (-0.6, len(names) - 0.4)
         self.left.ticks = [(i, "") for i in range(len(names))]
-        self.setMinimumHeight(math.ceil((len(names) + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
+        # every column keeps the room of the longest list (D-SGHMC's four rows): a column whose
+        # panel grew would push its plots below their neighbours'
+        rows = max(len(self.NAMES), len(self.MASK_NAMES))
+        self.setMinimumHeight(math.ceil((rows + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
         self.update()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -362,6 +365,7 @@ class CorrelationPlot(InputPlot):
     )
     y_down = True
     square = True
+    scale_room = 26.0  # its colour scale, −1 to +1
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
@@ -398,6 +402,9 @@ class CorrelationPlot(InputPlot):
         k = len(self.class_names)
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         painter.drawImage(self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        self.paint_colour_scale(painter, self._table, ("−1", "0", "+1"))
 
 
 INPUT_PLOTS: tuple[type[InputPlot], ...] = (DrawsPlot, IntervalPlot, EntropyPlot, VariancePlot, CorrelationPlot)

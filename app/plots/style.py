@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
+# the colours an exported figure shares with the window live in core, read by both
+from core.outputs.palette import BAR as BAR
+from core.outputs.palette import BAR_TOP as BAR_TOP
+from core.outputs.palette import CLASS_COLOURS as CLASS_COLOURS
+from core.outputs.palette import MEAN as MEAN
+from core.outputs.palette import UNCERTAINTY as UNCERTAINTY
+
 BACKGROUND = "#ffffff"
 FOREGROUND = "#333333"
-BAR = (91, 133, 196)
-BAR_TOP = (214, 96, 77)
-MEAN = (20, 20, 20)
 BAND = (91, 133, 196, 60)
 GRID = (150, 150, 150)
-UNCERTAINTY = {"total": (120, 120, 120), "aleatoric": (77, 175, 74), "epistemic": (152, 78, 163),
-               # D-SGHMC's epistemic part in two: its weights (the epistemic colour) and the
-               # input masks it draws at prediction (the same purple, faded: noise, not knowledge)
-               "weights": (152, 78, 163), "input masks": (203, 166, 209)}
 WARNING = "#b2182b"
 #: Exact inference's (HMC's) marks on the plots of a tier's other methods.
 REFERENCE = (0, 0, 0)

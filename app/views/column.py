@@ -71,6 +71,12 @@ VIEW_NAMES = {
     "correlation": "Class correlation",
 }
 
+VERDICT_TIP = (
+    "The first line says in words what the numbers below add up to: sure (the average "
+    "probability p̄ of one class is 0.9 or more), probably, torn between two classes, or unsure; "
+    "“unlike anything it was trained on” when the sampled models disagree with one another "
+    "(the epistemic part of the uncertainty). Help (F1) explains every term. "
+)
 OVERLAP_TIP = (
     "The overlap flag compares the spread of the draws for the two most likely classes "
     "(Bhattacharyya coefficient, 0 = apart, 1 = identical). Above 0.5 the posterior cannot "
@@ -92,6 +98,20 @@ class LabelHolder(QWidget):
 Run = tuple[str, str]
 #: A paragraph: its runs and its colour (None: the text colour); it wraps at the widget's width.
 Paragraph = tuple[tuple[Run, ...], "str | tuple[int, int, int] | None"]
+
+
+def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
+    """The column's first line, before any symbol: one sentence of verdict in plain words
+    ("Sure it is a 4", "Torn between 4 and 9"), from :func:`core.analysis.verdict.summary_verdict`."""
+    # imported here: the engine is loaded once a prediction exists, not when the window is built
+    from core.analysis.verdict import summary_verdict
+
+    return (((summary_verdict(summary, class_names).text, "b"),), None)
+
+
+def verdict_room(longest: str) -> Paragraph:
+    """The room the plain verdict needs: its longest sentence, with the longest class name."""
+    return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
 
 
 class RichLines(QWidget):
@@ -209,13 +229,14 @@ class ColumnView(QFrame):
         more = self._button("⋯", "Move or export this column, or see whether its chains agreed", None)
         more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)
-        menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
-        menu.addAction("Move right", lambda: self.move_requested.emit(self.key, 1))
+        menu.setToolTipsVisible(True)  # a disabled entry says why
+        self.move_left = menu.addAction("Move left", lambda: self.move_requested.emit(self.key, -1))
+        self.move_right = menu.addAction("Move right", lambda: self.move_requested.emit(self.key, 1))
         menu.addSeparator()
         for view, name in VIEW_NAMES.items():
             menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
         menu.addSeparator()
-        menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
+        self.diagnostics = menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
         menu.addSeparator()
         menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
         more.setMenu(menu)
@@ -248,7 +269,7 @@ class ColumnView(QFrame):
         self._verdict_holder = LabelHolder()
         self.verdict = RichLines(self._verdict_holder)
         self.verdict.setObjectName("verdict")
-        self.verdict.setToolTip(OVERLAP_TIP)
+        self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         # The verdict's height follows the column's width, never its text: a label that grew or
         # shrank as a note line came and went would re-lay out and repaint every plot below.
         self._longest = max(class_names, key=len)
@@ -305,7 +326,8 @@ class ColumnView(QFrame):
         """Keep room in the verdict for the line of a tier's reference (blank in a column without
         one), or none: while any column shows that line, all keep its room and stay aligned."""
         longest = self._longest
-        lines = [((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
+        lines = [verdict_room(longest),
+                 ((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
                  ((("Uncertain:", "b"), (f" {longest} and {longest} overlap (0.88)", "")), WARNING),
                  ((("first 16 of 1000 draws while you draw…", "i"),), None)]
         if reserve:
@@ -342,6 +364,13 @@ class ColumnView(QFrame):
             button.clicked.connect(slot)
         return button
 
+    def set_place(self, index: int, count: int) -> None:
+        """The column's place in the row: no "Move left" for the first, no "Move right" for the last."""
+        self.move_left.setEnabled(index > 0)
+        self.move_right.setEnabled(index < count - 1)
+        self.move_left.setToolTip("" if index > 0 else "This is the first column already.")
+        self.move_right.setToolTip("" if index < count - 1 else "This is the last column already.")
+
     def set_header(self, column: Column, requested: int) -> None:
         """The title and its tooltip, the convergence warning: the posterior's and the sample
         count's, not the prediction's, so called again for the same two (every prediction of a
@@ -352,6 +381,11 @@ class ColumnView(QFrame):
         self._header_for = (column.posterior, title)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
+        from core.analysis.diagnostics import diagnostics_unavailable  # the engine is loaded by now
+
+        unavailable = diagnostics_unavailable(column.posterior.info)  # two empty "n/a" plots otherwise
+        self.diagnostics.setEnabled(unavailable is None)
+        self.diagnostics.setToolTip(unavailable or "Each chain's trace and R̂ per class: did the chains agree?")
         words = METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method)
         tip = [words[:1].upper() + words[1:] + "."]  # not str.capitalize, which lowers "Gaussians"
         if fixed is not None:
@@ -406,7 +440,7 @@ class ColumnView(QFrame):
         # the level is the one the interval holds at this many draws (78% from 8, not 90%)
         interval = (f"({round(100 * s.expected_coverage)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
                     if s.num_samples > 1 else "(no interval)")
-        verdict: list[Paragraph] = [((("Reads ", ""), (class_names[top], "b"),
+        verdict: list[Paragraph] = [plain_verdict(s, class_names), ((("Reads ", ""), (class_names[top], "b"),
                                       (f": p̄ {float(s.mean[top]):.2f} {interval}", "")), None)]
         if s.num_samples > 1 and s.uncertain:
             verdict.append(((("Uncertain:", "b"), (f" {first} and {second} overlap ({s.overlap:.2f})", "")), WARNING))

@@ -78,6 +78,7 @@ class ColumnsPanel(QScrollArea):
             self.row.removeWidget(view)
             self.row.insertWidget(i, view, 1)
             view.set_header(column, workspace.num_samples)
+            view.set_place(i, len(workspace.columns))
         # while any column says its chains disagree, all keep that room: plots stay aligned
         reserve = any(view.has_warning for view in self.views.values())
         marked = any(workspace.reference_for(c) is not None for c in workspace.columns)

@@ -63,7 +63,15 @@ from core.analysis.dataset import (
     histogram_bin_images,
 )
 from core.analysis.evaluation import progress_in_words
+from core.engine.data.locate import sample_notice
 from core.engine.naming import dataset_words, plural
+
+
+def _set_words(name: str) -> str:
+    """A data set's name in words; a bundled sample (``mnist-sample-test``) is called one."""
+    if "-sample-" in name:
+        return "sample " + dataset_words(name.replace("-sample-", "-"))
+    return dataset_words(name)
 
 
 class DatasetView(QWidget):
@@ -401,9 +409,9 @@ class DatasetView(QWidget):
         self.show_results(views)
         cached = sum(c.cached for c in views.columns[:len(self.result_keys)])
         ev = views.evaluation
-        text = f"{plural(len(self.result_keys), 'posterior')} on {len(views.data):,} {dataset_words(ev.dataset)}"
+        text = f"{plural(len(self.result_keys), 'posterior')} on {len(views.data):,} {_set_words(ev.dataset)}"
         if views.ood is not None:
-            text += f" and {len(views.ood):,} {dataset_words(ev.ood_dataset or '')}"
+            text += f" and {len(views.ood):,} {_set_words(ev.ood_dataset or '')}"
         text += f", in {elapsed:.1f} s"
         if cached:
             text += f" ({cached} from the cache)"
@@ -412,7 +420,8 @@ class DatasetView(QWidget):
         note = (views.data.source.get("data_check") or {}).get("note")
         if note:  # the folder changed since training: what changed, and which images were left out
             text += f" Note: {note[0].upper()}{note[1:]}"
-        self.status.setText(text)
+        notice = sample_notice(ev.data_source, ev.ood_source)  # the bundled samples, until a folder is chosen
+        self.status.setText(text + (f"\n{notice}" if notice else ""))
         self.save_settings(evaluated=True)
 
     def _on_worker_errored(self, run: int, exc: BaseException) -> None:
@@ -474,7 +483,7 @@ class DatasetView(QWidget):
         notes = reference_notes(self.workspace, views, self.result_keys)
         for column in views.columns[:len(self.result_keys)]:  # a tier's hidden reference last, not shown
             ev = views.evaluation
-            sets = (dataset_words(ev.dataset), dataset_words(ev.ood_dataset) if ev.ood_dataset else None)
+            sets = (_set_words(ev.dataset), _set_words(ev.ood_dataset) if ev.ood_dataset else None)
             widget = DatasetColumn(column, column.name, ev.class_names, score, sets, notes.get(column.name, ""))
             widget.export_requested.connect(self.exports.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)

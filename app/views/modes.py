@@ -153,6 +153,7 @@ class RotatePanel(ModePanel):
         self.download.setToolTip("Fetch MNIST's 10,000 test digits (about 2 MB) into bayescope's user cache")
         self.download.setVisible(False)
         self._missing = None
+        self._sample_line: str | None = None
         self.thumbnail = QLabel()
         self.thumbnail.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.thumbnail.setMinimumSize(168, 168)
@@ -206,6 +207,7 @@ class RotatePanel(ModePanel):
                 return None, "Draw a digit or open an image first, or pick an MNIST digit or a notMNIST letter."
             return self._drawing, self._drawing_label
         self._missing = None
+        self._sample_line = None
         try:
             data = self._load_dataset(key)
         except Exception as exc:  # noqa: BLE001 — any failure is shown in words beside the button
@@ -215,6 +217,13 @@ class RotatePanel(ModePanel):
                 self._missing = exc
                 return None, exc.with_hint(DOWNLOAD_IN_WINDOW) + " Or choose another data folder."
             return None, str(exc)
+        from core.engine.data.locate import sample_notice
+
+        self._sample_line = sample_notice(data.source)  # the bundled sample, until a data folder is chosen
+        if self.index.maximum() != len(data) - 1:
+            self.index.blockSignals(True)
+            self.index.setMaximum(len(data) - 1)
+            self.index.blockSignals(False)
         i = min(self.index.value(), len(data) - 1)
         label = data.class_names[int(data.y[i])] if data.class_names else str(int(data.y[i]))
         kind = "MNIST test digit" if key == "mnist-test" else "notMNIST letter"
@@ -240,8 +249,9 @@ class RotatePanel(ModePanel):
     # ---------------------------------------------------------------- display
     def _show_message(self, image: np.ndarray | None, text: str) -> None:
         missing = image is None and self.source.currentData() != "drawing"
-        self.message.setText("" if image is not None else text)
-        self.choose_folder.setVisible(missing)
+        sample = image is not None and self.source.currentData() != "drawing" and self._sample_line
+        self.message.setText(self._sample_line if sample else "" if image is not None else text)
+        self.choose_folder.setVisible(missing or bool(sample))
         self.download.setVisible(missing and self._missing is not None and self._missing.downloadable)
         self.sweep.setEnabled(image is not None and not self.cancel.isVisible())
         if image is None:

@@ -1,5 +1,5 @@
-"""The rotation sweep, one column per posterior: class probabilities (median and credible
-band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
+"""The rotation sweep, one column per posterior: class probabilities (the mean p̄ of the draws
+and the credible band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
 rotated-digit figure). Draws :class:`core.analysis.metrics.RotationSweep` results."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QVBoxLayout, QWidget
 
 from app.plots.axes import CompactPlot
-from app.plots.style import UNCERTAINTY
+from app.plots.style import CLASS_COLOURS, UNCERTAINTY
 from app.views.column import column_title
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
@@ -21,12 +21,11 @@ if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see ap
 
 #: Classes whose band never reaches this probability are left out (they would be noise at 0).
 MIN_PROBABILITY = 0.1
-CLASS_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-                 (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
 
 PROBABILITY_TIP = (
-    "How each class's probability changes as the image turns. The line is the median over "
-    "the draws and the shaded band the credible interval (the Interval box sets its level). "
+    "How each class's probability changes as the image turns. The line is the mean probability "
+    "over the draws (p̄, the number This input shows) and the shaded band the credible interval "
+    "(the Interval box sets its level). "
     "Only classes that reach 0.1 somewhere are drawn."
 )
 UNCERTAINTY_TIP = (
@@ -56,7 +55,9 @@ class SweepColumn(QFrame):
             plot.set_bottom_label("angle (degrees)")
             plot.getPlotItem().showGrid(x=True, y=True, alpha=0.2)
         p = self.probability.getPlotItem()
-        self.probability.set_title("Class probability")
+        from core.outputs.palette import sweep_probability_words
+
+        self.probability.set_title(*sweep_probability_words(sweep))  # says the line is the mean
         p.setYRange(0, 1.1, padding=0)  # room for the class names above peaks at 1
         p.getAxis("left").setTicks([[(0.0, "0"), (0.5, ".5"), (1.0, "1")]])
         invisible = pg.mkPen((0, 0, 0, 0))
@@ -69,12 +70,13 @@ class SweepColumn(QFrame):
             p.addItem(lower)
             p.addItem(upper)
             p.addItem(pg.FillBetweenItem(lower, upper, brush=pg.mkBrush(*colour, 45)))
-            p.plot(sweep.angles, sweep.median[:, k], pen=pg.mkPen(colour, width=2))
+            # the mean p̄, as This input and the exported figure show it
+            p.plot(sweep.angles, sweep.mean[:, k], pen=pg.mkPen(colour, width=2))
             # The class name at the curve's peak: a legend of ten entries would hide the curves.
-            peak = int(np.argmax(sweep.median[:, k]))
+            peak = int(np.argmax(sweep.mean[:, k]))
             edge = 0.0 if peak == 0 else 1.0 if peak == len(sweep.angles) - 1 else 0.5
             label = pg.TextItem(str(name), color=colour, anchor=(edge, 1.0))
-            label.setPos(float(sweep.angles[peak]), float(sweep.median[peak, k]))
+            label.setPos(float(sweep.angles[peak]), float(sweep.mean[peak, k]))
             p.addItem(label)
         u = self.uncertainty.getPlotItem()
         self.uncertainty.set_title("Uncertainty (nats)")
@@ -122,19 +124,40 @@ class SweepView(QWidget):
         layout.addWidget(self.label)
         layout.addWidget(scroll, 1)
         self.columns: dict[str, SweepColumn] = {}
+        self.swept_label = ""
+        self.stale = False
 
     def show_sweeps(self, label: str, items: list[tuple[str, str, RotationSweep]], class_names: tuple[str, ...]) -> None:
         """``items``: (key, title, sweep) per column, in column order."""
         self.clear_sweeps()
-        self.label.setText(f"Rotation sweep of {label}, 0–180° in 10° steps.")
+        self.swept_label = label
+        self.stale = False
+        self.label.setText(self._words())
         for key, title, sweep in items:
             column = SweepColumn(key, title, sweep, class_names)
             column.export_requested.connect(self.export_requested)
             self.columns[key] = column
             self.row.addWidget(column, 1)
 
+    def set_stale(self, stale: bool) -> None:
+        """Whether the sweep shown is of an earlier image than the one now judged: its plots are
+        greyed and the line above them says so, until the image is swept again (or comes back)."""
+        if not self.columns or stale == self.stale:
+            return
+        self.stale = stale
+        self.label.setText(self._words())
+        for column in self.columns.values():
+            column.setEnabled(not stale)
+
+    def _words(self) -> str:
+        if self.stale:
+            return (f"An earlier image's sweep ({self.swept_label}): the image now shown has not been "
+                    "swept. Press “Sweep 0–180°” in the Rotate tab to sweep it.")
+        return f"Rotation sweep of {self.swept_label}, 0–180° in 10° steps."
+
     def clear_sweeps(self) -> None:
         for column in self.columns.values():
             self.row.removeWidget(column)
             column.deleteLater()
         self.columns.clear()
+        self.stale = False

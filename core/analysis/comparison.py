@@ -64,6 +64,9 @@ class Comparison:
     class_names: tuple[str, ...]
     num_samples: int | None = None
     seed: int | None = None
+    #: What the input is, in words: the file it was read from ("digit-7.png", "mnist-test:3"),
+    #: or "your drawing"; named on the exported page and in provenance.json.
+    input_label: str | None = None
 
 
 def _model_input(image: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -285,6 +288,7 @@ def provenance(posterior: Posterior, source: str | None) -> dict[str, Any]:
 def provenance_record(comparison: Comparison) -> dict[str, Any]:
     """``provenance.json``: the settings of the comparison and every column's provenance."""
     return {
+        "input": comparison.input_label,
         "settings": {"num_samples": comparison.num_samples, "seed": comparison.seed,
                      "level": comparison.level, "class_names": list(comparison.class_names)},
         "columns": [

@@ -101,6 +101,23 @@ def not_applicable(posterior: Posterior) -> dict[str, Any] | None:
     return {"status": "n/a", "chains": shape[0], "draws": shape[1], "reason": reason}
 
 
+def diagnostics_unavailable(info: Any) -> str | None:
+    """Why a posterior's Diagnostics window would show nothing (None when it has something to show).
+
+    The window shows the chains' traces and R̂ per class that the file records; a method that
+    draws each prediction independently (MC dropout, VI, Laplace, SWAG, MAP, an ensemble) records
+    neither, and its two plots would only say "n/a".
+    """
+    info = info if isinstance(info, dict) else {}
+    traces = info.get("traces") if isinstance(info.get("traces"), dict) else {}
+    record = info.get("diagnostics") if isinstance(info.get("diagnostics"), dict) else {}
+    if any(traces.values()) or record.get("status") == "measured":
+        return None
+    if record.get("status") == "n/a" and record.get("reason"):
+        return f"No chains to compare: {record['reason']}"
+    return "This file records no chains' traces and no R̂ to show (bayescope-cli diagnose FILE measures R̂)."
+
+
 def _number(value: float) -> float | None:
     """NaN (nothing measured) as None; an infinite R̂ stays infinite."""
     return None if math.isnan(value) else float(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from core.analysis.comparison import compare
 from core.commands.console import add_device_argument, chosen_device, say
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _, image = resolve_image(args.image, args.data_dir)
     comparison = compare(loaded, image, num_samples=args.samples, level=args.level, seed=args.seed)
+    comparison = dataclasses.replace(comparison, input_label=str(args.image))  # named on the page and in provenance.json
     written = write_comparison(comparison, args.out, args.format)
     width = max(len(c.title) for c in comparison.columns)
     for column in comparison.columns:

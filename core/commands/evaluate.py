@@ -33,6 +33,7 @@ from core.commands.console import (
     say,
     say_where,
 )
+from core.engine.data.locate import sample_notice
 from core.engine.files import file_sha256
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.outputs.report import check_report_folder, write_report
@@ -142,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
     ood = resolve_dataset(args.ood, args.data_dir, download=args.download, **shape) if args.ood else None
     ood = ood.first(args.limit) if ood is not None else None
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
+    notice = sample_notice(data.source, ood.source if ood is not None else None, where="command line")
+    if notice:
+        say(notice)
     say_where("Evaluating", device)
     bar = tqdm(total=None, desc="evaluate", unit="image", dynamic_ncols=True, file=sys.stderr)
 

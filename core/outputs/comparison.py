@@ -13,7 +13,7 @@ import html
 import io
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from core.analysis.comparison import (
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD, interval_note
 from core.engine.files import atomic_write, replacing_folder, strict_json
 from core.engine.files import check_output_folder as io_check_output_folder
+from core.engine.inference.base import ProgressRecord
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     convergence_warning,
@@ -98,7 +99,21 @@ def write_comparison(
     out_dir: str | os.PathLike,
     figure_formats: Sequence[str] = ("png", "svg"),
 ) -> list[Path]:
-    """Write the comparison into the folder ``out_dir``; return the paths written.
+    """Write the comparison into the folder ``out_dir``; return the paths written
+    (:func:`comparison_progress` run to its end)."""
+    from core.engine.runner import drain
+
+    return drain(comparison_progress(comparison, out_dir, figure_formats))
+
+
+def comparison_progress(
+    comparison: Comparison,
+    out_dir: str | os.PathLike,
+    figure_formats: Sequence[str] = ("png", "svg"),
+) -> Generator[ProgressRecord, None, list[Path]]:
+    """Write the comparison into the folder ``out_dir``, yielding a record after each view's
+    figure (``step`` of ``total``); returns the paths written. Closing the generator (the
+    window's Cancel) stops between figures and leaves no folder and no half-written file.
 
     The folder holds ``input.png`` (the model input, enlarged), per column every view of
     :data:`core.outputs.input_figures.INPUT_VIEWS` in each of ``figure_formats`` with its numbers
@@ -129,6 +144,8 @@ def write_comparison(
         input_png = _input_png(comparison.image)
         written.append(_write_bytes(tmp / "input.png", input_png))
         embedded: list[list[tuple[str, bytes]]] = []
+        total, done = len(comparison.columns) * len(INPUT_VIEWS), 0  # the figures
+        yield ProgressRecord(0, total, phase="figures")
         for column, slug in zip(comparison.columns, _unique_slugs([c.title for c in comparison.columns]),
                                 strict=True):
             summary, samples = column.prediction.summary, column.prediction.samples
@@ -143,6 +160,8 @@ def write_comparison(
                 pictures.append((view, png))
                 rows = input_view_table(view, summary, names, samples=samples, level=comparison.level)
                 written += write_table(rows, tmp, stem)
+                done += 1
+                yield ProgressRecord(done, total, phase="figures")
             embedded.append(pictures)
         table = comparison_table(comparison)
         written += write_table(table, tmp, "numbers")
@@ -151,22 +170,33 @@ def write_comparison(
                                     strict_json(origins, indent=2).encode()))
         page = _report_html(comparison, input_png, embedded, table, origins)
         written.append(_write_bytes(tmp / "index.html", page.encode("utf-8")))
+        yield ProgressRecord(total, total, phase="page")
     return [out / p.relative_to(tmp) for p in written]
 
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #222; }
+.scroll { max-width: 100%; overflow-x: auto; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 2em; } h3 { font-size: 1.05em; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; }
-figure img { max-width: 36em; border: 1px solid #ddd; }
+figure img { max-width: min(36em, 100%); height: auto; border: 1px solid #ddd; }
 img.input { image-rendering: pixelated; width: 168px; height: 168px; border: 1px solid #999; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
 tr.predicted td { font-weight: bold; }
 .flag { color: #a33; font-weight: bold; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
+tr.posterior th { text-align: left; background: #e8eef7; }
 """
+
+
+#: The numbers table's columns on the page, and their headings (the rest are in numbers.csv).
+PAGE_NUMBERS: dict[str, str] = {
+    "class": "class", "mean": "mean", "lower": "lower", "upper": "upper",
+    "total_variance": "total variance", "aleatoric_variance": "aleatoric", "epistemic_variance": "epistemic",
+}
 
 
 def _img(png: bytes, alt: str, css_class: str | None = None) -> str:
@@ -236,10 +266,11 @@ def _report_html(
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{plural(n, 'posterior')} judging one input</h1>",
         f"<p>{html.escape('; '.join(settings))}.</p>",
+        f"<p>Input: <b>{html.escape(comparison.input_label)}</b></p>" if comparison.input_label else "",
         "<figure>" + _img(input_png, "the input as the models see it", "input")
         + f"<figcaption>{html.escape(_input_caption(comparison))}</figcaption></figure>",
         "<h2>At a glance</h2>",
-        "<table><tr><th>posterior</th><th>predicted class</th><th>mean probability</th>"
+        '<div class="scroll"><table><tr><th>posterior</th><th>predicted class</th><th>mean probability</th>'
         "<th>total (nats)</th><th>aleatoric</th><th>epistemic</th><th>top-two overlap</th>"
         "<th>uncertain</th></tr>",
     ]
@@ -250,7 +281,7 @@ def _report_html(
             _cell(column.title), _cell(names[k]), _cell(float(s.mean[k])), _cell(s.total),
             _cell(s.aleatoric), _cell(s.uncertainty_record()["epistemic"]), _cell(s.overlap), _cell(s.uncertain),
         ]) + "</tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
     for i, (column, figures) in enumerate(zip(comparison.columns, pictures, strict=True), start=1):
         parts.append(f'<section id="posterior-{i}"><h2>{html.escape(column.title)}</h2>')
         parts.append(f"<p>{html.escape(METHOD_DESCRIPTIONS.get(column.posterior.method, ''))}</p>")
@@ -264,12 +295,21 @@ def _report_html(
         parts.append("</section>")
     parts.append("<h2>Numbers</h2>")
     if table:
-        columns = list(table[0])
-        parts.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>")
+        # per class, grouped by posterior: what is the same on every row of a posterior (its file,
+        # its entropy split, its flags) is in "At a glance" and numbers.csv, not repeated here
+        columns = [c for c in table[0] if c in PAGE_NUMBERS]
+        parts.append("<p>Per class; every number of every posterior (and its file) is in numbers.csv and "
+                     "numbers.json beside this page.</p>")
+        parts.append('<div class="scroll"><table><tr>' + "".join(f"<th>{html.escape(PAGE_NUMBERS[c])}</th>"
+                                                                   for c in columns) + "</tr>")
+        current = None
         for row in table:
+            if row.get("posterior") != current:
+                current = row.get("posterior")
+                parts.append(f'<tr class="posterior"><th colspan="{len(columns)}">{html.escape(str(current))}</th></tr>')
             css = ' class="predicted"' if row.get("predicted") else ""
             parts.append(f"<tr{css}>" + "".join(_cell(row[c]) for c in columns) + "</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     parts.append("<h2>Provenance</h2>")
     for record in origins["columns"]:
         parts.append(f"<h3>{html.escape(record['title'])}</h3>")

@@ -23,6 +23,7 @@ from core.analysis.metrics import (
     RotationSweep,
     score_edges,
 )
+from core.outputs.palette import UNCERTAINTY, class_colour, mpl, sweep_band_words
 
 SCORE_LABELS = {
     "total": "total H[p̄] (nats)",
@@ -55,10 +56,8 @@ def class_ticks(ax: Any, positions: Sequence[float], names: Sequence[str], fonts
 
 
 def _colours(n: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10"]
-    return [cmap(i % 10) for i in range(n)]
+    """The window's class colours (:data:`core.outputs.palette.CLASS_COLOURS`), 0–1 RGB."""
+    return [mpl(class_colour(i)) for i in range(n)]
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
@@ -69,11 +68,36 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     return path
 
 
+#: Panels per row of the report's per-posterior figures: wider figures are shrunk by the page
+#: (its width is 80em) until their numbers cannot be read.
+RELIABILITY_PER_ROW = 3
+CONFUSION_PER_ROW = 2
+#: A panel title wraps at this many characters (a posterior's title is often 40).
+TITLE_WIDTH = 28
+
+
+def wrapped(title: str, width: int = TITLE_WIDTH) -> str:
+    """``title`` on lines of at most ``width`` characters (whole words), so that it is never clipped."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width, break_long_words=False)) or title
+
+
+def _panels(fig: Figure, n: int, per_row: int, **kwargs: Any) -> list:
+    """``n`` axes in rows of ``per_row``; the unused places of the last row are hidden."""
+    rows, cols = -(-n // per_row), min(n, per_row)
+    axes = list(fig.subplots(rows, cols, squeeze=False, **kwargs).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return axes[:n]
+
+
 def reliability_figure(diagrams: Mapping[str, ReliabilityDiagram]) -> Figure:
     """Reliability diagram per posterior: accuracy per confidence bin against the diagonal."""
     n = len(diagrams)
-    fig = _new_figure(3.2 * n + 0.4, 3.6)
-    axes = fig.subplots(1, n, squeeze=False, sharey=True)[0]
+    rows, cols = -(-n // RELIABILITY_PER_ROW), min(n, RELIABILITY_PER_ROW)
+    fig = _new_figure(3.2 * cols + 0.4, 3.9 * rows)
+    axes = _panels(fig, n, RELIABILITY_PER_ROW, sharey=True)
     for ax, (name, d) in zip(axes, diagrams.items(), strict=True):
         lo, hi = d.edges[:-1], d.edges[1:]
         filled = d.counts > 0
@@ -91,9 +115,9 @@ def reliability_figure(diagrams: Mapping[str, ReliabilityDiagram]) -> Figure:
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_aspect("equal")
-        ax.set_title(f"{name}\nECE {d.ece:.4f}", fontsize=9)
+        ax.set_title(f"{wrapped(name)}\nECE {d.ece:.4f}", fontsize=9)
         ax.set_xlabel("confidence max p̄")
-    axes[0].set_ylabel("accuracy")
+        ax.set_ylabel("accuracy")
     axes[0].legend(loc="upper left", fontsize=8)
     return fig
 
@@ -103,13 +127,16 @@ def confusion_figure(
     class_names: Sequence[str],
     title: str,
     normalise_rows: bool = False,
+    scale: str = "fraction of the true class's images",
 ) -> Figure:
-    """Heat map per posterior (rows: true class, columns: predicted), values written in."""
+    """Heat map per posterior (rows: true class, columns: predicted), values written in; the
+    colour scale beside them is labelled ``scale``."""
     n = len(matrices)
     k = len(class_names)
-    size = max(3.4, 0.36 * k + 1.2)
-    fig = _new_figure(size * n + 0.6, size + 0.5)
-    axes = fig.subplots(1, n, squeeze=False)[0]
+    size = max(3.4, 0.45 * k + 1.2)  # a cell holds ".93" at 8 points
+    rows, cols = -(-n // CONFUSION_PER_ROW), min(n, CONFUSION_PER_ROW)
+    fig = _new_figure(size * cols + 0.9, (size + 0.3) * rows + 0.4)
+    axes = _panels(fig, n, CONFUSION_PER_ROW)
     image = None
     for ax, (name, m) in zip(axes, matrices.items(), strict=True):
         values = np.asarray(m, dtype=np.float64)
@@ -122,14 +149,14 @@ def confusion_figure(
                 v = values[i, j]
                 if np.isfinite(v) and v >= 0.005:
                     ax.text(j, i, f"{v:.2f}"[1:] if v < 1 else "1", ha="center", va="center",
-                            fontsize=6 if k > 6 else 8, color="white" if v > 0.6 else "black")
-        class_ticks(ax, range(k), class_names, fontsize=7)
-        ax.set_yticks(range(k), class_names, fontsize=7)
+                            fontsize=7 if k > 12 else 8, color="white" if v > 0.6 else "black")
+        class_ticks(ax, range(k), class_names, fontsize=8)
+        ax.set_yticks(range(k), class_names, fontsize=8)
         ax.set_xlabel("predicted class")
         ax.set_ylabel("true class")
-        ax.set_title(name, fontsize=9)
+        ax.set_title(wrapped(name, 40), fontsize=9)
     if image is not None:
-        fig.colorbar(image, ax=list(axes), shrink=0.8)
+        fig.colorbar(image, ax=list(axes), shrink=0.8, label=scale)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -248,8 +275,8 @@ def rotation_figure(
     images: np.ndarray | None = None,
     min_probability: float = 0.1,
 ) -> Figure:
-    """Gal & Ghahramani's rotated-image plot: per posterior, class probabilities (median and
-    credible band) and the three uncertainties against the angle; the rotated images on top.
+    """Gal & Ghahramani's rotated-image plot: per posterior, class probabilities (the mean p̄ of
+    the draws, as the window draws it, and the credible band) and the three uncertainties against the angle; the rotated images on top.
 
     Only classes whose band's upper edge reaches ``min_probability`` somewhere are drawn.
     """
@@ -276,17 +303,17 @@ def rotation_figure(
             if sweep.upper[:, k].max() < min_probability:
                 continue
             ax_p.fill_between(sweep.angles, sweep.lower[:, k], sweep.upper[:, k], color=cmap[k], alpha=0.2)
-            ax_p.plot(sweep.angles, sweep.median[:, k], color=cmap[k], label=str(label))
+            ax_p.plot(sweep.angles, sweep.mean[:, k], color=cmap[k], label=str(label))
         ax_p.set_ylim(-0.02, 1.02)
         ax_p.set_xlim(sweep.angles[0], sweep.angles[-1])
-        ax_p.set_ylabel(f"{name}\np (median, {int(sweep.level * 100)}% band)", fontsize=8)
+        ax_p.set_ylabel(f"{name}\np̄ (mean, {sweep_band_words(sweep)})", fontsize=8)
         ax_p.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="class",
                     title_fontsize=7, frameon=False)
         ax_p.grid(alpha=0.3)
         ax_u = fig.add_subplot(grid[row, 1])
-        ax_u.plot(sweep.angles, sweep.aleatoric, color="tab:green", label="aleatoric")
-        ax_u.plot(sweep.angles, sweep.epistemic, color="tab:red", label="epistemic")
-        ax_u.plot(sweep.angles, sweep.total, color="black", linestyle="--", label="total")
+        ax_u.plot(sweep.angles, sweep.total, color=mpl(UNCERTAINTY["total"]), linestyle="--", label="total")
+        ax_u.plot(sweep.angles, sweep.aleatoric, color=mpl(UNCERTAINTY["aleatoric"]), label="aleatoric")
+        ax_u.plot(sweep.angles, sweep.epistemic, color=mpl(UNCERTAINTY["epistemic"]), label="epistemic")
         ax_u.set_ylim(0, np.log(len(class_names)) * 1.02)
         ax_u.set_xlim(sweep.angles[0], sweep.angles[-1])
         ax_u.set_ylabel("nats", fontsize=8)

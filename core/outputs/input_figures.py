@@ -29,6 +29,7 @@ from core.analysis.metrics import RotationSweep
 from core.analysis.uncertainty import Summary
 from core.engine.naming import FADE_SD, plural
 from core.outputs.export import export_view
+from core.outputs.palette import BAR, BAR_TOP, MEAN, UNCERTAINTY, mpl, sweep_probability_words
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,9 +50,10 @@ STRIP_MAX_DRAWS = 30
 
 _PROBABILITY_TICKS = ([0.0, 0.5, 1.0], ["0", ".5", "1"])
 
-_ALEATORIC_COLOUR = "tab:green"
+#: The window's colours (:mod:`core.outputs.palette`): epistemic purple, never class 3's red.
+_ALEATORIC_COLOUR = mpl(UNCERTAINTY["aleatoric"])
 
-_EPISTEMIC_COLOUR = "tab:red"
+_EPISTEMIC_COLOUR = mpl(UNCERTAINTY["epistemic"])
 
 
 def _draws_in(title: str, num_samples: int) -> str:
@@ -219,13 +221,15 @@ def _interval_figure(summary: Summary, names: list[str], *, samples: Any, level:
     lower, upper, mean = _numpy(summary.lower), _numpy(summary.upper), _numpy(summary.mean)
     # the level it really holds at this number of draws (e.g. "78% interval (90% asked)")
     band = (f"credible {summary.interval_label}" if s > 1 else "credible interval")
-    # Drawn as its own segment, not as an error bar around the mean: with few or skewed
-    # draws the mean can lie outside the equal-tailed interval.
-    ax.vlines(x, lower, upper, color="tab:blue", linewidth=5, alpha=0.45, label=band)
-    ax.plot(x, mean, linestyle="none", marker="o", color="black", markersize=5, label="mean")
-    ax.plot(x[summary.predicted_class], mean[summary.predicted_class], marker="o", markersize=10,
-            markerfacecolor="none", markeredgecolor="tab:orange", linestyle="none",
-            label="predicted class")
+    # As the window draws it: a bar up to the mean (the predicted class's bar in its own colour)
+    # and the interval as a whisker with beams, drawn on its own (with few or skewed draws the
+    # mean can lie outside the equal-tailed interval, so it is not an error bar around the mean)
+    top = x == int(summary.predicted_class)
+    ax.bar(x[~top], mean[~top], width=0.7, color=mpl(BAR), label="mean")
+    ax.bar(x[top], mean[top], width=0.7, color=mpl(BAR_TOP), label="predicted class (mean)")
+    ax.vlines(x, lower, upper, color=mpl(MEAN), linewidth=1, label=band)
+    ax.hlines(np.concatenate([lower, upper]), np.tile(x - 0.125, 2), np.tile(x + 0.125, 2),
+              color=mpl(MEAN), linewidth=1)
     _class_ticks(ax, x, names)
     ax.set_xlabel("class")
     ax.set_ylim(-0.03, 1.03)
@@ -248,7 +252,7 @@ def _entropy_figure(summary: Summary, names: list[str], *, samples: Any, level: 
     maximum = math.log(k)
     fig = _new_figure(4.4, 4.4)
     ax = fig.subplots()
-    ax.bar([0], [summary.total], width=0.6, color="0.35", label="total: entropy of the mean")
+    ax.bar([0], [summary.total], width=0.6, color=mpl(UNCERTAINTY["total"]), label="total: entropy of the mean")
     ax.bar([1], [summary.aleatoric], width=0.6, color=_ALEATORIC_COLOUR,
            label="aleatoric: mean entropy of each draw")
     if summary.masks is None:
@@ -452,20 +456,13 @@ def sweep_figure(
 
     fig = rotation_figure({title: sweep}, [str(c) for c in class_names], images)
     probability_axis = fig.axes[1 if images is not None and len(images) else 0]
-    held = sweep.expected_coverage
-    if held is None or held >= sweep.level:
-        band = f"{sweep.level * 100:g}% band"
-    elif held == 0:  # one draw: the band is the line itself
-        band = "no band from 1 draw"
-    else:
-        band = f"{100 * held:.0f}% band, {sweep.level * 100:g}% asked"
-    probability_axis.set_ylabel(f"class probability\n(median, {band})", fontsize=8)
+    probability_axis.set_ylabel(sweep_probability_words(sweep)[1].replace(" (line), ", "\n(line), "), fontsize=8)
     fig.suptitle(f"Rotation sweep\n{title}", fontsize=10)
     return fig
 
 
 def sweep_table(sweep: RotationSweep, class_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per angle and class: median, lower, upper, mean, with the angle's total,
+    """One row per angle and class: median, lower, upper, mean (the line drawn), with the angle's total,
     aleatoric and epistemic entropies (nats) repeated on each of its rows."""
     names = [str(c) for c in class_names]
     if len(names) != sweep.mean.shape[1]:

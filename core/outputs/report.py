@@ -15,7 +15,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from core.engine.files import (
     replacing_folder,
     strict_json,
 )
+from core.engine.inference.base import ProgressRecord
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
     dataset_words,
@@ -58,47 +59,64 @@ from core.outputs.export import write_table
 
 def evaluation_figures(ev: Evaluation) -> dict[str, Any]:
     """Every figure of the report, by file stem (matplotlib Figures)."""
+    return {key: make() for key, make in figure_makers(ev).items()}
+
+
+def figure_makers(ev: Evaluation) -> dict[str, Callable[[], Any]]:
+    """Every figure of the report, by file stem, each made only when called (so that the
+    report's writing can say how far it got, and stop between two figures)."""
     from core.outputs import figures as fg
 
     res = ev.results
     k = len(ev.class_names)
-    out = {
-        "reliability": fg.reliability_figure(
+    out: dict[str, Callable[[], Any]] = {
+        "reliability": lambda: fg.reliability_figure(
             {n: reliability_diagram(r.data.mean_proba, r.data.labels) for n, r in res.items()}
         ),
-        "confusion_soft": fg.confusion_figure(
+        "confusion_soft": lambda: fg.confusion_figure(
             {n: soft_confusion_matrix(r.data.mean_proba, r.data.labels) for n, r in res.items()},
             ev.class_names, f"Soft confusion: mean p̄ per true class ({ev.dataset})",
+            scale="mean probability p̄ given to the predicted class",
         ),
-        "confusion_hard": fg.confusion_figure(
+        "confusion_hard": lambda: fg.confusion_figure(
             {n: confusion_matrix(r.data.predictions, r.data.labels, k) for n, r in res.items()},
             ev.class_names, f"Confusion, fraction of each true class ({ev.dataset})", normalise_rows=True,
         ),
-        "per_class_error": fg.per_class_error_figure(
+        "per_class_error": lambda: fg.per_class_error_figure(
             {n: per_class_error(r.data.chain_predictions, r.data.labels, k) for n, r in res.items()},
             ev.class_names,
         ),
     }
-    curves, oracle = {}, {}
-    for n, r in res.items():
-        curves[n] = {s: rejection_curve(r.data.correct, r.data.scores[s]) for s in REJECTION_SCORES}
-        rates, acc = curves[n]["total"]
-        oracle[n] = (rates, oracle_rejection_curve(acc[0], rates))
-    out["rejection"] = fg.rejection_figure(curves, oracle)
-    if ev.ood_dataset:
+
+    def rejection() -> Any:
+        curves, oracle = {}, {}
+        for n, r in res.items():
+            curves[n] = {s: rejection_curve(r.data.correct, r.data.scores[s]) for s in REJECTION_SCORES}
+            rates, acc = curves[n]["total"]
+            oracle[n] = (rates, oracle_rejection_curve(acc[0], rates))
+        return fg.rejection_figure(curves, oracle)
+
+    def ood_histograms() -> Any:
         aurocs = {
             n: {o.score: o.auroc for o in ood_detection(r.data.scores, r.ood.scores)}
             for n, r in res.items()
         }
-        out["ood_histograms"] = fg.ood_histogram_figure(
+        return fg.ood_histogram_figure(
             {n: r.data.scores for n, r in res.items()},
             {n: r.ood.scores for n, r in res.items()},
             aurocs, k, ev.dataset, ev.ood_dataset,
         )
-    if ev.rotation_label:
+
+    def rotation() -> Any:
         fig = fg.rotation_figure({n: r.rotation for n, r in res.items()}, ev.class_names, ev.rotation_images)
         fig.suptitle(f"Rotation sweep of {ev.rotation_label}", fontsize=10)
-        out["rotation"] = fig
+        return fig
+
+    out["rejection"] = rejection
+    if ev.ood_dataset:
+        out["ood_histograms"] = ood_histograms
+    if ev.rotation_label:
+        out["rotation"] = rotation
     return out
 
 
@@ -204,7 +222,7 @@ def export_dataset_view(views: DatasetViews, view: str, path: str | os.PathLike)
             return write_table(rows, path.parent, path.stem, formats=(path.suffix.lower().lstrip("."),))
 
     def figure() -> Any:
-        return evaluation_figures(views.evaluation)[view]
+        return figure_makers(views.evaluation)[view]()  # this view's figure only
 
     return export_view(figure, rows, path)
 
@@ -293,6 +311,14 @@ def report_provenance(ev: Evaluation) -> dict[str, Any]:
 
 def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None) -> str:
     """The self-contained HTML report of an evaluation: figures as inline SVG, tables, provenance."""
+    from core.engine.runner import drain
+
+    return drain(report_html_progress(ev, tables))
+
+
+def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None
+                         ) -> Generator[ProgressRecord, None, str]:
+    """:func:`report_html`, yielding a record after each figure (``step`` of ``total``)."""
     tables = tables if tables is not None else evaluation_tables(ev)
     n = len(ev.results)
     data_words = dataset_words(ev.dataset)
@@ -333,10 +359,13 @@ def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None =
               *(("n/a: the same for every image",) * 3 if row["auroc"] is None
                 else (row["auroc"], row["aupr_out"], row["aupr_in"]))] for row in tables["ood_detection"]]))
     parts.append("<h2>Figures</h2>")
-    for i, (key, fig) in enumerate(evaluation_figures(ev).items()):
+    makers = figure_makers(ev)
+    yield ProgressRecord(0, len(makers), phase="figures")
+    for i, (key, make) in enumerate(makers.items()):
         title = DATASET_VIEWS.get(key, "Rotation sweep" if key == "rotation" else key)
-        parts.append(f'<figure id="{key}"><h3>{html.escape(title)}</h3>{_inline_svg(fig, f"f{i}-")}'
+        parts.append(f'<figure id="{key}"><h3>{html.escape(title)}</h3>{_inline_svg(make(), f"f{i}-")}'
                      f"<figcaption>{html.escape(_CAPTIONS.get(key, ''))}</figcaption></figure>")
+        yield ProgressRecord(i + 1, len(makers), phase="figures")
     names = list(ev.class_names)
     parts.append("<h2>Per class</h2><h3>Classwise calibration error</h3>")
     parts.append(_table(["posterior", *names], [
@@ -377,7 +406,17 @@ def _interval_mass_part(ev: Evaluation) -> list[str]:
 def write_html_report(ev: Evaluation, path: str | os.PathLike,
                       tables: dict[str, list[dict[str, Any]]] | None = None) -> Path:
     """Write :func:`report_html` to ``path`` atomically (a failure leaves no partial file)."""
+    from core.engine.runner import drain
+
+    return drain(html_report_progress(ev, path, tables))
+
+
+def html_report_progress(ev: Evaluation, path: str | os.PathLike,
+                         tables: dict[str, list[dict[str, Any]]] | None = None
+                         ) -> Generator[ProgressRecord, None, Path]:
+    """:func:`write_html_report`, yielding a record after each figure; closing it (Cancel) stops
+    between figures, before anything is written."""
     path = Path(path)
     check_output_file(path, "the report")
-    page = report_html(ev, tables).encode("utf-8")
+    page = (yield from report_html_progress(ev, tables)).encode("utf-8")
     return atomic_write(path, lambda fh: fh.write(page), "the report")

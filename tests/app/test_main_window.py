@@ -79,8 +79,13 @@ def test_drawing_updates_every_view_of_every_column(qtbot, window):
             xs = view.plots["histograms"].values["ticks"]
             assert np.allclose(np.sort(xs, axis=None), np.sort(column.prediction.samples.numpy(), axis=None))
         assert np.allclose(view.plots["correlation"].values["correlation"], s.correlation.numpy())
-        assert view.verdict.text().startswith("Reads 7: ")
-        assert ("7", "b") in view.verdict.paragraphs[0][0]  # the class it reads, in bold
+        # plain words first (core.analysis.verdict), then the numbers
+        from core.analysis.verdict import summary_verdict
+
+        first, second = view.verdict.text().splitlines()[:2]
+        assert first == summary_verdict(s, window.workspace.class_names).text and " 7" in first
+        assert second.startswith("Reads 7: ")
+        assert ("7", "b") in view.verdict.paragraphs[1][0]  # the class it reads, in bold
 
 
 def test_a_request_shows_each_column_once_with_the_new_reference_marks(qtbot, window):

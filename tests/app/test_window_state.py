@@ -92,7 +92,7 @@ def test_a_posterior_that_cannot_predict_fails_in_its_own_column_and_is_not_reop
     draw_a_one(qtbot, win)
     qtbot.waitUntil(lambda: not win.inference.busy and not win._refine.isActive() and broken.failure is not None
                     and all(c.prediction is not None for c in good), timeout=30_000)
-    assert all(win.column_views[c.key].verdict.text().startswith("Reads ") for c in good)  # still judging
+    assert all("\nReads " in win.column_views[c.key].verdict.text() for c in good)  # still judging
     said = win.column_views[broken.key].verdict.text()
     assert "Could not judge this input" in said and "remove this column" in said
     assert "mat1" not in said and "RuntimeError" not in said

@@ -232,3 +232,20 @@ def test_read_only_parent_gives_a_readable_error(map_posterior, tmp_path):
             write_comparison(comparison, locked / "out", ("png",))
     finally:
         locked.chmod(0o700)
+
+
+def test_page_names_its_input_and_fits_its_numbers_to_the_page(exported, digit_png):
+    """Issue 47 (13): the page and provenance.json name the input file; the numbers table on the
+    page is per class (7 columns), grouped by posterior, with no file path repeated on its rows."""
+    out = exported["out"]
+    text = (out / "index.html").read_text(encoding="utf-8")
+    assert f"Input: <b>{digit_png}</b>" in text
+    assert json.loads((out / "provenance.json").read_text())["input"] == str(digit_png)
+    numbers = text[text.index("<h2>Numbers</h2>"):text.index("<h2>Provenance</h2>")]
+    rows = [row for row in numbers.split("<tr") if "<td" in row]
+    assert len(rows) == 3 * 10 and all(row.count("<td") == 7 for row in rows)
+    for path in (SGHMC, MAP, DROPOUT):
+        assert str(Path(path).resolve()) not in numbers and Path(path).name not in numbers
+    assert 'class="scroll"' in numbers  # a narrow window scrolls the table, never the page
+    with open(out / "numbers.csv", newline="") as f:  # the file keeps every number, paths included
+        assert "source" in next(csv.reader(f))

@@ -213,3 +213,30 @@ def test_load_image_errors(tmp_path):
         load_image(tmp_path / "x.png")
     with pytest.raises(ImageLoadError, match="no such file"):
         load_image(tmp_path / "missing.png")
+
+
+def _edge_ink(image: np.ndarray) -> float:
+    """The most ink on the field's outermost rows and columns."""
+    return float(max(image[0].max(), image[-1].max(), image[:, 0].max(), image[:, -1].max()))
+
+
+def test_the_bundled_seven_keeps_off_the_fields_edge():
+    from core.engine.data.preprocess import load_image
+    from core.engine.resources import resources_dir
+
+    seven = to_mnist(load_image(resources_dir() / "examples" / "digit-7.png"))
+    assert _edge_ink(seven) == 0.0  # it lay on the bottom row (0.23) before
+    cy, cx = centre_of_mass(seven)
+    assert abs(cy - 13.5) < 1.0 and abs(cx - 13.5) < 0.3  # centred but for the margin's push
+
+
+def test_a_top_heavy_stroke_keeps_all_its_ink_inside():
+    # A T with a thick bar and a thin stem: centring its mass alone would push the stem's end
+    # past the bottom edge and cut it off
+    canvas = np.zeros((200, 200), np.float32)
+    canvas[10:60, 20:180] = 1.0
+    canvas[60:190, 97:103] = 1.0
+    out = to_mnist(canvas)
+    assert _edge_ink(out) == 0.0
+    rows = np.flatnonzero((out > 0.05).any(1))
+    assert rows[-1] - rows[0] + 1 >= 20  # the whole 20-pixel box, stem included, is there

@@ -262,3 +262,29 @@ def test_long_class_names_are_turned_so_they_do_not_run_into_each_other(view, pr
         else:
             boxes = [t.get_window_extent() for t in ticks]
             assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+def test_exports_use_the_windows_marks_and_colours():
+    """The interval view is bars with whiskers, as in the window, and epistemic is the window's
+    purple, never class 3's red (issue 47, item 12)."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Rectangle
+
+    from core.outputs.palette import BAR, BAR_TOP, CLASS_COLOURS, UNCERTAINTY, mpl
+
+    summary = predict_image(_model("paper_softmax_mc_dropout.pt"), torch.from_numpy(stroke_digit()),
+                            num_samples=20).summary
+    fig = input_view_figure("interval", "t", summary, NAMES)
+    bars = [p for p in fig.axes[0].patches if isinstance(p, Rectangle) and p.get_height() > 0]
+    assert len(bars) == len(NAMES)
+    heights = {round(b.get_x() + b.get_width() / 2): b.get_height() for b in bars}
+    assert [heights[k] for k in range(len(NAMES))] == pytest.approx(summary.mean.numpy().tolist(), abs=1e-6)
+    colours = {round(b.get_x() + b.get_width() / 2): b.get_facecolor()[:3] for b in bars}
+    assert colours[summary.predicted_class] == pytest.approx(mpl(BAR_TOP))
+    assert all(colours[k] == pytest.approx(mpl(BAR)) for k in range(len(NAMES)) if k != summary.predicted_class)
+    assert not [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"]  # no dots
+    for view in ("entropy", "variance"):
+        fig = input_view_figure(view, "t", summary, NAMES)
+        faces = {to_rgb(p.get_facecolor()) for p in fig.axes[0].patches}
+        assert any(f == pytest.approx(mpl(UNCERTAINTY["epistemic"])) for f in faces)
+        assert not any(f == pytest.approx(mpl(CLASS_COLOURS[3])) for f in faces)

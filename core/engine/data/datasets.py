@@ -100,6 +100,26 @@ class DatasetContentError(ValueError):
     """The files found do not hold what the data set needs (size, labels, counts, identity)."""
 
 
+#: The bundled sample sets (``resources/samples/<name>``, the first 1,000 test images each), by name:
+#: what the Rotate and Dataset tabs and ``evaluate`` read until a data folder is chosen.
+SAMPLE_SETS: dict[str, str] = {"mnist": "test", "notmnist": "test"}
+
+
+def sample_folder(name: str) -> Path:
+    """Where the bundled sample of data set ``name`` lives (``resources/samples/<name>``)."""
+    from core.engine.resources import resources_dir
+
+    return resources_dir() / "samples" / name
+
+
+def is_sample_folder(folder: Path) -> bool:
+    """Whether ``folder`` is one of the bundled sample sets' folders."""
+    try:
+        return any(folder.resolve() == sample_folder(name).resolve() for name in SAMPLE_SETS)
+    except OSError:
+        return False
+
+
 def cache_dir(name: str) -> Path:
     """Where downloaded copies of data set ``name`` live for this user."""
     return Path(platformdirs.user_cache_dir("bayescope")) / "data" / name
@@ -203,7 +223,11 @@ def read_split_files(
             f"{folder} holds the official {identity} {split} files, not {name}; "
             f"point to the folder that holds {name}"
         )
-    if info is not None and info.official and identity != info.name:
+    sample = info is not None and is_sample_folder(folder)
+    if sample:
+        # a bundled sample says so in its name, so that no table or report passes it off as the full set
+        label, class_names = f"{info.name}-sample", info.class_names
+    elif info is not None and info.official and identity != info.name:
         digest = hashlib.sha256((images.content_sha256 + labels.content_sha256).encode()).hexdigest()
         label = f"{folder.name}@{digest[:8]}"  # not the official files: never called "mnist"
         class_names = info.class_names
@@ -221,6 +245,7 @@ def read_split_files(
         "split": split,
         "folder": str(folder.resolve()),
         "official": identity is not None,
+        "sample": sample,
         "files": {f.path.name: _file_record(f) for f in (images, labels)},
     }
     return Dataset(x, y, f"{label}-{split}", tuple(class_names), source)
@@ -381,4 +406,7 @@ __all__ = [
     "find_split",
     "load_split",
     "read_split_files",
+    "sample_folder",
+    "is_sample_folder",
+    "SAMPLE_SETS",
 ]

@@ -18,6 +18,12 @@ command line use. For data set ``name`` it looks, in order, in
    photos). notMNIST has no official files, so only a folder named so is read as notMNIST;
 3. the user cache, ``<user cache>/data/<name>``, where downloads land.
 
+When no data folder is chosen, it then looks, by itself, in the data folders near the program
+(:func:`nearby_data_folders`: a ``data`` folder beside the app, or a checkout's ``../shared/data``),
+and last, for MNIST's and notMNIST's test images, in the **bundled samples**
+(``resources/samples``, 1,000 images each; :func:`sample_notice` is the one line that says so).
+A chosen folder that lacks a set is an error, never silently replaced by a sample.
+
 When none holds the files it raises :class:`DatasetMissingError`, whose message names the
 data set, every place looked in, and what to do: MNIST can be downloaded (about 11 MB);
 notMNIST and UTKFace cannot, so the message says where to fetch them by hand and which
@@ -27,15 +33,18 @@ folder to put them in.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.engine.data.datasets import (
     KNOWN,
+    SAMPLE_SETS,
     DatasetNotFoundError,
     cache_dir,
     download,
     find_split,
+    sample_folder,
 )
 from core.engine.data.utkface import ARCHIVE_NAMES, IMAGE_SUFFIXES
 
@@ -160,10 +169,30 @@ def _holds(place: Path, name: str, split: str) -> bool:
     return place.is_dir() and find_split(place, split) is not None
 
 
+def program_folder() -> Path:
+    """The folder the program lives in: the installed app's folder, or the checkout's root."""
+    if getattr(sys, "frozen", False):
+        return Path(sys.executable).resolve().parent
+    from core.engine.resources import resources_dir
+
+    return resources_dir().resolve().parent
+
+
+def nearby_data_folders() -> list[Path]:
+    """Data folders found by themselves when none is chosen: ``data`` beside the program, then
+    ``../shared/data`` beside it (where a checkout's development copies live); only those that exist."""
+    home = program_folder()
+    return [p for p in (home / "data", home.parent / "shared" / "data") if p.is_dir()]
+
+
 def search_places(name: str, data_folder: str | os.PathLike | None) -> list[Path]:
-    """The places :func:`find_dataset` looks in for ``name``, in order (no duplicates)."""
+    """The places :func:`find_dataset` looks in for ``name``, in order (no duplicates).
+
+    With no ``data_folder`` the user cache is followed by the :func:`nearby_data_folders`.
+    """
     places: list[Path] = []
-    if data_folder is not None and str(data_folder):
+    chosen = data_folder is not None and bool(str(data_folder))
+    if chosen:
         base = Path(data_folder).expanduser()
         places.append(_sub_folder(base, name))
         # MNIST's files identify themselves by checksum (others are never called "mnist"), and
@@ -171,6 +200,8 @@ def search_places(name: str, data_folder: str | os.PathLike | None) -> list[Path
         if _same_name(base, name) or name == "utkface" or (name in KNOWN and bool(KNOWN[name].official)):
             places.append(base)
     places.append(cache_dir(name))
+    if not chosen:
+        places.extend(_sub_folder(base, name) for base in nearby_data_folders())
     unique: list[Path] = []
     for place in places:
         if place not in unique:
@@ -186,6 +217,8 @@ def find_dataset(name: str, data_folder: str | os.PathLike | None = None, split:
     ``utkface/``), or a data set's own folder named after it; None looks only in the user
     cache. ``split`` is the MNIST-layout split that must be there (``"train"``/``"test"``).
     ``download_hint`` ends the message for a missing MNIST (e.g. :data:`DOWNLOAD_ON_COMMAND_LINE`).
+    With no ``data_folder`` and the set nowhere, MNIST's and notMNIST's test split come from the
+    bundled samples (see the module docstring).
 
     Raises
     ------
@@ -202,7 +235,26 @@ def find_dataset(name: str, data_folder: str | os.PathLike | None = None, split:
     for place in places:
         if _holds(place, name, split):
             return place
+    sample = sample_folder(name)
+    if not (data_folder is not None and str(data_folder)) and SAMPLE_SETS.get(name) == split and _holds(sample, name, split):
+        return sample  # nothing chosen, nothing found: the bundled sample keeps the tab working offline
     raise DatasetMissingError(name, places, places[0], split, download_hint)
+
+
+def sample_notice(*sources: dict | None, where: str = "window") -> str | None:
+    """The one line that says which of the data sets read are the bundled samples (None: none is).
+
+    ``sources`` are loaded :class:`~core.engine.inference.base.Dataset` ``source`` records; ``where``
+    is ``"window"`` or ``"command line"``, which decides how to choose a data folder.
+    """
+    words = {"mnist": "MNIST test digits", "notmnist": "notMNIST letters"}
+    names = [s.get("dataset") for s in sources if s and s.get("sample")]
+    if not names:
+        return None
+    what = " and ".join(f"1,000 {words.get(n or '', 'images')}" for n in dict.fromkeys(names))
+    how = ("choose a data folder (File → Choose data folder…) for the full sets" if where == "window"
+           else "give --data-dir for the full sets")
+    return f"No data folder found: using the bundled samples of {what}; {how}."
 
 
 def download_dataset(name: str, split: str = "test") -> Path:
@@ -221,5 +273,8 @@ __all__ = [
     "download_dataset",
     "find_dataset",
     "missing_message",
+    "nearby_data_folders",
+    "program_folder",
+    "sample_notice",
     "search_places",
 ]

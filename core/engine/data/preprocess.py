@@ -2,7 +2,11 @@
 
 MNIST's own recipe (LeCun et al.): the ink's bounding box is scaled, keeping its aspect
 ratio, so its longer side is 20 pixels (anti-aliased), then placed in a 28×28 field so that
-its centre of mass sits at the centre. Rotation uses bilinear resampling about the image
+its centre of mass sits at the centre, the box kept a pixel inside the field's edge
+(:data:`EDGE_MARGIN`). Measured on MNIST's 10,000 test digits: every box's longer side is
+20 pixels and the centre of mass lies at (13.99, 14.00) ± 0.29 (row, column; this module
+centres at 13.5, half a pixel up and left of that); the top-heavy 7s come within 1 pixel of
+the bottom edge in over half of them and touch it in 5 %. Rotation uses bilinear resampling about the image
 centre. All of it needs only NumPy, Pillow and torch.
 """
 
@@ -33,6 +37,11 @@ class ImageLoadError(ValueError):
     """An image file that cannot be read."""
 
 
+#: Pixels of background the preprocessed box keeps from each edge of the 28×28 field (the ink
+#: never lies on the outermost rows and columns; a 20-pixel box leaves room for 4).
+EDGE_MARGIN = 1
+
+
 def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     """Preprocess a drawing (H×W, ink in [0, 1] on 0 background) as MNIST was.
 
@@ -61,6 +70,14 @@ def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     # by integer placement followed by a sub-pixel bilinear shift.
     out = np.zeros((size, size), dtype=np.float32)
     top, left = (size - 1) / 2 - cy, (size - 1) / 2 - cx
+    # A lopsided glyph (a 7's heavy bar, a T) would have its centre of mass pulled to the
+    # middle at the cost of pushing the far end of its box into, or past, the field's edge:
+    # ink cut off, or lying on the outermost row where a rotation cuts it. The box is kept
+    # EDGE_MARGIN pixels inside (its sub-pixel shift spills into one more pixel), moving the
+    # centre of mass only by what that needs (at most a pixel for a 7, within MNIST's own
+    # spread of centres).
+    top = min(max(top, EDGE_MARGIN), size - EDGE_MARGIN - new_h)
+    left = min(max(left, EDGE_MARGIN), size - EDGE_MARGIN - new_w)
     ti, li = math.floor(top), math.floor(left)
     ft, fl = top - ti, left - li
     padded = np.zeros((new_h + 1, new_w + 1), dtype=np.float32)
