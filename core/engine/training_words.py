@@ -255,6 +255,13 @@ def folder_refusal(data: FolderData, method: str, arch: ArchSpec, config: Any, s
                 + (f" Choose {start.arch.image_size}×{start.arch.image_size} pixels under “Image size”."
                    if start.arch.image_size != data.image_size and start.arch.image_size in FOLDER_SIDES
                    and start.arch.channels == data.channels else ""))
+    if start is not None:  # classes matched by name, as train --start-from matches them
+        from core.engine.data.identity import DataMismatchError, start_classes
+
+        try:
+            start_classes(start, "The saved posterior", data.train, data.test, "this folder")
+        except DataMismatchError as exc:
+            return f"{exc}."
     refusal = streamed_refusal(data, method, device)
     if refusal:
         return f"These images are {refusal}. Choose another method, or compute on the CPU."

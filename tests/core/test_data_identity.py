@@ -390,3 +390,22 @@ def test_the_dataset_tabs_evaluation_splits_as_training_did_and_says_what_change
     assert len(views.data) == info["test_data"]["images"]
     assert views.columns[0].summary["accuracy"] == pytest.approx(info["test_accuracy"])
     assert "1 file added" in views.data.source["data_check"]["note"]
+
+
+
+def test_the_training_dialogs_check_matches_a_maps_classes_by_name(tmp_path, digits):
+    """The window's check before a run (core.engine.training_words.folder_refusal) matches classes by
+    name as train --start-from does: the same classes in another output order pass (the run maps
+    them, tests/app/test_training_start_from.py), a folder of other classes is refused in words."""
+    from core.engine.inference import get_method
+    from core.engine.training_words import folder_refusal
+
+    root = digit_folder(tmp_path / "d", digits, classes=(7, 8), per_class=15)
+    train_map(root, tmp_path / "map.pt")
+    _reversed_map(tmp_path / "map.pt", tmp_path / "reversed.pt")
+    start = load_posterior(tmp_path / "reversed.pt")
+    config = get_method("laplace").make_config()
+    assert folder_refusal(load_image_folder(root, 28, 1), "laplace", start.arch, config, start) is None
+    other = load_image_folder(digit_folder(tmp_path / "o", digits, classes=(7, 9), per_class=15), 28, 1)
+    refusal = folder_refusal(other, "laplace", start.arch, config, start)
+    assert refusal is not None and "tells apart 8, 7" in refusal and "no images of 8" in refusal

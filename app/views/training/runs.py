@@ -10,6 +10,7 @@ from typing import Any
 from core.analysis.diagnostics import PROBE_SIZE, diagnose_progress, not_applicable
 from core.engine.data.datasets import load_split
 from core.engine.data.folder import FolderData
+from core.engine.data.identity import start_classes
 from core.engine.data.locate import DatasetMissingError, download_dataset, find_dataset
 from core.engine.inference import get_method
 from core.engine.inference.base import Posterior, ProgressRecord, accuracy_progress
@@ -52,21 +53,24 @@ def folder_training_run(
     """:func:`training_run` for a person's images, already read (:func:`read_image_folder`): fit
     on their training split, record the class names (the folder names) as ``bayescope-cli train
     --dataset FOLDER`` does, check convergence on the first test images, save."""
-    posterior = yield from fit_posterior(get_method(method_name), config, arch, data.train, seed, start,
+    train, test = data.train, data.test
+    if start is not None:  # the folder's labels taken to the saved posterior's outputs of the same names
+        train, test = start_classes(start, "the saved posterior", train, test, "this folder")
+    posterior = yield from fit_posterior(get_method(method_name), config, arch, train, seed, start,
                                          start_source, device=device)
-    posterior.info["class_names"] = list(data.train.class_names)
-    if len(data.test):  # the images kept aside, as the command line measures them (before saving here)
+    posterior.info["class_names"] = list(train.class_names)
+    if len(test):  # the images kept aside, as the command line measures them (before saving here)
         import torch
 
         try:
-            acc = yield from accuracy_progress(posterior, data.test, EVAL_SAMPLES, torch.Generator().manual_seed(seed))
+            acc = yield from accuracy_progress(posterior, test, EVAL_SAMPLES, torch.Generator().manual_seed(seed))
         except (ValueError, MemoryError) as exc:
             posterior.info["test_accuracy_not_measured"] = str(exc)
         else:
             posterior.info.update({"test_accuracy": acc, "eval_samples": samples_used(posterior, EVAL_SAMPLES),
-                                   "test_data": {"name": data.test.name, "images": len(data.test), **data.test.source}})
+                                   "test_data": {"name": test.name, "images": len(test), **test.source}})
     try:
-        probe = data.test if len(data.test) else None
+        probe = test if len(test) else None
         posterior.info["diagnostics"] = yield from diagnose_progress(posterior, probe, seed)
     except (OSError, ValueError) as exc:  # no test image to compare the chains on: the fit is kept
         posterior.info["diagnostics"] = {"status": "not measured", "reason": str(exc)}
