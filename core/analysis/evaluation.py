@@ -285,8 +285,8 @@ def evaluate(
     of whole batches that its workers predict side by side; the result is the same. The data
     set's classes are matched with the posteriors' outputs by name whenever both have names.
     """
+    _check_data(posteriors, data, "data set")  # what the images are (shape, descriptor) before their names
     data = match_classes(posteriors, data)
-    _check_data(posteriors, data, "data set")
     if rotate_image is not None:
         from core.analysis.comparison import refuse_own_images
 
