@@ -30,6 +30,7 @@ from core.engine.training_plan import duration_in_words
 from core.engine.training_words import PHASE_WORDS, VALUE_WORDS, error_in_words, run_words
 
 CLOSE_TIP = "Close this window."
+BACKGROUND_TEXT = "Run in background"
 BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, the status bar shows "
                   "its progress (click it to come back here), and the posterior is added as a column "
                   "when it is done. “Cancel run” stops it.")
@@ -104,6 +105,11 @@ class RunPanel(QObject):
         self.cancel_button.setToolTip("Stop the run; nothing is saved.")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel)
+        # The close button reads "Run in background" during a run; it keeps the width of its longer
+        # text throughout, so that Cancel run does not slide under a click meant for it.
+        self.close_button.setText(BACKGROUND_TEXT)
+        self.close_button.setMinimumWidth(self.close_button.sizeHint().width())
+        self.close_button.setText("Close")
 
     def add_rows(self, form: QFormLayout) -> None:
         form.addRow(form_label("Seed", self.seed.toolTip()), self.seed)
@@ -148,7 +154,7 @@ class RunPanel(QObject):
         self.worker, self.method = worker, method
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.close_button.setText("Run in background")
+        self.close_button.setText(BACKGROUND_TEXT)
         self.close_button.setToolTip(BACKGROUND_TIP)
         self.status.setText("Starting…")
         worker.start()
