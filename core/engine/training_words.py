@@ -72,6 +72,19 @@ VALUE_WORDS: dict[str, str] = {
     "member": "network",
 }
 
+#: The trace's axis, where a value is a mean over the steps since the previous point (the
+#: training loops report so, rather than a mean over the pass so far, which drops at each new pass).
+TRACE_LABELS: dict[str, str] = {
+    "loss": "training loss (mean of the steps since the last point)",
+    "elbo": "ELBO per image (mean of the steps since the last point)",
+}
+
+
+def trace_label(key: str) -> str:
+    """The trace's axis label for the reported value ``key``."""
+    return TRACE_LABELS.get(key) or VALUE_WORDS.get(key, key.replace("_", " "))
+
+
 #: Why the trace shows what it shows, per family of method (``Method.family``).
 TRACE_WORDS: dict[str, str] = {
     "sampler": "The trace is the <b>log posterior</b> of the current weights. A sampler does not "

@@ -299,8 +299,8 @@ def test_short_sghmc_run_on_real_mnist_completes(qtbot, mnist_slice):
 @pytest.mark.parametrize(
     ("method", "settings", "trace"),
     [
-        ("mfvi", {"epochs": 2}, "ELBO per image"),
-        ("mc_dropout", {"epochs": 2}, "training loss"),
+        ("mfvi", {"epochs": 2}, "ELBO per image (mean of the steps since the last point)"),
+        ("mc_dropout", {"epochs": 2}, "training loss (mean of the steps since the last point)"),
     ],
 )
 def test_variational_and_dropout_runs_plot_their_trace(qtbot, tiny_mnist, method, settings, trace):

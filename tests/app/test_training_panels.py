@@ -242,7 +242,7 @@ class TestRunPanel:
             assert panel.running and not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
         assert saved.args == [out] and not panel.running
         assert panel.trace_y == [2.0, 1.5, 1.2] and panel.trace_x == [1, 2, 3]
-        assert panel.trace.getPlotItem().getAxis("left").labelText == "training loss"
+        assert panel.trace.getPlotItem().getAxis("left").labelText == "training loss (mean of the steps since the last point)"
         assert panel.progress.maximum() == 1 and "Saved as “tiny”" in panel.status.text()
         assert panel.close_button.text() == "Close"
 

@@ -27,7 +27,13 @@ from app.views.training.fields import form_label
 from app.workers import ComputationError, generator_worker
 from core.engine.inference.base import ProgressRecord
 from core.engine.training_plan import duration_in_words
-from core.engine.training_words import PHASE_WORDS, VALUE_WORDS, error_in_words, run_words
+from core.engine.training_words import (
+    PHASE_WORDS,
+    VALUE_WORDS,
+    error_in_words,
+    run_words,
+    trace_label,
+)
 
 CLOSE_TIP = "Close this window."
 BACKGROUND_TEXT = "Run in background"
@@ -88,7 +94,8 @@ class RunPanel(QObject):
         self.trace.setToolTip(
             "How training is going: the ELBO for variational methods (higher is better), the log "
             "posterior for samplers (it rises, then levels off when the chains reach the posterior), "
-            "the training loss otherwise (lower is better)."
+            "the training loss otherwise (lower is better). A loss or ELBO point is the mean of the "
+            "steps since the previous point."
         )
         self.curve = self.trace.plot(pen=pg.mkPen(style.BAR, width=2))
         self.trace_about = QLabel()
@@ -207,7 +214,7 @@ class RunPanel(QObject):
         if key is not None:
             self.trace_x.append(record.step)
             self.trace_y.append(record.values[key])
-            self.trace.setLabel("left", VALUE_WORDS.get(key, key.replace("_", " ")))
+            self.trace.setLabel("left", trace_label(key))
         now = time.monotonic()
         if now - self._last_draw > 1 / 30:  # throttle redraws to ~30 Hz
             self._last_draw = now
