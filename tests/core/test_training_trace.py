@@ -4,6 +4,7 @@ record, so the trace does not drop at a pass boundary as a mean restarting each 
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -58,3 +59,18 @@ def test_variational_records_do_not_drop_at_a_pass_boundary():
     assert all(b > a for a, b in zip(elbos, elbos[1:], strict=False)), elbos
     # steps 9-10 end the first pass: the mean of 9 and 10, not the pass's mean 5.5
     assert [r.step for r in records][:4] == [4, 8, 10, 12] and elbos[:4] == [2.5, 6.5, 9.5, 11.5]
+
+
+def test_time_left_starts_at_the_estimate_and_ends_at_the_run_s_own_pace():
+    from core.engine.training_plan import ESTIMATE_WEIGHT_SECONDS, seconds_left
+
+    assert seconds_left(100, 0.1, 0.0, 0) == pytest.approx(10.0)  # nothing measured: the estimate
+    assert seconds_left(100, None, 0.0, 0) is None
+    assert seconds_left(100, None, 2.0, 10) == pytest.approx(20.0)  # no estimate: the run's pace
+    # after t seconds the run's pace weighs t / (t + T0)
+    t = ESTIMATE_WEIGHT_SECONDS  # 0.2 s a step measured over T0 seconds: halfway between 0.1 and 0.2
+    assert seconds_left(100, 0.1, t, round(t / 0.2)) == pytest.approx(100 * (0.5 * 0.1 + 0.5 * 0.2))
+    long_run = seconds_left(100, 0.1, 1000.0, 1000)  # 1 s a step measured over 1000 s: close to it
+    assert 95 < long_run < 100
+    # a slow first step (3 s for one step) does not swing the line far from the estimate of 10 s
+    assert seconds_left(100, 0.1, 3.0, 1) < 0.5 * 100 * 3.0
