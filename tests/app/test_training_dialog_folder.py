@@ -260,7 +260,12 @@ def test_a_small_folder_gets_enough_steps_and_settings_one_chose_are_kept(qtbot,
     """96 images at the default 128 per step made one step a pass (issue 47, item 5): a small
     folder's run takes fewer images per step and more passes, said in a sentence; a batch size
     typed by hand stays, and MNIST's digits get the defaults back."""
-    from core.engine.training_plan import MIN_STEPS_PER_PASS, MIN_TRAINING_STEPS
+    from core.engine.inference import get_method
+    from core.engine.training_plan import (
+        MIN_STEPS_PER_PASS,
+        MIN_TRAINING_STEPS,
+        small_folder_settings,
+    )
 
     folder = _tinted_folder(tmp_path / "tints", count=60, corrupt=False)
     dialog = _dialog(qtbot)
@@ -281,3 +286,11 @@ def test_a_small_folder_gets_enough_steps_and_settings_one_chose_are_kept(qtbot,
     qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
     values = dialog.setting_values()
     assert values["batch_size"] == 50 and values["epochs"] * math.ceil(train / 50) >= MIN_TRAINING_STEPS
+    # the fitted passes are not remembered as the person's: a new dialog fits them afresh, and says so
+    dialog.set_setting("batch_size", 128)
+    dialog.save_settings()
+    again = _dialog(qtbot)
+    qtbot.waitUntil(lambda: again.folder_data is not None and not again.reading_folder, timeout=20_000)
+    fresh = small_folder_settings(get_method("map").make_config(), train)
+    assert {k: again.setting_values()[k] for k in fresh} == fresh
+    assert f"For {train} training images" in again.status.text()

@@ -122,6 +122,18 @@ class MethodPanel(QObject):
         self._fitted[self.method_name] = changes
         return small_folder_words(changes, num_train) if num_train else ""
 
+    def values_to_remember(self, name: str) -> dict[str, Any]:
+        """Method ``name``'s values as the person set them: a setting :meth:`fit_to_images` chose
+        and nobody changed is remembered at its default, so that the next folder is fitted afresh."""
+        values = dict(self.values.get(name, {}))
+        fitted = self._fitted.get(name, {})
+        if fitted:
+            defaults = asdict(get_method(name).make_config())
+            for key, value in fitted.items():
+                if key in values and values[key] == value:
+                    values[key] = defaults[key]
+        return values
+
     def is_setting_shown(self, name: str) -> bool:
         """Whether setting ``name`` has a visible row for the chosen method and model."""
         widget = self.setting_widgets.get(name)

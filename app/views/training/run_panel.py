@@ -96,6 +96,8 @@ class RunPanel(QObject):
         self.status.setWordWrap(True)
         self.trace = pg.PlotWidget(title="Training trace")
         self.trace.setLabel("bottom", "step")
+        # no "(x0.001)" beside the value's name: the axis shows the values as they are
+        self.trace.getAxis("left").enableAutoSIPrefix(False)
         self.trace.setToolTip(
             "How training is going: the ELBO for variational methods (higher is better), the log "
             "posterior for samplers (it rises, then levels off when the chains reach the posterior), "
