@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ from core.engine.models import (
 from core.engine.naming import method_label, plural, samples_used
 from core.engine.runner import drain, fit_posterior, fit_posterior_on, start_weights
 from core.engine.store import add_to_info, load_posterior, save_posterior
+from core.engine.training_plan import small_folder_settings
+from core.engine.training_words import chance_words, small_folder_words
 
 
 def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, object, torch.device]:
@@ -232,6 +235,11 @@ def run(args: argparse.Namespace) -> int:
         train, test = split.train, split.test
     elif image_folder(args.dataset):
         train, test, arch = _read_image_folder(args, method, config, arch, start, device)
+        # a small folder's defaults: enough steps a pass and in all (what --set names is kept)
+        changes = small_folder_settings(config, len(train), parse_settings(args.set))
+        if changes:
+            config = replace(config, **changes)
+            say(f"note: {small_folder_words(changes, len(train))}", sys.stderr)
     else:
         train = load_split(args.dataset, "train", root=args.data_dir, download_if_missing=args.download)
         test = load_split(args.dataset, "test", root=args.data_dir, download_if_missing=args.download)
@@ -343,5 +351,8 @@ def measure_and_save(posterior: Any, path: Path, test: Dataset, seed: int, eval_
         record["stored"] = stored_draw_figures(path, test, seed)  # what diagnose FILE reproduces
     say(f"test accuracy {acc * 100:.2f}% ({plural(used, 'sample')}, {len(test)} images), "
         f"recorded in {path}")
+    chance = chance_words(acc, posterior.arch.num_classes, len(test))
+    if chance:
+        say(f"note: {chance}")
     say(f"convergence: {convergence_text(posterior.info['diagnostics'])}")
     return 0

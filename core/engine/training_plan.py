@@ -15,7 +15,7 @@ from __future__ import annotations
 import gzip
 import math
 import time
-from collections.abc import Generator
+from collections.abc import Collection, Generator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -195,3 +195,89 @@ def duration_in_words(seconds: float) -> str:
     if hours < 36:
         return f"about {round(hours)} hours" if hours >= 1.5 else "about an hour"
     return f"about {round(hours / 24)} days"
+
+
+#: A pass over a small folder has at least this many steps: the batch is at most this fraction
+#: of its training images (96 images at MNIST's 128 per step made one step a pass).
+MIN_STEPS_PER_PASS = 8
+#: A run on a small folder makes at least this many updates (more passes, not larger steps).
+MIN_TRAINING_STEPS = 400
+#: A sampler whose run a small folder shortens keeps at least this many draws per chain.
+MIN_DRAWS_PER_CHAIN = 10
+
+
+def small_folder_settings(config: Any, num_train: int, chosen: Collection[str] = ()) -> dict[str, int]:
+    """The settings that give a mini-batch run on ``num_train`` images enough steps.
+
+    A batch that makes a pass of fewer than :data:`MIN_STEPS_PER_PASS` steps is cut to that
+    fraction of the images, the passes raised to
+    make :data:`MIN_TRAINING_STEPS` updates (a sampler's burn-in passes in proportion), and a
+    sampler's thinning lowered so that it keeps :data:`MIN_DRAWS_PER_CHAIN` draws per chain.
+    Settings named in ``chosen`` (the person set them) are kept. On a large data set the defaults
+    already do this, and nothing is returned.
+
+    Returns
+    -------
+    dict
+        Setting name → new value, only those that change.
+    """
+    if not hasattr(config, "batch_size") or not hasattr(config, "epochs") or num_train < 1:
+        return {}  # full-batch HMC: every step sees every image
+    changes: dict[str, int] = {}
+    batch = config.batch_size
+    if "batch_size" not in chosen and math.ceil(num_train / batch) < MIN_STEPS_PER_PASS:
+        batch = max(1, num_train // MIN_STEPS_PER_PASS)
+        if batch != config.batch_size:
+            changes["batch_size"] = batch
+    per_pass = math.ceil(num_train / batch)
+    epochs = config.epochs
+    burn = getattr(config, "burn_in_epochs", None)
+    if "epochs" not in chosen:
+        epochs = max(epochs, math.ceil(MIN_TRAINING_STEPS / per_pass))
+        if epochs != config.epochs:
+            changes["epochs"] = epochs
+            if burn is not None and "burn_in_epochs" not in chosen:  # the same share of the run
+                burn = min(epochs - 1, round(burn * epochs / config.epochs))
+                changes["burn_in_epochs"] = burn
+    thin = getattr(config, "thin", None)
+    if burn is not None and thin is not None and "thin" not in chosen and epochs > burn:
+        kept = (epochs - burn) * per_pass
+        if kept // thin < MIN_DRAWS_PER_CHAIN:
+            new_thin = max(1, kept // MIN_DRAWS_PER_CHAIN)
+            if new_thin != thin:
+                changes["thin"] = new_thin
+    return changes
+
+
+#: Seconds of a run's own measured pace that weigh as much as the estimate's measured step: at
+#: first the time left follows the estimate the dialog showed, then more and more the run's pace.
+ESTIMATE_WEIGHT_SECONDS = 5.0
+
+
+def seconds_left(steps_left: int, estimated_per_step: float | None, measured_seconds: float,
+                 measured_steps: int) -> float | None:
+    """The time a run has left, from its estimate's pace blended with its own.
+
+    Parameters
+    ----------
+    steps_left
+        Steps still to run.
+    estimated_per_step
+        The estimate's seconds per step (None: no estimate of these steps).
+    measured_seconds, measured_steps
+        The run's own wall time over its steps so far (since its first reported step).
+
+    Returns
+    -------
+    float or None
+        Seconds left; None when neither pace is known. The run's pace gets the weight
+        ``t / (t + ESTIMATE_WEIGHT_SECONDS)`` after ``t`` measured seconds, so that the line does
+        not start far from the estimate on a slow first step, and ends on the run's own pace.
+    """
+    measured = measured_seconds / measured_steps if measured_steps > 0 and measured_seconds > 0 else None
+    if estimated_per_step is None:
+        return None if measured is None else steps_left * measured
+    if measured is None:
+        return steps_left * estimated_per_step
+    weight = measured_seconds / (measured_seconds + ESTIMATE_WEIGHT_SECONDS)
+    return steps_left * (weight * measured + (1.0 - weight) * estimated_per_step)

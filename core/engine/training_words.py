@@ -72,6 +72,19 @@ VALUE_WORDS: dict[str, str] = {
     "member": "network",
 }
 
+#: The trace's axis, where a value is a mean over the steps since the previous point (the
+#: training loops report so, rather than a mean over the pass so far, which drops at each new pass).
+TRACE_LABELS: dict[str, str] = {
+    "loss": "training loss (mean of the steps since the last point)",
+    "elbo": "ELBO per image (mean of the steps since the last point)",
+}
+
+
+def trace_label(key: str) -> str:
+    """The trace's axis label for the reported value ``key``."""
+    return TRACE_LABELS.get(key) or VALUE_WORDS.get(key, key.replace("_", " "))
+
+
 #: Why the trace shows what it shows, per family of method (``Method.family``).
 TRACE_WORDS: dict[str, str] = {
     "sampler": "The trace is the <b>log posterior</b> of the current weights. A sampler does not "
@@ -273,3 +286,40 @@ def folder_refusal(data: FolderData, method: str, arch: ArchSpec, config: Any, s
     except (ValueError, MemoryError) as exc:
         return str(exc)
     return None
+
+
+def small_folder_words(changes: dict[str, int], num_train: int) -> str:
+    """The settings a small folder's run was given (:func:`~core.engine.training_plan.small_folder_settings`)
+    in one sentence; empty when none changed."""
+    parts = []
+    if "batch_size" in changes:
+        parts.append(f"{changes['batch_size']:,} images per step")
+    if "epochs" in changes:
+        parts.append(f"{changes['epochs']:,} passes over them")
+    if "thin" in changes:
+        parts.append(f"a draw kept every {changes['thin']:,} steps")
+    if not parts:
+        return ""
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return (f"For {num_train:,} training images, {listed}, so that training takes enough steps to learn "
+            "(settings you chose yourself are kept).")
+
+
+def near_chance(share: float, num_classes: int, images: int) -> bool:
+    """Whether ``share`` right of ``images`` held-out images is not clearly better than guessing
+    among ``num_classes`` classes: within two standard errors of chance, or of 10 % of the way
+    from chance to every image right."""
+    if num_classes < 2 or images < 1:
+        return False
+    chance = 1.0 / num_classes
+    margin = max(2.0 * (chance * (1.0 - chance) / images) ** 0.5, 0.1 * (1.0 - chance))
+    return share < chance + margin
+
+
+def chance_words(share: float, num_classes: int, images: int) -> str:
+    """One sentence when a run's held-out accuracy is near chance, naming what to try; else empty."""
+    if not near_chance(share, num_classes, images):
+        return ""
+    return (f"That is hardly better than guessing, which gets 1 in {num_classes:,} right: the network has "
+            "barely learned. Try more passes (epochs), fewer images per step (batch size), a higher "
+            "learning rate, or more images of each class.")

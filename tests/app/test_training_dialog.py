@@ -299,8 +299,8 @@ def test_short_sghmc_run_on_real_mnist_completes(qtbot, mnist_slice):
 @pytest.mark.parametrize(
     ("method", "settings", "trace"),
     [
-        ("mfvi", {"epochs": 2}, "ELBO per image"),
-        ("mc_dropout", {"epochs": 2}, "training loss"),
+        ("mfvi", {"epochs": 2}, "ELBO per image (mean of the steps since the last point)"),
+        ("mc_dropout", {"epochs": 2}, "training loss (mean of the steps since the last point)"),
     ],
 )
 def test_variational_and_dropout_runs_plot_their_trace(qtbot, tiny_mnist, method, settings, trace):
@@ -624,3 +624,37 @@ def test_a_sampler_that_ran_away_is_said_by_its_chain_and_step():
     assert text.startswith("Training went out of bounds: chain 3 of the sampler ran away at step 1,200")
     assert "A smaller step size usually helps." in text
     assert "e+" not in text and "log posterior" not in text and "Error" not in text
+
+
+def test_cancel_run_stays_where_it_was_when_a_run_starts(qtbot):
+    """The close button becomes “Run in background” during a run; no button moves, so a click
+    aimed at Cancel run before the run started lands on it after (issue 47, item 3)."""
+    from PySide6.QtCore import QPoint
+
+    from core.engine.inference.base import ProgressRecord
+
+    dialog = make_dialog(qtbot)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+
+    def where(button):
+        return button.mapTo(dialog, QPoint(0, 0)), button.size()
+
+    before = {b.text(): where(b) for b in (dialog.start_button, dialog.cancel_button, dialog.close_button)}
+
+    def endless():
+        step = 0
+        while True:
+            step += 1
+            yield ProgressRecord(step, 0, {}, phase="train")
+
+    dialog.run.begin(endless(), "map", 0)
+    try:
+        QCoreApplication.processEvents()
+        assert dialog.close_button.text() == "Run in background"
+        assert where(dialog.cancel_button) == before["Cancel run"]
+        assert where(dialog.start_button) == before["Start"]
+        assert where(dialog.close_button) == before["Close"]
+    finally:
+        with qtbot.waitSignal(dialog.run_finished, timeout=10_000):
+            dialog.cancel()

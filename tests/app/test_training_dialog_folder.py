@@ -5,6 +5,8 @@ command line would refuse, and the trained posterior becomes a column of one's o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -255,3 +257,43 @@ def test_a_saved_start_of_another_size_is_refused_with_the_size_to_choose(qtbot,
     assert not dialog.running and warned
     assert "48×48 images, and these images are 2 classes of colour 32×32" in warned[0]
     assert "Choose 48×48 pixels under “Image size”" in warned[0]
+
+
+def test_a_small_folder_gets_enough_steps_and_settings_one_chose_are_kept(qtbot, tmp_path):
+    """96 images at the default 128 per step made one step a pass (issue 47, item 5): a small
+    folder's run takes fewer images per step and more passes, said in a sentence; a batch size
+    typed by hand stays, and MNIST's digits get the defaults back."""
+    from core.engine.inference import get_method
+    from core.engine.training_plan import (
+        MIN_STEPS_PER_PASS,
+        MIN_TRAINING_STEPS,
+        small_folder_settings,
+    )
+
+    folder = _tinted_folder(tmp_path / "tints", count=60, corrupt=False)
+    dialog = _dialog(qtbot)
+    dialog.select_method("map")
+    default = dialog.setting_values()
+    assert default["batch_size"] == 128 and default["epochs"] == 10
+    _read(qtbot, dialog, folder)
+    train = len(dialog.folder_data.train)
+    values = dialog.setting_values()
+    per_pass = math.ceil(train / values["batch_size"])
+    assert per_pass >= MIN_STEPS_PER_PASS and values["epochs"] * per_pass >= MIN_TRAINING_STEPS
+    assert f"For {train} training images" in dialog.status.text()
+    dialog.set_setting("batch_size", 50)  # the person's choice: kept, passes still enough for it
+    dialog.choose_images_folder(None)
+    assert dialog.setting_values()["batch_size"] == 50 and dialog.setting_values()["epochs"] == 10
+    assert not dialog.status.text().startswith("For ")
+    dialog.choose_images_folder(folder)
+    qtbot.waitUntil(lambda: not dialog.reading_folder, timeout=20_000)
+    values = dialog.setting_values()
+    assert values["batch_size"] == 50 and values["epochs"] * math.ceil(train / 50) >= MIN_TRAINING_STEPS
+    # the fitted passes are not remembered as the person's: a new dialog fits them afresh, and says so
+    dialog.set_setting("batch_size", 128)
+    dialog.save_settings()
+    again = _dialog(qtbot)
+    qtbot.waitUntil(lambda: again.folder_data is not None and not again.reading_folder, timeout=20_000)
+    fresh = small_folder_settings(get_method("map").make_config(), train)
+    assert {k: again.setting_values()[k] for k in fresh} == fresh
+    assert f"For {train} training images" in again.status.text()

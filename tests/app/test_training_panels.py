@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QMessageBox, QWidget
 
 from app.views.training import memory
@@ -242,9 +243,81 @@ class TestRunPanel:
             assert panel.running and not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
         assert saved.args == [out] and not panel.running
         assert panel.trace_y == [2.0, 1.5, 1.2] and panel.trace_x == [1, 2, 3]
-        assert panel.trace.getPlotItem().getAxis("left").labelText == "training loss"
+        assert panel.trace.getPlotItem().getAxis("left").labelText == "training loss (mean of the steps since the last point)"
         assert panel.progress.maximum() == 1 and "Saved as “tiny”" in panel.status.text()
         assert panel.close_button.text() == "Close"
+        # where the file is, with a link that opens its folder (issue 47, item 10)
+        where = panel.saved_where.text()
+        assert panel.saved_where.isVisibleTo(panel.saved_where.parentWidget() or panel.saved_where)
+        assert "tiny.pt" in where and str(tmp_path) in where and "Open the folder" in where
+        assert QUrl.fromLocalFile(str(tmp_path)).toString() in where
+
+    def test_a_new_run_starts_on_a_clear_trace(self, qtbot, tmp_path):
+        """The old run's points, axis label and x range go when a new run starts (issue 47, item 11)."""
+        import threading
+
+        panel = self._panel(qtbot)
+        out = tmp_path / "tiny.pt"
+
+        def long_run():
+            for step in range(50, 5001, 50):
+                yield ProgressRecord(step, 5000, {"elbo": -step / 1000}, phase="train")
+            out.write_bytes(b"posterior")
+            return out
+
+        with qtbot.waitSignal(panel.run_finished, timeout=10_000):
+            panel.begin(long_run(), "mfvi", 0)
+        item = panel.trace.getPlotItem()
+        item.setXRange(4000, 5000)  # zoomed in by hand, which turns auto-range off
+        assert max(item.viewRange()[0]) >= 4000
+        go_on = threading.Event()
+
+        def short_run():
+            yield ProgressRecord(0, 0, {}, phase="loading data")
+            go_on.wait(10)
+            out.write_bytes(b"posterior")
+            return out
+
+        panel.begin(short_run(), "map", 0)
+        try:
+            assert panel.trace_x == [] and panel.trace_y == []
+            xs, _ = panel.curve.getData()
+            assert xs is None or len(xs) == 0
+            assert item.getAxis("left").labelText == ""
+            assert max(item.viewRange()[0]) < 100  # not the old run's 5,000 steps
+        finally:
+            with qtbot.waitSignal(panel.run_finished, timeout=10_000):
+                go_on.set()
+        panel.begin(long_run(), "mfvi", 0)  # the new run's points re-range the axes by themselves
+        qtbot.waitUntil(lambda: not panel.running, timeout=10_000)
+        panel.trace.getViewBox().updateAutoRange()
+        assert max(panel.trace.getPlotItem().viewRange()[0]) >= 5000
+
+    def test_the_time_left_starts_from_the_estimate_and_blends_in_the_run_s_pace(self, qtbot, tmp_path):
+        """The dialog said about 20 seconds: the progress line's first time left says the same,
+        not nothing and not the pace of a slow first step (issue 47, item 10)."""
+        import threading
+
+        from core.engine.training_plan import TrainingEstimate
+
+        panel = self._panel(qtbot)
+        go_on = threading.Event()
+        out = tmp_path / "tiny.pt"
+
+        def run():
+            yield ProgressRecord(1, 101, {"loss": 1.0}, phase="train")
+            go_on.wait(10)
+            out.write_bytes(b"posterior")
+            return out
+
+        estimate = TrainingEstimate(seconds=20.2, steps=101, seconds_per_step=0.2, num_train=1000)
+        panel.begin(run(), "map", 0, estimate=estimate)
+        try:
+            qtbot.waitUntil(lambda: "step 1 of 101" in panel.status.text(), timeout=10_000)
+            assert "about 20 seconds left" in panel.status.text()
+        finally:
+            with qtbot.waitSignal(panel.run_finished, timeout=10_000):
+                go_on.set()
 
     def test_a_failed_run_is_said_in_words_and_a_cancelled_one_saves_nothing(self, qtbot, monkeypatch):
         panel = self._panel(qtbot)
@@ -270,6 +343,24 @@ class TestRunPanel:
         with qtbot.waitSignal(panel.run_finished, timeout=10_000):
             panel.cancel()
         assert "Cancelled" in panel.status.text()
+
+    @pytest.mark.parametrize(("share", "near"), [(0.5, True), (0.95, False)])
+    def test_a_result_near_chance_says_so_and_what_to_try(self, qtbot, tmp_path, share, near):
+        panel = self._panel(qtbot)
+        out = tmp_path / "tiny.pt"
+
+        def run():
+            yield ProgressRecord(1, 1, {"loss": 0.7}, phase="train")
+            yield ProgressRecord(24, 24, {"accuracy": share}, phase="eval")
+            out.write_bytes(b"posterior")
+            return out
+
+        with qtbot.waitSignal(panel.run_finished, timeout=10_000):
+            panel.begin(run(), "map", 24, num_classes=2)
+        said = panel.status.text()
+        assert f"right class of {round(share * 24)} of the 24 images kept aside" in said
+        assert ("hardly better than guessing, which gets 1 in 2 right" in said) is near
+        assert ("more passes (epochs)" in said) is near
 
     def test_the_name_is_the_file_and_an_existing_one_is_replaced_only_when_agreed(self, qtbot, monkeypatch):
         panel = self._panel(qtbot)

@@ -90,7 +90,8 @@ class TrainingDialog(QDialog):
         left.addLayout(self.form)
         left.addWidget(m.scroll, 1)
         right = QVBoxLayout()
-        for widget, stretch in ((r.trace, 1), (r.trace_about, 0), (r.progress, 0), (r.status, 0)):
+        for widget, stretch in ((r.trace, 1), (r.trace_about, 0), (r.progress, 0), (r.status, 0),
+                              (r.saved_where, 0)):
             right.addWidget(widget, stretch)
         columns = QHBoxLayout()
         columns.addWidget(self.settings_panel, 2)
@@ -141,7 +142,19 @@ class TrainingDialog(QDialog):
 
     # ------------------------------------------------------------------ what one panel tells the others
 
+    def _fit_steps_to_images(self) -> None:
+        """A small folder's defaults: enough steps a pass and in all, said in the status line."""
+        if self.running:
+            return
+        folder = self.folder_data if self.uses_folder else None
+        words = self.methods.fit_to_images(len(folder.train) if folder is not None else None)
+        if words:
+            self.status.setText(words)
+        elif self.status.text().startswith("For "):  # said of another folder or method
+            self.status.setText("Ready.")
+
     def _on_method_changed(self) -> None:
+        self._fit_steps_to_images()
         self.network.show_for_method(self.method_name)
         self.methods.show_best_weights_given(self.start_path is not None)
         self.trace_about.setText(trace_words(self.method_name))
@@ -152,6 +165,7 @@ class TrainingDialog(QDialog):
         self.estimates.request()
 
     def _on_images_changed(self) -> None:
+        self._fit_steps_to_images()
         self.network.offer_models(self.models_offered())
         self._update_start_enabled()
         self.estimates.request()
@@ -159,6 +173,7 @@ class TrainingDialog(QDialog):
     def _on_folder_read(self, data: Any) -> None:
         if self.start_path is None:  # the network the command line picks for these images
             self.select_model(default_folder_model(data.channels))
+        self._fit_steps_to_images()
 
     def _update_start_enabled(self) -> None:
         """Start needs images that can train: MNIST (found or to download) or a read folder."""
@@ -222,7 +237,7 @@ class TrainingDialog(QDialog):
         gen = self.images.training_run(method, arch, config, self.seed.value(), out, self.name.text(), start,
                                        start_source, device)
         self.settings_panel.setEnabled(False)
-        self.run.begin(gen, method, self.images.test_images)
+        self.run.begin(gen, method, self.images.test_images, arch.num_classes, self.last_estimate)
 
     def _on_run_finished(self) -> None:
         self.settings_panel.setEnabled(True)

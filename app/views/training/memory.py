@@ -68,8 +68,8 @@ def save(method: MethodPanel, network: NetworkPanel, images: ImagesPanel, run: R
     settings.setValue("images", images.images_source.currentData())
     settings.setValue("images_folder", images.images_folder.text().strip())
     settings.setValue("image_size", images.image_size.currentData() or 0)
-    for name, values in method.values.items():
-        for key, value in values.items():
+    for name in method.values:
+        for key, value in method.values_to_remember(name).items():  # a small folder's fitted steps: not kept
             settings.setValue(f"methods/{name}/{key}", value)
     settings.endGroup()
     settings.sync()

@@ -5,6 +5,7 @@ which keeps each method's values while another is chosen."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import asdict
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -21,7 +22,8 @@ from app.views.training.fields import (
 from core.engine.inference import METHODS, get_method
 from core.engine.naming import METHOD_DESCRIPTIONS
 from core.engine.settings_help import SettingHelp, method_settings
-from core.engine.training_words import method_about, method_item_text
+from core.engine.training_plan import small_folder_settings
+from core.engine.training_words import method_about, method_item_text, small_folder_words
 
 #: The settings of the best-weights training that a saved start replaces (methods with ``fit_from``).
 BEST_WEIGHTS_SETTINGS = ("epochs", "lr")
@@ -50,6 +52,8 @@ class MethodPanel(QObject):
         #: Values typed per method, so that switching methods and back keeps them.
         self.values: dict[str, dict[str, Any]] = {}
         self._best_weights_given = False
+        #: Per method, the settings :meth:`fit_to_images` chose for a small folder (to undo them).
+        self._fitted: dict[str, dict[str, int]] = {}
 
         self.method = QComboBox()
         for name in METHODS:  # the registry's order
@@ -94,6 +98,41 @@ class MethodPanel(QObject):
     def config(self) -> Any:
         """The method's config from the form (``ValueError`` when settings do not fit together)."""
         return get_method(self.method_name).make_config(**self.setting_values())
+
+    def fit_to_images(self, num_train: int | None) -> str:
+        """Give the chosen method the steps that ``num_train`` images need
+        (:func:`~core.engine.training_plan.small_folder_settings`; None: MNIST, the defaults back).
+
+        Settings the person changed are kept: only those still at the method's default, or at the
+        value this set before, change. Returns the sentence that says what changed (or empty).
+        """
+        method = get_method(self.method_name)
+        defaults = asdict(method.make_config())
+        values = self.setting_values()
+        before = self._fitted.get(self.method_name, {})
+        untouched = {k for k, v in values.items() if v == defaults.get(k) or before.get(k, object()) == v}
+        chosen = set(values) - untouched
+        try:  # the method's defaults for the settings not chosen, the person's for the rest
+            base = method.make_config(**{k: defaults[k] if k in untouched else v for k, v in values.items()})
+        except (ValueError, TypeError):
+            return ""  # settings that do not fit together: the estimate says so, nothing is changed
+        changes = small_folder_settings(base, num_train, chosen) if num_train else {}
+        for key in untouched & (set(before) | set(changes)):
+            self.set_setting(key, changes.get(key, defaults[key]))
+        self._fitted[self.method_name] = changes
+        return small_folder_words(changes, num_train) if num_train else ""
+
+    def values_to_remember(self, name: str) -> dict[str, Any]:
+        """Method ``name``'s values as the person set them: a setting :meth:`fit_to_images` chose
+        and nobody changed is remembered at its default, so that the next folder is fitted afresh."""
+        values = dict(self.values.get(name, {}))
+        fitted = self._fitted.get(name, {})
+        if fitted:
+            defaults = asdict(get_method(name).make_config())
+            for key, value in fitted.items():
+                if key in values and values[key] == value:
+                    values[key] = defaults[key]
+        return values
 
     def is_setting_shown(self, name: str) -> bool:
         """Whether setting ``name`` has a visible row for the chosen method and model."""

@@ -3,13 +3,15 @@ about 30 Hz), status line with the time left from its own pace, Cancel, and the 
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFormLayout,
@@ -26,10 +28,18 @@ from app.settings import user_models_dir
 from app.views.training.fields import form_label
 from app.workers import ComputationError, generator_worker
 from core.engine.inference.base import ProgressRecord
-from core.engine.training_plan import duration_in_words
-from core.engine.training_words import PHASE_WORDS, VALUE_WORDS, error_in_words, run_words
+from core.engine.training_plan import TrainingEstimate, duration_in_words, seconds_left
+from core.engine.training_words import (
+    PHASE_WORDS,
+    VALUE_WORDS,
+    chance_words,
+    error_in_words,
+    run_words,
+    trace_label,
+)
 
 CLOSE_TIP = "Close this window."
+BACKGROUND_TEXT = "Run in background"
 BACKGROUND_TIP = ("Hide this window and go on using bayescope: the run goes on, the status bar shows "
                   "its progress (click it to come back here), and the posterior is added as a column "
                   "when it is done. “Cancel run” stops it.")
@@ -70,6 +80,8 @@ class RunPanel(QObject):
         self._first_step: tuple[float, int] | None = None
         self._accuracy: tuple[float, int] | None = None  # share right, images kept aside
         self._test_images = 0
+        self._num_classes = 0
+        self._estimate: TrainingEstimate | None = None
         self.seed = QSpinBox(minimum=0, maximum=2**31 - 1, value=0)
         self.seed.setToolTip("The starting number of the random generator: the same seed and settings give the "
                              "same posterior again.")
@@ -84,12 +96,22 @@ class RunPanel(QObject):
         self.status.setWordWrap(True)
         self.trace = pg.PlotWidget(title="Training trace")
         self.trace.setLabel("bottom", "step")
+        # no "(x0.001)" beside the value's name: the axis shows the values as they are
+        self.trace.getAxis("left").enableAutoSIPrefix(False)
         self.trace.setToolTip(
             "How training is going: the ELBO for variational methods (higher is better), the log "
             "posterior for samplers (it rises, then levels off when the chains reach the posterior), "
-            "the training loss otherwise (lower is better)."
+            "the training loss otherwise (lower is better). A loss or ELBO point is the mean of the "
+            "steps since the previous point."
         )
         self.curve = self.trace.plot(pen=pg.mkPen(style.BAR, width=2))
+        #: Where the last run's file was written, with a link that opens its folder.
+        self.saved_where = QLabel()
+        self.saved_where.setWordWrap(True)
+        self.saved_where.setTextFormat(Qt.TextFormat.RichText)
+        self.saved_where.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.saved_where.linkActivated.connect(self._on_saved_where_link_activated)
+        self.saved_where.hide()
         self.trace_about = QLabel()
         self.trace_about.setWordWrap(True)
         self.trace_about.setStyleSheet("color: #555555;")
@@ -104,6 +126,11 @@ class RunPanel(QObject):
         self.cancel_button.setToolTip("Stop the run; nothing is saved.")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel)
+        # The close button reads "Run in background" during a run; it keeps the width of its longer
+        # text throughout, so that Cancel run does not slide under a click meant for it.
+        self.close_button.setText(BACKGROUND_TEXT)
+        self.close_button.setMinimumWidth(self.close_button.sizeHint().width())
+        self.close_button.setText("Close")
 
     def add_rows(self, form: QFormLayout) -> None:
         form.addRow(form_label("Seed", self.seed.toolTip()), self.seed)
@@ -130,15 +157,18 @@ class RunPanel(QObject):
             return None
         return out
 
-    def begin(self, gen: Generator[ProgressRecord, None, Any], method: str, test_images: int) -> None:
-        """Run ``gen`` (a training run of ``method``; ``test_images`` kept aside) in the background."""
-        self.trace_x.clear()
-        self.trace_y.clear()
-        self.curve.setData([], [])
+    def begin(self, gen: Generator[ProgressRecord, None, Any], method: str, test_images: int,
+              num_classes: int = 0, estimate: TrainingEstimate | None = None) -> None:
+        """Run ``gen`` (a training run of ``method`` telling ``num_classes`` classes apart;
+        ``test_images`` kept aside; ``estimate`` the dialog's measured forecast) in the background."""
+        self.clear_trace()
         self._started = time.monotonic()
+        self.saved_where.hide()
         self._first_step = None
         self._accuracy = None
         self._test_images = test_images
+        self._num_classes = num_classes
+        self._estimate = estimate
         worker = generator_worker(gen)
         worker.yielded.connect(self._on_worker_yielded)
         worker.returned.connect(self._on_worker_returned)
@@ -148,11 +178,22 @@ class RunPanel(QObject):
         self.worker, self.method = worker, method
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.close_button.setText("Run in background")
+        self.close_button.setText(BACKGROUND_TEXT)
         self.close_button.setToolTip(BACKGROUND_TIP)
         self.status.setText("Starting…")
         worker.start()
         self.progress_reported.emit(self.run_words(0, 0), 0, 0)
+
+    def clear_trace(self) -> None:
+        """Forget the last run's trace: its points, its value's name and its axes' ranges (a view
+        zoomed by hand follows the new run again)."""
+        self.trace_x.clear()
+        self.trace_y.clear()
+        self.curve.setData([], [])
+        self.trace.setLabel("left", "")
+        item = self.trace.getPlotItem()
+        item.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        item.enableAutoRange()
 
     def run_words(self, step: int, total: int) -> str:
         """The running run in a few words, for the status bar: ``"Training SGLD… 40 %"``."""
@@ -178,18 +219,20 @@ class RunPanel(QObject):
         return True
 
     def _time_left(self, record: ProgressRecord) -> str:
-        """Remaining time from this run's own pace (after its first reported step)."""
-        if not record.total or record.step <= 0 or record.phase in ("loading data", "saving"):
+        """Remaining time: the dialog's estimate at first, blended with this run's own pace as it
+        is measured (:func:`~core.engine.training_plan.seconds_left`), so that the two agree."""
+        if not record.total or record.phase in ("loading data", "saving"):
             return ""
+        estimate = self._estimate
+        # the estimate measured these steps only when it planned as many as the run reports
+        per_step = estimate.seconds_per_step if estimate is not None and estimate.steps == record.total else None
         now = time.monotonic()
-        if self._first_step is None:
-            self._first_step = (now, record.step)
-            return ""
+        if self._first_step is None or record.step < self._first_step[1]:
+            self._first_step = (now, record.step)  # a new phase counts its steps afresh
         t0, s0 = self._first_step
-        if record.step <= s0 or now - t0 < 1.0:
-            return ""
-        left = (record.total - record.step) * (now - t0) / (record.step - s0)
-        return f" · {duration_in_words(left)} left"
+        measured = now - t0 if now - t0 >= 1.0 else 0.0  # a first second's pace is mostly start-up
+        left = seconds_left(record.total - record.step, per_step, measured, record.step - s0)
+        return "" if left is None else f" · {duration_in_words(left)} left"
 
     def _on_worker_yielded(self, record: ProgressRecord) -> None:
         if record.total:
@@ -201,7 +244,7 @@ class RunPanel(QObject):
         if key is not None:
             self.trace_x.append(record.step)
             self.trace_y.append(record.values[key])
-            self.trace.setLabel("left", VALUE_WORDS.get(key, key.replace("_", " ")))
+            self.trace.setLabel("left", trace_label(key))
         now = time.monotonic()
         if now - self._last_draw > 1 / 30:  # throttle redraws to ~30 Hz
             self._last_draw = now
@@ -221,9 +264,20 @@ class RunPanel(QObject):
         if self._accuracy is not None:
             share, images = self._accuracy
             checked = f" It names the right class of {round(share * images):,} of the {images:,} images kept aside."
+            hint = chance_words(share, self._num_classes, images)
+            checked += f" {hint}" if hint else ""
         self.status.setText(f"Saved as “{Path(path).stem}” after {took}; it is now a column and in the “Add "
                             f"posterior” menu.{checked}")
-        self.posterior_saved.emit(Path(path))
+        path = Path(path)
+        self.saved_where.setText(
+            f"The file is <b>{html.escape(path.name)}</b> in {html.escape(str(path.parent))} · "
+            f'<a href="{QUrl.fromLocalFile(str(path.parent)).toString()}">Open the folder</a>')
+        self.saved_where.setToolTip(str(path))
+        self.saved_where.show()
+        self.posterior_saved.emit(path)
+
+    def _on_saved_where_link_activated(self, link: str) -> None:
+        QDesktopServices.openUrl(QUrl(link))
 
     def _on_worker_errored(self, exc: Exception) -> None:
         self.status.setText("Training failed; nothing was saved.")

@@ -618,6 +618,9 @@ def optimise(
 ) -> Generator[ProgressRecord, None, None]:
     """Minimise mean cross-entropy + ``penalty``·‖θ‖² with Adam, yielding progress.
 
+    Each record's ``loss`` and ``train_accuracy`` are means over the steps since the previous
+    record (they do not restart at a pass boundary).
+
     The model is trained in place, in training mode (dropout on), and left in eval mode.
     Mini-batch order and dropout masks both come from ``generator``, so the fit is
     reproducible from its seed whatever else uses torch's global generator meanwhile.
@@ -630,8 +633,11 @@ def optimise(
     model.train()
     try:
         with dropout_generator(model, generator):
+            # loss and accuracy are means over the steps since the last report, not over the pass so far:
+            # a mean that restarts each pass drops at every pass boundary, which reads as a sudden gain
+            running, seen, correct = 0.0, 0, 0
             for epoch in range(epochs):
-                running, seen, correct = 0.0, 0, 0
+                pass_seen = 0
                 for idx in minibatches(len(data), batch_size, generator):
                     x, y = data.x[idx], data.y[idx]
                     logits = model(x)
@@ -644,6 +650,7 @@ def optimise(
                     step += 1
                     running += nll.item() * len(y)
                     seen += len(y)
+                    pass_seen += len(y)
                     correct += int((logits.argmax(-1) == y).sum())
                     if not math.isfinite(loss.item()):
                         raise FloatingPointError(
@@ -656,9 +663,10 @@ def optimise(
                             {
                                 "loss": running / seen,
                                 "train_accuracy": correct / seen,
-                                "epoch": epoch + seen / len(data),
+                                "epoch": epoch + pass_seen / len(data),
                                 "lr": sched.get_last_lr()[0],
                             },
                         )
+                        running, seen, correct = 0.0, 0, 0
     finally:
         model.eval()

@@ -189,10 +189,12 @@ def train_side_by_side(
     shapes = {b: _dropout_input_shapes(template, layers, data.x[:b]) for b in sizes} if layers else {}
     hooks = [layer.register_forward_hook(apply_mask(i)) for i, layer in enumerate(layers)]
     step = 0
+    # means over the steps since the last report, which do not restart (and drop) at a pass boundary
+    running, seen, correct = torch.zeros(m), 0, torch.zeros(m)
     try:
         for epoch in range(epochs):
             orders = torch.stack([torch.randperm(n, generator=g, device=g.device).cpu() for g in generators])
-            running, seen, correct = torch.zeros(m), 0, torch.zeros(m)
+            pass_seen = 0
             for idx in orders.split(batch_size, dim=1):
                 x, y = data.x[idx], data.y[idx]
                 b = idx.shape[1]
@@ -205,6 +207,7 @@ def train_side_by_side(
                 step += 1
                 running += nll.detach() * b
                 seen += b
+                pass_seen += b
                 correct += hits
                 if not bool(torch.isfinite(loss).all()):
                     bad = [describe(i) for i in torch.nonzero(~torch.isfinite(loss)).flatten().tolist()]
@@ -215,9 +218,10 @@ def train_side_by_side(
                     yield ProgressRecord(step, total, {
                         "loss": float((running / seen).mean()),
                         "train_accuracy": float((correct / seen).mean()),
-                        "epoch": epoch + seen / n,
+                        "epoch": epoch + pass_seen / n,
                         "lr": sched.get_last_lr()[0],
                     }, f"training {m} members side by side")
+                    running, seen, correct = torch.zeros(m), 0, torch.zeros(m)
     finally:
         for hook in hooks:
             hook.remove()

@@ -160,6 +160,7 @@ def _averaging_phase(
     # the steps after which a snapshot is taken: evenly spaced, the last at the end of a pass
     marks = {round((j + 1) * steps_per_epoch / config.snapshots_per_epoch) for j in range(config.snapshots_per_epoch)}
     snapshots: list[torch.Tensor] = []
+    window_loss, window_steps = 0.0, 0
     model.train()
     try:
         with dropout_generator(model, generator):
@@ -175,11 +176,15 @@ def _averaging_phase(
                     loss.backward()
                     opt.step()
                     done += 1
+                    window_loss += nll.item()
+                    window_steps += 1
                     if i in marks:
                         snapshots.append(layout.flatten({n: p.detach() for n, p in model.named_parameters()}).clone())
                     if done % 20 == 0 or done == total:
-                        yield ProgressRecord(done, total, {"loss": nll.item(), "snapshots": float(len(snapshots))},
-                                             "averaging")
+                        # the mean since the last report, as every training loop reports its loss
+                        yield ProgressRecord(done, total, {"loss": window_loss / window_steps,
+                                                           "snapshots": float(len(snapshots))}, "averaging")
+                        window_loss, window_steps = 0.0, 0
     finally:
         model.eval()
     return snapshots

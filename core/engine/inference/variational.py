@@ -863,26 +863,31 @@ def train_loop(
     generator: torch.Generator,
     report_every: int = 20,
 ) -> Generator[ProgressRecord, None, None]:
-    """Run ``step`` over mini-batches, yielding running means of its info every few steps.
+    """Run ``step`` over mini-batches, yielding the mean of its info over the steps since the
+    previous report (every ``report_every`` steps and at each pass's end; the mean does not restart,
+    and so does not drop, at a pass boundary).
 
     Each info holds ``elbo``, ``expected_log_likelihood`` and ``kl`` (all per training
     example: ELBO/N = E_q[log p(y|x,θ)]_batch-mean − KL/N) plus ``loss`` = −elbo.
     """
     steps_per_epoch = math.ceil(len(data) / batch_size)
     total = epochs * steps_per_epoch
+    sums: dict[str, float] = {}
+    steps_summed = 0
     for epoch in range(epochs):
-        sums: dict[str, float] = {}
         seen = 0
         for count, idx in enumerate(minibatches(len(data), batch_size, generator), start=1):
             state, info = step(state, (data.x[idx], data.y[idx]), generator)
             seen += len(idx)
+            steps_summed += 1
             for k, v in info.items():
                 sums[k] = sums.get(k, 0.0) + v
-            if state.step % report_every == 0 or count == steps_per_epoch:  # and each epoch's whole mean
-                values = {k: v / count for k, v in sums.items()}
+            if state.step % report_every == 0 or count == steps_per_epoch:
+                values = {k: v / steps_summed for k, v in sums.items()}
                 values["epoch"] = epoch + seen / len(data)
                 values["lr"] = state.scheduler.get_last_lr()[0]
                 yield ProgressRecord(state.step, total, values)
+                sums, steps_summed = {}, 0
 
 
 def info_from(
@@ -955,7 +960,11 @@ def run_fit(
     generator = seeded_generator(seed)
     state = init(config, arch, len(data), seed)
     last: ProgressRecord | None = None
-    elbo_per_epoch: dict[int, float] = {}  # the mean over each epoch: its last report
+    keep = ("elbo", "kl", "expected_log_likelihood")
+    # each epoch's whole mean, from its reports' means weighted by their steps (a report closes each
+    # epoch, so no report's steps span two)
+    epoch_sums: dict[int, dict[str, float]] = {}
+    epoch_steps: dict[int, int] = {}
     try:
         for record in train_loop(
             state,
@@ -965,18 +974,23 @@ def run_fit(
             step=lambda s, batch, g: step(s, batch, g, config),
             generator=generator,
         ):
+            steps = record.step - (last.step if last is not None else 0)
             last = record
-            elbo_per_epoch[math.ceil(record.values["epoch"] - 1e-9) - 1] = record.values["elbo"]
+            epoch = math.ceil(record.values["epoch"] - 1e-9) - 1
+            sums = epoch_sums.setdefault(epoch, dict.fromkeys(keep, 0.0))
+            for k in keep:
+                sums[k] += record.values[k] * steps
+            epoch_steps[epoch] = epoch_steps.get(epoch, 0) + steps
             yield record
     finally:
         if state.local is not None:
             state.local.remove()
     info: dict[str, Any] = {"num_parameters": state.layout.size}
     if last is not None:
-        keep = ("elbo", "kl", "expected_log_likelihood")
-        info.update({k: round(v, 6) for k, v in last.values.items() if k in keep})
+        means = {e: {k: v / epoch_steps[e] for k, v in epoch_sums[e].items()} for e in sorted(epoch_sums)}
+        info.update({k: round(v, 6) for k, v in means[max(means)].items()})  # the last epoch's
         # the curve that shows whether the ELBO had stopped improving when training stopped
-        info["elbo_per_epoch"] = [round(elbo_per_epoch[e], 6) for e in sorted(elbo_per_epoch)]
+        info["elbo_per_epoch"] = [round(m["elbo"], 6) for m in means.values()]
     posterior = VariationalPosterior(
         method, arch, asdict(config), seed, data.name, state.variational.state(), info
     )
