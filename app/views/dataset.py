@@ -159,6 +159,7 @@ class DatasetView(QWidget):
         self.status.setWordWrap(True)
         self.exports = DatasetExports(self, lambda: self.results, self.status)
         self.report_button.clicked.connect(self.exports.export_report_dialog)
+        self.exports.report_running.connect(self._on_exports_report_running)
 
         # Two rows that fit a 1024-pixel-wide window: what to evaluate, then running it and the results.
         # long names are cut, not the window widened
@@ -337,8 +338,10 @@ class DatasetView(QWidget):
         return True
 
     def cancel(self, quiet: bool = False) -> None:
-        """Stop the evaluation: the screen is free at once; the worker ends after its current batch."""
+        """Stop the evaluation: the screen is free at once; the worker ends after its current batch.
+        While the report is written instead, stop that."""
         if self._worker is None:
+            self.exports.cancel()
             return
         self._worker.quit()
         self._worker = None
@@ -348,6 +351,12 @@ class DatasetView(QWidget):
         if not quiet:
             self.status.setText("Evaluation cancelled; nothing of it was kept.")
         self.run_ended.emit()
+
+    def _on_exports_report_running(self, running: bool) -> None:
+        self.cancel_button.setEnabled(running)
+        self.cancel_button.setToolTip("Stop writing the report (nothing of it is kept)" if running
+                                      else "Stop the evaluation (nothing half-done is kept)")
+        self.report_button.setEnabled(not running and self.results is not None)
 
     def _set_running(self, running: bool) -> None:
         self.evaluate_button.setEnabled(not running)

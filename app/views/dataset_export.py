@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QWidget
 
 from app import settings as app_settings
 from app.views.dataset_sets import plain_sentence
-from app.workers import function_worker
+from app.workers import function_worker, generator_worker
 from core.analysis.dataset import DATASET_VIEWS
 
 if TYPE_CHECKING:
@@ -21,7 +21,13 @@ if TYPE_CHECKING:
 
 
 class DatasetExports(QObject):
-    """Writes one export at a time (``worker``, None when idle); ``status`` says when it is done."""
+    """Writes one export at a time (``worker``, None when idle); ``status`` says when it is done.
+
+    Signals: report_running(bool), when the report (the long export: a figure per column and
+    view) starts and ends, so that the tab offers its Cancel meanwhile.
+    """
+
+    report_running = Signal(bool)
 
     def __init__(self, parent: QWidget, results: Callable[[], DatasetViews | None], status: QLabel) -> None:
         """``results()``: the evaluation shown now (None when none)."""
@@ -30,6 +36,8 @@ class DatasetExports(QObject):
         self.results = results
         self.status = status
         self.worker = None
+        self._report: Path | None = None  # the report being written, until it ends
+        self._cancelled = False
 
     def export_view_dialog(self, view: str) -> None:
         from core.outputs.export import PLOT_FILTERS, slug, with_suffix_from_filter
@@ -69,11 +77,34 @@ class DatasetExports(QObject):
         self.export_report(target)
 
     def export_report(self, path: Path) -> bool:
-        """Write the HTML report of the results shown in the background."""
-        from core.outputs.report import write_html_report
+        """Write the HTML report of the results shown in the background: the status line counts its
+        figures, and :meth:`cancel` stops it between two of them (nothing is written)."""
+        from core.outputs.report import html_report_progress
 
-        return self._export(write_html_report, (self.results().evaluation, path, self.results().tables),
-                            "Writing the report…", lambda written: f"Wrote the report “{Path(written).name}”.")
+        views = self.results()
+        if views is None or self.worker is not None:
+            return False
+        worker = generator_worker(html_report_progress(views.evaluation, path, views.tables))
+        worker.yielded.connect(self._on_report_yielded)
+        worker.returned.connect(lambda written: self.status.setText(f"Wrote the report “{Path(written).name}”."))
+        worker.errored.connect(lambda exc: QMessageBox.warning(self.parent_widget, "Could not export", plain_sentence(exc)))
+        worker.finished.connect(self._on_worker_finished)
+        self.worker, self._report, self._cancelled = worker, Path(path), False
+        self.status.setText("Writing the report…")
+        self.report_running.emit(True)
+        worker.start()
+        return True
+
+    def cancel(self) -> None:
+        """Stop the report being written, between two figures; no page is left."""
+        if self.worker is not None and self._report is not None:
+            self._cancelled = True
+            self.worker.quit()
+            self.status.setText("Cancelling the report…")
+
+    def _on_report_yielded(self, record) -> None:
+        if not self._cancelled and record.total:
+            self.status.setText(f"Writing the report: {record.step} of {record.total} figures drawn…")
 
     def _export(self, func, args: tuple, busy: str, done) -> bool:
         if self.results() is None or self.worker is not None:
@@ -89,3 +120,8 @@ class DatasetExports(QObject):
 
     def _on_worker_finished(self) -> None:
         self.worker = None
+        if self._report is not None:
+            self._report = None
+            self.report_running.emit(False)
+            if self._cancelled:
+                self.status.setText("Report cancelled: no page was written.")

@@ -604,3 +604,21 @@ def cut_texts(view) -> list[str]:
     assert items
     texts = [t for item in items for t in (item.titleLabel.text, item.getAxis("bottom").labelText)]
     return [t for t in texts if t.endswith("…")]
+
+
+def test_the_report_shows_its_progress_and_cancel_stops_it_leaving_no_page(qtbot, window, tmp_path):
+    """Export report (38 s on the defaults) counts its figures in the status line and the tab's Cancel
+    stops it between two figures: no page is written, and the buttons come back."""
+    view = window.dataset_view
+    run_to_end(qtbot, view)
+    seen: list[str] = []
+    path = tmp_path / "report.html"
+    assert view.exports.export_report(path)
+    assert view.cancel_button.isEnabled() and not view.report_button.isEnabled()
+    qtbot.waitUntil(lambda: seen.append(view.status.text()) or "figures drawn" in view.status.text(), timeout=60_000)
+    view.cancel_button.click()
+    qtbot.waitUntil(lambda: view.exports.worker is None, timeout=120_000)
+    assert not path.exists()
+    assert view.status.text() == "Report cancelled: no page was written."
+    assert not view.cancel_button.isEnabled() and view.report_button.isEnabled()
+    assert any("of" in text and "figures drawn" in text for text in seen)
