@@ -120,6 +120,10 @@ def reference_notes(workspace: Workspace, views: DatasetViews, keys: list[str]) 
     notes = {}
     for key, column in by_key.items():
         shown = workspace.column(key)
+        if key == ref.key:  # its own line too, so that every column's views start at one height
+            notes[column.name] = (f"{tiers.reference_words(ref.posterior.info)[0]}: the reference the other "
+                                  "columns of its set are measured against")
+            continue
         if shown is None or workspace.reference_for(shown) is None:
             continue
         f = predictive_fidelity(results[ref_name].data.mean_proba, results[column.name].data.mean_proba)

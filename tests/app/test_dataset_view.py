@@ -622,3 +622,26 @@ def test_the_report_shows_its_progress_and_cancel_stops_it_leaving_no_page(qtbot
     assert view.status.text() == "Report cancelled: no page was written."
     assert not view.cancel_button.isEnabled() and view.report_button.isEnabled()
     assert any("of" in text and "figures drawn" in text for text in seen)
+
+
+
+def test_every_column_s_views_start_at_one_height_the_reference_s_included(qtbot, monkeypatch, shared_data):
+    """The reference (HMC) has no 'against exact inference' line of its own measure; it says what it
+    is instead, so that its metrics and plots do not sit higher than its neighbours'."""
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow([str(MODELS / "paper_softmax_hmc.pt"), str(MODELS / "paper_softmax_mfvi.pt")])
+    qtbot.addWidget(win)
+    win.resize(1400, 860)
+    win.show()
+    qtbot.waitExposed(win)
+    win.views.setCurrentWidget(win.dataset_view)
+    view = win.dataset_view
+    view.set_choice("mnist-test", "notmnist", IMAGES, SAMPLES)
+    run_to_end(qtbot, view)
+    columns = list(view.column_widgets.values())
+    assert len(columns) == 2
+    assert sum("the reference the other columns" in c.reference.text() for c in columns) == 1
+    assert all(c.reference.isVisibleTo(c) for c in columns)
+    tops = {c.metrics.mapTo(c, c.metrics.rect().topLeft()).y() for c in columns}
+    assert len(tops) == 1, tops
+    view.cancel(quiet=True)
