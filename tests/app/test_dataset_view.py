@@ -22,10 +22,10 @@ FILES = [MODELS / "network_lenet5_mc_dropout.pt", MODELS / "network_lenet5_sghmc
 IMAGES, SAMPLES = 200, 5
 
 
-def open_dataset_tab(qtbot, monkeypatch, data_dir) -> MainWindow:
-    """The window with the two digit posteriors, data from ``data_dir``, on the Dataset tab."""
+def open_dataset_tab(qtbot, monkeypatch, data_dir, files=FILES) -> MainWindow:
+    """The window with the two digit posteriors (or ``files``), data from ``data_dir``, on the Dataset tab."""
     monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(data_dir))
-    win = MainWindow([str(p) for p in FILES])
+    win = MainWindow([str(p) for p in files])
     qtbot.addWidget(win)
     win.resize(1400, 860)
     win.show()
@@ -628,13 +628,8 @@ def test_the_report_shows_its_progress_and_cancel_stops_it_leaving_no_page(qtbot
 def test_every_column_s_views_start_at_one_height_the_reference_s_included(qtbot, monkeypatch, shared_data):
     """The reference (HMC) has no 'against exact inference' line of its own measure; it says what it
     is instead, so that its metrics and plots do not sit higher than its neighbours'."""
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow([str(MODELS / "paper_softmax_hmc.pt"), str(MODELS / "paper_softmax_mfvi.pt")])
-    qtbot.addWidget(win)
-    win.resize(1400, 860)
-    win.show()
-    qtbot.waitExposed(win)
-    win.views.setCurrentWidget(win.dataset_view)
+    win = open_dataset_tab(qtbot, monkeypatch, shared_data,
+                           [MODELS / "paper_softmax_hmc.pt", MODELS / "paper_softmax_mfvi.pt"])
     view = win.dataset_view
     view.set_choice("mnist-test", "notmnist", IMAGES, SAMPLES)
     run_to_end(qtbot, view)
