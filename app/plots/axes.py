@@ -17,6 +17,9 @@ from PySide6.QtGui import QFont, QFontMetricsF
 #: A label choice: (short names, small font, label every n-th class).
 LabelChoice = tuple[bool, bool, int]
 SMALL_POINT_SIZE = 7.0
+#: Pixels kept between two class labels' glyphs side by side, and stacked (a 1-pixel gap reads as touching).
+LABEL_GAP = 3.0
+STACK_GAP = 1.5
 ACROSS_LADDER: tuple[LabelChoice, ...] = ((False, False, 1), (True, False, 1), (True, True, 1), (True, True, 2))
 DOWN_LADDER: tuple[LabelChoice, ...] = ((False, False, 1), (False, True, 1), (False, True, 2))
 
@@ -36,30 +39,36 @@ def small_font(font: QFont) -> QFont:
 def fit_class_labels(names: Sequence[str], font: QFont, across: bool, spacing: float,
                      current: LabelChoice | None) -> LabelChoice | None:
     """How to label one tick per class ``spacing`` pixels apart, or None to draw the names as
-    they are (single-character names, the digits, always are).
+    they are.
 
     Along an axis (``across``): the full names, else each group's first age ("0 3 8 15 25 38
     48 60", an age scale), else those in a smaller font, else every other one. Down an axis:
-    the full names, else in a smaller font, else every other one. Going back to larger labels
-    than ``current`` needs a margin: a font change resizes the axis, and so the plot, which
-    must not flip the choice back and forth.
+    the full names, else in a smaller font, else every other one. Labels keep :data:`LABEL_GAP`
+    (:data:`STACK_GAP` stacked) pixels between their glyphs. Single characters (the digits)
+    are drawn as they are (None) wherever they fit so, and fitted like any name where they do
+    not: a small matrix's 0–9 would otherwise touch. Going back to larger labels than
+    ``current`` needs a margin: a font change resizes the axis, and so the plot, which must not
+    flip the choice back and forth.
     """
-    if max(map(len, names), default=1) <= 1 or spacing <= 0:
+    if spacing <= 0:
         return None
+    single = max(map(len, names), default=1) <= 1
     shorts = [short_class_name(n) for n in names]
     ladder = ACROSS_LADDER if across else DOWN_LADDER
-    at = ladder.index(current) if current in ladder else len(ladder)
+    # None is the first rung for single characters; for names it means "not fitted yet"
+    at = 0 if single and current is None else ladder.index(current) if current in ladder else len(ladder)
 
     def fits(choice: LabelChoice) -> bool:
         short, small, every = choice
         metrics = QFontMetricsF(small_font(font) if small else font)
         if across:
-            need = max(metrics.horizontalAdvance(n) for n in (shorts if short else names)) + 3
+            need = max((metrics.horizontalAdvance(n) for n in (shorts if short else names)), default=0) + LABEL_GAP
         else:
-            need = metrics.capHeight() + 1.5
+            need = metrics.capHeight() + STACK_GAP
         return need + (1.5 if ladder.index(choice) < at else 0) <= spacing * every
 
-    return next((c for c in ladder if fits(c)), ladder[-1])
+    choice = next((c for c in ladder if fits(c)), ladder[-1])
+    return None if single and choice == ladder[0] else choice
 
 
 def class_labels(names: Sequence[str], choice: LabelChoice | None) -> list[str]:
@@ -99,10 +108,10 @@ class ClassAxis(pg.AxisItem):
         if not names or length <= 0 or span <= 0:
             return
         choice = fit_class_labels(names, self.font(), across, length / span, self.choice)
-        if choice is None or choice == self.choice:
+        if choice == self.choice:
             return
         self.choice = choice
-        self.setTickFont(small_font(self.font()) if choice[1] else None)
+        self.setTickFont(small_font(self.font()) if choice is not None and choice[1] else None)
         self.setTicks([list(enumerate(class_labels(names, choice)))])
         self.setToolTip(shortened_note(names, choice))
 

@@ -27,10 +27,12 @@ from PySide6.QtWidgets import (
 
 from app.help import DATASET_TERMS
 from app.plots.axes import ClassAxis, CompactPlot, short_class_name
+from app.plots.colour_scale import ColourScaleItem, sqrt_ticks
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.analysis.dataset import SCORE_WORDS, SHORT_SCORE_WORDS, ColumnViews
 from core.analysis.metrics import REJECTION_SCORES
 from core.engine.naming import plural
+from core.outputs.palette import SQRT_SCALE_TICKS
 
 OOD_COLOUR = (230, 126, 34)
 #: Histogram fractions below this are drawn at the floor of the log scale.
@@ -115,9 +117,13 @@ class ConfusionPlot(DatasetPlot):
     cell_clicked = Signal(int, int)
 
     soft: ClassVar[bool]
+    #: What the colour means, under the colour scale.
+    scale_caption: ClassVar[str]
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__()
+        # the matrix keeps ~13 pixels a row (digits in the normal font) above its colour scale (the tab's columns scroll)
+        self.setMinimumHeight(228)
         self.class_names = class_names
         self.values = np.zeros((len(class_names), len(class_names)))
         self.counts: np.ndarray | None = None
@@ -136,6 +142,11 @@ class ConfusionPlot(DatasetPlot):
         self.marker = pg.PlotDataItem([], [], pen=pg.mkPen(BAR_TOP, width=2))
         item.addItem(self.image)
         item.addItem(self.marker)
+        # under the bottom axis, in the view's column: as wide as the matrix, labelled at the
+        # values' square roots as the cells are coloured
+        self.scale = ColourScaleItem(sequential_lut(), sqrt_ticks(SQRT_SCALE_TICKS, percent=not self.soft),
+                                     self.scale_caption)
+        item.layout.addItem(self.scale, 4, 1)
         self.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
         self.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
 
@@ -189,6 +200,7 @@ class SoftConfusionPlot(ConfusionPlot):
 
     soft = True
     view_key = "confusion_soft"
+    scale_caption = "colour: mean probability given"
     tooltip = (
         "Soft confusion: each row is a true class; the colour of a cell is the mean probability the "
         "posterior gives the column's class to the images of that row (as in the D-SGHMC paper's "
@@ -204,6 +216,7 @@ class HardConfusionPlot(ConfusionPlot):
 
     soft = False
     view_key = "confusion_hard"
+    scale_caption = "colour: share of the row's images"
     tooltip = (
         "Confusion: each row is a true class; the colour of a cell is the share of that row's images "
         "predicted as the column's class (square-root colour scale, so that single mistakes show). "

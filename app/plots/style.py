@@ -8,6 +8,7 @@ import pyqtgraph as pg
 from core.outputs.palette import BAR as BAR
 from core.outputs.palette import BAR_TOP as BAR_TOP
 from core.outputs.palette import CLASS_COLOURS as CLASS_COLOURS
+from core.outputs.palette import DIVERGING, SEQUENTIAL
 from core.outputs.palette import MEAN as MEAN
 from core.outputs.palette import UNCERTAINTY as UNCERTAINTY
 
@@ -24,11 +25,17 @@ def configure() -> None:
     pg.setConfigOptions(antialias=True, background=BACKGROUND, foreground=FOREGROUND)
 
 
+def _colour_map(stops) -> pg.ColorMap:
+    return pg.ColorMap([at for at, _ in stops], [colour for _, colour in stops])
+
+
 def sequential_lut() -> pg.ColorMap:
-    """White → blue, for shares of draws (0 = white paper, so empty bins vanish)."""
-    return pg.ColorMap([0.0, 0.25, 1.0], [(255, 255, 255), (170, 195, 230), (33, 80, 150)])
+    """White → blue, for shares of draws (0 = white paper, so empty bins vanish); the exported
+    figures draw the same map (:data:`core.outputs.palette.SEQUENTIAL`)."""
+    return _colour_map(SEQUENTIAL)
 
 
 def diverging_lut() -> pg.ColorMap:
-    """Blue (−1) → white (0) → red (+1), for correlations (as matplotlib's RdBu_r in exports)."""
-    return pg.ColorMap([0.0, 0.5, 1.0], [(5, 48, 97), (247, 247, 247), (103, 0, 31)])
+    """Blue (−1) → white (0) → red (+1), for correlations: matplotlib's RdBu_r, as in the exports
+    (:data:`core.outputs.palette.DIVERGING`)."""
+    return _colour_map(DIVERGING)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
 from core.analysis.metrics import (
@@ -23,7 +24,15 @@ from core.analysis.metrics import (
     RotationSweep,
     score_edges,
 )
-from core.outputs.palette import UNCERTAINTY, class_colour, mpl, sweep_band_words
+from core.outputs.palette import (
+    SEQUENTIAL,
+    SQRT_SCALE_TICKS,
+    UNCERTAINTY,
+    class_colour,
+    mpl,
+    mpl_colour_map,
+    sweep_band_words,
+)
 
 SCORE_LABELS = {
     "total": "total H[p̄] (nats)",
@@ -143,20 +152,24 @@ def confusion_figure(
         if normalise_rows:
             with np.errstate(invalid="ignore", divide="ignore"):
                 values = values / values.sum(1, keepdims=True)
-        image = ax.imshow(values, cmap="Blues", vmin=0, vmax=1)
+        # the window's colours: its white-to-blue map, by the value's square root (a few % show)
+        image = ax.imshow(values, cmap=mpl_colour_map(SEQUENTIAL, "bayescope_sequential"),
+                          norm=PowerNorm(0.5, vmin=0, vmax=1))
         for i in range(k):
             for j in range(k):
                 v = values[i, j]
                 if np.isfinite(v) and v >= 0.005:
                     ax.text(j, i, f"{v:.2f}"[1:] if v < 1 else "1", ha="center", va="center",
-                            fontsize=7 if k > 12 else 8, color="white" if v > 0.6 else "black")
+                            fontsize=7 if k > 12 else 8, color="white" if v > 0.36 else "black")
         class_ticks(ax, range(k), class_names, fontsize=8)
         ax.set_yticks(range(k), class_names, fontsize=8)
         ax.set_xlabel("predicted class")
         ax.set_ylabel("true class")
         ax.set_title(wrapped(name, 40), fontsize=9)
     if image is not None:
-        fig.colorbar(image, ax=list(axes), shrink=0.8, label=scale)
+        bar = fig.colorbar(image, ax=list(axes), shrink=0.8, label=f"{scale} (colour: square root)",
+                           ticks=list(SQRT_SCALE_TICKS))
+        bar.ax.set_yticklabels([f"{v:g}" for v in SQRT_SCALE_TICKS])
     fig.suptitle(title, fontsize=10)
     return fig
 

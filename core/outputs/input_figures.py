@@ -29,7 +29,16 @@ from core.analysis.metrics import RotationSweep
 from core.analysis.uncertainty import Summary
 from core.engine.naming import FADE_SD, plural
 from core.outputs.export import export_view
-from core.outputs.palette import BAR, BAR_TOP, MEAN, UNCERTAINTY, mpl, sweep_probability_words
+from core.outputs.palette import (
+    BAR,
+    BAR_TOP,
+    DIVERGING,
+    MEAN,
+    UNCERTAINTY,
+    mpl,
+    mpl_colour_map,
+    sweep_probability_words,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -314,7 +323,7 @@ def _correlation_figure(summary: Summary, names: list[str], *, samples: Any, lev
     size = max(3.6, 0.36 * k + 1.6)
     fig = _new_figure(size + 1.2, size + 0.6)
     ax = fig.subplots()
-    image = ax.imshow(corr, cmap="RdBu_r", vmin=-1, vmax=1)
+    image = ax.imshow(corr, cmap=mpl_colour_map(DIVERGING, "bayescope_diverging"), vmin=-1, vmax=1)  # the window's
     veil = np.zeros((k, k, 4))
     veil[..., :3] = 1.0
     veil[..., 3] = np.where(faded[:, None] | faded[None, :], 0.8, 0.0)

@@ -32,6 +32,28 @@ BAR = (91, 133, 196)
 BAR_TOP = (214, 96, 77)
 MEAN = (20, 20, 20)
 
+#: The heat maps' colour maps as (position 0–1, RGB) stops, drawn alike by the window and the
+#: exported figures. Sequential, for shares and mean probabilities (0 = white paper, so empty
+#: cells vanish); the confusion matrices colour by the square root of the value (a few % stay
+#: visible beside a diagonal near 1), so their scales carry the same square-root ticks.
+SEQUENTIAL: tuple[tuple[float, tuple[int, int, int]], ...] = (
+    (0.0, (255, 255, 255)), (0.25, (170, 195, 230)), (1.0, (33, 80, 150)))
+#: Diverging, for correlations −1 (blue) … 0 (white) … +1 (red): ColorBrewer's RdBu, reversed,
+#: the colours matplotlib's "RdBu_r" is built from.
+DIVERGING: tuple[tuple[float, tuple[int, int, int]], ...] = tuple(
+    (i / 10, colour) for i, colour in enumerate((
+        (5, 48, 97), (33, 102, 172), (67, 147, 195), (146, 197, 222), (209, 229, 240), (247, 247, 247),
+        (253, 219, 199), (244, 165, 130), (214, 96, 77), (178, 24, 43), (103, 0, 31))))
+#: Where the confusion matrices' colour scales are labelled: the values, drawn at their square roots.
+SQRT_SCALE_TICKS: tuple[float, ...] = (0.0, 0.05, 0.25, 1.0)
+
+
+def mpl_colour_map(stops: tuple[tuple[float, tuple[int, int, int]], ...], name: str):
+    """A matplotlib colour map of ``stops`` (imported here: the window reads this module too)."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list(name, [(at, mpl(colour)) for at, colour in stops])
+
 
 def mpl(colour: tuple[int, ...]) -> tuple[float, ...]:
     """A 0–255 RGB(A) tuple as matplotlib's 0–1 tuple."""
