@@ -44,11 +44,22 @@ ambiguity within models, purple the disagreement between them.</p>
 draws: when one model favours the first class, it takes probability from the second.</p>
 <p><b>Overlap flag.</b> Under each header: how much the draws of the two most likely classes
 overlap (0 = apart, 1 = the same). Above 0.5 the input is flagged as uncertain.</p>
-<p><b>Did the chains agree?</b> A sampler (SGHMC, HMC …) runs several chains from different
+<a name="chains"></a><p><b>Did the chains agree?</b> A sampler (SGHMC, HMC …) runs several chains from different
 starting weights. Hover a column's title: it lists the chains, the draws, <i>R̂</i> (1.00 when the
 chains agree; aim for 1.01, above 1.1 they disagree) and <i>ESS</i> (how many independent draws
 the stored ones are worth). A column whose chains disagree says so in red under its title; its
 ⋯ menu → <i>Diagnostics…</i> shows each chain's trace and R̂ for each class.</p>
+<p><b>What the red line means for you.</b> <i>“The chains disagree: this posterior may not have
+converged”</i>: its chains ended in different places, so its draws are not yet a fair sample of
+the posterior. Its spread (the shading, the intervals, the epistemic part) may be too wide or too
+narrow, and its average can move too: read them as a rough guess, and compare with the columns
+without the line (in the <i>softmax regression, every method</i> set, exact inference, HMC, is
+the one to trust). <i>“Too few draws to tell whether the chains agree”</i>: the chains may well
+agree, but the draws are too few to show it. What to do: sample for longer. Posterior → <i>Train a
+posterior…</i> with more epochs trains it again, and a new file
+says whether its chains now agree. For a network this can take many times the first run: the
+bundled network samplers keep their red lines on purpose, to show what a sampler that has not
+converged looks like.</p>
 <p><b>Rotate.</b> Turn a digit or letter with the slider, or press <i>Sweep</i> to see
 belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
 <p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or

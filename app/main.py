@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         self.columns_scroll.move_requested.connect(self.workspace.move)
         self.columns_scroll.export_requested.connect(self.exports.column_plot_dialog)
         self.columns_scroll.diagnostics_requested.connect(self._on_column_diagnostics_requested)
+        self.columns_scroll.help_requested.connect(self.show_help)
         self.sweep_view = SweepView()
         self.sweep_view.export_requested.connect(self.exports.sweep_dialog)
         self.views = QTabWidget()
@@ -562,19 +563,23 @@ class MainWindow(QMainWindow):
         window = DiagnosticsWindow(column.posterior, column.title(self.workspace.num_samples),
                                    self.workspace.class_names, self)
         window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        window.help_requested.connect(self.show_help)
         self.diagnostics_window = window  # the latest, for tests and screenshots
         window.show()
 
     # ------------------------------------------------------------------- help
-    def show_help(self) -> None:
-        """The help page; on the Dataset tab, opened at the Dataset tab's measures."""
+    def show_help(self, section: str | None = None) -> None:
+        """The help page, at ``section`` (an anchor of the page: a clicked term's paragraph);
+        without one, on the Dataset tab, at the Dataset tab's measures."""
         from app.views.help_dialog import HelpDialog
 
         if getattr(self, "help_dialog", None) is None:
             self.help_dialog = HelpDialog(self)
         self.help_dialog.show()
         self.help_dialog.raise_()
-        self.help_dialog.show_section("dataset" if self.views.currentWidget() is self.dataset_view else None)
+        if not section and self.views.currentWidget() is self.dataset_view:
+            section = "dataset"
+        self.help_dialog.show_section(section or None)
 
     def show_about(self) -> None:
         QMessageBox.about(self, ABOUT_TITLE, about_text())

@@ -28,6 +28,7 @@ from app.workspace import Column
 from core.engine import tiers
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
+    convergence_advice,
     convergence_lines,
     convergence_warning,
     dataset_words,
@@ -82,6 +83,23 @@ OVERLAP_TIP = (
     "(Bhattacharyya coefficient, 0 = apart, 1 = identical). Above 0.5 the posterior cannot "
     "tell the two apart: the input is uncertain."
 )
+
+
+#: A link to a Help paragraph: ``help:<anchor>`` (an anchor of :data:`app.help.HOW_TO_READ`).
+HELP_LINK = "help:"
+#: The longest name of a column to trust instead, for the warning's room.
+ROOM_TRUSTED = "Exact inference (HMC)"
+
+
+def warning_html(info: dict, trusted: str | None = None) -> str | None:
+    """A column's red convergence line: what the file records (bold), what it means for the
+    reader and what to do, and a link to its Help paragraph; None when the chains agree."""
+    warning = convergence_warning(info)
+    if warning is None:
+        return None
+    advice = convergence_advice(info, trusted)
+    return (f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b> {html.escape(advice)}</span> "
+            f"<a href='{HELP_LINK}chains' style='color:{WARNING}'>What this means</a>")
 
 
 class LabelHolder(QWidget):
@@ -213,6 +231,8 @@ class ColumnView(QFrame):
     diagnostics_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
+    #: A term was clicked: the Help paragraph of this anchor (app.help) should open.
+    help_requested = Signal(str)
 
     MIN_WIDTH = 200
 
@@ -259,12 +279,15 @@ class ColumnView(QFrame):
         self.convergence.setTextFormat(Qt.TextFormat.RichText)
         self.convergence.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.convergence.setVisible(False)
-        self._warning_room = QLabel(f"<b>{convergence_warning(ROOM_RECORD)}</b>")
+        self.convergence.setOpenExternalLinks(False)
+        self.convergence.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.convergence.linkActivated.connect(self._on_convergence_link_activated)
+        self._warning_room = QLabel(warning_html(ROOM_RECORD, ROOM_TRUSTED))
         self._warning_room.setWordWrap(True)
         self._warning_room.setTextFormat(Qt.TextFormat.RichText)
         self._warning = None
         self._reserve_warning = False
-        self._header_for: tuple[object, str] | None = None  # the posterior and title the header shows
+        self._header_for: tuple[object, str, str | None] | None = None  # posterior, title, trusted shown
 
         self._verdict_holder = LabelHolder()
         self.verdict = RichLines(self._verdict_holder)
@@ -371,14 +394,15 @@ class ColumnView(QFrame):
         self.move_left.setToolTip("" if index > 0 else "This is the first column already.")
         self.move_right.setToolTip("" if index < count - 1 else "This is the last column already.")
 
-    def set_header(self, column: Column, requested: int) -> None:
+    def set_header(self, column: Column, requested: int, trusted: str | None = None) -> None:
         """The title and its tooltip, the convergence warning: the posterior's and the sample
         count's, not the prediction's, so called again for the same two (every prediction of a
-        stroke) it returns at once."""
+        stroke) it returns at once. ``trusted``: the column of its set to read instead should its
+        chains disagree (its tier's exact inference, when converged), or None."""
         title = column.title(requested)
-        if self._header_for is not None and self._header_for[0] is column.posterior and self._header_for[1] == title:
+        if self._header_for == (column.posterior, title, trusted):
             return
-        self._header_for = (column.posterior, title)
+        self._header_for = (column.posterior, title, trusted)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
         from core.analysis.diagnostics import diagnostics_unavailable  # the engine is loaded by now
@@ -399,14 +423,16 @@ class ColumnView(QFrame):
         notes += [line] if (line := interval_mass_line(column.posterior.info)) else []
         fit = "".join(f"<br><br>{html.escape(line)}" for line in notes)
         self.title.setToolTip(html.escape(" ".join(tip)) + fit + "<br><br>" + "<br>".join(lines))
-        warning = convergence_warning(column.posterior.info)
+        warning = warning_html(column.posterior.info, trusted)
         if warning != self._warning:
             self._warning = warning
-            self.convergence.setText(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
-                                     if warning else "")
+            self.convergence.setText(warning or "")
             self.convergence.setToolTip("<br>".join(lines) + "<br><br>The column's menu (⋯) has "
                                         "Diagnostics… with each chain's trace and R̂ per class."
                                         if warning else "")
+
+    def _on_convergence_link_activated(self, link: str) -> None:
+        self.help_requested.emit(link.removeprefix(HELP_LINK))
 
     def show_column(self, column: Column, class_names: tuple[str, ...], level: float, full: int | None = None,
                     reference: Prediction | None = None, reference_info: dict | None = None) -> None:

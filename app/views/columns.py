@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.column import ColumnView
+from core.engine import tiers
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
 #: How long “Removed X — Undo” stays in the status bar.
 REMOVED_NOTE_MS = 20_000
 EMPTY_NOTE = "No posterior yet: add one with “Add posterior”, open a file (Ctrl+O) or train one (Ctrl+T)."
+
+
+def trusted_for(workspace: Workspace, column) -> str | None:
+    """The shown column to read instead of ``column`` should its chains disagree: its set's
+    reference (exact inference), when that is a column and its own chains converged."""
+    ref = workspace.reference_for(column)
+    if ref is None or ref.key not in workspace.column_keys():
+        return None
+    name = tiers.reference_words(ref.posterior.info)[0]
+    return name if name.startswith("Exact") else None
 
 
 class ColumnsPanel(QScrollArea):
@@ -38,6 +49,8 @@ class ColumnsPanel(QScrollArea):
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
     diagnostics_requested = Signal(str)
+    #: A column's term was clicked: open the Help paragraph of this anchor.
+    help_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,11 +86,12 @@ class ColumnsPanel(QScrollArea):
                 view.move_requested.connect(self.move_requested)
                 view.export_requested.connect(self.export_requested)
                 view.diagnostics_requested.connect(self.diagnostics_requested)
+                view.help_requested.connect(self.help_requested)
                 view.title_resized.connect(self.align_titles)
                 self.views[column.key] = view
             self.row.removeWidget(view)
             self.row.insertWidget(i, view, 1)
-            view.set_header(column, workspace.num_samples)
+            view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
             view.set_place(i, len(workspace.columns))
         # while any column says its chains disagree, all keep that room: plots stay aligned
         reserve = any(view.has_warning for view in self.views.values())
@@ -93,7 +107,7 @@ class ColumnsPanel(QScrollArea):
         for column in workspace.columns:
             view = self.views.get(column.key)
             if view is not None:
-                view.set_header(column, workspace.num_samples)
+                view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
         self.align_titles()  # a title's draw count may wrap it to another number of lines
 
     def show_prediction(self, workspace: Workspace, key: str) -> None:
@@ -101,7 +115,7 @@ class ColumnsPanel(QScrollArea):
         column = workspace.column(key)
         view = self.views.get(key)
         if column is not None and view is not None:
-            view.set_header(column, workspace.num_samples)
+            view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
             reference = workspace.reference_for(column)
             view.show_column(column, workspace.class_names, workspace.level,
                              full=column.samples(workspace.num_samples),

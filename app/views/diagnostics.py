@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
 from app.plots.convergence_plots import TRACE_TIP, RhatPlot, TracePlot
-from app.plots.style import WARNING
-from core.engine.naming import convergence_lines, convergence_warning, level_line, widening_line
+from app.views.column import HELP_LINK, warning_html
+from core.engine.naming import convergence_lines, level_line, widening_line
 
 #: Said of a stochastic-gradient sampler's log posterior trace, which is no exact value.
 MINI_BATCH_TIP = (
@@ -24,6 +24,10 @@ TRACE_NAMES = {"log_posterior": "log posterior", "param_norm": "weight norm â€–Î
 
 
 class DiagnosticsWindow(QDialog):
+    """Signals: help_requested(str anchor), when the red line's "What this means" is clicked."""
+
+    help_requested = Signal(str)
+
     def __init__(self, posterior, title: str, class_names: tuple[str, ...], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Diagnostics: {title}")
@@ -32,11 +36,12 @@ class DiagnosticsWindow(QDialog):
         layout = QVBoxLayout(self)
         heading = QLabel(f"<b>{html.escape(title)}</b>")
         layout.addWidget(heading)
-        warning = convergence_warning(info)
-        self.warning = QLabel(f"<span style='color:{WARNING}'><b>{html.escape(warning)}</b></span>"
-                              if warning else "")
+        warning = warning_html(info)
+        self.warning = QLabel(warning or "")
         self.warning.setVisible(bool(warning))
         self.warning.setWordWrap(True)
+        self.warning.setOpenExternalLinks(False)
+        self.warning.linkActivated.connect(lambda link: self.help_requested.emit(link.removeprefix(HELP_LINK)))
         layout.addWidget(self.warning)
         config = posterior.config if isinstance(getattr(posterior, "config", None), dict) else {}
         # how probable its draws are under the exact posterior, and what SGLD's step does to them

@@ -398,6 +398,24 @@ def convergence_warning(info: dict) -> str | None:
     return f"The chains disagree: this posterior may not have converged (R̂ {rhat_with_floor(record)})."
 
 
+def convergence_advice(info: dict, trusted: str | None = None) -> str | None:
+    """What a column's red convergence line (:func:`convergence_warning`) means for the person
+    reading it, and what to do, in plain words; None where there is no such line.
+
+    Chains that disagree ended in different places, so the pooled draws are not yet a fair
+    sample of the posterior: its spread (the intervals, the shading, the epistemic part) can be
+    too wide or too narrow. Only sampling longer brings chains together, and for a network that
+    can take many times the run (docs/convergence.md). ``trusted``: the name of a column of the
+    same set whose chains converged (a tier's exact inference), to be read instead.
+    """
+    if convergence_warning(info) is None:
+        return None
+    instead = f" {trusted} is the column to trust here." if trusted else ""
+    if within_shuffled(info["diagnostics"]):
+        return f"So read its spread and intervals as a rough guess; more draws per chain would tell.{instead}"
+    return f"So read its spread and intervals as a rough guess; a much longer run may fix it.{instead}"
+
+
 def convergence_lines(posterior: Posterior) -> list[str]:
     """What a posterior's file says about convergence, one sentence a line, for a person.
 

@@ -73,7 +73,7 @@ def test_confusion_matrices_carry_a_labelled_scale_under_them_at_the_column_widt
     assert texts[-1] == ("colour: mean probability given" if soft else "colour: share of the row's images")
     assert texts[:-1] == (["0", ".05", ".25", "1"] if soft else ["0", "5%", "25%", "100%"])
     boxes = [scale.mapRectToScene(box) for box, _ in scale.drawn[:-1]]
-    assert all(0 <= b.left() and b.right() <= plot.width() for b in boxes)  # none clipped
+    assert all(b.left() >= 0 and b.right() <= plot.width() for b in boxes)  # none clipped
     assert all(a.right() < b.left() for a, b in zip(boxes, boxes[1:], strict=False))  # none touch
     # the square-root scale: a quarter is written halfway along the strip
     assert abs(boxes[2].center().x() - strip.center().x()) <= 1.5

@@ -166,3 +166,26 @@ def test_a_samplers_column_tooltip_places_its_draws_against_exact_inference(qtbo
     assert "over all 4 × 1,000 draws of the run; the file keeps 30 of each chain&#x27;s" in tip
     assert "4 chains × 30 draws." in tip
     assert "wider in every direction" not in tip  # SGHMC's step widens its draws by 0.05 %: said of SGLD only
+
+
+def test_the_red_line_says_what_to_do_and_opens_its_help_paragraph(qtbot, window):
+    """A column whose chains disagree (R̂ 1.3) says what that means for the reader and what to do,
+    and its "What this means" opens the help at the paragraph on chains; one whose chains agree
+    (R̂ 1.005) says nothing (issue 47, item 9)."""
+    shaky = _sghmc_file("shaky", {**DISAGREE, "rhat_max": 1.3})
+    sound = _sghmc_file("sound", {**DISAGREE, "rhat_max": 1.005})
+    assert window.add_posterior(shaky) and window.add_posterior(sound)
+    view = window.column_views[str(shaky.resolve())]
+    text = view.convergence.text()
+    assert "(R̂ 1.30)" in text and "rough guess" in text and "longer run" in text
+    assert "What this means" in text
+    assert window.column_views[str(sound.resolve())].convergence.text() == ""
+    view.convergence.linkActivated.emit("help:chains")  # what a click on the link sends
+    dialog = window.help_dialog
+    qtbot.waitExposed(dialog)
+    bar = dialog.text.verticalScrollBar()
+    assert bar.value() > 0  # scrolled down to the paragraph, not left at the top
+    top = dialog.text.cursorForPosition(dialog.text.viewport().rect().topLeft())
+    top.select(top.SelectionType.BlockUnderCursor)
+    assert "Did the chains agree?" in top.selectedText() or "What the red line means" in top.selectedText()
+    dialog.close()
