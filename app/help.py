@@ -17,8 +17,10 @@ family of plausible models (its <i>draws</i>), and each draw gives every class a
 Each column is one way of building that family (the method is named in its header), judging the
 same input side by side.</p>
 <p><b>Draws per class.</b> One row per class. Shading (or one tick per draw, when there are
-few) shows where the draws put that class's probability, from 0 to 1. The diamond is the
-average and the line the credible interval. A wide row means the models disagree.</p>
+few) shows where the draws put that class's probability, from 0 to 1; the scale at its right
+goes from none of the class's draws (white) to all of them (dark blue), in square-root steps so
+that a few draws show (a quarter of them is halfway). The diamond is the average and the line
+the credible interval. A wide row means the models disagree.</p>
 <p><b>Mean probability and interval.</b> The average probability per class, with the range
 that holds the chosen share of the posterior (the Interval box) on average. With too few draws
 for that share the title says what the interval really holds: from 8 draws even the widest

@@ -59,10 +59,14 @@ class DrawsPlot(InputPlot):
     tooltip = (
         "Each row is a class. Every posterior draw (one plausible model) gives each class a "
         "probability between 0 and 1; the shading shows where the draws put it (darker: more "
-        "draws), or one tick per draw when there are few. The diamond is the average and the "
-        "line the credible interval. Rows that spread wide mean the models disagree."
+        "draws), or one tick per draw when there are few. The scale at the right: the share of "
+        "a class's draws in one stretch of probability, from none (white) to all (dark blue), "
+        "in square-root steps so that a few draws show (a quarter is halfway). The diamond is "
+        "the average and the line the credible interval. Rows that spread wide mean the models "
+        "disagree."
     )
     y_down = True
+    scale_room = 28.0  # its colour scale, none to all of a class's draws (only with the shading)
 
     def __init__(self, class_names: tuple[str, ...]) -> None:
         super().__init__(class_names)
@@ -94,6 +98,10 @@ class DrawsPlot(InputPlot):
     def clear_view(self) -> None:
         super().clear_view()
         self.set_title("Draws per class")
+
+    def paint_overlay(self, painter: QPainter) -> None:
+        if "heat" in self.values:  # ticks, one per draw, need no scale
+            self.paint_colour_scale(painter, self._table, ("0", "¼", "all"))
 
     def paint_data(self, painter: QPainter) -> None:
         v, k = self.values, len(self.class_names)

@@ -142,6 +142,12 @@ class RotatePanel(ModePanel):
         self.cancel.setVisible(False)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
+        # hidden between sweeps but keeping their room: the image, the slider and the Sweep
+        # button stay where they are when a sweep starts and ends (they jumped, issue 47 item 14)
+        for widget in (self.cancel, self.progress):
+            policy = widget.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            widget.setSizePolicy(policy)
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.choose_folder = QPushButton("Choose data folder…")

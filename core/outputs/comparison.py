@@ -31,6 +31,7 @@ from core.engine.files import check_output_folder as io_check_output_folder
 from core.engine.inference.base import ProgressRecord
 from core.engine.naming import (
     METHOD_DESCRIPTIONS,
+    convergence_advice,
     convergence_warning,
     plural,
 )
@@ -287,8 +288,9 @@ def _report_html(
         parts.append(f"<p>{html.escape(METHOD_DESCRIPTIONS.get(column.posterior.method, ''))}</p>")
         parts.append(_headline(column, names))
         warning = convergence_warning(column.posterior.info)
-        if warning:
-            parts.append(f'<p class="flag">{html.escape(warning)}</p>')
+        if warning:  # as the window's red line: what it records, then what that means and what to do
+            advice = convergence_advice(column.posterior.info)
+            parts.append(f'<p class="flag"><b>{html.escape(warning)}</b> {html.escape(advice or "")}</p>')
         for view, png in figures:
             parts.append("<figure>" + _img(png, f"{INPUT_VIEWS[view]}, {column.title}")
                          + f"<figcaption>{html.escape(INPUT_VIEWS[view])}</figcaption></figure>")

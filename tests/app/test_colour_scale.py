@@ -98,3 +98,32 @@ def test_exported_confusion_matrices_use_the_window_colours_and_scale():
     bar = next(ax for ax in fig.axes if ax.get_label() == "<colorbar>")
     assert [t.get_text() for t in bar.get_yticklabels()] == ["0", "0.05", "0.25", "1"]
     assert "square root" in bar.get_ylabel()
+
+
+@pytest.mark.parametrize("draws", [100, 20])
+def test_draws_shading_carries_its_scale_and_ticks_do_not(qtbot, draws):
+    """The draws-per-class shading (more than 30 draws) has its scale right of the data, none of
+    a class's draws (white) to all (dark blue); one tick per draw (30 or fewer) needs none."""
+    from app.plots.input_plot import FEW_DRAWS
+    from app.plots.input_views import DrawsPlot
+
+    plot = DrawsPlot(tuple(str(k) for k in range(10)))
+    qtbot.addWidget(plot)
+    plot.resize(220, 170)
+    plot.setVisible(True)
+    image = np.zeros((1, 1, 28, 28), np.float32)
+    image[0, 0, 6:22, 12:16] = 1.0
+    prediction = predict_image(load_posterior(resources_dir() / "models" / "paper_softmax_mc_dropout.pt"),
+                               torch.from_numpy(image), num_samples=draws)
+    plot.show(prediction, 0.9)
+    rect = plot.data_rect()
+    assert plot.width() - rect.right() >= DrawsPlot.scale_room
+    picture = plot.grab().toImage()
+    x = int(rect.right() + 8)
+    top, bottom = picture.pixelColor(x, int(rect.top()) + 2), picture.pixelColor(x, int(rect.bottom()) - 2)
+    expected_top = _stops_colour(SEQUENTIAL, 1.0)
+    if draws > FEW_DRAWS:
+        assert np.abs(np.array([top.red(), top.green(), top.blue()]) - expected_top).max() <= 8  # all: dark blue
+        assert min(bottom.red(), bottom.green(), bottom.blue()) > 235  # none: white
+    else:
+        assert min(top.red(), top.green(), top.blue()) > 235  # nothing painted there
