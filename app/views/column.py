@@ -59,11 +59,6 @@ def TWO_LINES() -> int:  # noqa: N802 (a constant once the fonts are known)
     return probe.sizeHint().height()
 
 
-#: The longest warning a column can show, to size the room every column keeps while one shows it
-#: (R̂ with two decimals above 1.1, in the longer "too few draws to tell" wording).
-ROOM_RECORD = {"diagnostics": {"status": "measured", "draws": 88, "rhat_max": 8.88, "rhat_max_shuffled": 8.88,
-                               "rhat_above_1_01": 0.5, "rhat_above_1_01_shuffled": 0.5}}
-
 VIEW_NAMES = {
     "histograms": "Draws per class",
     "interval": "Mean probability and interval",
@@ -87,10 +82,6 @@ OVERLAP_TIP = (
 
 #: A link to a Help paragraph: ``help:<anchor>`` (an anchor of :data:`app.help.HOW_TO_READ`).
 HELP_LINK = "help:"
-#: The longest name of a column to trust instead, for the warning's room.
-ROOM_TRUSTED = "Exact inference (HMC)"
-
-
 def warning_html(info: dict, trusted: str | None = None) -> str | None:
     """A column's red convergence line: what the file records (bold), what it means for the
     reader and what to do, and a link to its Help paragraph; None when the chains agree."""
@@ -282,7 +273,8 @@ class ColumnView(QFrame):
         self.convergence.setOpenExternalLinks(False)
         self.convergence.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
         self.convergence.linkActivated.connect(self._on_convergence_link_activated)
-        self._warning_room = QLabel(warning_html(ROOM_RECORD, ROOM_TRUSTED))
+        self._warning_room = QLabel()  # never shown: measures the row's warnings at this width
+        self._room_texts: list[str] = []
         self._warning_room.setWordWrap(True)
         self._warning_room.setTextFormat(Qt.TextFormat.RichText)
         self._warning = None
@@ -339,10 +331,18 @@ class ColumnView(QFrame):
         """Whether this column's file records chains that disagree."""
         return self._warning is not None
 
-    def reserve_warning_room(self, reserve: bool) -> None:
-        """Keep room for the convergence warning (blank when this column has none), or none."""
-        self._reserve_warning = reserve
-        self.convergence.setVisible(reserve)
+    @property
+    def warning(self) -> str | None:
+        """This column's convergence warning as shown (rich text), or None."""
+        return self._warning
+
+    def reserve_warning_room(self, warnings: list[str]) -> None:
+        """Keep the room the tallest of the row's convergence ``warnings`` takes at this column's
+        width (blank when this column has none), so that none is cut and none padded; none when
+        the list is empty."""
+        self._reserve_warning = bool(warnings)
+        self._room_texts = list(warnings)
+        self.convergence.setVisible(bool(warnings))
         self._fit_warning()
 
     def reserve_reference_room(self, reserve: bool) -> None:
@@ -365,7 +365,11 @@ class ColumnView(QFrame):
     def _fit_warning(self) -> None:
         width = self._verdict_holder.width()
         if self._reserve_warning and width > 0:
-            self.convergence.setFixedHeight(self._warning_room.heightForWidth(width) + 2)
+            heights = []
+            for text in self._room_texts:
+                self._warning_room.setText(text)
+                heights.append(self._warning_room.heightForWidth(width))
+            self.convergence.setFixedHeight(max(heights) + 2)
 
     def _fit_verdict(self) -> None:
         """The verdict's room for this width; a failure's longer sentence gets the room it needs."""

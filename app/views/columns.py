@@ -94,7 +94,8 @@ class ColumnsPanel(QScrollArea):
             view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
             view.set_place(i, len(workspace.columns))
         # while any column says its chains disagree, all keep that room: plots stay aligned
-        reserve = any(view.has_warning for view in self.views.values())
+        # (the room of the tallest of their warnings, so that none is cut and none is padded)
+        reserve = [view.warning for view in self.views.values() if view.warning]
         marked = any(workspace.reference_for(c) is not None for c in workspace.columns)
         for view in self.views.values():
             view.reserve_warning_room(reserve)

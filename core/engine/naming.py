@@ -412,8 +412,8 @@ def convergence_advice(info: dict, trusted: str | None = None) -> str | None:
         return None
     instead = f" {trusted} is the column to trust here." if trusted else ""
     if within_shuffled(info["diagnostics"]):
-        return f"So read its spread and intervals as a rough guess; more draws per chain would tell.{instead}"
-    return f"So read its spread and intervals as a rough guess; a much longer run may fix it.{instead}"
+        return f"So read its spread as a rough guess; more draws per chain would tell.{instead}"
+    return f"So read its spread as a rough guess; a much longer run may fix it.{instead}"
 
 
 def convergence_lines(posterior: Posterior) -> list[str]:

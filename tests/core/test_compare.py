@@ -138,7 +138,7 @@ def test_report_page_is_self_contained(exported):
     # the unconverged sampler says so, as its column in the window does; the input's size is stated
     recorded = load_posterior(SGHMC).info["diagnostics"]["rhat_max"]  # the R̂ its file records
     assert text.count("may not have converged") == 1 and f"(R̂ {recorded:.2f} (floor at these draws" in text
-    assert text.count("read its spread and intervals as a rough guess") == 1  # and what that means, as there
+    assert text.count("read its spread as a rough guess") == 1  # and what that means, as there
     assert "The input as the models see it (28 × 28 pixels)" in text
 
     assert (out / "input.png").read_bytes()[:8] == PNG_SIGNATURE
