@@ -16,12 +16,12 @@ HOW_TO_READ = """
 family of plausible models (its <i>draws</i>), and each draw gives every class a probability.
 Each column is one way of building that family (the method is named in its header), judging the
 same input side by side.</p>
-<p><b>Draws per class.</b> One row per class. Shading (or one tick per draw, when there are
+<a name="histograms"></a><p><b>Draws per class.</b> One row per class. Shading (or one tick per draw, when there are
 few) shows where the draws put that class's probability, from 0 to 1; the scale at its right
 goes from none of the class's draws (white) to all of them (dark blue), in square-root steps so
 that a few draws show (a quarter of them is halfway). The diamond is the average and the line
 the credible interval. A wide row means the models disagree.</p>
-<p><b>Mean probability and interval.</b> The average probability per class, with the range
+<a name="interval"></a><p><b>Mean probability and interval.</b> The average probability per class, with the range
 that holds the chosen share of the posterior (the Interval box) on average. With too few draws
 for that share the title says what the interval really holds: from 8 draws even the widest
 interval holds 78%, not 90% (19 draws give 90%). The red bar is the predicted class.</p>
@@ -32,7 +32,7 @@ is; on every other column of the set its average (—) and interval (thin line r
 are drawn in black, and the verdict says what it reads and how far the column is from it. When
 HMC's own chains have not converged the verdict says so ("HMC (not converged, R̂ …)"): its marks
 are then one more approximation, not the exact answer.</p>
-<p><b>Uncertainty (nats).</b> Total = aleatoric + epistemic, measured as entropy in nats
+<a name="entropy"></a><p><b>Uncertainty (nats).</b> Total = aleatoric + epistemic, measured as entropy in nats
 (0 = certain; the dashed line ln K is the most possible, every class equally likely).
 <i>Aleatoric</i>: each model on its own finds the input ambiguous, like a 4 that could be a 9;
 more training data would not help. <i>Epistemic</i>: the models disagree with each other,
@@ -40,9 +40,9 @@ typically because the input is unlike anything seen in training; more data would
 draws it reads low. For D-SGHMC, which drops random input pixels when it predicts, it is shown
 in two: <i>weights</i> (the models disagree) and <i>input masks</i> (noise of the dropped
 pixels, which no data removes).</p>
-<p><b>Variance per class.</b> The same split for each class's probability: green is the
+<a name="variance"></a><p><b>Variance per class.</b> The same split for each class's probability: green is the
 ambiguity within models, purple the disagreement between them.</p>
-<p><b>Class correlation.</b> Blue squares mark pairs of classes that trade belief between
+<a name="correlation"></a><p><b>Class correlation.</b> Blue squares mark pairs of classes that trade belief between
 draws: when one model favours the first class, it takes probability from the second.</p>
 <p><b>Overlap flag.</b> Under each header: how much the draws of the two most likely classes
 overlap (0 = apart, 1 = the same). Above 0.5 the input is flagged as uncertain.</p>

@@ -166,6 +166,8 @@ class InputPlot(QWidget):
     """
 
     export_requested = Signal(str)
+    #: The title was clicked: open the Help paragraph on this view (its anchor, the view key).
+    help_requested = Signal(str)
     view_key: ClassVar[str]
     tooltip: ClassVar[str]
     x_range: tuple[float, float] = (0.0, 1.0)
@@ -192,6 +194,7 @@ class InputPlot(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumHeight(70)
         self.setToolTip(self.tooltip)
+        self.setMouseTracking(True)  # the hand over the title, which opens its help
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
 
@@ -203,6 +206,21 @@ class InputPlot(QWidget):
         menu = QMenu(self)
         menu.addAction("Export this plot (PNG, SVG, CSV, JSON)…", lambda: self.export_requested.emit(self.view_key))
         menu.exec(self.mapToGlobal(pos))
+
+    def title_rect(self) -> QRectF:
+        """Where the title is painted: a click there opens its Help paragraph."""
+        return QRectF(0, 0, self.width(), QFontMetricsF(self._title_font).height() + 3)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        if event.button() == Qt.MouseButton.LeftButton and self.title_rect().contains(event.position()):
+            self.help_requested.emit(self.view_key)
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        over = self.title_rect().contains(event.position())
+        self.setCursor(Qt.CursorShape.PointingHandCursor if over else Qt.CursorShape.ArrowCursor)
+        super().mouseMoveEvent(event)
 
     # ------------------------------------------------------------------ what is drawn
 
@@ -299,7 +317,7 @@ class InputPlot(QWidget):
         self._update_tooltip()
 
     def _update_tooltip(self) -> None:
-        notes = [self._tip_note, *(a.toolTip() for a in self.class_axes())]
+        notes = [self._tip_note, *(a.toolTip() for a in self.class_axes()), "Click the title for its help."]
         tip = "\n\n".join([self.tooltip, *(n for n in notes if n)])
         if tip != self.toolTip():
             self.setToolTip(tip)

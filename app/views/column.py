@@ -303,6 +303,7 @@ class ColumnView(QFrame):
         for cls in INPUT_PLOTS:
             plot = cls(class_names)
             plot.export_requested.connect(lambda view: self.export_requested.emit(self.key, view))
+            plot.help_requested.connect(self.help_requested)
             self.plots[cls.view_key] = plot
             layout.addWidget(plot, stretch[cls.view_key])
 
