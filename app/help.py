@@ -50,7 +50,9 @@ chains agree; aim for 1.01, above 1.1 they disagree) and <i>ESS</i> (how many in
 the stored ones are worth). A column whose chains disagree says so in red under its title; its
 ⋯ menu → <i>Diagnostics…</i> shows each chain's trace and R̂ for each class.</p>
 <p><b>Rotate.</b> Turn a digit or letter with the slider, or press <i>Sweep</i> to see
-belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
+belief and uncertainty across 0–180° in the Sweep tab. Choose a corruption instead of the rotation
+(Gaussian noise, blur, contrast, a grey patch, a shift) to corrupt the image with the severity
+slider and sweep its severity from 0 to 5 (or move the patch across the image).</p>
 <p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or
 SVG with its numbers as CSV and JSON; File → Export comparison writes everything at once.</p>
 """

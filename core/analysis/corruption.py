@@ -53,20 +53,22 @@ def occlusion_positions(width: int) -> np.ndarray:
     return np.linspace(0.0, float(width), 15)
 
 
-def sweep_axis(name: str, side: int, severity: float | None = None) -> tuple[str, str]:
-    """(what was swept, the horizontal axis with its unit) in words, for an image of ``side`` px."""
+def sweep_axis(name: str, side: int, severity: float | None = None) -> tuple[str, str, str]:
+    """(what was swept, the horizontal axis with its unit, the same in fewer words) for an image
+    of ``side`` px."""
     corruption = corruption_named(name)
     if name == "occlusion":
         size = int(round((severity or 0.0) * side / 10.0))
-        return (f"a {size}×{size} px grey patch moved left to right across the middle",
-                "patch centre (pixels from the left)")
-    units = {
-        "noise": "noise σ = 0.08 per level",
-        "blur": f"blur σ = {side / 70.0:.2g} px per level",
-        "contrast": "contrast −19 % per level",
-        "shift": f"shift {side / 14.0:.2g} px per level",
+        return ("occlusion", f"centre of the {size}×{size} px patch (pixels from the left)",
+                "patch centre (px from left)")
+    units = {  # (in words, short)
+        "noise": ("noise σ = 0.08 per level", "σ 0.08/level"),
+        "blur": (f"blur σ = {side / 70.0:.2g} px per level", f"σ {side / 70.0:.2g} px/level"),
+        "contrast": ("contrast −19 % per level", "−19 %/level"),
+        "shift": (f"shift {side / 14.0:.2g} px per level", f"{side / 14.0:.2g} px/level"),
     }
-    return corruption.label.lower(), f"severity ({units[name]})"
+    words, short = units[name]
+    return corruption.label.lower(), f"severity ({words})", f"severity ({short})"
 
 
 def corrupted_images(
@@ -106,9 +108,11 @@ def corruption_sweep(
     All corrupted images go through the posterior as one batch, as the rotation sweep's do.
     """
     values, images = corrupted_images(image, name, severity, seed)
-    swept, axis = sweep_axis(name, int(min(images.shape[-2:])), severity)
+    swept, axis, short = sweep_axis(name, int(min(images.shape[-2:])), severity)
     batch = torch.from_numpy(images)
-    return batch_sweep(posterior, batch, values, num_samples, generator, level, swept=swept, axis=axis)
+    parameter = "patch_centre_px" if name == "occlusion" else "severity"
+    return batch_sweep(posterior, batch, values, num_samples, generator, level, swept=swept, axis=axis,
+                       parameter=parameter, axis_short=short)
 
 
 def corruption_sweeps(

@@ -680,6 +680,10 @@ class RotationSweep:
     #: and what ``angles`` holds, with its unit (the plots' horizontal axis)
     swept: str = "rotation"
     axis: str = "angle (degrees)"
+    #: the swept quantity's column name in tables ("angle", "severity", "patch_centre_px")
+    parameter: str = "angle"
+    #: ``axis`` in fewer words, for a narrow plot ("" when ``axis`` is short already)
+    axis_short: str = ""
 
 
 def rotation_angles(stop: float = 180.0, step: float = 10.0, start: float = 0.0) -> np.ndarray:
@@ -718,6 +722,8 @@ def batch_sweep(
     level: float = 0.9,
     swept: str = "rotation",
     axis: str = "angle (degrees)",
+    parameter: str = "angle",
+    axis_short: str = "",
 ) -> RotationSweep:
     """Predict ``batch`` (A, C, H, W), one image per swept value ``values`` (A,), as one batch and
     summarise it per value: the shared half of the rotation and corruption sweeps."""
@@ -736,6 +742,8 @@ def batch_sweep(
         expected_coverage=expected_coverage(samples.shape[0], level),
         swept=swept,
         axis=axis,
+        parameter=parameter,
+        axis_short=axis_short,
     )
 
 

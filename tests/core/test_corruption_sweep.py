@@ -52,8 +52,8 @@ def test_an_occlusion_sweep_moves_the_patch_across_and_says_so(posteriors, sets)
     data, _ = sets
     sweep = corruption_sweep(posteriors["paper_softmax_hmc"], data.x[0], "occlusion", severity=3)
     assert sweep.angles[0] == 0 and sweep.angles[-1] == 28 and np.all(np.diff(sweep.angles) > 0)
-    assert sweep.axis == "patch centre (pixels from the left)"
-    assert "8×8" in sweep.swept  # round(3 · 28 / 10)
+    assert sweep.axis == "centre of the 8×8 px patch (pixels from the left)"  # round(3 · 28 / 10)
+    assert sweep.swept == "occlusion" and sweep.parameter == "patch_centre_px"
     with pytest.raises(ValueError, match="severity above 0"):
         corruption_sweep(posteriors["paper_softmax_hmc"], data.x[0], "occlusion", severity=0)
 
