@@ -41,6 +41,7 @@ class SweepController(QObject):
         runs already or there is no column)."""
         from core.analysis.corruption import corruption_sweeps
         from core.analysis.metrics import rotation_sweeps
+        from core.engine.data.corruptions import CORRUPTIONS
 
         if self.worker is not None or not self.workspace.columns:
             return False
@@ -52,7 +53,7 @@ class SweepController(QObject):
             severity = self.rotate_panel.sweep_severity()
             run = corruption_sweeps(items, image, kind, severity, level=self.workspace.level)
             words = ("moving the patch across" if kind == "occlusion" else
-                     f"with {self.rotate_panel.kind.currentText().lower()} at severities 0–5")
+                     f"with {CORRUPTIONS[kind].in_sentence} at severities 0–5")
         worker = generator_worker(run)
         worker.yielded.connect(self._on_worker_yielded)
         swept = np.array(image, dtype=np.float32)  # a copy: the panel's image may change meanwhile

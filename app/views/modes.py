@@ -315,7 +315,7 @@ class RotatePanel(ModePanel):
             # one fixed draw (seed 0), so the slider only scales it; the patch in the middle
             options = {"position": (0.5, 0.5)} if kind == "occlusion" else {}
             shown = corrupt(shown, kind, severity, 0, **options)
-            label += f", {CORRUPTIONS[kind].label.lower()} at severity {severity:g}"
+            label += f", {CORRUPTIONS[kind].in_sentence} at severity {severity:g}"
         self._show_thumbnail(shown)
         return shown, label
 
@@ -364,7 +364,7 @@ class RotatePanel(ModePanel):
         self.sweep.setText(sweep_button_words(kind))
         self.sweep.setToolTip({"rotation": self.ROTATION_TIP, "occlusion": self.OCCLUSION_TIP}.get(kind, self.SEVERITY_TIP))
         if kind != "rotation":
-            self.severity.setToolTip(f"How strong the {CORRUPTIONS[kind].label.lower()} of the image shown is, "
+            self.severity.setToolTip(f"How strong the {CORRUPTIONS[kind].in_sentence} of the image shown is, "
                                      f"0 (none) to 5: {CORRUPTIONS[kind].scale} (Left/Right keys step one level)")
         self._on_changed()
 

@@ -68,7 +68,7 @@ def sweep_axis(name: str, side: int, severity: float | None = None) -> tuple[str
         "shift": (f"shift {side / 14.0:.2g} px per level", f"{side / 14.0:.2g} px/level"),
     }
     words, short = units[name]
-    return corruption.label.lower(), f"severity ({words})", f"severity ({short})"
+    return corruption.in_sentence, f"severity ({words})", f"severity ({short})"
 
 
 def corrupted_images(

@@ -87,7 +87,7 @@ def test_a_noise_sweep_runs_for_every_column_and_says_what_it_swept(qtbot, windo
     panel.kind.setCurrentIndex(panel.kind.findData("noise"))
     panel.severity.setValue(2)
     settle(qtbot, window)
-    assert "gaussian noise at severity 2" in window.workspace.input_label
+    assert "Gaussian noise at severity 2" in window.workspace.input_label
     with qtbot.waitSignal(panel.sweep_requested, timeout=5_000):
         panel.sweep.click()
     qtbot.waitUntil(lambda: window.sweeps.worker is None, timeout=120_000)

@@ -38,7 +38,7 @@ def test_a_noise_sweep_visits_severities_0_to_5_and_starts_at_the_clean_predicti
     posterior = posteriors["paper_softmax_hmc"]  # fixed draws: a deterministic predictive
     sweep = corruption_sweep(posterior, data.x[0], "noise")
     assert np.array_equal(sweep.angles, np.arange(0, 5.01, 0.5))
-    assert sweep.axis == "severity (noise σ = 0.08 per level)" and sweep.swept == "gaussian noise"
+    assert sweep.axis == "severity (noise σ = 0.08 per level)" and sweep.swept == "Gaussian noise"
     clean = posterior.predict_proba(data.x[:1]).double().mean(0)[0].numpy()
     assert np.allclose(sweep.mean[0], clean, atol=1e-6)
     # the image at the last severity is the corruption function's, judged as such
