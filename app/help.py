@@ -63,7 +63,9 @@ says whether its chains now agree. For a network this can take many times the fi
 bundled network samplers keep their red lines on purpose, to show what a sampler that has not
 converged looks like.</p>
 <p><b>Rotate.</b> Turn a digit or letter with the slider, or press <i>Sweep</i> to see
-belief and uncertainty across 0–180° in the Rotation sweep tab.</p>
+belief and uncertainty across 0–180° in the Sweep tab. Choose a corruption instead of the rotation
+(Gaussian noise, blur, contrast, a grey patch, a shift) to corrupt the image with the severity
+slider and sweep its severity from 0 to 5 (or move the patch across the image).</p>
 <p><b>Export.</b> Right-click any plot (or use the ⋯ menu of a column) to save it as PNG or
 SVG with its numbers as CSV and JSON; File → Export comparison writes everything at once.</p>
 """

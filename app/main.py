@@ -116,8 +116,8 @@ class MainWindow(QMainWindow):
         self.views = QTabWidget()
         self.views.addTab(self.columns_scroll, "This input")
         self.views.setTabToolTip(0, "Every posterior's belief about the current input, side by side")
-        self.views.addTab(self.sweep_view, "Rotation sweep")
-        self.views.setTabToolTip(1, "How belief changes as the image is rotated (Rotate tab → Sweep)")
+        self.views.addTab(self.sweep_view, "Sweep")
+        self.views.setTabToolTip(1, "How belief changes as the image is rotated or corrupted (Rotate tab → Sweep)")
         # The Dataset tab is built when first opened: it needs the engine (torch), which the
         # launcher loads after the window is shown.
         self._dataset_view = None
@@ -342,7 +342,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ input
     MODE_HINTS = {
         "Draw": "Draw a digit with the mouse or a pen. Ctrl+Z undoes a stroke, Delete clears.",
-        "Rotate": "Pick an image and turn it with the slider; Ctrl+R sweeps 0–180°.",
+        "Rotate": "Pick an image and turn it with the slider, or corrupt it (Sweep: noise, blur, …); Ctrl+R sweeps.",
         "Image": "Open a picture of a digit, or a photo for the posteriors of your own images (Ctrl+I), or drop one on the window.",
         "Face": "Open a photo with a face (Ctrl+I) or drop one on the window; the columns judge its age group.",
     }

@@ -69,14 +69,14 @@ class ExportController(QObject):
         return written
 
     def sweep_dialog(self, key: str) -> None:
-        """Ask where, then write one column's rotation sweep (figure and numbers)."""
+        """Ask where, then write one column's rotation or corruption sweep (figure and numbers)."""
         from core.outputs.input_figures import export_sweep
 
         column = self.workspace.column(key)
         if column is None or column.sweep is None:
             return
         title = column.title(self.workspace.num_samples)
-        path = self.ask_plot_path(f"{slug(title)}-rotation-sweep.png")
+        path = self.ask_plot_path(f"{slug(title)}-{slug(column.sweep.swept)}-sweep.png")
         if path is None:
             return
         try:

@@ -80,14 +80,15 @@ MENUS: tuple[tuple[str, tuple[Entry, ...]], ...] = (
         MenuAction("view.face", "Face mode", lambda w: w.modes.setCurrentWidget(w.face_panel), "Ctrl+4"),
         SEPARATOR,
         MenuAction("view.this_input", "This input", lambda w: w.views.setCurrentIndex(0), "Alt+1"),
-        MenuAction("view.sweep", "Rotation sweep", lambda w: w.views.setCurrentIndex(1), "Alt+2"),
+        MenuAction("view.sweep", "Sweep", lambda w: w.views.setCurrentIndex(1), "Alt+2"),
         MenuAction("view.dataset", "Dataset", lambda w: w.views.setCurrentIndex(2), "Alt+3"),
         MenuAction("view.clear_cache", "Clear cached evaluations", lambda w: w.dataset_view.clear_cache(),
                    tip="Forget the Dataset tab's stored results; the next evaluation recomputes them"),
         SEPARATOR,
         Submenu("view.device", "Compute on", lambda w: w.device_menu),
-        MenuAction("view.run_sweep", "Run the rotation sweep", lambda w: w.run_sweep(), "Ctrl+R",
-                   "Rotate the Rotate tab's image from 0° to 180° and plot every column against the angle"),
+        MenuAction("view.run_sweep", "Run the sweep", lambda w: w.run_sweep(), "Ctrl+R",
+                   "Rotate the Rotate tab's image from 0° to 180° (or corrupt it at severities 0–5, as its Sweep "
+                   "choice says) and plot every column against the angle or the severity"),
     )),
     ("&Posterior", (
         Submenu("posterior.add", "Add posterior", lambda w: w.add_menu),

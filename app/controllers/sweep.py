@@ -1,6 +1,7 @@
-"""The rotation sweep: every column judges the Rotate tab's image turned from 0° to 180°, in a
-worker (:func:`core.analysis.metrics.rotation_sweeps`); the Rotate tab shows its progress and
-the Rotation sweep tab its plots."""
+"""The sweeps: every column judges the Rotate tab's image turned from 0° to 180°
+(:func:`core.analysis.metrics.rotation_sweeps`), or corrupted at severities 0–5 or with a patch
+moved across it (:func:`core.analysis.corruption.corruption_sweeps`), in a worker; the Rotate tab
+shows its progress and the Sweep tab its plots."""
 
 from __future__ import annotations
 
@@ -30,27 +31,39 @@ class SweepController(QObject):
         self.sweep_view = sweep_view
         self.views = views
         self.worker = None
-        self.swept: np.ndarray | None = None  # the unrotated image of the sweep shown
+        self.swept: np.ndarray | None = None  # the image the sweep shown started from (Rotate tab's sweep_base)
         rotate_panel.sweep_requested.connect(self.start)
         workspace.input_changed.connect(self._on_workspace_input_changed)
         rotate_panel.sweep_cancelled.connect(self.cancel)
 
     def start(self, image: np.ndarray, label: str) -> bool:
-        """Sweep ``image`` with every column (False when one runs already or there is no column)."""
+        """Sweep ``image`` with every column, as the Rotate tab's sweep choice says (False when one
+        runs already or there is no column)."""
+        from core.analysis.corruption import corruption_sweeps
         from core.analysis.metrics import rotation_sweeps
+        from core.engine.data.corruptions import CORRUPTIONS
 
         if self.worker is not None or not self.workspace.columns:
             return False
         items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
-        worker = generator_worker(rotation_sweeps(items, image, level=self.workspace.level))
+        kind = self.rotate_panel.sweep_kind()
+        if kind == "rotation":
+            run, words = rotation_sweeps(items, image, level=self.workspace.level), "from 0° to 180°"
+        else:
+            severity = self.rotate_panel.sweep_severity()
+            run = corruption_sweeps(items, image, kind, severity, level=self.workspace.level)
+            words = ("moving the patch across" if kind == "occlusion" else
+                     f"with {CORRUPTIONS[kind].in_sentence} at severities 0–5")
+        worker = generator_worker(run)
         worker.yielded.connect(self._on_worker_yielded)
         swept = np.array(image, dtype=np.float32)  # a copy: the panel's image may change meanwhile
-        worker.returned.connect(lambda sweeps, label=label, swept=swept: self._on_worker_returned(sweeps, label, swept))
+        worker.returned.connect(lambda sweeps, label=label, swept=swept, kind=kind:
+                                self._on_worker_returned(sweeps, label, swept, kind))
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self.worker = worker
         self.rotate_panel.set_sweep_running(True)
-        self.window.statusBar().showMessage(f"Sweeping {label} from 0° to 180°…")
+        self.window.statusBar().showMessage(f"Sweeping {label} {words}…")
         worker.start()
         return True
 
@@ -63,13 +76,13 @@ class SweepController(QObject):
         self.rotate_panel.progress.setMaximum(record.total)
         self.rotate_panel.progress.setValue(record.step)
 
-    def _on_worker_returned(self, sweeps: dict, label: str, image: np.ndarray) -> None:
+    def _on_worker_returned(self, sweeps: dict, label: str, image: np.ndarray, kind: str = "rotation") -> None:
         items = []
         for column in self.workspace.columns:
             if column.key in sweeps:
                 column.sweep = sweeps[column.key]
                 items.append((column.key, column.title(self.workspace.num_samples), column.sweep))
-        self.sweep_view.show_sweeps(label, items, self.workspace.class_names)
+        self.sweep_view.show_sweeps(label, items, self.workspace.class_names, kind=kind)
         self.swept = image
         self.views.setCurrentWidget(self.sweep_view)
         self.window.statusBar().showMessage("Sweep done.", 5000)
@@ -80,7 +93,8 @@ class SweepController(QObject):
         if self.swept is None:
             return
         if self.rotate_panel.isVisible():  # the Rotate tab is the one shown
-            current = self.rotate_panel.base_image()[0]  # turning the swept image keeps its sweep
+            # turning the image (rotation sweep) or corrupting it (corruption sweep) keeps its sweep
+            current = self.rotate_panel.sweep_base()[0]
         else:
             current = self.workspace.image
         same = (isinstance(current, np.ndarray) and current.shape == self.swept.shape

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.views.canvas import DrawingCanvas
 from app.views.square import SquareContainer
+from core.engine.data.corruptions import CORRUPTIONS, MAX_SEVERITY, corrupt
 from core.engine.data.preprocess import EmptyDrawingError, load_image, rotate_image, to_mnist
 
 #: Below this share of the canvas the drawing is scaled up a lot and thin strokes blur.
@@ -97,13 +98,31 @@ class DrawPanel(ModePanel):
         return ""
 
 
+#: What the Rotate tab sweeps, by key: the rotation, or one corruption of
+#: :mod:`core.engine.data.corruptions` (its severity slider then corrupts the image shown).
+SWEEP_KINDS: tuple[tuple[str, str], ...] = (("rotation", "Rotation"),
+                                            *((c.name, c.label) for c in CORRUPTIONS.values()))
+
+
+def sweep_button_words(kind: str) -> str:
+    """The sweep button's words for ``kind`` (the Sweep tab names the button the same way)."""
+    if kind == "rotation":
+        return "Sweep 0–180°"
+    if kind == "occlusion":
+        return "Move the patch across"
+    return "Sweep severity 0–5"
+
+
 class RotatePanel(ModePanel):
-    """A digit, a letter or the drawing, rotated by a slider; and the 0–180° sweep.
+    """A digit, a letter or the drawing, rotated by a slider and, when a corruption is chosen,
+    corrupted by a severity slider; and the sweep of the angle (0–180°), of the severity (0–5),
+    or of the occluding patch's place.
 
     Signals
     -------
     sweep_requested(object, str)
-        The unrotated 28×28 image and its label.
+        The image to sweep and its label: unrotated for the rotation sweep, turned by the angle
+        slider for a corruption sweep (:meth:`sweep_kind` says which).
     data_folder_requested
         The person wants to choose the data folder (it holds ``mnist/``, ``notmnist/``).
     download_requested(str)
@@ -116,6 +135,15 @@ class RotatePanel(ModePanel):
     data_folder_requested = Signal()
     download_requested = Signal(str)
     SOURCES = (("drawing", "Your drawing or image"), ("mnist-test", "An MNIST test digit"), ("notmnist", "A notMNIST letter"))
+    ROTATION_TIP = ("Rotate the image from 0° to 180° in 10° steps and plot, for every column, how the class "
+                    "probabilities and the uncertainties change with the angle (Gal & Ghahramani's rotated-digit "
+                    "figure)")
+    SEVERITY_TIP = ("Corrupt the image shown (turned by the angle) at severities 0 to 5 in half levels and plot, "
+                    "for every column, how the class probabilities and the uncertainties change with the "
+                    "severity (as MNIST-C and CIFAR-C grade their corruptions)")
+    OCCLUSION_TIP = ("Move a grey patch, of the size the severity slider sets, from the left edge to the right "
+                     "edge across the middle of the image shown, and plot for every column how the class "
+                     "probabilities and the uncertainties change with where it lies")
 
     def __init__(self, load_dataset, parent: QWidget | None = None) -> None:
         """``load_dataset(name)`` returns a core Dataset or raises with a message in words."""
@@ -136,8 +164,18 @@ class RotatePanel(ModePanel):
         self.angle.setPageStep(10)
         self.angle_label = QLabel("0°")
         self.angle_label.setMinimumWidth(36)
-        self.sweep = QPushButton("Sweep 0–180°")
-        self.sweep.setToolTip("Rotate the image from 0° to 180° in 10° steps and plot, for every column, how the class probabilities and the uncertainties change with the angle (Gal & Ghahramani's rotated-digit figure)")
+        self.kind = QComboBox()
+        for key, text in SWEEP_KINDS:
+            self.kind.addItem(text, key)
+        self.kind.setToolTip("What the sweep changes: the angle, or a corruption of the image (Gaussian noise, "
+                             "blur, contrast, a grey patch, a shift) whose severity the slider below sets")
+        self.severity = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=int(MAX_SEVERITY), value=0)
+        self.severity.setPageStep(1)
+        self.severity.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.severity_label = QLabel("0")
+        self.severity_label.setMinimumWidth(36)
+        self.sweep = QPushButton(sweep_button_words("rotation"))
+        self.sweep.setToolTip(self.ROTATION_TIP)
         self.cancel = QPushButton("Cancel")
         self.cancel.setVisible(False)
         self.progress = QProgressBar()
@@ -172,6 +210,19 @@ class RotatePanel(ModePanel):
         angle.addWidget(QLabel("Angle"))
         angle.addWidget(self.angle, 1)
         angle.addWidget(self.angle_label)
+        kind_label = QLabel("S&weep")
+        kind_label.setBuddy(self.kind)  # Alt+W reaches the choice from the keyboard
+        kind = QHBoxLayout()
+        kind.addWidget(kind_label)
+        kind.addWidget(self.kind, 1)
+        self.severity_row = QWidget()
+        severity = QHBoxLayout(self.severity_row)
+        severity.setContentsMargins(0, 0, 0, 0)
+        severity_name = QLabel("Se&verity")
+        severity_name.setBuddy(self.severity)  # Alt+V
+        severity.addWidget(severity_name)
+        severity.addWidget(self.severity, 1)
+        severity.addWidget(self.severity_label)
         sweep = QHBoxLayout()
         sweep.addWidget(self.sweep, 1)
         sweep.addWidget(self.cancel)
@@ -184,6 +235,8 @@ class RotatePanel(ModePanel):
         layout.addWidget(self.download)
         layout.addWidget(self.thumbnail, 1)
         layout.addLayout(angle)
+        layout.addLayout(kind)
+        layout.addWidget(self.severity_row)
         layout.addLayout(sweep)
         layout.addWidget(self.progress)
 
@@ -192,10 +245,13 @@ class RotatePanel(ModePanel):
         self.random.clicked.connect(self._on_random_clicked)
         self.angle.valueChanged.connect(self._on_changed)
         self.angle.sliderReleased.connect(self._on_changed)
+        self.kind.currentIndexChanged.connect(self._on_kind_changed)
+        self.severity.valueChanged.connect(self._on_changed)
         self.sweep.clicked.connect(self._on_sweep_clicked)
         self.cancel.clicked.connect(self.sweep_cancelled)
         self.choose_folder.clicked.connect(self.data_folder_requested)
         self.download.clicked.connect(self._on_download_clicked)
+        self._on_kind_changed()
         self._on_source_changed()
 
     # ------------------------------------------------------------------ state
@@ -235,15 +291,39 @@ class RotatePanel(ModePanel):
         kind = "MNIST test digit" if key == "mnist-test" else "notMNIST letter"
         return data.x[i, 0].numpy(), f"{kind} #{i} (a {label})"
 
+    def sweep_kind(self) -> str:
+        """What the sweep changes: ``"rotation"`` or a corruption's name."""
+        return self.kind.currentData()
+
+    def sweep_severity(self) -> float:
+        """The severity slider's value (0 while the rotation is swept)."""
+        return 0.0 if self.sweep_kind() == "rotation" else float(self.severity.value())
+
+    def sweep_base(self) -> tuple[np.ndarray | None, str]:
+        """The image a sweep of the chosen kind starts from, and its label: the unrotated image for
+        the rotation sweep, the image turned by the angle slider for a corruption sweep."""
+        image, label = self.base_image()
+        if image is None or self.sweep_kind() == "rotation":
+            return image, label
+        degrees = self.angle.value()
+        return rotate_image(image, degrees), (f"{label} rotated {degrees}°" if degrees else label)
+
     def current_input(self) -> tuple[np.ndarray | None, str]:
         image, label = self.base_image()
         self._show_message(image, label)
         if image is None:
             return None, ""
         degrees = self.angle.value()
-        rotated = rotate_image(image, degrees)
-        self._show_thumbnail(rotated)
-        return rotated, f"{label} rotated {degrees}°"
+        shown = rotate_image(image, degrees)
+        label = f"{label} rotated {degrees}°"
+        kind, severity = self.sweep_kind(), self.sweep_severity()
+        if severity > 0:
+            # one fixed draw (seed 0), so the slider only scales it; the patch in the middle
+            options = {"position": (0.5, 0.5)} if kind == "occlusion" else {}
+            shown = corrupt(shown, kind, severity, 0, **options)
+            label += f", {CORRUPTIONS[kind].in_sentence} at severity {severity:g}"
+        self._show_thumbnail(shown)
+        return shown, label
 
     def set_sweep_running(self, running: bool) -> None:
         self.sweep.setEnabled(not running)
@@ -259,7 +339,8 @@ class RotatePanel(ModePanel):
         self.message.setText(self._sample_line if sample else "" if image is not None else text)
         self.choose_folder.setVisible(missing or bool(sample))
         self.download.setVisible(missing and self._missing is not None and self._missing.downloadable)
-        self.sweep.setEnabled(image is not None and not self.cancel.isVisible())
+        sizeless = self.sweep_kind() == "occlusion" and self.severity.value() == 0  # no patch to move
+        self.sweep.setEnabled(image is not None and not self.cancel.isVisible() and not sizeless)
         if image is None:
             self.thumbnail.clear()
 
@@ -283,8 +364,19 @@ class RotatePanel(ModePanel):
         self.random.setEnabled(from_set)
         self._on_changed()
 
+    def _on_kind_changed(self) -> None:
+        kind = self.sweep_kind()
+        self.severity_row.setVisible(kind != "rotation")
+        self.sweep.setText(sweep_button_words(kind))
+        self.sweep.setToolTip({"rotation": self.ROTATION_TIP, "occlusion": self.OCCLUSION_TIP}.get(kind, self.SEVERITY_TIP))
+        if kind != "rotation":
+            self.severity.setToolTip(f"How strong the {CORRUPTIONS[kind].in_sentence} of the image shown is, "
+                                     f"0 (none) to 5: {CORRUPTIONS[kind].scale} (Left/Right keys step one level)")
+        self._on_changed()
+
     def _on_changed(self) -> None:
         self.angle_label.setText(f"{self.angle.value()}°")
+        self.severity_label.setText(str(self.severity.value()))
         self.current_input()  # the panel's own thumbnail and message follow at once; the window reads on its tick
         self.input_changed.emit()
 
@@ -296,7 +388,7 @@ class RotatePanel(ModePanel):
             self.download_requested.emit(self._missing.name)
 
     def _on_sweep_clicked(self) -> None:
-        image, label = self.base_image()
+        image, label = self.sweep_base()
         if image is not None:
             self.sweep_requested.emit(image, label)
 

@@ -1,6 +1,7 @@
-"""The rotation sweep, one column per posterior: class probabilities (the mean p̄ of the draws
-and the credible band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
-rotated-digit figure). Draws :class:`core.analysis.metrics.RotationSweep` results."""
+"""The sweep, one column per posterior: class probabilities (the mean p̄ of the draws and the
+credible band) and total / aleatoric / epistemic uncertainty against the angle (Gal & Ghahramani's
+rotated-digit figure), a corruption's severity or an occluding patch's place. Draws
+:class:`core.analysis.metrics.RotationSweep` results, whose ``axis`` names the horizontal axis."""
 
 from __future__ import annotations
 
@@ -23,15 +24,15 @@ if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see ap
 MIN_PROBABILITY = 0.1
 
 PROBABILITY_TIP = (
-    "How each class's probability changes as the image turns. The line is the mean probability "
+    "How each class's probability changes as the image turns or is corrupted. The line is the mean probability "
     "over the draws (p̄, the number This input shows) and the shaded band the credible interval "
     "(the Interval box sets its level). "
     "Only classes that reach 0.1 somewhere are drawn."
 )
 UNCERTAINTY_TIP = (
-    "Uncertainty in nats against the angle. Total (grey) = aleatoric (green: the image is "
+    "Uncertainty in nats against the angle or the corruption. Total (grey) = aleatoric (green: the image is "
     "ambiguous) + epistemic (purple: the models disagree). Epistemic uncertainty usually rises "
-    "where the rotated image looks like nothing in the training data."
+    "where the image looks like nothing in the training data."
 )
 
 
@@ -52,7 +53,7 @@ class SweepColumn(QFrame):
             plot.setToolTip(tip)
             plot.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
             plot.customContextMenuRequested.connect(lambda pos, p=plot: self._on_context_menu_requested(p, pos))
-            plot.set_bottom_label("angle (degrees)")
+            plot.set_bottom_label(*(w for w in (sweep.axis, sweep.axis_short) if w))
             plot.getPlotItem().showGrid(x=True, y=True, alpha=0.2)
         p = self.probability.getPlotItem()
         from core.outputs.palette import sweep_probability_words
@@ -110,7 +111,8 @@ class SweepView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.label = QLabel("No sweep yet: in the Rotate tab, pick an image and press “Sweep 0–180°”.")
+        self.label = QLabel("No sweep yet: in the Rotate tab, pick an image, choose what to sweep (the angle or a "
+                            "corruption) and press the sweep button.")
         self.label.setWordWrap(True)
         self.row = QHBoxLayout()
         self.row.setContentsMargins(0, 0, 0, 0)
@@ -125,12 +127,18 @@ class SweepView(QWidget):
         layout.addWidget(scroll, 1)
         self.columns: dict[str, SweepColumn] = {}
         self.swept_label = ""
+        self.kind = "rotation"
+        self.described = ""  # the first column's horizontal axis, in words
         self.stale = False
 
-    def show_sweeps(self, label: str, items: list[tuple[str, str, RotationSweep]], class_names: tuple[str, ...]) -> None:
-        """``items``: (key, title, sweep) per column, in column order."""
+    def show_sweeps(self, label: str, items: list[tuple[str, str, RotationSweep]], class_names: tuple[str, ...],
+                    kind: str = "rotation") -> None:
+        """``items``: (key, title, sweep) per column, in column order; ``kind`` what was swept
+        (``"rotation"`` or a corruption's name)."""
         self.clear_sweeps()
         self.swept_label = label
+        self.kind = kind
+        self.described = items[0][2].axis if items else ""
         self.stale = False
         self.label.setText(self._words())
         for key, title, sweep in items:
@@ -150,10 +158,21 @@ class SweepView(QWidget):
             column.setEnabled(not stale)
 
     def _words(self) -> str:
+        from app.views.modes import sweep_button_words
+
         if self.stale:
             return (f"An earlier image's sweep ({self.swept_label}): the image now shown has not been "
-                    "swept. Press “Sweep 0–180°” in the Rotate tab to sweep it.")
-        return f"Rotation sweep of {self.swept_label}, 0–180° in 10° steps."
+                    f"swept. Press “{sweep_button_words(self.kind)}” in the Rotate tab to sweep it.")
+        if self.kind == "rotation":
+            return f"Rotation sweep of {self.swept_label}, 0–180° in 10° steps."
+        if self.kind == "occlusion":
+            return (f"Occlusion sweep of {self.swept_label}: a grey patch moved from the left edge to the right "
+                    f"edge across the middle ({self.described}).")
+        from core.engine.data.corruptions import CORRUPTIONS
+
+        corruption = CORRUPTIONS[self.kind]
+        return (f"{corruption.label} sweep of {self.swept_label}, severity 0–5 in half levels "
+                f"({corruption.scale}).")
 
     def clear_sweeps(self) -> None:
         for column in self.columns.values():

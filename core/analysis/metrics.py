@@ -676,6 +676,14 @@ class RotationSweep:
     #: the share of the posterior the band holds on average at this number of draws
     #: (:func:`core.analysis.uncertainty.expected_coverage`), below ``level`` with too few
     expected_coverage: float | None = None
+    #: what was swept, in words ("rotation", "Gaussian noise": :mod:`core.analysis.corruption`),
+    #: and what ``angles`` holds, with its unit (the plots' horizontal axis)
+    swept: str = "rotation"
+    axis: str = "angle (degrees)"
+    #: the swept quantity's column name in tables ("angle", "severity", "patch_centre_px")
+    parameter: str = "angle"
+    #: ``axis`` in fewer words, for a narrow plot ("" when ``axis`` is short already)
+    axis_short: str = ""
 
 
 def rotation_angles(stop: float = 180.0, step: float = 10.0, start: float = 0.0) -> np.ndarray:
@@ -702,10 +710,27 @@ def rotation_sweep(
     image = torch.as_tensor(image, dtype=torch.float32)
     image = image.reshape(1, 1, *image.shape[-2:])
     batch = rotate(image.expand(len(angles), -1, -1, -1), torch.as_tensor(angles, dtype=torch.float32))
+    return batch_sweep(posterior, batch, angles, num_samples, generator, level)
+
+
+def batch_sweep(
+    posterior: Posterior,
+    batch: torch.Tensor,
+    values: np.ndarray,
+    num_samples: int | None = None,
+    generator: torch.Generator | None = None,
+    level: float = 0.9,
+    swept: str = "rotation",
+    axis: str = "angle (degrees)",
+    parameter: str = "angle",
+    axis_short: str = "",
+) -> RotationSweep:
+    """Predict ``batch`` (A, C, H, W), one image per swept value ``values`` (A,), as one batch and
+    summarise it per value: the shared half of the rotation and corruption sweeps."""
     samples = posterior.predict_proba(batch, num_samples=num_samples, generator=generator).double()
     lower, upper = credible_interval(samples, level)
     return RotationSweep(
-        angles=angles,
+        angles=np.asarray(values, dtype=np.float64),
         mean=samples.mean(0).numpy(),
         median=torch.quantile(samples, 0.5, dim=0).numpy(),
         lower=lower.numpy(),
@@ -715,6 +740,10 @@ def rotation_sweep(
         epistemic=mutual_information(samples).numpy(),
         level=level,
         expected_coverage=expected_coverage(samples.shape[0], level),
+        swept=swept,
+        axis=axis,
+        parameter=parameter,
+        axis_short=axis_short,
     )
 
 

@@ -1,4 +1,5 @@
-"""``bayescope-cli evaluate``: metrics, OOD detection and the rotation sweep of posteriors on a data set.
+"""``bayescope-cli evaluate``: metrics, OOD detection and the rotation sweep of posteriors on a data set
+(or, with ``--corruption``, the same at corruption severities: :mod:`core.commands.evaluate_corruption`).
 
 What was read (folders, files and their SHA-256) is recorded in ``evaluation.json``.
 """
@@ -23,6 +24,7 @@ from core.analysis.metrics import (
     SCORES,
     rotation_angles,
 )
+from core.commands import evaluate_corruption
 from core.commands.console import (
     CLUSTER_HELP,
     add_device_argument,
@@ -63,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE.html",
                         help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
                              "Export report)")
+    evaluate_corruption.add_arguments(parser)
     add_device_argument(parser)
 
 
@@ -81,6 +84,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
     check_cluster(getattr(args, "cluster", None))
+    evaluate_corruption.check_arguments(args)
 
 
 def _face_test_set(args: argparse.Namespace) -> Dataset:
@@ -147,6 +151,11 @@ def run(args: argparse.Namespace) -> int:
     if notice:
         say(notice)
     say_where("Evaluating", device)
+    if getattr(args, "corruption", None):
+        meta = {"posterior_files": files, "data": {"name": data.name, "images": len(data), **data.source},
+                "ood_data": None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
+                "settings": {"num_samples": args.samples, "seed": args.seed, "level": args.level}}
+        return evaluate_corruption.run_corruption(args, posteriors, data, ood, meta)
     bar = tqdm(total=None, desc="evaluate", unit="image", dynamic_ncols=True, file=sys.stderr)
 
     def on_progress(record: ProgressRecord) -> None:

@@ -305,7 +305,7 @@ def rotation_figure(
         ax.imshow(np.concatenate(list(images), axis=1), cmap="gray", vmin=0, vmax=1)
         side = images.shape[-1]
         ax.set_xticks(side * np.arange(len(images)) + side / 2,
-                      [f"{a:g}°" for a in first.angles], fontsize=7)
+                      [f"{a:g}°" if first.swept == "rotation" else f"{a:g}" for a in first.angles], fontsize=7)
         ax.set_yticks([])
     cmap = _colours(len(class_names))
     for r, name in enumerate(names):
@@ -332,9 +332,10 @@ def rotation_figure(
         ax_u.set_ylabel("nats", fontsize=8)
         ax_u.legend(fontsize=7)
         ax_u.grid(alpha=0.3)
-        if r == len(names) - 1:
-            ax_p.set_xlabel("rotation (degrees)")
-            ax_u.set_xlabel("rotation (degrees)")
+        if r == len(names) - 1:  # a corruption sweep's axis names its severity or the patch's place
+            axis = "rotation (degrees)" if sweep.swept == "rotation" else sweep.axis
+            ax_p.set_xlabel(axis)
+            ax_u.set_xlabel(axis)
     return fig
 
 

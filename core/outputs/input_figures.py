@@ -466,7 +466,8 @@ def sweep_figure(
     fig = rotation_figure({title: sweep}, [str(c) for c in class_names], images)
     probability_axis = fig.axes[1 if images is not None and len(images) else 0]
     probability_axis.set_ylabel(sweep_probability_words(sweep)[1].replace(" (line), ", "\n(line), "), fontsize=8)
-    fig.suptitle(f"Rotation sweep\n{title}", fontsize=10)
+    what = "Rotation" if sweep.swept == "rotation" else sweep.swept[:1].upper() + sweep.swept[1:]
+    fig.suptitle(f"{what} sweep\n{title}", fontsize=10)
     return fig
 
 
@@ -477,7 +478,7 @@ def sweep_table(sweep: RotationSweep, class_names: Sequence[str]) -> list[dict[s
     if len(names) != sweep.mean.shape[1]:
         raise ValueError(f"{len(names)} class names given for {sweep.mean.shape[1]} classes")
     return [
-        {"angle": float(angle), "class": name, "median": float(sweep.median[a, j]),
+        {sweep.parameter: float(angle), "class": name, "median": float(sweep.median[a, j]),
          "lower": float(sweep.lower[a, j]), "upper": float(sweep.upper[a, j]),
          "mean": float(sweep.mean[a, j]), "total": float(sweep.total[a]),
          "aleatoric": float(sweep.aleatoric[a]), "epistemic": float(sweep.epistemic[a]),

@@ -22,9 +22,9 @@ def expected() -> list:
     ("&Edit", [("Undo stroke", key(QKeySequence.StandardKey.Undo)), ("Clear drawing", "Del"),
                ("Bigger brush", "]"), ("Smaller brush", "[")]),
     ("&View", [("Draw mode", "Ctrl+1"), ("Rotate mode", "Ctrl+2"), ("Image mode", "Ctrl+3"), ("Face mode", "Ctrl+4"),
-               SEPARATOR, ("This input", "Alt+1"), ("Rotation sweep", "Alt+2"), ("Dataset", "Alt+3"),
+               SEPARATOR, ("This input", "Alt+1"), ("Sweep", "Alt+2"), ("Dataset", "Alt+3"),
                ("Clear cached evaluations", ""), SEPARATOR, ("▸ Compute on", ""),
-               ("Run the rotation sweep", "Ctrl+R")]),
+               ("Run the sweep", "Ctrl+R")]),
     ("&Posterior", [("▸ Add posterior", ""), ("Train a posterior…", "Ctrl+T")]),
     ("&Help", [("How to read this window", key(QKeySequence.StandardKey.HelpContents)), ("About bayescope", "")]),
     ]
@@ -54,7 +54,7 @@ def test_status_tips_kept(window):
     assert tips["Open image…"] == "Judge a picture of a digit"
     assert tips["Undo stroke"] == "Undo the last stroke, or bring back the column removed last"
     assert tips["Clear cached evaluations"] == "Forget the Dataset tab's stored results; the next evaluation recomputes them"
-    assert tips["Run the rotation sweep"].startswith("Rotate the Rotate tab's image from 0° to 180°")
+    assert tips["Run the sweep"].startswith("Rotate the Rotate tab's image from 0° to 180°")
     assert tips["Choose data folder…"].startswith("The one data folder")
 
 
