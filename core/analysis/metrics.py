@@ -199,6 +199,8 @@ class _PartScorer:
         mean = ((self.ones @ d) / s).view(n, k)
         if not math.isfinite(float(mean.sum())):  # before any arg-max or bin of a NaN
             return None
+        if s == 1:
+            return mean, self._one_draw(mean), mean.argmax(-1).unsqueeze(0)
         if self.num_chains == 1:
             chain_preds = mean.argmax(-1).unsqueeze(0)  # its mean is p̄
         else:
@@ -235,6 +237,21 @@ class _PartScorer:
             overlap,
         ])
         return mean, scores, chain_preds
+
+    def _one_draw(self, p: torch.Tensor) -> torch.Tensor:
+        """The scores of one draw p (n, K), as :meth:`score` computes them for S draws with the
+        parts that are 0 by construction left out: the same bits, without the S·N·K passes and
+        the histograms that cost a one-draw posterior (MAP) more than its forward pass. Its
+        aleatoric entropy is its total; the mutual information and variance are 0; two
+        one-draw histograms overlap fully (1) where the two classes share a bin, else not at all."""
+        n, k = p.shape
+        row = self.sums[0, : n * k].view(n, k)
+        torch.clamp_min(p, _TINY, out=row).log_().mul_(p)
+        total = row.sum(-1).neg_() + 0.0  # never −0
+        top = p.topk(2, dim=-1).indices
+        which = (p.gather(-1, top).clamp_(0, 1) * self.bins).long().clamp_max_(self.bins - 1)
+        zero = torch.zeros(n, dtype=torch.float64)
+        return torch.stack([total, total, zero, zero, 1 - p.max(-1).values, (which[:, 0] == which[:, 1]).double()])
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:
