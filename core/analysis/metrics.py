@@ -203,6 +203,8 @@ class _PartScorer:
             return mean, self._one_draw(mean), mean.argmax(-1).unsqueeze(0)
         if self.num_chains == 1:
             chain_preds = mean.argmax(-1).unsqueeze(0)  # its mean is p̄
+        elif self.num_chains == s and self.chain_rows is not None:
+            chain_preds = d.view(s, n, k).argmax(-1)  # one draw a chain (an ensemble's members): its own mean
         else:
             if self.chain_rows is not None:
                 chain_sums = torch.cat([self.ones[:, : r.stop - r.start] @ d[r] for r in self.chain_rows])
