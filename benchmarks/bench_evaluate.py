@@ -12,7 +12,9 @@ first ``--images`` MNIST test images with the posterior's own number of draws (o
   that draws at prediction (dropout masks, weight draws) makes evaluate's own calls, block by
   block with each block's generator, since those calls are the draws evaluate makes;
 * **ratio**: evaluate / forward, each the best of ``--repeats`` runs taken alternately, so
-  that a busy spell of the machine (shared by other work) weighs on both alike.
+  that a busy spell of the machine (shared by other work) weighs on both alike; and the same
+  ratio of the process's CPU time, which waiting for a core shared with other work does not
+  count (with one thread, the steadier of the two on a loaded machine).
 
 Prints one Markdown row per posterior with the peak resident memory, and the load average
 before and after. With ``--tab`` it also times the Dataset tab's work for the default columns
@@ -41,23 +43,24 @@ sys.path.insert(0, str(ROOT))
 FORWARD_CALLS = (64, 256, 1024)
 
 
-def _forward_seconds(posterior, x, num_samples, block: int, step: int, fixed: bool) -> float:
-    """One plain forward pass of the draws over ``x``: the fastest plan (see the module doc)."""
+def _forward_seconds(posterior, x, num_samples, block: int, step: int, fixed: bool) -> tuple[float, float]:
+    """One plain forward pass of the draws over ``x``: the fastest plan (see the module doc),
+    in seconds of the clock and of this process's CPU time."""
     import torch
 
     from core.analysis.evaluation import batch_generator
 
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     plans = sorted({*FORWARD_CALLS, step}) if fixed else [block]
     for size in plans:
         draw = batch_generator(0, 0)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with torch.no_grad():
             for i in range(0, len(x), size):
                 posterior.predict_proba(x[i : i + size], num_samples=num_samples,
                                         generator=None if fixed else draw(i // size))
-        best = min(best, time.perf_counter() - start)
-    return best
+        best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - cpu)
+    return best, best_cpu
 
 
 def measure_one(path: str, data_dir: str, images: int, samples: int | None, threads: int, repeats: int,
@@ -78,17 +81,21 @@ def measure_one(path: str, data_dir: str, images: int, samples: int | None, thre
     fixed = draws_fixed(posterior)
     step = step_images(posterior, s, block, fixed)
     drain(evaluate({"p": posterior}, data.first(min(images, 2 * step)), num_samples=samples))  # warm up
-    evaluate_s, forward_s = [], []
+    evaluate_s, forward_s, evaluate_cpu, forward_cpu = [], [], [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         ev = drain(evaluate({"p": posterior}, data, num_samples=samples))
         evaluate_s.append(time.perf_counter() - start)
-        forward_s.append(_forward_seconds(posterior, data.x, samples, block, step, fixed))
+        evaluate_cpu.append(time.process_time() - cpu)
+        clock, cpu = _forward_seconds(posterior, data.x, samples, block, step, fixed)
+        forward_s.append(clock)
+        forward_cpu.append(cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
     result = ev.results["p"].data
     return {"file": Path(path).name, "draws": result.num_samples, "images": len(data),
             "draws_at_prediction": not fixed, "step": min(step, len(data)),
             "evaluate_s": min(evaluate_s), "forward_s": min(forward_s), "peak_mb": peak,
+            "evaluate_cpu_s": min(evaluate_cpu), "forward_cpu_s": min(forward_cpu),
             "accuracy": float((result.predictions == result.labels).mean())}
 
 
@@ -143,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
           f"{args.threads} torch threads; best of {args.repeats}; predicting on {where}")
-    print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | images/s "
-          "| peak memory (MB) | accuracy |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | ratio of CPU time "
+          "| images/s | peak memory (MB) | accuracy |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for path in paths:
         command = [sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
                    "--images", str(args.images), "--threads", str(args.threads), "--repeats", str(args.repeats),
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         draws = f"{r['draws']}" + (" (drawn)" if r["draws_at_prediction"] else "")
         print(f"| {r['file']} | {draws} | {r['images']:,} | {r['step']:,} | {r['evaluate_s']:.2f} "
               f"| {r['forward_s']:.2f} | {r['evaluate_s'] / r['forward_s']:.2f} "
+              f"| {r['evaluate_cpu_s'] / r['forward_cpu_s']:.2f} "
               f"| {r['images'] / r['evaluate_s']:,.0f} | {r['peak_mb']:.0f} | {100 * r['accuracy']:.2f} % |",
               flush=True)
     if args.tab:

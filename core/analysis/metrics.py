@@ -29,7 +29,6 @@ import torch
 from core.analysis.predictive import ProbabilitiesNotFiniteError
 from core.analysis.uncertainty import (
     DEFAULT_BINS,
-    bhattacharyya_coefficient,
     credible_interval,
     expected_coverage,
     expected_entropy,
@@ -55,8 +54,8 @@ STEP_BYTES = 96 << 20
 #: in the processor's cache instead of main memory (2-4x faster on the 2-core machine).
 SCORE_BYTES = 4 << 20
 #: Bytes per draw-image-class the scoring holds besides the float32 probabilities: the
-#: float64 copy and two float64 temporaries.
-SCORE_TEMPORARY_BYTES = 24
+#: float64 copy and one float64 temporary (:class:`_PartScorer`'s buffers).
+SCORE_TEMPORARY_BYTES = 16
 
 #: The per-example uncertainty scores, each "higher = more uncertain".
 SCORES: tuple[str, ...] = (
@@ -150,43 +149,111 @@ def batch_scores(samples: torch.Tensor, bins: int = DEFAULT_BINS) -> dict[str, t
     draws: each entropy is taken once (the mutual information reuses both), the variance
     form's unused aleatoric part is skipped, and only the top two classes are binned.
     """
-    return _scored(samples.double(), bins)[1]
+    s, n, k = samples.shape
+    scored = _PartScorer(torch.zeros(s, dtype=torch.long), k, max(n, 1), bins).score(samples)
+    if scored is None:
+        raise ProbabilitiesNotFiniteError("some class probabilities are not numbers, so they cannot be scored")
+    return dict(zip(SCORES, scored[1], strict=True))
 
 
-def _scored(d: torch.Tensor, bins: int = DEFAULT_BINS) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """p̄ and :func:`batch_scores` of float64 probabilities ``d`` (S, N, K), never negative.
+class _PartScorer:
+    """p̄, the scores and each chain's arg-max for parts of at most ``images`` images of S
+    draws of K classes, with the float64 buffers allocated once for a whole run.
 
-    Every sum over the draws is one matrix-vector product (a reduction over the leading
-    dimension walks memory with a stride: 10-50 times slower here), divided by S afterwards
-    as ``mean`` does, so draws that agree (one draw, or probabilities of exactly 0 and 1)
-    give p̄ exactly and the entropy and variance parts that are 0 by construction exactly 0.
-    The terms share one buffer: a part of a step allocates one temporary.
+    Every sum over the draws is a matrix-vector product (a reduction over the leading
+    dimension walks memory with a stride: 10-50 times slower here; a product of several rows
+    at once took 4x one row's time), divided by S afterwards as ``mean`` does, so draws that
+    agree (one draw, or probabilities of exactly 0 and 1) give p̄ exactly and the entropy and
+    variance parts that are 0 by construction exactly 0. The float64 copy and one temporary
+    are the only S·N·K buffers, made once: a new one for each part cost its page faults
+    again (≈ 1 ms for 4 MB). The three per-class sums (p̄ log p̄, Σ_s p log p, Σ_s (p − p̄)²)
+    share one buffer, so one reduction gives them per image.
     """
-    s = d.shape[0]
-    flat = d.reshape(s, -1)
-    ones = torch.ones(1, s, dtype=d.dtype)
-    mean = ((ones @ flat) / s).view(d.shape[1:])
-    total = -_plogp(mean).sum(-1) + 0.0  # never −0
-    top = mean.topk(2, dim=-1).indices  # (..., 2), as top_two
-    # each class's histogram is its own, so binning only the top two gives their rows exactly
-    pair = d.gather(-1, top.unsqueeze(0).expand(s, *top.shape))  # binned in float64, as before
-    which = (pair.clamp(0, 1) * bins).long().clamp_max(bins - 1)  # class_histograms' rule
-    cells = top.numel()
-    which += bins * torch.arange(cells).view(top.shape)
-    counts = torch.bincount(which.reshape(-1), minlength=cells * bins).view(*top.shape, bins)
-    fractions = counts.float() / s  # float32, as class_histograms
-    terms = _plogp(flat)
-    aleatoric = -((ones @ terms) / s).view(d.shape[1:]).sum(-1) + 0.0
-    torch.sub(flat, mean.reshape(1, -1), out=terms)
-    variance = ((ones @ terms.square_()) / s).view(d.shape[1:]).sum(-1)
-    return mean, {
-        "total": total,
-        "aleatoric": aleatoric,
-        "epistemic": (total - aleatoric).clamp_min(0) + 0.0,
-        "epistemic_variance": variance,
-        "one_minus_max_prob": 1 - mean.max(-1).values,
-        "top_two_overlap": bhattacharyya_coefficient(fractions[..., 0, :], fractions[..., 1, :]).double(),
-    }
+
+    def __init__(self, chains: torch.Tensor, num_classes: int, images: int, bins: int = DEFAULT_BINS) -> None:
+        s, k = len(chains), num_classes
+        self.s, self.k, self.bins = s, k, bins
+        self.ones = torch.ones(1, s, dtype=torch.float64)
+        present, counts = torch.unique(chains, return_counts=True)  # chains that received a sample
+        self.num_chains = len(present)
+        self.chain_counts = counts.double().unsqueeze(1)
+        # a chain's draws are one run of rows (SampledPosterior's order): its sum is one
+        # product with its own rows; in any other order, a product with its 0/1 weights
+        runs = bool((chains[1:] >= chains[:-1]).all())
+        edges = [0, *torch.cumsum(counts, 0).tolist()]
+        self.chain_rows = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)] if runs else None
+        self.member = (chains.unsqueeze(0) == present.unsqueeze(1)).double()  # (C, S)
+        self.draws = torch.empty(s, images * k, dtype=torch.float64)
+        self.temporary = torch.empty(s, images * k, dtype=torch.float64)
+        self.sums = torch.empty(3, images * k, dtype=torch.float64)
+        self.cells = bins * torch.arange(2 * images).view(images, 2)  # each image's two histograms
+
+    def score(self, part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """p̄ (n, K), the scores (len(SCORES), n) in the order of :data:`SCORES` and each
+        chain's arg-max (C, n) of probabilities ``part`` (S, n, K), never negative; None
+        where some p̄ is not finite (a draw that is not a number makes its image's p̄ one),
+        for the caller to word."""
+        s, n, k = part.shape
+        d = self.draws[:, : n * k]
+        d.view(s, n, k).copy_(part)  # float64 before any sum, as the uncertainty module does
+        mean = ((self.ones @ d) / s).view(n, k)
+        if not math.isfinite(float(mean.sum())):  # before any arg-max or bin of a NaN
+            return None
+        if s == 1:
+            return mean, self._one_draw(mean), mean.argmax(-1).unsqueeze(0)
+        if self.num_chains == 1:
+            chain_preds = mean.argmax(-1).unsqueeze(0)  # its mean is p̄
+        elif self.num_chains == s and self.chain_rows is not None:
+            chain_preds = d.view(s, n, k).argmax(-1)  # one draw a chain (an ensemble's members): its own mean
+        else:
+            if self.chain_rows is not None:
+                chain_sums = torch.cat([self.ones[:, : r.stop - r.start] @ d[r] for r in self.chain_rows])
+            else:
+                chain_sums = self.member @ d
+            chain_preds = (chain_sums / self.chain_counts).view(-1, n, k).argmax(-1)
+        top = mean.topk(2, dim=-1).indices  # (n, 2), as top_two
+        # each class's histogram is its own, so binning only the top two gives their rows exactly
+        pair = d.view(s, n, k).gather(-1, top.unsqueeze(0).expand(s, n, 2))  # binned in float64, as before
+        which = (pair.clamp_(0, 1) * self.bins).long().clamp_max_(self.bins - 1)  # class_histograms' rule
+        which += self.cells[:n]
+        counts = torch.bincount(which.view(-1), minlength=2 * n * self.bins).view(n, 2, self.bins)
+        fractions = counts.float() / s  # float32, as class_histograms
+        # bhattacharyya_coefficient's float32 arithmetic (its clamp at 0 changes no count)
+        overlap = (fractions[:, 0] * fractions[:, 1]).sqrt_().sum(-1).double()
+        sums = self.sums[:, : n * k]
+        torch.clamp_min(mean.view(1, -1), _TINY, out=sums[:1]).log_().mul_(mean.view(1, -1))
+        t = self.temporary[:, : n * k]
+        torch.clamp_min(d, _TINY, out=t)  # p log p: 0 · log(_TINY) is 0 where 0 · log 0 would be NaN
+        torch.mm(self.ones, t.log_().mul_(d), out=sums[1:2])
+        torch.sub(d, mean.view(1, -1), out=t)
+        torch.mm(self.ones, t.square_(), out=sums[2:])
+        per_image = sums.view(3, n, k).sum(-1)  # Σ_k of the three
+        total = per_image[0].neg() + 0.0  # never −0
+        aleatoric = per_image[1].div(-s) + 0.0
+        scores = torch.stack([
+            total,
+            aleatoric,
+            (total - aleatoric).clamp_min_(0) + 0.0,
+            per_image[2].div_(s),
+            1 - mean.max(-1).values,
+            overlap,
+        ])
+        return mean, scores, chain_preds
+
+    def _one_draw(self, p: torch.Tensor) -> torch.Tensor:
+        """The scores of one draw p (n, K), as :meth:`score` computes them for S draws with the
+        parts that are 0 by construction left out: the same bits, without the S·N·K passes and
+        the histograms that cost a one-draw posterior (MAP) more than its forward pass. Its
+        aleatoric entropy is its total; the mutual information and variance are 0; two
+        one-draw histograms overlap fully (1) where the two classes share a bin, else not at all."""
+        n, k = p.shape
+        row = self.sums[0, : n * k].view(n, k)
+        torch.clamp_min(p, _TINY, out=row).log_().mul_(p)
+        total = row.sum(-1).neg_() + 0.0  # never −0
+        top = p.topk(2, dim=-1).indices
+        which = (p.gather(-1, top).clamp_(0, 1) * self.bins).long().clamp_max_(self.bins - 1)
+        zero = torch.zeros(n, dtype=torch.float64)
+        return torch.stack([total, total, zero, zero, 1 - p.max(-1).values, (which[:, 0] == which[:, 1]).double()])
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:
@@ -286,9 +353,9 @@ def predict_dataset(
     step = step_images(posterior, s, block, fixed)
     n, k = len(data), posterior.num_classes
     mean = torch.empty(n, k, dtype=torch.float64)
-    scores = {key: torch.empty(n, dtype=torch.float64) for key in SCORES}
+    scores = torch.empty(len(SCORES), n, dtype=torch.float64)  # a row per score
     chain_preds: torch.Tensor | None = None
-    onehot = torch.ones(1, s, dtype=torch.float64)
+    scorer: _PartScorer | None = None
     total_steps = math.ceil(n / step)
     for i, start in enumerate(range(0, n, step)):
         stop = min(start + step, n)
@@ -301,37 +368,32 @@ def predict_dataset(
                 parts.append(posterior.predict_proba(data.x[first : min(first + block, stop)],
                                                      num_samples=num_samples, generator=g))
             samples = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
-        if not bool(torch.isfinite(samples).all()):  # never an argmax of NaN, never a NaN in a metric
-            bad = int((~torch.isfinite(samples)).any(0).flatten(1).any(1).sum())
-            raise ProbabilitiesNotFiniteError(
-                f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the images "
-                f"{start + 1:,} to {stop:,} of {data.name} (its outputs overflow), so they cannot be scored; the "
-                "posterior's weights or its input standardisation are out of range")
-        if i == 0:
+        if scorer is None:
             if samples.shape[0] != s:
                 if callable(getattr(posterior, "chain_ids", None)):
                     raise ValueError(f"posterior returned {samples.shape[0]} samples, expected {s}")
                 s = samples.shape[0]  # a chainless posterior with its own default: one chain
                 chains = torch.zeros(s, dtype=torch.long)
-            present = torch.unique(chains)  # chains that received at least one sample
-            onehot = (chains.unsqueeze(0) == present.unsqueeze(1)).double()
-            onehot /= onehot.sum(1, keepdim=True)
-            chain_preds = torch.empty(len(present), n, dtype=torch.long)
-        part = score_images(s, k)
+            part = min(score_images(s, k), step, n)
+            scorer = _PartScorer(chains, k, part)
+            chain_preds = torch.empty(scorer.num_chains, n, dtype=torch.long)
         for a in range(0, stop - start, part):
             b = min(a + part, stop - start)
+            scored = scorer.score(samples[:, a:b])
+            if scored is None:  # never an argmax of NaN, never a NaN in a metric
+                bad = int((~torch.isfinite(samples)).any(0).flatten(1).any(1).sum())
+                raise ProbabilitiesNotFiniteError(
+                    f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the "
+                    f"images {start + 1:,} to {stop:,} of {data.name} (its outputs overflow), so they cannot be "
+                    "scored; the posterior's weights or its input standardisation are out of range")
             out = slice(start + a, start + b)
-            d = samples[:, a:b].double()
-            mean[out], values = _scored(d)
-            for key, value in values.items():
-                scores[key][out] = value
-            chain_preds[:, out] = torch.einsum("cs,snk->cnk", onehot, d).argmax(-1)
+            mean[out], scores[:, out], chain_preds[:, out] = scored
         del samples
         yield ProgressRecord(i + 1, total_steps, {"examples": float(stop)}, "eval")
     return DatasetPredictions(
         mean_proba=mean.numpy(),
         labels=data.y.numpy().astype(np.int64),
-        scores={key: v.numpy() for key, v in scores.items()},
+        scores={key: row.numpy() for key, row in zip(SCORES, scores, strict=True)},
         chain_predictions=chain_preds.numpy() if chain_preds is not None else np.zeros((1, 0), np.int64),
         num_samples=s,
     )

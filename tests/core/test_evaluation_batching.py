@@ -32,10 +32,12 @@ from core.engine.resources import bundled_posteriors
 from core.engine.runner import drain
 from core.engine.store import load_posterior
 
-#: Paper-tier files: stored draws (HMC's 800, SGHMC's chains), masks drawn at prediction
-#: (MC dropout, D-SGHMC's input masks) and weights drawn at prediction (mean-field VI).
-FILES = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
-         "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt")
+#: Paper-tier files: stored draws (HMC's 800, SGHMC's chains, each a run of rows; MAP's one
+#: draw, scored without the parts that are 0 by construction; the ensemble's members, a chain
+#: of one draw each), masks drawn at prediction (MC dropout, D-SGHMC's input masks) and
+#: weights drawn at prediction (mean-field VI).
+FILES = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_map.pt", "paper_softmax_ensemble.pt",
+         "paper_softmax_mc_dropout.pt", "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt")
 
 
 def _bundled(name: str):

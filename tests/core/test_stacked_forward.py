@@ -112,3 +112,36 @@ def test_a_shared_batch_target_is_the_per_chain_target_on_the_same_batch(spec):
         return
     for k in want_grad:
         torch.testing.assert_close(got_grad[k], want_grad[k], rtol=1e-4, atol=1e-4 * float(want_grad[k].abs().max()))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.input_dim or s.image_size}")
+def test_a_sampled_posterior_s_kept_weights_predict_bit_for_bit_as_made_afresh(spec):
+    """The weights a stored-draw posterior prepares once per draw count (the thinned draws and
+    the first layer as one matrix) give the very logits of a forward pass that makes them
+    anew, at every count asked, after its kept counts are replaced, chunked, and pickled
+    (without them)."""
+    import pickle
+
+    from core.engine.inference.base import SampledPosterior
+
+    model = build_model(spec)
+    g = torch.Generator().manual_seed(3)
+    samples = {k: v.detach() + 0.05 * torch.randn(2, 6, *v.shape, generator=g) for k, v in model.named_parameters()}
+    posterior = SampledPosterior("sghmc", spec, {}, 0, "mnist", samples)
+    shape = (5, spec.input_dim) if spec.input_dim else (5, 1, spec.image_size, spec.image_size)
+    x = torch.rand(*shape, generator=g)
+
+    def afresh(count):
+        with torch.no_grad():
+            return stacked_forward(posterior._model, posterior.flat_samples(count), x)
+
+    for count in (4, None, 4, 7, 12, None, 4):  # a third count replaces the oldest kept one
+        assert torch.equal(posterior.predict_logits(x, count), afresh(count)), count
+    assert len(posterior._prepared_weights) == SampledPosterior.PREPARED_KEPT
+    restored = pickle.loads(pickle.dumps(posterior))
+    assert "_prepared_weights" not in restored.__dict__
+    assert torch.equal(restored.predict_logits(x, 7), afresh(7))
+    posterior.chunk_size = 5  # chunked: the kept matrix is not used, the chunks are
+    with torch.no_grad():
+        chunked = stacked_forward(posterior._model, posterior.flat_samples(12), x, 5)
+    assert torch.equal(posterior.predict_logits(x, 12), chunked)
