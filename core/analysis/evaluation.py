@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.analysis.calibration import top_label_smooth_ece
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
@@ -206,6 +207,9 @@ class Evaluation:
     settings: dict[str, Any] = field(default_factory=dict)
     data_source: dict[str, Any] = field(default_factory=dict)
     ood_source: dict[str, Any] | None = None
+    #: Posterior name → its conformal sets' coverage on the data set
+    #: (:func:`core.analysis.conformal_run.attach_conformal`: ``rows``, or ``missing``: a sentence).
+    conformal: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
@@ -506,6 +510,9 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
         t["ood_detection"], t["ood_histograms"] = [], []
     if ev.rotation_label:
         t["rotation"], t["rotation_uncertainty"] = [], []
+    if ev.conformal:
+        t["conformal"] = [{"posterior": name, **row} for name, entry in ev.conformal.items()
+                          for row in entry.get("rows", [])]
     shared_edges = {  # one set of bins per score across posteriors and sets, as in the figure
         score: score_edges(score, len(names), [
             preds.scores[score] for r in ev.results.values() for preds in (r.data, r.ood) if preds is not None
@@ -526,6 +533,7 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
             "brier": brier_score(proba, labels),
             "ece": expected_calibration_error(proba, labels),
             "classwise_ece": cw_mean,
+            "smooth_ece": top_label_smooth_ece(proba, labels),
             "uncertain_fraction": float((d.scores["top_two_overlap"] > UNCERTAIN_THRESHOLD).mean()),
         }
         for score in ("total", "aleatoric", "epistemic"):

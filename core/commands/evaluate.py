@@ -10,8 +10,10 @@ import math
 import sys
 from pathlib import Path
 
+from core.analysis.conformal_run import attach_conformal, guarantee_words
 from core.analysis.evaluation import (
     FACE_TEST_SET,
+    Evaluation,
     check_memory,
     evaluate,
     evaluation_tables,
@@ -107,6 +109,34 @@ def _face_test_set(args: argparse.Namespace) -> Dataset:
     return faces.data
 
 
+def _number(value: float | None) -> str:
+    return f"{'n/a':>7s}" if value is None else f"{value:7.4f}"
+
+
+def say_conformal(ev: Evaluation, width: int) -> None:
+    """The conformal table: coverage and mean set size of each score, with the guarantee."""
+    if not ev.conformal:
+        return
+    rows = [(name, row) for name, entry in ev.conformal.items() for row in entry.get("rows", [])]
+    if rows:
+        level, n = rows[0][1]["level"], rows[0][1]["calibration_images"]
+        say(f"conformal sets at {level:.0%} (calibrated on a held-out half of the test set; coverage measured on "
+            "the other half)")
+        say(f"{'posterior':{width}s} {'score':>9s} {'q̂':>7s} {'n cal':>6s} {'n eval':>6s} {'cover %':>8s} "
+            f"{'guaranteed %':>15s} {'set size':>8s}")
+        for name, row in rows:
+            guarantee = f"{row['guaranteed_lower'] * 100:.1f}–{row['guaranteed_upper'] * 100:.2f}"
+            flag = "" if row["exchangeable"] else "  (not the calibration's data set: no guarantee)"
+            qhat = "inf" if row["qhat"] is None else f"{row['qhat']:.4f}"
+            say(f"{name:{width}s} {row['score']:>9s} {qhat:>7s} {row['calibration_images']:6d} "
+                f"{row['evaluated_images']:6d} {row['coverage'] * 100:8.2f} {guarantee:>15s} "
+                f"{row['mean_set_size']:8.3f}{flag}")
+        say(f"  {guarantee_words(level, n)}")
+    for name, entry in ev.conformal.items():
+        if "missing" in entry:
+            say(f"{name}: {entry['missing']}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli evaluate``; print the summary; return the exit code."""
     from tqdm import tqdm
@@ -164,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     ev.settings["posterior_files"] = files
+    attach_conformal(ev, data, dict(zip(posteriors, args.posterior, strict=True)), level=args.level,
+                     sha256={name: entry["file_sha256"] for name, entry in files.items()})
     written = write_report(ev, args.out, args.format) if args.out else []
     tables = evaluation_tables(ev)
     if args.report:
@@ -172,11 +204,13 @@ def run(args: argparse.Namespace) -> int:
         write_html_report(ev, args.report, tables)
     say(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
     width = max([len("posterior"), *(len(name) for name in ev.results)])  # whole names, never cut
-    say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
+    say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}"
+        f" {'smECE':>7s}")
     for row in tables["summary"]:
         say(f"{row['posterior']:{width}s} {row['samples']:4d} {row['chains']:3d} "
             f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
-              f"{row['ece']:7.4f} {row['classwise_ece']:7.4f}")
+            f"{row['ece']:7.4f} {row['classwise_ece']:7.4f} {_number(row.get('smooth_ece'))}")
+    say_conformal(ev, width)
     if ood is not None:
         say(f"{'OOD AUROC':{width}s} " + "  ".join(SCORES))
         for name in ev.results:
