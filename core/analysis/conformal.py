@@ -15,13 +15,14 @@ Two scores, both on p̄ (K,) of each input:
 
 - ``threshold`` (Sadinle, Lei & Wasserman 2019, "least ambiguous set-valued classifiers"):
   s(x, y) = 1 − p̄_y; the set is {y : p̄_y ≥ 1 − q̂}.
-- ``aps`` (Romano, Sesia & Candès 2020, adaptive prediction sets, in their randomised form):
-  s(x, y, u) = Σ_{j ranked above y} p̄_j + u·p̄_y with u ~ U(0, 1) drawn per input (ranked by
-  falling p̄, ties by class index); the set is {y : s(x, y, u) ≤ q̂}, a run of top classes. The
-  draw u makes the scores distinct, so both bounds hold; without it (u = 1) the set could be
-  empty for a confident input, and with u = 0 every input's top class would score 0, ties that
-  break the upper bound. A set that depends on a draw is no answer for one input, so a column
-  shows the threshold set and the tables report both.
+- ``aps`` (Romano, Sesia & Candès 2020, adaptive prediction sets):
+  s(x, y) = Σ_{j ranked above y} p̄_j + u·p̄_y (ranked by falling p̄, ties by class index); the set
+  {y : s(x, y) ≤ q̂} is a run of top classes, as many as the input's spread needs. Romano et al.
+  draw u ~ U(0, 1) afresh per input; here u = ½ by default (the "midpoint" form), which keeps
+  the scores almost surely distinct, so both bounds hold, while one input always gets the
+  same set (a column redraws it on every stroke). With u = 1 the set of a confident input
+  could be empty; with u = 0 every correctly ranked input would score 0, ties that break the
+  upper bound. Pass u per input for the randomised form.
 
 The guarantee needs no assumption on the posterior, only that the calibration and test
 inputs are exchangeable; the calibration images are kept apart from training and test images
@@ -43,7 +44,7 @@ CONFORMAL_SCORES = ("threshold", "aps")
 #: Words of each score (tables, tooltips).
 SCORE_WORDS = {
     "threshold": "threshold score 1 − p̄(true class)",
-    "aps": "adaptive sets (APS): mass of the classes ranked at or above the true class",
+    "aps": "adaptive sets (APS): mass of the classes ranked above the true class, plus half its own",
 }
 #: The default level 1 − α.
 DEFAULT_LEVEL = 0.9
@@ -65,14 +66,13 @@ def _ranked(proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.cumsum(np.take_along_axis(proba, order, axis=-1), axis=-1)
 
 
-def aps_draws(n: int, seed: int) -> np.ndarray:
-    """The u ~ U(0, 1) of ``n`` inputs for :data:`aps` from one seeded generator."""
-    return np.random.default_rng([int(seed), 48]).random(n)
+#: APS's u: the midpoint form (see the module's docstring).
+APS_U = 0.5
 
 
-def conformal_scores(proba: Any, labels: Any, score: str, u: Any = None) -> np.ndarray:
-    """Nonconformity score s(x_i, y_i) of each row of p̄ (n, K) at its label (n,); ``u`` (n,) the
-    APS draws."""
+def conformal_scores(proba: Any, labels: Any, score: str, u: Any = APS_U) -> np.ndarray:
+    """Nonconformity score s(x_i, y_i) of each row of p̄ (n, K) at its label (n,); ``u`` APS's u
+    (one number, or one per input)."""
     p = np.asarray(proba, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     if score == "threshold":
@@ -97,16 +97,16 @@ def conformal_quantile(scores: Any, level: float) -> float:
 
 
 def _draws(u: Any, n: int) -> np.ndarray:
-    if u is None:
-        raise ValueError("APS scores need their draws u (one per input)")
     u = np.asarray(u, dtype=np.float64).reshape(-1)
+    if len(u) == 1:
+        return np.full(n, float(u[0]))
     if len(u) != n:
-        raise ValueError(f"{len(u)} APS draws for {n} inputs")
+        raise ValueError(f"{len(u)} values of APS's u for {n} inputs")
     return u
 
 
-def prediction_sets(proba: Any, qhat: float, score: str, u: Any = None) -> np.ndarray:
-    """Boolean sets (n, K): the classes whose score is at most ``qhat`` (``u`` (n,): APS draws)."""
+def prediction_sets(proba: Any, qhat: float, score: str, u: Any = APS_U) -> np.ndarray:
+    """Boolean sets (n, K): the classes whose score is at most ``qhat`` (``u``: APS's u)."""
     p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
     if score == "threshold":
         return 1.0 - p <= qhat
@@ -146,18 +146,16 @@ class Calibration:
     identity: dict[str, Any]
 
     @classmethod
-    def of(cls, proba: Any, labels: Any, identity: dict[str, Any] | None = None, seed: int = 0) -> Calibration:
-        """The calibration from p̄ (n, K) of the calibration images and their labels (APS draws
-        seeded with ``seed``)."""
+    def of(cls, proba: Any, labels: Any, identity: dict[str, Any] | None = None, u: Any = APS_U) -> Calibration:
+        """The calibration from p̄ (n, K) of the calibration images and their labels."""
         p = np.asarray(proba, dtype=np.float64)
-        u = aps_draws(len(p), seed)
         return cls({s: np.sort(conformal_scores(p, labels, s, u)) for s in CONFORMAL_SCORES}, len(p),
                    dict(identity or {}))
 
     def quantile(self, level: float, score: str) -> float:
         return conformal_quantile(self.scores[score], level)
 
-    def sets(self, proba: Any, level: float, score: str, u: Any = None) -> np.ndarray:
+    def sets(self, proba: Any, level: float, score: str, u: Any = APS_U) -> np.ndarray:
         return prediction_sets(proba, self.quantile(level, score), score, u)
 
 
@@ -184,15 +182,13 @@ class CoverageRow:
 
 
 def coverage_table(calibration: Calibration, proba: Any, labels: Any, level: float,
-                   seed: int = 1) -> list[CoverageRow]:
+                   u: Any = APS_U) -> list[CoverageRow]:
     """Coverage and mean set size of each score on p̄ (n, K) of evaluated images (never the
-    calibration images: the caller leaves those out, :func:`calibration_mask`); APS draws
-    seeded with ``seed``."""
+    calibration images: the caller leaves those out, :func:`calibration_mask`)."""
     p = np.asarray(proba, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     rows = []
     lower, upper = coverage_bounds(level, calibration.n)
-    u = aps_draws(len(p), seed)
     for score in CONFORMAL_SCORES:
         qhat = calibration.quantile(level, score)
         sets = prediction_sets(p, qhat, score, u)
@@ -241,7 +237,7 @@ class SetsInWords:
 
 
 def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibration, level: float,
-                  score: str = "threshold") -> SetsInWords:
+                  score: str = "aps") -> SetsInWords:
     """The conformal and the credible set of one input (p̄ (K,)) at ``level``, in words."""
     p = np.asarray(mean, dtype=np.float64).reshape(1, -1)
     order = np.argsort(-p[0], kind="stable")
@@ -282,7 +278,7 @@ def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibratio
 
 __all__ = [
     "CALIBRATION_FRACTION", "CALIBRATION_SEED", "CONFORMAL_SCORES", "Calibration", "CoverageRow",
-    "DEFAULT_LEVEL", "SetsInWords", "aps_draws", "calibration_mask", "conformal_quantile", "conformal_scores",
+    "DEFAULT_LEVEL", "SetsInWords", "APS_U", "calibration_mask", "conformal_quantile", "conformal_scores",
     "coverage_bounds", "coverage_table", "credible_sets", "image_fingerprints", "prediction_sets",
     "sets_in_words",
 ]

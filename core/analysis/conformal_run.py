@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from core.analysis.conformal import (
+    APS_U,
     CALIBRATION_FRACTION,
     CALIBRATION_SEED,
     CONFORMAL_SCORES,
@@ -36,7 +37,7 @@ from core.analysis.conformal import (
     image_fingerprints,
 )
 from core.analysis.conformal import calibration_mask as pixel_hash_mask
-from core.analysis.evaluation import Evaluation
+from core.analysis.evaluation import FACE_TEST_SET, Evaluation
 from core.analysis.metrics import predict_dataset
 from core.engine.calibration_file import how_to_calibrate, read_calibration
 from core.engine.data.split import pack_fingerprints, unpack
@@ -87,11 +88,11 @@ def calibrate(
         "training_images_checked": len(train) if train is not None else 0,
         "left_out_as_training_images": overlap,
     }
-    calibration = Calibration.of(predictions.mean_proba, predictions.labels, identity, seed=seed)
+    calibration = Calibration.of(predictions.mean_proba, predictions.labels, identity)
     record = {
         "identity": identity,
         "predictive": {"num_samples": predictions.num_samples, "seed": int(seed), "method": posterior.method},
-        "aps_seed": int(seed),
+        "aps_u": APS_U,
         "scores": {s: encode_scores(calibration.scores[s]) for s in CONFORMAL_SCORES},
         "quantiles": {f"{level:g}": {s: calibration.quantile(level, s) for s in CONFORMAL_SCORES}
                       for level in LISTED_LEVELS},
@@ -114,6 +115,9 @@ def decode_scores(entry: Any) -> np.ndarray:
 
 def calibration_of_record(record: dict[str, Any]) -> Calibration:
     """The :class:`Calibration` a sidecar record holds."""
+    if record.get("aps_u") != APS_U:
+        raise ValueError("the conformal calibration was made with another APS form; make it again with "
+                         "bayescope-cli calibrate")
     try:
         scores = {s: np.sort(decode_scores(record["scores"][s])) for s in CONFORMAL_SCORES}
     except (KeyError, TypeError, ValueError) as exc:
@@ -125,7 +129,7 @@ def calibration_of_record(record: dict[str, Any]) -> Calibration:
 
 
 def measured_coverage(
-    calibration: Calibration, images: Any, proba: Any, labels: Any, level: float, seed: int = 1,
+    calibration: Calibration, images: Any, proba: Any, labels: Any, level: float,
 ) -> tuple[list[CoverageRow], int]:
     """Coverage and set size on evaluated images (``images`` (N, ...), their p̄ and labels),
     leaving out every image that calibrated (by pixel identity). Returns the rows and how many
@@ -134,7 +138,7 @@ def measured_coverage(
     prints = image_fingerprints(images)
     keep = np.fromiter((fp not in calibrated for fp in prints), dtype=bool, count=len(prints))
     p, y = np.asarray(proba)[keep], np.asarray(labels)[keep]
-    return coverage_table(calibration, p, y, level, seed=seed), int((~keep).sum())
+    return coverage_table(calibration, p, y, level), int((~keep).sum())
 
 
 def same_files(calibration: Calibration, source: dict[str, Any]) -> bool:
@@ -143,7 +147,6 @@ def same_files(calibration: Calibration, source: dict[str, Any]) -> bool:
     mine = {e.get("content_sha256") or e.get("sha256") for e in (calibration.identity.get("dataset_files") or {}).values()}
     theirs = {e.get("content_sha256") or e.get("sha256") for e in _files(source).values()}
     return bool(mine) and mine == theirs
-
 
 
 
@@ -165,7 +168,7 @@ def attach_conformal(ev: Evaluation, data: Dataset, sources: Mapping[str, str | 
             ev.conformal[name] = {"missing": str(exc)}
             continue
         if calibration is None:
-            ev.conformal[name] = {"missing": how_to_calibrate(source)}
+            ev.conformal[name] = {"missing": how_to_calibrate(source, test_set_words(result.posterior))}
             continue
         rows, left_out = measured_coverage(calibration, data.x, result.data.mean_proba, result.data.labels, level)
         exchangeable = same_files(calibration, data.source)
@@ -187,5 +190,31 @@ def guarantee_words(level: float, n: int) -> str:
             f"images, and ≤ 1 − α + 1/(n + 1) = {high:.2%} (expected over calibration and test draws)")
 
 
-__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibration_of_record", "decode_scores",
-           "encode_scores", "guarantee_words", "measured_coverage", "same_files"]
+def test_set_words(posterior: Posterior | None) -> str | None:
+    """The ``--dataset`` of ``calibrate`` for a posterior not trained on MNIST (None for MNIST)."""
+    if posterior is None:
+        return None
+    trained = posterior.info.get("training_data") or {}
+    if trained.get("dataset") == "mnist":
+        return None
+    if posterior.arch.input_dim:  # a head over face descriptors
+        return FACE_TEST_SET
+    return "FOLDER (its images)"
+
+
+def column_calibration(posterior_path: str | os.PathLike,
+                       posterior: Posterior | None = None) -> tuple[Calibration | None, str]:
+    """A column's calibration, read once from beside its posterior file: ``(calibration, "")``, or
+    ``(None, one line saying why there is none and how to get it)``."""
+    try:
+        record = read_calibration(posterior_path)
+        if record is None:
+            return None, how_to_calibrate(posterior_path, test_set_words(posterior))
+        return calibration_of_record(record), ""
+    except (OSError, ValueError) as exc:  # CalibrationFileError is a ValueError
+        return None, f"No conformal set: {exc}"
+
+
+__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibration_of_record",
+           "column_calibration", "decode_scores", "encode_scores", "guarantee_words", "measured_coverage",
+           "same_files"]

@@ -538,6 +538,13 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
         }
         for score in ("total", "aleatoric", "epistemic"):
             row[f"mean_{score}"] = float(d.scores[score].mean())
+        aps = next((c for c in ev.conformal.get(name, {}).get("rows", []) if c["score"] == "aps"), None)
+        row.update({  # the adaptive sets' (APS) coverage, as a column shows them (None: not calibrated)
+            "conformal_coverage": aps["coverage"] if aps else None,
+            "conformal_set_size": aps["mean_set_size"] if aps else None,
+            "conformal_guaranteed_lower": aps["guaranteed_lower"] if aps else None,
+            "conformal_guaranteed_upper": aps["guaranteed_upper"] if aps else None,
+        })
         t["summary"].append(row)
         t["classwise_ece"] += [{"posterior": name, "class": names[j], "ece": cw[j]} for j in range(k)]
         diagram = reliability_diagram(proba, labels)

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "folder of your images is read as the posteriors split it)")
     parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist)")
     parser.add_argument("--samples", type=int, help="posterior samples S (default: each posterior's own)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the predictive's draws and the APS draws")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the predictive's draws")
     add_device_argument(parser)
 
 

@@ -77,10 +77,11 @@ def read_calibration(posterior_path: str | os.PathLike, sha256: str | None = Non
     return record
 
 
-def how_to_calibrate(posterior_path: str | os.PathLike) -> str:
-    """One line saying how to get a calibration for a posterior that has none."""
-    return (f"No conformal calibration yet: run  bayescope-cli calibrate --posterior {Path(posterior_path).name}  "
-            "(it predicts half of the posterior's test images once)")
+def how_to_calibrate(posterior_path: str | os.PathLike, test_set: str | None = None) -> str:
+    """One line saying how to get a calibration for a posterior that has none (``test_set``: the
+    ``--dataset`` to name when it is not MNIST's test set)."""
+    extra = f" --dataset {test_set}" if test_set else ""
+    return f"No conformal set yet: run bayescope-cli calibrate --posterior {Path(posterior_path).name}{extra}"
 
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "CalibrationFileError", "how_to_calibrate", "read_calibration",
