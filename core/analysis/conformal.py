@@ -15,14 +15,15 @@ Two scores, both on p̄ (K,) of each input:
 
 - ``threshold`` (Sadinle, Lei & Wasserman 2019, "least ambiguous set-valued classifiers"):
   s(x, y) = 1 − p̄_y; the set is {y : p̄_y ≥ 1 − q̂}.
-- ``aps`` (Romano, Sesia & Candès 2020, adaptive prediction sets):
-  s(x, y) = Σ_{j ranked above y} p̄_j + u·p̄_y (ranked by falling p̄, ties by class index); the set
-  {y : s(x, y) ≤ q̂} is a run of top classes, as many as the input's spread needs. Romano et al.
-  draw u ~ U(0, 1) afresh per input; here u = ½ by default (the "midpoint" form), which keeps
-  the scores almost surely distinct, so both bounds hold, while one input always gets the
-  same set (a column redraws it on every stroke). With u = 1 the set of a confident input
-  could be empty; with u = 0 every correctly ranked input would score 0, ties that break the
-  upper bound. Pass u per input for the randomised form.
+- ``aps`` (Romano, Sesia & Candès 2020, adaptive prediction sets, their randomised form):
+  s(x, y, u) = Σ_{j ranked above y} p̄_j + u·p̄_y with u ~ U(0, 1) drawn per input (ranked by
+  falling p̄, ties by class index); the set {y : s(x, y, u) ≤ q̂} is a run of top classes. The
+  draws make the scores distinct, so both bounds hold. A set that changes with a draw is no
+  answer for one input, so a column shows the threshold set and the tables report both.
+
+When the posterior is right more often than 1 − α (a good MNIST model at 90 %), the upper bound
+*forces* some sets to be empty: the threshold set is then empty for the most ambiguous inputs
+(no class reaches p̄ ≥ 1 − q̂), which is what a column says for them.
 
 The guarantee needs no assumption on the posterior, only that the calibration and test
 inputs are exchangeable; the calibration images are kept apart from training and test images
@@ -44,7 +45,7 @@ CONFORMAL_SCORES = ("threshold", "aps")
 #: Words of each score (tables, tooltips).
 SCORE_WORDS = {
     "threshold": "threshold score 1 − p̄(true class)",
-    "aps": "adaptive sets (APS): mass of the classes ranked above the true class, plus half its own",
+    "aps": "adaptive sets (APS): mass of the classes ranked above the true class, plus a random share of its own",
 }
 #: The default level 1 − α.
 DEFAULT_LEVEL = 0.9
@@ -66,13 +67,14 @@ def _ranked(proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.cumsum(np.take_along_axis(proba, order, axis=-1), axis=-1)
 
 
-#: APS's u: the midpoint form (see the module's docstring).
-APS_U = 0.5
+def aps_draws(n: int, seed: int) -> np.ndarray:
+    """APS's u ~ U(0, 1) for ``n`` inputs, from one seeded generator."""
+    return np.random.default_rng([int(seed), 48]).random(n)
 
 
-def conformal_scores(proba: Any, labels: Any, score: str, u: Any = APS_U) -> np.ndarray:
-    """Nonconformity score s(x_i, y_i) of each row of p̄ (n, K) at its label (n,); ``u`` APS's u
-    (one number, or one per input)."""
+def conformal_scores(proba: Any, labels: Any, score: str, u: Any = None) -> np.ndarray:
+    """Nonconformity score s(x_i, y_i) of each row of p̄ (n, K) at its label (n,); ``u``: APS's
+    draws (one per input, or one number)."""
     p = np.asarray(proba, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     if score == "threshold":
@@ -97,6 +99,8 @@ def conformal_quantile(scores: Any, level: float) -> float:
 
 
 def _draws(u: Any, n: int) -> np.ndarray:
+    if u is None:
+        raise ValueError("APS scores need their draws u (one per input)")
     u = np.asarray(u, dtype=np.float64).reshape(-1)
     if len(u) == 1:
         return np.full(n, float(u[0]))
@@ -105,8 +109,8 @@ def _draws(u: Any, n: int) -> np.ndarray:
     return u
 
 
-def prediction_sets(proba: Any, qhat: float, score: str, u: Any = APS_U) -> np.ndarray:
-    """Boolean sets (n, K): the classes whose score is at most ``qhat`` (``u``: APS's u)."""
+def prediction_sets(proba: Any, qhat: float, score: str, u: Any = None) -> np.ndarray:
+    """Boolean sets (n, K): the classes whose score is at most ``qhat`` (``u``: APS's draws)."""
     p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
     if score == "threshold":
         return 1.0 - p <= qhat
@@ -146,16 +150,18 @@ class Calibration:
     identity: dict[str, Any]
 
     @classmethod
-    def of(cls, proba: Any, labels: Any, identity: dict[str, Any] | None = None, u: Any = APS_U) -> Calibration:
-        """The calibration from p̄ (n, K) of the calibration images and their labels."""
+    def of(cls, proba: Any, labels: Any, identity: dict[str, Any] | None = None, u: Any = None) -> Calibration:
+        """The calibration from p̄ (n, K) of the calibration images and their labels (``u``: APS's
+        draws, seeded from 0 when not given)."""
         p = np.asarray(proba, dtype=np.float64)
+        u = aps_draws(len(p), 0) if u is None else u
         return cls({s: np.sort(conformal_scores(p, labels, s, u)) for s in CONFORMAL_SCORES}, len(p),
                    dict(identity or {}))
 
     def quantile(self, level: float, score: str) -> float:
         return conformal_quantile(self.scores[score], level)
 
-    def sets(self, proba: Any, level: float, score: str, u: Any = APS_U) -> np.ndarray:
+    def sets(self, proba: Any, level: float, score: str, u: Any = None) -> np.ndarray:
         return prediction_sets(proba, self.quantile(level, score), score, u)
 
 
@@ -182,13 +188,14 @@ class CoverageRow:
 
 
 def coverage_table(calibration: Calibration, proba: Any, labels: Any, level: float,
-                   u: Any = APS_U) -> list[CoverageRow]:
+                   u: Any = None) -> list[CoverageRow]:
     """Coverage and mean set size of each score on p̄ (n, K) of evaluated images (never the
     calibration images: the caller leaves those out, :func:`calibration_mask`)."""
     p = np.asarray(proba, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     rows = []
     lower, upper = coverage_bounds(level, calibration.n)
+    u = aps_draws(len(p), 1) if u is None else u
     for score in CONFORMAL_SCORES:
         qhat = calibration.quantile(level, score)
         sets = prediction_sets(p, qhat, score, u)
@@ -236,9 +243,10 @@ class SetsInWords:
     tooltip: str
 
 
-def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibration, level: float,
-                  score: str = "aps") -> SetsInWords:
-    """The conformal and the credible set of one input (p̄ (K,)) at ``level``, in words."""
+def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibration, level: float) -> SetsInWords:
+    """The conformal (threshold score: one set per input, no draw) and the credible set of one
+    input (p̄ (K,)) at ``level``, in words."""
+    score = "threshold"
     p = np.asarray(mean, dtype=np.float64).reshape(1, -1)
     order = np.argsort(-p[0], kind="stable")
     conformal = calibration.sets(p, level, score)[0]
@@ -251,7 +259,7 @@ def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibratio
     pct = f"{level * 100:.0f} %"
     c, b = members(conformal), members(credible)
     if not c:
-        conformal_text = f"Conformal: no class fits, {pct} guaranteed"
+        conformal_text = f"Conformal: names no class at {pct} — too unclear to name at this level"
     elif len(c) == len(names):
         conformal_text = f"Conformal: could be any class, {pct} guaranteed"
     elif len(c) == 1:
@@ -269,7 +277,9 @@ def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibratio
         parts.append(f"the belief also needs {_listing(fewer)}")
     disagreement = ("They differ: " + "; ".join(parts)) if parts else ""
     lower, upper = coverage_bounds(level, calibration.n)
-    tooltip = (f"Conformal set ({SCORE_WORDS[score]}), calibrated on {calibration.n:,} held-out images. "
+    draws = calibration.identity.get("num_samples")
+    tooltip = (f"Conformal set ({SCORE_WORDS[score]}), calibrated on {calibration.n:,} held-out images"
+               + (f" with {draws} draws" if draws else "") + ". "
                + GUARANTEE_WORDS.format(level=lower, upper=upper, n=calibration.n)
                + f"\nCredible set: the fewest classes whose mean probability over the draws adds up to {pct}; "
                "it is what the posterior believes about this input, with no guarantee over inputs.")
@@ -278,7 +288,7 @@ def sets_in_words(mean: Any, class_names: Sequence[str], calibration: Calibratio
 
 __all__ = [
     "CALIBRATION_FRACTION", "CALIBRATION_SEED", "CONFORMAL_SCORES", "Calibration", "CoverageRow",
-    "DEFAULT_LEVEL", "SetsInWords", "APS_U", "calibration_mask", "conformal_quantile", "conformal_scores",
+    "DEFAULT_LEVEL", "SetsInWords", "aps_draws", "calibration_mask", "conformal_quantile", "conformal_scores",
     "coverage_bounds", "coverage_table", "credible_sets", "image_fingerprints", "prediction_sets",
     "sets_in_words",
 ]

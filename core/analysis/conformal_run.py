@@ -25,13 +25,13 @@ import numpy as np
 import torch
 
 from core.analysis.conformal import (
-    APS_U,
     CALIBRATION_FRACTION,
     CALIBRATION_SEED,
     CONFORMAL_SCORES,
     DEFAULT_LEVEL,
     Calibration,
     CoverageRow,
+    aps_draws,
     coverage_bounds,
     coverage_table,
     image_fingerprints,
@@ -54,16 +54,10 @@ def _files(source: dict[str, Any]) -> dict[str, Any]:
     return {name: dict(entry) for name, entry in (source.get("files") or {}).items()}
 
 
-def calibrate(
-    posterior: Posterior, data: Dataset, train: Dataset | None = None, *,
-    num_samples: int | None = None, seed: int = 0,
-) -> Generator[ProgressRecord, None, tuple[Calibration, dict[str, Any]]]:
-    """Predict the calibration half of ``data`` (the posterior's test set) and return its
-    :class:`Calibration` and the record the sidecar keeps.
-
-    ``train`` (the posterior's training images) is checked by identity: a calibration image
-    whose pixels are a training image's is left out and counted.
-    """
+def calibration_images(data: Dataset, train: Dataset | None = None) -> tuple[np.ndarray, list[bytes], int]:
+    """Which of ``data``'s images (the posterior's test set) calibrate: a boolean mask, every
+    image's fingerprint, and how many chosen images were left out as training images (``train``,
+    checked by identity: a chosen image whose pixels are a training image's does not calibrate)."""
     prints = image_fingerprints(data.x)
     chosen = pixel_hash_mask(prints)
     overlap = 0
@@ -74,30 +68,59 @@ def calibrate(
         chosen &= ~in_train
     if not chosen.any():
         raise ValueError(f"{data.name} has no calibration images ({len(data)} images, half of them are chosen)")
-    index = torch.as_tensor(np.flatnonzero(chosen))
-    held = data.subset(index)
-    generator = torch.Generator().manual_seed(int(seed))
-    predictions = yield from predict_dataset(posterior, held, num_samples, generator=generator)
-    chosen_prints = [prints[i] for i in np.flatnonzero(chosen)]
+    return chosen, prints, overlap
+
+
+def calibration_record(
+    posterior: Posterior, data: Dataset, train: Dataset | None, chosen: np.ndarray, prints: list[bytes],
+    overlap: int, proba: Any, labels: Any, num_samples: int, seed: int,
+) -> tuple[Calibration, dict[str, Any]]:
+    """The :class:`Calibration` from p̄ and labels of the chosen images, and the sidecar's record."""
     identity = {
         "dataset": data.name, "dataset_files": _files(data.source), "rule": RULE_WORDS,
         "fraction": CALIBRATION_FRACTION, "hash_seed": CALIBRATION_SEED,
         "images": int(chosen.sum()), "of_images": len(data),
-        "fingerprints": pack_fingerprints(chosen_prints),
+        "fingerprints": pack_fingerprints([prints[i] for i in np.flatnonzero(chosen)]),
         "training_files": _files(train.source) if train is not None else None,
         "training_images_checked": len(train) if train is not None else 0,
         "left_out_as_training_images": overlap,
+        "num_samples": int(num_samples),
     }
-    calibration = Calibration.of(predictions.mean_proba, predictions.labels, identity)
+    calibration = Calibration.of(proba, labels, identity, u=aps_draws(len(labels), seed))
     record = {
         "identity": identity,
-        "predictive": {"num_samples": predictions.num_samples, "seed": int(seed), "method": posterior.method},
-        "aps_u": APS_U,
+        "predictive": {"num_samples": int(num_samples), "seed": int(seed), "method": posterior.method},
+        "aps_seed": int(seed),
         "scores": {s: encode_scores(calibration.scores[s]) for s in CONFORMAL_SCORES},
         "quantiles": {f"{level:g}": {s: calibration.quantile(level, s) for s in CONFORMAL_SCORES}
                       for level in LISTED_LEVELS},
     }
     return calibration, record
+
+
+def calibrate(
+    posterior: Posterior, data: Dataset, train: Dataset | None = None, *,
+    num_samples: int | None = None, seed: int = 0,
+) -> Generator[ProgressRecord, None, tuple[Calibration, dict[str, Any]]]:
+    """Predict the calibration half of ``data`` (the posterior's test set) and return its
+    :class:`Calibration` and the record the sidecar keeps (:func:`calibration_images`)."""
+    chosen, prints, overlap = calibration_images(data, train)
+    held = data.subset(torch.as_tensor(np.flatnonzero(chosen)))
+    generator = torch.Generator().manual_seed(int(seed))
+    predictions = yield from predict_dataset(posterior, held, num_samples, generator=generator)
+    return calibration_record(posterior, data, train, chosen, prints, overlap, predictions.mean_proba,
+                              predictions.labels, predictions.num_samples, seed)
+
+
+def calibrate_from_evaluation(
+    posterior: Posterior, data: Dataset, predictions: Any, train: Dataset | None = None, seed: int = 0,
+) -> tuple[Calibration, dict[str, Any]]:
+    """:func:`calibrate` from an evaluation's predictions on the whole test set ``data`` (one
+    pass for both halves: ``evaluate --calibrate``)."""
+    chosen, prints, overlap = calibration_images(data, train)
+    return calibration_record(posterior, data, train, chosen, prints, overlap,
+                              np.asarray(predictions.mean_proba)[chosen], np.asarray(predictions.labels)[chosen],
+                              predictions.num_samples, seed)
 
 
 def encode_scores(scores: Any) -> dict[str, str]:
@@ -115,7 +138,7 @@ def decode_scores(entry: Any) -> np.ndarray:
 
 def calibration_of_record(record: dict[str, Any]) -> Calibration:
     """The :class:`Calibration` a sidecar record holds."""
-    if record.get("aps_u") != APS_U:
+    if not isinstance(record.get("aps_seed"), int):
         raise ValueError("the conformal calibration was made with another APS form; make it again with "
                          "bayescope-cli calibrate")
     try:
@@ -129,7 +152,7 @@ def calibration_of_record(record: dict[str, Any]) -> Calibration:
 
 
 def measured_coverage(
-    calibration: Calibration, images: Any, proba: Any, labels: Any, level: float,
+    calibration: Calibration, images: Any, proba: Any, labels: Any, level: float, seed: int = 1,
 ) -> tuple[list[CoverageRow], int]:
     """Coverage and set size on evaluated images (``images`` (N, ...), their p̄ and labels),
     leaving out every image that calibrated (by pixel identity). Returns the rows and how many
@@ -138,7 +161,7 @@ def measured_coverage(
     prints = image_fingerprints(images)
     keep = np.fromiter((fp not in calibrated for fp in prints), dtype=bool, count=len(prints))
     p, y = np.asarray(proba)[keep], np.asarray(labels)[keep]
-    return coverage_table(calibration, p, y, level), int((~keep).sum())
+    return coverage_table(calibration, p, y, level, u=aps_draws(len(y), seed)), int((~keep).sum())
 
 
 def same_files(calibration: Calibration, source: dict[str, Any]) -> bool:
@@ -170,7 +193,8 @@ def attach_conformal(ev: Evaluation, data: Dataset, sources: Mapping[str, str | 
         if calibration is None:
             ev.conformal[name] = {"missing": how_to_calibrate(source, test_set_words(result.posterior))}
             continue
-        rows, left_out = measured_coverage(calibration, data.x, result.data.mean_proba, result.data.labels, level)
+        rows, left_out = measured_coverage(calibration, data.x, result.data.mean_proba, result.data.labels, level,
+                                           seed=int(record.get("aps_seed", 0)) + 1)
         exchangeable = same_files(calibration, data.source)
         ev.conformal[name] = {
             "rows": [{"score": r.score, "level": r.level, "qhat": r.qhat,
@@ -215,6 +239,7 @@ def column_calibration(posterior_path: str | os.PathLike,
         return None, f"No conformal set: {exc}"
 
 
-__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibration_of_record",
+__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibrate_from_evaluation",
+           "calibration_images", "calibration_of_record", "calibration_record",
            "column_calibration", "decode_scores", "encode_scores", "guarantee_words", "measured_coverage",
            "same_files"]

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_argument(parser)
 
 
-def _training_images(posterior: Posterior, data_dir: str | None, shape: dict) -> Dataset | None:
+def training_images(posterior: Posterior, data_dir: str | None, shape: dict) -> Dataset | None:
     """The posterior's training images when they are a known data set (MNIST's training file),
     to check the calibration images against by identity; None otherwise (a person's folder is
     split by the rule the posterior records, which already leaves its training images out)."""
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     trained_on = {name: p.info.get("training_data") for name, p in posteriors.items()}
     data = resolve_dataset(args.dataset, args.data_dir, trained_on=trained_on, **shape)
     for (name, posterior), path in zip(posteriors.items(), args.posterior, strict=True):
-        train = _training_images(posterior, args.data_dir, shape)
+        train = training_images(posterior, args.data_dir, shape)
         bar = tqdm(total=None, desc=f"{name} · calibrating", unit="step", dynamic_ncols=True, file=sys.stderr)
 
         def on_progress(record: ProgressRecord, bar: tqdm = bar) -> None:

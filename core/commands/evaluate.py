@@ -65,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE.html",
                         help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
                              "Export report)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="calibrate each posterior's conformal sets on the hash-chosen half of the test set "
+                             "from this evaluation's own predictions, write the calibration beside each posterior "
+                             "file, and measure coverage on the other half (the data set must be the posteriors' "
+                             "test set; with --limit, of its first N images)")
     add_device_argument(parser)
 
 
@@ -111,6 +116,20 @@ def _face_test_set(args: argparse.Namespace) -> Dataset:
 
 def _number(value: float | None) -> str:
     return f"{'n/a':>7s}" if value is None else f"{value:7.4f}"
+
+
+def _calibrate_here(ev: Evaluation, data: Dataset, args: argparse.Namespace, shape: dict) -> None:
+    """``--calibrate``: each posterior's calibration from this evaluation's predictions on the
+    hash-chosen half of ``data``, written beside its file."""
+    from core.analysis.conformal_run import calibrate_from_evaluation
+    from core.commands.calibrate import training_images
+    from core.engine.calibration_file import write_calibration
+
+    for (name, result), path in zip(ev.results.items(), args.posterior, strict=True):
+        train = training_images(result.posterior, args.data_dir, shape)
+        calibration, record = calibrate_from_evaluation(result.posterior, data, result.data, train, seed=args.seed)
+        written = write_calibration(path, record)
+        say(f"{name}: calibrated on {calibration.n:,} of {len(data):,} images; wrote {written}")
 
 
 def say_conformal(ev: Evaluation, width: int) -> None:
@@ -194,6 +213,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     ev.settings["posterior_files"] = files
+    if getattr(args, "calibrate", False):
+        _calibrate_here(ev, data, args, shape)
+        files = {name: {**entry, "file_sha256": file_sha256(entry["file"])} for name, entry in files.items()}
     attach_conformal(ev, data, dict(zip(posteriors, args.posterior, strict=True)), level=args.level,
                      sha256={name: entry["file_sha256"] for name, entry in files.items()})
     written = write_report(ev, args.out, args.format) if args.out else []
