@@ -180,11 +180,18 @@ class CoverageRow:
     upper_bound: float
 
     @property
+    def sampling_error(self) -> float:
+        """Standard error of the measured coverage: the calibration's draw (given it, coverage is
+        Beta-distributed with variance ≈ α(1 − α)/(n + 2)) and the evaluated images' (binomial)."""
+        a = self.level * (1 - self.level)
+        return math.sqrt(a / (self.calibration_images + 2) + a / max(self.evaluated_images, 1))
+
+    @property
     def within(self) -> bool:
-        """Coverage inside the guarantee, allowing the binomial sampling error of the
-        evaluated images (3 standard errors): the guarantee is on the expected coverage."""
-        se = math.sqrt(max(self.level * (1 - self.level), 1e-12) / max(self.evaluated_images, 1))
-        return self.lower_bound - 3 * se <= self.coverage <= self.upper_bound + 3 * se
+        """Coverage inside the guarantee up to 3 standard errors (:attr:`sampling_error`): the
+        guarantee bounds the coverage expected over calibration and test draws."""
+        se = 3 * self.sampling_error
+        return self.lower_bound - se <= self.coverage <= self.upper_bound + se
 
 
 def coverage_table(calibration: Calibration, proba: Any, labels: Any, level: float,

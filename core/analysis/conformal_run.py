@@ -201,7 +201,8 @@ def attach_conformal(ev: Evaluation, data: Dataset, sources: Mapping[str, str | 
                       "calibration_images": r.calibration_images, "evaluated_images": r.evaluated_images,
                       "left_out_calibration_images": left_out, "coverage": r.coverage,
                       "mean_set_size": r.mean_set_size, "guaranteed_lower": r.lower_bound,
-                      "guaranteed_upper": r.upper_bound, "exchangeable": exchangeable,
+                      "guaranteed_upper": r.upper_bound, "sampling_error": r.sampling_error,
+                      "exchangeable": exchangeable,
                       "within_guarantee": r.within if exchangeable else None} for r in rows],
             "calibration": {k: v for k, v in calibration.identity.items() if k != "fingerprints"},
         }

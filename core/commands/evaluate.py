@@ -142,15 +142,17 @@ def say_conformal(ev: Evaluation, width: int) -> None:
         say(f"conformal sets at {level:.0%} (calibrated on a held-out half of the test set; coverage measured on "
             "the other half)")
         say(f"{'posterior':{width}s} {'score':>9s} {'q̂':>7s} {'n cal':>6s} {'n eval':>6s} {'cover %':>8s} "
-            f"{'guaranteed %':>15s} {'set size':>8s}")
+            f"{'guaranteed %':>15s} {'± s.e.':>6s} {'set size':>8s}")
         for name, row in rows:
             guarantee = f"{row['guaranteed_lower'] * 100:.1f}–{row['guaranteed_upper'] * 100:.2f}"
-            flag = "" if row["exchangeable"] else "  (not the calibration's data set: no guarantee)"
+            flag = ("  (not the calibration's data set: no guarantee)" if not row["exchangeable"]
+                    else "" if row["within_guarantee"] else "  (outside the guarantee by more than 3 s.e.)")
             qhat = "inf" if row["qhat"] is None else f"{row['qhat']:.4f}"
             say(f"{name:{width}s} {row['score']:>9s} {qhat:>7s} {row['calibration_images']:6d} "
                 f"{row['evaluated_images']:6d} {row['coverage'] * 100:8.2f} {guarantee:>15s} "
-                f"{row['mean_set_size']:8.3f}{flag}")
-        say(f"  {guarantee_words(level, n)}")
+                f"{row['sampling_error'] * 100:6.2f} {row['mean_set_size']:8.3f}{flag}")
+        say(f"  {guarantee_words(level, n)}; s.e.: the measured coverage's sampling error (calibration and "
+            "evaluated images); every row lies within 3 s.e. of the guarantee unless it says otherwise")
     for name, entry in ev.conformal.items():
         if "missing" in entry:
             say(f"{name}: {entry['missing']}")

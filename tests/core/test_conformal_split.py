@@ -45,14 +45,16 @@ def test_the_bundled_calibration_is_disjoint_from_training_and_evaluated_images(
     assert {e["content_sha256"] for e in identity["dataset_files"].values()} == test_files
     assert {e["content_sha256"] for e in identity["training_files"].values()} == train_files
     assert not test_files & train_files
-    # image identity: the recorded images are the hash-chosen half of the test set, none a training image
-    prints = image_fingerprints(test.x.numpy())
+    # image identity: the recorded images are the hash-chosen half of the test images it was
+    # given (the first ``of_images``), none a training image, none an evaluated image
+    prints = image_fingerprints(test.x[: identity["of_images"]].numpy())
     chosen = calibration_mask(prints)
     recorded = unpack(identity["fingerprints"])
     assert recorded == {p for p, c in zip(prints, chosen, strict=True) if c}
     assert identity["images"] == len(recorded) == int(chosen.sum())
     assert not recorded & set(image_fingerprints(train.x.numpy()))
-    evaluated = {p for p, c in zip(prints, chosen, strict=True) if not c}
+    evaluated = {p for p, c in zip(image_fingerprints(test.x.numpy()), calibration_mask(image_fingerprints(
+        test.x.numpy())), strict=True) if not c}
     assert not recorded & evaluated
 
 
@@ -66,7 +68,7 @@ def test_evaluation_leaves_the_calibration_images_out(mnist):
     ev = Evaluation(test.name, tuple("0123456789"), {"hmc": PosteriorEvaluation(posterior, preds)})
     attach_conformal(ev, test, {"hmc": HMC}, level=0.9)
     rows = ev.conformal["hmc"]["rows"]
-    n_cal = int(calibration_mask(image_fingerprints(test.x.numpy())).sum())
+    n_cal = read_calibration(HMC)["identity"]["images"]  # all of them among the test images
     for row in rows:
         assert row["left_out_calibration_images"] == n_cal
         assert row["evaluated_images"] == len(test) - n_cal
