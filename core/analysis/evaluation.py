@@ -510,7 +510,7 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
         t["ood_detection"], t["ood_histograms"] = [], []
     if ev.rotation_label:
         t["rotation"], t["rotation_uncertainty"] = [], []
-    if ev.conformal:
+    if any(entry.get("rows") for entry in ev.conformal.values()):
         t["conformal"] = [{"posterior": name, **row} for name, entry in ev.conformal.items()
                           for row in entry.get("rows", [])]
     shared_edges = {  # one set of bins per score across posteriors and sets, as in the figure
