@@ -115,6 +115,32 @@ DATASET_TERMS: dict[str, Term] = {
         "Lower is better: 0 = every probability can be taken at its word; it is usually smaller than "
         "the ECE, and below 0.01 on MNIST for a good posterior.",
     ),
+    "SmoothECE": Term(
+        "SmoothECE (calibration error without bins)",
+        "The gap between confidence and how often the posterior is right, smoothed by a kernel whose "
+        "width the data choose (Błasiok & Nakkiran 2023), so no choice of groups moves it as it moves the ECE.",
+        "Lower is better: 0 = calibrated; close to the ECE when the ECE's groups happen to fit the data.",
+    ),
+    "Set size": Term(
+        "Conformal set size",
+        "The mean number of classes in the conformal sets at 90 % (adaptive sets, APS), on the test images "
+        "that did not calibrate them: how many classes the posterior needs to name to keep its guarantee.",
+        "Lower is better, at the guaranteed coverage: 1.0 would be one class per image.",
+    ),
+    "Set coverage": Term(
+        "Conformal coverage",
+        "How often the conformal set held the true class, on the half of the test images that did not "
+        "calibrate it (the other half, chosen by a hash of each image's pixels, calibrates).",
+        "No direction is better: it should lie in the guaranteed range beside it, within the sampling "
+        "error of the images counted.",
+    ),
+    "Guaranteed": Term(
+        "Guaranteed coverage",
+        "What split conformal guarantees on images exchangeable with the calibration images: coverage at "
+        "least 1 − α and at most 1 − α + 1/(n + 1) with n calibration images, on average over inputs, "
+        "not for any one image; “–” when the posterior has no calibration yet (bayescope-cli calibrate).",
+        "No direction is better: it is the yardstick for the coverage above it.",
+    ),
     "AUROC": Term(
         "AUROC (out-of-distribution detection)",
         "How well the chosen uncertainty score tells the out-of-distribution images (e.g. notMNIST "

@@ -28,6 +28,7 @@ VERSION_FILE = "pyproject.toml"
 #: Resource files shipped with the app, as (glob relative to the checkout, folder inside the app).
 RESOURCE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("resources/models/*.pt", "resources/models"),
+    ("resources/models/*.conformal.json", "resources/models"),  # the bundled columns' conformal calibrations
     ("resources/examples/*.png", "resources/examples"),
     ("resources/samples/mnist/*.gz", "resources/samples/mnist"),  # the offline sample sets
     ("resources/samples/notmnist/*.gz", "resources/samples/notmnist"),

@@ -431,6 +431,10 @@ class MetricsTable(QTableWidget):
         ("Brier", DATASET_TERMS["Brier"].tooltip),
         ("ECE", DATASET_TERMS["ECE"].tooltip),
         ("Classwise ECE", DATASET_TERMS["Classwise ECE"].tooltip),
+        ("SmoothECE", DATASET_TERMS["SmoothECE"].tooltip),
+        ("Set size", DATASET_TERMS["Set size"].tooltip),
+        ("Set coverage", DATASET_TERMS["Set coverage"].tooltip),
+        ("Guaranteed", DATASET_TERMS["Guaranteed"].tooltip),
         ("Uncertain", "Share of the test images whose two most likely classes overlap in the draws "
                              "(Bhattacharyya coefficient above 0.5): the posterior cannot tell them apart."),
         ("Draws", "How many posterior draws (plausible models) judged each image."),
@@ -440,7 +444,7 @@ class MetricsTable(QTableWidget):
     )
 
     ROW_HEIGHT = 19
-    WIDEST_NUMBER = "100.00 %"
+    WIDEST_NUMBER = "100–100.0 %"  # the widest value: a guaranteed range ("90–90.0 %") or "100.00 %"
 
     def __init__(self) -> None:
         super().__init__(0, 0)
@@ -531,6 +535,11 @@ class MetricsTable(QTableWidget):
             "Brier": _number(s["brier"]),
             "ECE": _number(s["ece"]),
             "Classwise ECE": _number(s["classwise_ece"]),
+            "SmoothECE": _number(s.get("smooth_ece")),
+            "Set size": "–" if s.get("conformal_set_size") is None else f"{s['conformal_set_size']:.2f}",
+            "Set coverage": _percent(s.get("conformal_coverage"), 1),
+            "Guaranteed": ("–" if s.get("conformal_guaranteed_lower") is None else
+                           f"{s['conformal_guaranteed_lower'] * 100:.0f}–{s['conformal_guaranteed_upper'] * 100:.1f} %"),
             "Uncertain": _percent(s["uncertain_fraction"], 1),
             "Draws": f"{s['samples']:,}",
             "Chains": f"{s['chains']:,}",

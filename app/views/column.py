@@ -118,6 +118,25 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     return (((summary_verdict(summary, class_names).text, "b"),), None)
 
 
+def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: float) -> tuple[list[Paragraph], str]:
+    """The column's conformal set beside its credible set at ``level`` (two paragraphs), and the
+    tooltip saying what the guarantee means; one line saying how to get a calibration when the
+    posterior has none. The calibration is read from beside the posterior file once per column
+    (kept in ``column.extra``), never per stroke."""
+    from core.analysis.conformal import sets_in_words
+    from core.analysis.conformal_run import column_calibration
+
+    if "conformal" not in column.extra:
+        column.extra["conformal"] = column_calibration(column.key, column.posterior)
+    calibration, missing = column.extra["conformal"]
+    if calibration is None:
+        return [(((missing, "i"),), None)], ""
+    words = sets_in_words(mean, class_names, calibration, level)
+    credible = words.credible + (f" — {words.disagreement[0].lower()}{words.disagreement[1:]}"
+                                 if words.disagreement else " — the same classes")
+    return [(((words.conformal, "b"),), None), (((credible, ""),), None)], words.tooltip
+
+
 def verdict_room(longest: str) -> Paragraph:
     """The room the plain verdict needs: its longest sentence, with the longest class name."""
     return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
@@ -353,7 +372,10 @@ class ColumnView(QFrame):
         lines = [verdict_room(longest),
                  ((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
                  ((("Uncertain:", "b"), (f" {longest} and {longest} overlap (0.88)", "")), WARNING),
-                 ((("first 16 of 1000 draws while you draw…", "i"),), None)]
+                 ((("first 16 of 1000 draws while you draw…", "i"),), None),
+                 (((f"Conformal: could be {longest} or {longest}, 90 % guaranteed", "b"),), None),
+                 (((f"Credible: {longest} or {longest} hold 90 % of the belief — they differ: the guarantee "
+                    f"also needs {longest}", ""),), None)]
         if reserve:
             lines.insert(2, ((("HMC (not converged, R̂ 8.88): reads ", ""), (longest, "b"),
                               (", p̄ 0.88; this column differs by 0.88; its 88 % interval holds about 88 % "
@@ -492,6 +514,12 @@ class ColumnView(QFrame):
                             REFERENCE))
         if full is not None and s.num_samples < full:
             verdict.append((((f"first {s.num_samples} of {full} draws while you draw…", "i"),), None))
+        sets, tip = conformal_lines(column, s.mean.numpy() if hasattr(s.mean, "numpy") else s.mean,
+                                    class_names, level)
+        verdict += sets
+        tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
+        if self.verdict.toolTip() != tip:
+            self.verdict.setToolTip(tip)
         self.verdict.set_paragraphs(verdict)
 
     def show_failure(self, message: str) -> None:

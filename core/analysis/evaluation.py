@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.analysis.calibration import top_label_smooth_ece
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
@@ -206,6 +207,9 @@ class Evaluation:
     settings: dict[str, Any] = field(default_factory=dict)
     data_source: dict[str, Any] = field(default_factory=dict)
     ood_source: dict[str, Any] | None = None
+    #: Posterior name → its conformal sets' coverage on the data set
+    #: (:func:`core.analysis.conformal_run.attach_conformal`: ``rows``, or ``missing``: a sentence).
+    conformal: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
@@ -506,6 +510,9 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
         t["ood_detection"], t["ood_histograms"] = [], []
     if ev.rotation_label:
         t["rotation"], t["rotation_uncertainty"] = [], []
+    if any(entry.get("rows") for entry in ev.conformal.values()):
+        t["conformal"] = [{"posterior": name, **row} for name, entry in ev.conformal.items()
+                          for row in entry.get("rows", [])]
     shared_edges = {  # one set of bins per score across posteriors and sets, as in the figure
         score: score_edges(score, len(names), [
             preds.scores[score] for r in ev.results.values() for preds in (r.data, r.ood) if preds is not None
@@ -526,10 +533,18 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
             "brier": brier_score(proba, labels),
             "ece": expected_calibration_error(proba, labels),
             "classwise_ece": cw_mean,
+            "smooth_ece": top_label_smooth_ece(proba, labels),
             "uncertain_fraction": float((d.scores["top_two_overlap"] > UNCERTAIN_THRESHOLD).mean()),
         }
         for score in ("total", "aleatoric", "epistemic"):
             row[f"mean_{score}"] = float(d.scores[score].mean())
+        aps = next((c for c in ev.conformal.get(name, {}).get("rows", []) if c["score"] == "aps"), None)
+        row.update({  # the adaptive sets' (APS) coverage, as a column shows them (None: not calibrated)
+            "conformal_coverage": aps["coverage"] if aps else None,
+            "conformal_set_size": aps["mean_set_size"] if aps else None,
+            "conformal_guaranteed_lower": aps["guaranteed_lower"] if aps else None,
+            "conformal_guaranteed_upper": aps["guaranteed_upper"] if aps else None,
+        })
         t["summary"].append(row)
         t["classwise_ece"] += [{"posterior": name, "class": names[j], "ece": cw[j]} for j in range(k)]
         diagram = reliability_diagram(proba, labels)

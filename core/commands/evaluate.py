@@ -11,8 +11,10 @@ import math
 import sys
 from pathlib import Path
 
+from core.analysis.conformal_run import attach_conformal, guarantee_words
 from core.analysis.evaluation import (
     FACE_TEST_SET,
+    Evaluation,
     check_memory,
     evaluate,
     evaluation_tables,
@@ -66,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one self-contained web page: figures (SVG), tables, provenance (as the app's "
                              "Export report)")
     evaluate_corruption.add_arguments(parser)
+    parser.add_argument("--calibrate", action="store_true",
+                        help="calibrate each posterior's conformal sets on the hash-chosen half of the test set "
+                             "from this evaluation's own predictions, write the calibration beside each posterior "
+                             "file, and measure coverage on the other half (the data set must be the posteriors' "
+                             "test set; with --limit, of its first N images)")
     add_device_argument(parser)
 
 
@@ -109,6 +116,50 @@ def _face_test_set(args: argparse.Namespace) -> Dataset:
     finally:
         bar.close()
     return faces.data
+
+
+def _number(value: float | None) -> str:
+    return f"{'n/a':>7s}" if value is None else f"{value:7.4f}"
+
+
+def _calibrate_here(ev: Evaluation, data: Dataset, args: argparse.Namespace, shape: dict) -> None:
+    """``--calibrate``: each posterior's calibration from this evaluation's predictions on the
+    hash-chosen half of ``data``, written beside its file."""
+    from core.analysis.conformal_run import calibrate_from_evaluation
+    from core.commands.calibrate import training_images
+    from core.engine.calibration_file import write_calibration
+
+    for (name, result), path in zip(ev.results.items(), args.posterior, strict=True):
+        train = training_images(result.posterior, args.data_dir, shape)
+        calibration, record = calibrate_from_evaluation(result.posterior, data, result.data, train, seed=args.seed)
+        written = write_calibration(path, record)
+        say(f"{name}: calibrated on {calibration.n:,} of {len(data):,} images; wrote {written}")
+
+
+def say_conformal(ev: Evaluation, width: int) -> None:
+    """The conformal table: coverage and mean set size of each score, with the guarantee."""
+    if not ev.conformal:
+        return
+    rows = [(name, row) for name, entry in ev.conformal.items() for row in entry.get("rows", [])]
+    if rows:
+        level, n = rows[0][1]["level"], rows[0][1]["calibration_images"]
+        say(f"conformal sets at {level:.0%} (calibrated on a held-out half of the test set; coverage measured on "
+            "the other half)")
+        say(f"{'posterior':{width}s} {'score':>9s} {'q̂':>7s} {'n cal':>6s} {'n eval':>6s} {'cover %':>8s} "
+            f"{'guaranteed %':>15s} {'± s.e.':>6s} {'set size':>8s}")
+        for name, row in rows:
+            guarantee = f"{row['guaranteed_lower'] * 100:.1f}–{row['guaranteed_upper'] * 100:.2f}"
+            flag = ("  (not the calibration's data set: no guarantee)" if not row["exchangeable"]
+                    else "" if row["within_guarantee"] else "  (outside the guarantee by more than 3 s.e.)")
+            qhat = "inf" if row["qhat"] is None else f"{row['qhat']:.4f}"
+            say(f"{name:{width}s} {row['score']:>9s} {qhat:>7s} {row['calibration_images']:6d} "
+                f"{row['evaluated_images']:6d} {row['coverage'] * 100:8.2f} {guarantee:>15s} "
+                f"{row['sampling_error'] * 100:6.2f} {row['mean_set_size']:8.3f}{flag}")
+        say(f"  {guarantee_words(level, n)}; s.e.: the measured coverage's sampling error (calibration and "
+            "evaluated images); every row lies within 3 s.e. of the guarantee unless it says otherwise")
+    for name, entry in ev.conformal.items():
+        if "missing" in entry:
+            say(f"{name}: {entry['missing']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     ev.settings["posterior_files"] = files
+    if getattr(args, "calibrate", False):
+        _calibrate_here(ev, data, args, shape)
+        files = {name: {**entry, "file_sha256": file_sha256(entry["file"])} for name, entry in files.items()}
+    attach_conformal(ev, data, dict(zip(posteriors, args.posterior, strict=True)), level=args.level,
+                     sha256={name: entry["file_sha256"] for name, entry in files.items()})
     written = write_report(ev, args.out, args.format) if args.out else []
     tables = evaluation_tables(ev)
     if args.report:
@@ -181,11 +237,13 @@ def run(args: argparse.Namespace) -> int:
         write_html_report(ev, args.report, tables)
     say(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
     width = max([len("posterior"), *(len(name) for name in ev.results)])  # whole names, never cut
-    say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}")
+    say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}"
+        f" {'smECE':>7s}")
     for row in tables["summary"]:
         say(f"{row['posterior']:{width}s} {row['samples']:4d} {row['chains']:3d} "
             f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
-              f"{row['ece']:7.4f} {row['classwise_ece']:7.4f}")
+            f"{row['ece']:7.4f} {row['classwise_ece']:7.4f} {_number(row.get('smooth_ece'))}")
+    say_conformal(ev, width)
     if ood is not None:
         say(f"{'OOD AUROC':{width}s} " + "  ".join(SCORES))
         for name in ev.results:

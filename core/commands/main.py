@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from core.commands import (
+    calibrate,
     compare,
     diagnose,
     evaluate,
@@ -37,6 +38,7 @@ COMMANDS = {
     "predict": (predict, "classify an image with uncertainty"),
     "methods": (methods, "list inference methods and their settings"),
     "evaluate": (evaluate, "evaluate posteriors on a data set: metrics, OOD, sweep"),
+    "calibrate": (calibrate, "calibrate posteriors' conformal prediction sets on held-out test images"),
     "compare": (compare, "judge one image with several posteriors; write a report folder"),
     "fidelity": (fidelity, "how far each posterior's predictive lies from a reference (HMC) on a data set"),
     "reproduce": (reproduce, "reproduce a paper's experiment"),

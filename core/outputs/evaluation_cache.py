@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 
+from core.analysis.conformal_run import attach_conformal
 from core.analysis.dataset import (
     DatasetViews,
     EvaluationItem,
@@ -219,6 +220,8 @@ def evaluate_dataset(
             write_cache(path, result)
     if files:
         shell.settings["posterior_files"] = files
+    attach_conformal(shell, data, {name: item.source for name, item in zip(names, items, strict=True)},
+                     sha256={name: entry["file_sha256"] for name, entry in files.items()})
     return build_views(shell, data, ood, cached)
 
 

@@ -341,16 +341,21 @@ def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]
     summary_rows = [
         [row["posterior"], method_label(row["method"]), row["samples"], row["chains"],
          None if row["accuracy"] is None else 100 * row["accuracy"], row["nll"], row["brier"], row["ece"],
-         row["classwise_ece"], None if row["uncertain_fraction"] is None else 100 * row["uncertain_fraction"]]
+         row["classwise_ece"], row.get("smooth_ece"),
+         None if row["uncertain_fraction"] is None else 100 * row["uncertain_fraction"]]
         for row in tables["summary"]
     ]
     parts.append(_table(["posterior", "method", "draws", "chains", "accuracy %", "NLL (nats)", "Brier",
-                         "ECE", "classwise ECE", "uncertain %"], summary_rows))
+                         "ECE", "classwise ECE", "SmoothECE", "uncertain %"], summary_rows))
     parts.append("<p>NLL: mean −log of the probability given to the true class. Brier: mean squared distance "
                  "between the probabilities and the true class. ECE: mean gap between confidence and accuracy. "
+                 "Classwise ECE: the mean over classes of each class's one-against-the-rest ECE. SmoothECE "
+                 "(Błasiok &amp; Nakkiran 2023): the gap smoothed by a kernel whose width the data choose, "
+                 "no bins. "
                  f"Uncertain: the top two classes' draws overlap (Bhattacharyya coefficient above "
                  f"{UNCERTAIN_THRESHOLD:g}).</p>")
     parts.extend(_interval_mass_part(ev))
+    parts.extend(_conformal_part(ev, tables))
     if tables.get("ood_detection"):
         parts.append(f"<h2>Telling the {html.escape(dataset_words(ev.ood_dataset or ''))} apart</h2>")
         parts.append(_table(
@@ -420,3 +425,32 @@ def html_report_progress(ev: Evaluation, path: str | os.PathLike,
     check_output_file(path, "the report")
     page = (yield from report_html_progress(ev, tables)).encode("utf-8")
     return atomic_write(path, lambda fh: fh.write(page), "the report")
+
+
+def _conformal_part(ev: Evaluation, tables: dict[str, Any]) -> list[str]:
+    """The conformal sets' coverage and size per posterior, with the guarantee; a line for each
+    posterior without a calibration."""
+    from core.analysis.conformal import SCORE_WORDS as CONFORMAL_WORDS
+    from core.analysis.conformal_run import guarantee_words
+
+    rows = tables.get("conformal") or []
+    missing = [(name, entry["missing"]) for name, entry in ev.conformal.items() if "missing" in entry]
+    if not rows and not missing:
+        return []
+    parts = ["<h2>Conformal prediction sets</h2>"]
+    if rows:
+        level, n = rows[0]["level"], rows[0]["calibration_images"]
+        parts.append(_table(
+            ["posterior", "score", "q̂", "calibration images", "evaluated images", "coverage %", "guaranteed %",
+             "mean set size"],
+            [[row["posterior"], CONFORMAL_WORDS.get(row["score"], row["score"]), row["qhat"],
+              row["calibration_images"], row["evaluated_images"],
+              None if row["coverage"] is None else 100 * row["coverage"],
+              f"{100 * row['guaranteed_lower']:.1f}–{100 * row['guaranteed_upper']:.2f}"
+              + ("" if row["exchangeable"] else " (another data set: none)"),
+              row["mean_set_size"]] for row in rows]))
+        parts.append(f"<p>Sets at {level:.0%}, calibrated on a held-out half of the test set (chosen by a hash of "
+                     "each image's pixels) and measured on the other half; "
+                     f"{html.escape(guarantee_words(level, n))}.</p>")
+    parts += [f"<p>{html.escape(name)}: {html.escape(words)}</p>" for name, words in missing]
+    return parts
