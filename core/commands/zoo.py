@@ -92,6 +92,9 @@ TIERS: dict[str, Tier] = {
                 words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
     NETWORK: Tier(NETWORK, ("--model", "lenet5"), tier_methods(NETWORK), reference=None, rhat_target=1.1,
                   words="LeNet-5, a network that reads drawn digits well, every method but HMC"),
+}
+#: Tiers built on a person's own network and images: none is bundled, each is built where it is used.
+OWN_TIERS: dict[str, Tier] = {
     FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
                         tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
                         rhat_target=1.01, model_name="features",
@@ -104,7 +107,8 @@ NETWORK_COLUMN = "network"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli zoo``."""
-    parser.add_argument("--tier", required=True, choices=tuple(TIERS), help="which model's set to rebuild")
+    parser.add_argument("--tier", required=True, choices=(*TIERS, *OWN_TIERS),
+                        help="which model's set to rebuild (features: a network of your own on your images)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
     parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/")
     parser.add_argument("--methods", help="comma-separated subset of the tier's methods (default: all)")
@@ -483,7 +487,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
 
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
-    tier = TIERS[args.tier]
+    tier = TIERS.get(args.tier) or OWN_TIERS[args.tier]
     check_seed(args.seed)
     own_options = [o for o in ("network", "dataset", "head", "image_size", "mean", "std", "classes")
                    if getattr(args, o, None)]

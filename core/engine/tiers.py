@@ -51,6 +51,17 @@ def reference_words(info: dict[str, Any]) -> tuple[str, str]:
             "not yet exact inference, so read its marks as one more approximation, not as the truth")
 
 
+def tier_words(info: dict[str, Any]) -> str | None:
+    """The model of the tier a posterior belongs to (its ``info``), in words; a features tier names
+    its network's file, as two people's networks make two tiers."""
+    tier = tier_of(info)
+    if tier not in TIER_WORDS:
+        return None
+    network = info.get("network") if isinstance(info.get("network"), dict) else {}
+    name = Path(str(network.get("file", ""))).name
+    return f"{TIER_WORDS[tier]} ({name})" if tier == "features" and name else TIER_WORDS[tier]
+
+
 def file_name(tier: str, model: str, method: str) -> str:
     """The file a tier's method is saved as: ``<tier>_<model>_<method>.pt``."""
     return f"{tier}_{model}_{method}.pt"
