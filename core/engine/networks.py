@@ -27,6 +27,7 @@ names) is given as options or in a sidecar JSON beside it (``net.json``, :func:`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -39,8 +40,6 @@ from typing import Any
 
 import platformdirs
 import torch
-
-from core.engine.files import file_sha256
 
 #: The suffixes of the two formats.
 TORCHSCRIPT_SUFFIX, EXPORT_SUFFIX = ".pt", ".pt2"
@@ -274,7 +273,13 @@ def _head_tensors(fmt: str, module: Any, name: str, export_linears: dict) -> tup
 
 
 def sha256_of(path: str | os.PathLike) -> str:
-    return file_sha256(path)
+    """The SHA-256 of the network file. (Not :func:`core.engine.files.file_sha256`: the models
+    reach this module, and ``files`` reaches the runner and through it the models: a cycle.)"""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def open_network(path: str | os.PathLike, network_in: Callable[[tuple[int, ...] | None], NetworkInput],
