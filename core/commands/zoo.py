@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -479,8 +479,6 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
         say(f"note: the network names its classes {', '.join(split.input.class_names)}, the folder "
             f"{', '.join(data.class_names)}: its own last layer is not a column of the tier, whose heads learn the "
             "folder's classes", sys.stderr)
-    from dataclasses import replace
-
     tier = replace(tier, model=("--features-of", str(imported), "--dataset", str(args.dataset)))
     return tier, (data.test.first(args.limit), None, data.train.first(args.limit)), own
 

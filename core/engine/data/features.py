@@ -125,11 +125,11 @@ def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[Prog
         reasons: dict[int, str] = {}
         batch: list[tuple[int, np.ndarray]] = []
 
-        def flush() -> None:
+        def flush(target: np.ndarray) -> None:
             if batch:
                 index = [i for i, _ in batch]
                 x = torch.from_numpy(np.stack([a for _, a in batch]).astype(np.float32) / 255.0)
-                features[index] = network.features(x).numpy()
+                target[index] = network.features(x).numpy()
                 batch.clear()
 
         yield ProgressRecord(0, n, {}, phase="network features")
@@ -140,13 +140,13 @@ def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[Prog
                 readable[i] = True
                 batch.append((i, array))
                 if len(batch) == BATCH:
-                    flush()
+                    flush(features)
             if done % BATCH == 0 or done == n:
-                flush()
+                flush(features)
                 yield ProgressRecord(done, n, {}, phase="network features")
-        flush()
+        flush(features)
         features.flush()
-        features._mmap.close()  # closed before the folder is renamed (Windows keeps mapped files locked)
+        del features  # unmapped before the folder is renamed (Windows keeps mapped files locked)
         prints = content_fingerprints(listing.paths)
         packed = np.zeros((n, FINGERPRINT_BYTES + 1), dtype=np.uint8)  # the last byte: 1 when known
         for i, p in enumerate(prints):
