@@ -341,7 +341,7 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             record_interval_masses(masses, paths)
     finally:
         bar.close()
-    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables["ood_detection"]}
+    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none: no OOD set
     rows = []
     for row in tables["summary"]:
         m = row["posterior"]
