@@ -448,7 +448,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
     from core.commands.import_ import _numbers
     from core.engine.data.features import folder_features, listing_stamp
     from core.engine.data.folder import list_images
-    from core.engine.import_weights import import_own_network, read_class_names
+    from core.engine.import_weights import head_posterior, import_own_network, read_class_names
     from core.engine.runner import drain
     from core.engine.store import save_posterior
 
@@ -469,16 +469,20 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
     say(f"{len(data.train):,} training and {len(data.test):,} test images, "
         f"{'computed now' if data.computed else 'features read from the cache'} ({data.cache})")
     args.listing = listing_stamp(list_images(args.dataset))
-    own = tuple(split.input.class_names) == tuple(data.class_names)
+    names, theirs = tuple(split.input.class_names), tuple(data.class_names)
+    own = set(names) == set(theirs)
+    if own and names != theirs:  # the same classes in another order: the head's rows follow the folder's
+        order = [names.index(n) for n in theirs]
+        posterior = head_posterior(split, "map", split.weight[order], split.bias[order], posterior.dataset)
+        posterior.info["class_names"] = list(theirs)
     imported = folder / tier.file_name(NETWORK_COLUMN)
     posterior.info["name"] = f"your network ({Path(args.network).name})"
     posterior.info["zoo"] = {"tier": tier.name, "arguments": ["import", "--network", str(args.network),
                                                               "--head", split.head]}
     save_posterior(posterior, imported)
     if not own:
-        say(f"note: the network names its classes {', '.join(split.input.class_names)}, the folder "
-            f"{', '.join(data.class_names)}: its own last layer is not a column of the tier, whose heads learn the "
-            "folder's classes", sys.stderr)
+        say(f"note: the network names its classes {', '.join(names)}, the folder {', '.join(theirs)}: its own "
+            "last layer is not a column of the tier, whose heads learn the folder's classes", sys.stderr)
     tier = replace(tier, model=("--features-of", str(imported), "--dataset", str(args.dataset)))
     return tier, (data.test.first(args.limit), None, data.train.first(args.limit)), own
 

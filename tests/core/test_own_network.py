@@ -262,15 +262,17 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert "--set num_leapfrog=4" in rows["hmc"]["command"] and "num_leapfrog" not in rows["map"]["command"]
     hmc = load_posterior(out / "features_features_hmc.pt")
     assert hmc.info["zoo"]["tier"] == "features" and hmc.info["network"]["sha256"] == hmc.arch.network
-    assert hmc.info["class_names"] == CLASSES and hmc.arch.image_size == SIDE and list(hmc.arch.mean) == MEAN
+    assert hmc.info["class_names"] == sorted(CLASSES) and hmc.arch.image_size == SIDE and list(hmc.arch.mean) == MEAN
     assert hmc.info["training_data"]["split_rule"].startswith("0.2 of the images to test, each by a hash")
     # the posteriors judge photos: images through the network, then the head
     picture = torch.from_numpy(folder_module.read_image(photos / "blue" / "1.png", SIDE, 3).astype(np.float32) / 255)
     probs = hmc.predict_proba(picture.unsqueeze(0), num_samples=8)
     assert probs.shape == (8, 1, 3) and torch.allclose(probs.sum(-1), torch.ones(8, 1))
+    # the network's own column: its classes (red, green, blue) in the folder's order (blue, green, red)
     own = load_posterior(out / "features_features_network.pt")
-    torch.testing.assert_close(own.predict_proba(picture.unsqueeze(0))[0], _network_probabilities(model, picture[None]),
-                               atol=1e-5, rtol=1e-4)
+    assert own.info["class_names"] == ["blue", "green", "red"] and own.info["network"]["class_names"] == CLASSES
+    torch.testing.assert_close(own.predict_proba(picture.unsqueeze(0))[0],
+                               _network_probabilities(model, picture[None]).flip(1), atol=1e-5, rtol=1e-4)
     # a second build keeps every file and reads no image
     reads = _counting_reads(monkeypatch)
     assert main(argv) == 0 and reads == []
