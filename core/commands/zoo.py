@@ -348,7 +348,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
         records = file_records(paths[m])
         facts, record = summary(records), convergence_record(records)
         rows.append({
-            "method": m, "label": facts["method_label"], "chains": record.get("chains"),
+            "method": m, "label": facts["method_label"] if m in METHODS else facts["name"] or m,
+            "chains": record.get("chains"),
             "draws": facts["draws"], "measured_draws": facts["measured_draws"],
             "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
             "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],

@@ -258,6 +258,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert main(argv) == 0
     rows = {r["method"]: r for r in json.loads((out / "zoo.json").read_text())["rows"]}
     assert set(rows) == {"hmc", "map", "laplace", "network"}  # the network's own head is a column
+    assert rows["network"]["label"] == "your network (net.pt2)"
     assert rows["hmc"]["chains"] == 2 and rows["map"]["to_hmc_kl"] is not None
     assert "--set num_leapfrog=4" in rows["hmc"]["command"] and "num_leapfrog" not in rows["map"]["command"]
     hmc = load_posterior(out / "features_features_hmc.pt")
