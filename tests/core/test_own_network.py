@@ -298,3 +298,13 @@ assert not any(m.startswith("torchvision") for m in sys.modules), [m for m in sy
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_feature_tier_is_named_after_its_network():
+    """Two people's networks make two tiers: the Add-posterior group names the network's file."""
+    from core.engine.tiers import tier_words
+
+    info = {"zoo": {"tier": "features"}, "network": {"file": "/somewhere/colours.pt", "sha256": "ab" * 32}}
+    assert tier_words(info) == "softmax-regression head on the features of a network of your own (colours.pt)"
+    assert tier_words({"zoo": {"tier": "paper"}}) == "softmax regression (the D-SGHMC paper's model)"
+    assert tier_words({}) is None
