@@ -52,9 +52,9 @@ def menu_group(posterior: Posterior) -> str:
     from core.engine.faces.heads import is_face_posterior
     from core.engine.naming import ARCH_LABELS
 
-    tier = tiers.tier_of(posterior.info)
-    if tier in tiers.TIER_WORDS:
-        return f"Same model, every method: {tiers.TIER_WORDS[tier]}"
+    words = tiers.tier_words(posterior.info)
+    if words is not None:
+        return f"Same model, every method: {words}"
     model = ARCH_LABELS.get(posterior.arch.name, posterior.arch.name)
     if is_face_posterior(posterior):
         return f"Ages from a face, {model}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from core.commands.console import say
@@ -127,6 +128,7 @@ def summary(records: dict[str, Any]) -> dict[str, Any]:
         "training_data": _readable(info.get("training_data")),
         "test_data": info.get("test_data"),
         "started_from": info.get("started_from"),
+        "network": info.get("network"),  # a head on a person's own network: its checksum, layer, input
         "format_version": records["format_version"],
         "code_version": records.get("code_version"),
         "storage": records["storage"],
@@ -172,6 +174,12 @@ def run(args: argparse.Namespace) -> int:
     name = f" “{facts['name']}”" if facts["name"] else ""
     say(f"  method        {facts['method_label']}{name}: {facts['method_words']}")
     say(f"  architecture  {facts['architecture_label']} ({facts['parameters']:,} weights)")
+    network = facts["network"]
+    if isinstance(network, dict) and network.get("sha256"):
+        say(f"  network       {Path(str(network.get('file', ''))).name}, split at {network.get('head')} "
+            f"({network.get('features')} features; {'colour' if network.get('channels') == 3 else 'grey'} "
+            f"{network.get('image_size')}×{network.get('image_size')}, mean {network.get('mean')}, std "
+            f"{network.get('std')}; sha256 {str(network['sha256'])[:16]}…)")
     data, words = facts["dataset"], dataset_words(facts["dataset"])
     say(f"  trained on    {words}" + ("" if words == data else f" ({data})"))
     if facts["class_names"]:

@@ -83,7 +83,9 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
     check_cluster(args.cluster)
     args.chain_ids = chain_subset(args, method, config)
     drop = args.drop_rate if args.drop_rate is not None else method.default_drop_rate
-    if args.dataset == "utkface":  # a head over face descriptors, eight age groups
+    if getattr(args, "features_of", None):  # a head on a person's own network's features
+        arch = _imported_network(args, drop).arch
+    elif args.dataset == "utkface":  # a head over face descriptors, eight age groups
         from core.engine.faces import descriptor_info
         from core.engine.faces.heads import face_arch
 
@@ -108,6 +110,48 @@ def _train_plan(args: argparse.Namespace) -> tuple[object, object, ArchSpec, obj
                      device)
     check_output_file(args.out, "the posterior")
     return method, config, arch, start, device
+
+
+def _imported_network(args: argparse.Namespace, drop: float) -> Any:
+    """``--features-of``: the imported network's MAP posterior (its network kept in the user
+    cache), checked: a head on a network's features, trained on a folder of images."""
+    from core.engine.models import FEATURES
+
+    imported = load_posterior(args.features_of)
+    if imported.arch.name != FEATURES:
+        raise ValueError(f"{args.features_of} is not a network imported with bayescope-cli import --network, so it "
+                         "has no features to train a head on")
+    if not image_folder(args.dataset):
+        raise ValueError(f"--features-of trains a head on the features of your images: --dataset must be a folder of "
+                         f"class folders or a CSV manifest, not {args.dataset}")
+    if args.model not in (None, "softmax") or args.start_from:
+        raise ValueError("--features-of trains a softmax-regression head on the network's features; leave out "
+                         "--model and --start-from")
+    imported.arch = replace(imported.arch, drop_rate=drop)
+    return imported
+
+
+def _read_features(args: argparse.Namespace, arch: ArchSpec) -> tuple[Dataset, Dataset, ArchSpec, dict]:
+    """The folder's images as the imported network's features (computed once, then read from the
+    cache), the two splits and the head's architecture at the folder's classes."""
+    from core.engine.data.features import folder_features
+    from core.engine.networks import NetworkInput, split_network_for
+
+    imported = load_posterior(args.features_of)
+    split = split_network_for(arch.network, arch.head, NetworkInput(arch.image_size, arch.channels, arch.mean, arch.std))
+    bar = progress_bar(0, "network features")
+    try:
+        data = drain(folder_features(split, args.dataset, test_fraction=args.test_fraction), bar_callback(bar))
+    finally:
+        bar.close()
+    summary = data.summary()
+    if summary:
+        say(f"note: {summary}", sys.stderr)
+    say(f"{len(data.class_names)} classes, {len(data.train)} training and {len(data.test)} test images as "
+        f"{split.feature_dim} features of {split.path.name} at {split.head} "
+        f"({'computed now' if data.computed else 'read from the cache'}: {data.cache})")
+    arch = replace(arch, num_classes=len(data.class_names))
+    return data.train.first(args.limit), data.test.first(args.limit), arch, imported.info.get("network", {})
 
 
 def chain_subset(args: argparse.Namespace, method: Any, config: Any) -> tuple[int, ...] | None:
@@ -216,6 +260,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only these of a sampler's chains or an ensemble's members, numbered from 0 "
                         "(e.g. 0,1): the part of the whole run they are, saved unmeasured; join the parts "
                         "with bayescope-cli join")
+    parser.add_argument("--features-of", metavar="IMPORTED.pt",
+                        help="train a softmax-regression head on the features of a network of your own, imported "
+                        "with bayescope-cli import --network into IMPORTED.pt; --dataset is a folder of your images, "
+                        "each passed through the network once (the features are kept in the user cache)")
     parser.add_argument("--start-from", metavar="MAP.pt",
                         help="laplace, swag: start from this saved MAP posterior instead of training one "
                         "(its architecture is used; --model, --hidden and --drop-rate are ignored)")
@@ -224,7 +272,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     method, config, arch, start, device = _train_plan(args)
-    if args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
+    network: dict = {}
+    if getattr(args, "features_of", None):
+        train, test, arch, network = _read_features(args, arch)
+        changes = small_folder_settings(config, len(train), parse_settings(args.set))
+        if changes:
+            config = replace(config, **changes)
+            say(f"note: {small_folder_words(changes, len(train))}", sys.stderr)
+    elif args.dataset == "utkface":  # descriptors computed once (cached, resumable), fixed split
         from core.engine.data.utkface import load_utkface
 
         bar = progress_bar(0, "face descriptors")
@@ -268,6 +323,8 @@ def run(args: argparse.Namespace) -> int:
         posterior.info["class_names"] = list(train.class_names)
     if args.name and args.name.strip():
         posterior.info["name"] = args.name.strip()
+    if network:  # the network the head sits on: its checksum, head, input size, mean/std, class names
+        posterior.info["network"] = network
     try:
         path = save_posterior(posterior, args.out, storage=args.storage)  # save first: never lose a fit
     except KeyboardInterrupt as exc:

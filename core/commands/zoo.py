@@ -7,6 +7,13 @@ method has a prior), so that the columns of a comparison differ in method only:
   prior; full-batch HMC with four chains is the reference every other method is measured against.
 - ``network``: LeNet-5 (6-16-120-84, 44,426 weights) on MNIST, for drawn digits, under N(0, 0.2²)
   (:data:`NETWORK_PRIOR_STD`); HMC is left out (see docs/zoo.md for why).
+- ``features``: a softmax-regression head on the features of a person's own network (``--network``,
+  TorchScript or torch.export, split at its last linear layer: :mod:`core.engine.networks`) over a
+  folder of their images (``--dataset``, split by each file's hash), every method with the paper
+  tier's settings and full-batch HMC as the reference. The network is imported first (its own head,
+  ``features_features_network.pt``, is one more column when its classes are the folder's) and each
+  image passes through it once: the features are kept in the user cache
+  (:mod:`core.engine.data.features`), so every method, and a second build, reads them from there.
 
 Each method runs as ``bayescope-cli train`` with the arguments its registry entry names for the
 tier (``Method.tiers``, gathered in :data:`TIERS`; so a file is
@@ -27,7 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +51,12 @@ from core.commands.console import (
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 from core.engine.inference import METHODS
-from core.engine.inference.recipes import NETWORK, NETWORK_PRIOR_STD, PAPER  # noqa: F401 (the tier's prior, said here)
+from core.engine.inference.recipes import (  # noqa: F401 (the tier's prior, said here)
+    FEATURES_TIER,
+    NETWORK,
+    NETWORK_PRIOR_STD,
+    PAPER,
+)
 from core.engine.inference.sampling import chains_in_words
 
 
@@ -58,17 +70,20 @@ class Tier:
     reference: str | None  # the method every other is measured against
     rhat_target: float  # the largest R̂ a sampled posterior of this tier may have
     words: str
+    model_name: str = ""  # the model's part of the file names (default: the --model given)
 
     def file_name(self, method: str) -> str:
-        return tiers.file_name(self.name, self.model[1], method)
+        return tiers.file_name(self.name, self.model_name or self.model[1], method)
 
 
-def tier_methods(tier: str) -> dict[str, tuple[str, ...]]:
+def tier_methods(tier: str, like: str | None = None) -> dict[str, tuple[str, ...]]:
     """The ``train`` arguments of every method in ``tier``, from the method registry, the tier's
-    reference first (every other method is measured against it)."""
+    reference first (every other method is measured against it); a method that names no settings
+    for ``tier`` takes those it names for the tier ``like``."""
     reference = tiers.REFERENCES.get(tier)
     ordered = sorted(METHODS.values(), key=lambda m: m.name != reference)  # stable: registry order after
-    return {m.name: ("--method", m.name, *m.tiers[tier]) for m in ordered if tier in m.tiers}
+    return {m.name: ("--method", m.name, *(m.tiers[tier] if tier in m.tiers else m.tiers[like]))
+            for m in ordered if tier in m.tiers or (like is not None and like in m.tiers)}
 
 
 TIERS: dict[str, Tier] = {
@@ -78,11 +93,22 @@ TIERS: dict[str, Tier] = {
     NETWORK: Tier(NETWORK, ("--model", "lenet5"), tier_methods(NETWORK), reference=None, rhat_target=1.1,
                   words="LeNet-5, a network that reads drawn digits well, every method but HMC"),
 }
+#: Tiers built on a person's own network and images: none is bundled, each is built where it is used.
+OWN_TIERS: dict[str, Tier] = {
+    FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
+                        tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
+                        rhat_target=1.01, model_name="features",
+                        words="a softmax-regression head on your own network's features, every method, HMC as "
+                              "the reference"),
+}
+#: The column of a features tier that is the imported network itself (its own last layer).
+NETWORK_COLUMN = "network"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli zoo``."""
-    parser.add_argument("--tier", required=True, choices=tuple(TIERS), help="which model's set to rebuild")
+    parser.add_argument("--tier", required=True, choices=(*TIERS, *OWN_TIERS),
+                        help="which model's set to rebuild (features: a network of your own on your images)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
     parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/")
     parser.add_argument("--methods", help="comma-separated subset of the tier's methods (default: all)")
@@ -93,11 +119,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chains", metavar="LIST",
                         help="run only these chains (numbered from 0, e.g. 0,1) of the samplers named by "
                         "--methods, into DIR/parts; once every chain has run, the parts are joined and measured")
+    own = parser.add_argument_group("--tier features: a network of your own and a folder of images")
+    own.add_argument("--network", metavar="NET.pt|NET.pt2",
+                     help="the network, saved with torch.jit.save or torch.export.save (see bayescope-cli import)")
+    own.add_argument("--dataset", metavar="FOLDER", help="your images: class folders or a CSV manifest")
+    own.add_argument("--head", metavar="NAME", help="the network's last linear layer, when several could be")
+    own.add_argument("--image-size", type=int, metavar="N", help="the side it reads (or image_size in NET.json)")
+    own.add_argument("--mean", metavar="M1,M2,M3", help="per-channel mean it standardises with (or in NET.json)")
+    own.add_argument("--std", metavar="S1,S2,S3", help="per-channel standard deviation (or in NET.json)")
+    own.add_argument("--classes", metavar="names.txt", help="its class names, one a line (or classes in NET.json)")
+    own.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a setting given to every method that has it, after the tier's own (e.g. a quick look: "
+                          "--set epochs=5); the files record it")
 
 
 def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
     """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
-    argv = ["train", *tier.model, *tier.methods[method], "--seed", str(args.seed), "--out", str(out)]
+    argv = ["train", *tier.model, *tier.methods[method], *_overrides(method, args), "--seed", str(args.seed),
+            "--out", str(out)]
     if args.data_dir:
         argv += ["--data-dir", args.data_dir]
     if args.limit:
@@ -105,6 +144,16 @@ def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace
     if getattr(args, "cluster", None):
         argv += ["--cluster", args.cluster]
     return argv
+
+
+def _overrides(method: str, args: argparse.Namespace) -> list[str]:
+    """``zoo --set`` for ``method``: those of its settings it has (the others' are left out)."""
+    from core.commands.console import parse_settings
+
+    known = METHODS[method].defaults()
+    chosen = parse_settings(getattr(args, "set", None) or [])
+    return [part for name, value in chosen.items() if name.replace("-", "_") in known
+            for part in ("--set", f"{name}={value}")]
 
 
 def recorded_arguments(argv: list[str]) -> list[str]:
@@ -123,14 +172,17 @@ def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return kept
 
 
-def _kept(path: Path, argv: list[str]) -> bool:
-    """Whether ``path`` holds a posterior made by ``argv`` already (then it is not retrained)."""
+def _kept(path: Path, argv: list[str], listing: str | None = None) -> bool:
+    """Whether ``path`` holds a posterior made by ``argv`` already (then it is not retrained); with
+    ``listing`` (a features tier's folder, :func:`core.engine.data.features.listing_stamp`), made from
+    the folder as it is now."""
     from core.engine.store import file_records
 
     if not path.is_file():
         return False
     try:
-        return file_records(path)["info"].get("zoo", {}).get("arguments") == recorded_arguments(argv)
+        zoo = file_records(path)["info"].get("zoo", {})
+        return zoo.get("arguments") == recorded_arguments(argv) and zoo.get("listing") == listing
     except (*USER_ERRORS, OSError):  # a damaged or older file is rebuilt
         return False
 
@@ -151,7 +203,8 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
     for i, method in enumerate(methods, 1):
         path = folder / tier.file_name(method)
         argv = train_arguments(tier, method, path, args)
-        if _kept(path, argv):
+        listing = getattr(args, "listing", None)
+        if _kept(path, argv, listing):
             say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
             continue
         if args.chains:
@@ -174,7 +227,8 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
                 "and running the same command again goes on from here", sys.stderr)
             return code
         posterior = load_posterior(path)
-        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv)}
+        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
+                                 **({"listing": listing} if listing else {})}
         save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
     return 0
 
@@ -247,8 +301,10 @@ def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argp
     return 0
 
 
-def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """One row per method: convergence, test-set quality, OOD detection and distance to the reference."""
+def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace,
+            data: tuple[Any, Any, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per method: convergence, test-set quality, OOD detection and distance to the reference.
+    ``data`` is (test, out-of-distribution or None, training set); by default MNIST's and notMNIST."""
     from core.analysis.evaluation import evaluate, evaluation_tables, resolve_dataset
     from core.analysis.fidelity import fidelity_to_reference
     from core.commands.info import convergence_record, summary
@@ -257,8 +313,11 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
 
     paths = {m: folder / tier.file_name(m) for m in methods}
     posteriors = {m: load_posterior(p) for m, p in paths.items()}
-    test = resolve_dataset("mnist-test", args.data_dir).first(args.limit)
-    ood = resolve_dataset("notmnist", args.data_dir).first(args.limit)
+    if data is None:
+        test = resolve_dataset("mnist-test", args.data_dir).first(args.limit)
+        ood = resolve_dataset("notmnist", args.data_dir).first(args.limit)
+    else:
+        test, ood, _ = data
     bar = progress_bar(0, "evaluating")
     try:
         ev = drain(evaluate(posteriors, test, ood, seed=args.seed), bar_callback(bar))
@@ -270,7 +329,7 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
                 report = drain(fidelity_to_reference((tier.reference, posteriors[tier.reference]), others, test,
                                                      seed=args.seed), bar_callback(bar))
                 distance = {m: f.record() for m, f in report.results.items()}
-        levels = record_levels(tier, posteriors, paths, args, bar)
+        levels = record_levels(tier, posteriors, paths, args, bar, None if data is None else data[2])
         masses = {}
         if tier.reference in posteriors:  # after record_levels, which rewrites the files it scores
             from core.analysis.diagnostics import PROBE_SIZE
@@ -282,14 +341,15 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             record_interval_masses(masses, paths)
     finally:
         bar.close()
-    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables["ood_detection"]}
+    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none: no OOD set
     rows = []
     for row in tables["summary"]:
         m = row["posterior"]
         records = file_records(paths[m])
         facts, record = summary(records), convergence_record(records)
         rows.append({
-            "method": m, "label": facts["method_label"], "chains": record.get("chains"),
+            "method": m, "label": facts["method_label"] if m in METHODS else facts["name"] or m,
+            "chains": record.get("chains"),
             "draws": facts["draws"], "measured_draws": facts["measured_draws"],
             "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
             "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
@@ -307,7 +367,7 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
 
 
 def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: argparse.Namespace,
-                  bar: Any) -> dict[str, dict[str, Any]]:
+                  bar: Any, train: Any = None) -> dict[str, dict[str, Any]]:
     """Where the tier's reference is among ``posteriors``: the exact log posterior of the weight
     draws of every posterior of its model and prior over the training set, the reference's own included,
     returned by method and written into each other file as ``info["log_posterior_level"]`` with
@@ -322,7 +382,8 @@ def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: ar
         return {}
     ref = posteriors[tier.reference]
     scored = {m: p for m, p in posteriors.items() if why_not_level(p, ref) is None}
-    train = resolve_dataset("mnist-train", args.data_dir).first(args.limit)
+    if train is None:
+        train = resolve_dataset("mnist-train", args.data_dir).first(args.limit)
     prior_std = float(ref.config.get("prior_std", 1.0))
     levels = {m: drain(log_posterior_level(p, train, prior_std), bar_callback(bar)).record() for m, p in scored.items()}
     for m, posterior in scored.items():
@@ -380,10 +441,62 @@ def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Tier, tuple[Any, Any, Any], bool]:
+    """A features tier's start: the network imported (its own head saved as the tier's
+    ``network`` column), the folder's features computed once (or read from the cache), the tier's
+    ``train`` arguments pointed at them. Returns the tier, (test, None, train) and whether the
+    network's own head is a column (its classes are the folder's)."""
+    from core.commands.import_ import _numbers
+    from core.engine.data.features import folder_features, listing_stamp
+    from core.engine.data.folder import list_images
+    from core.engine.import_weights import head_posterior, import_own_network, read_class_names
+    from core.engine.runner import drain
+    from core.engine.store import save_posterior
+
+    if not args.network or not args.dataset:
+        raise ValueError("the features tier needs --network (your classifier, saved with torch.jit.save or "
+                         "torch.export.save) and --dataset (a folder of your images in class folders)")
+    names = read_class_names(args.classes) if args.classes else ()
+    posterior, split = import_own_network(args.network, head=args.head, image_size=args.image_size,
+                                          mean=_numbers(args.mean, "--mean"), std=_numbers(args.std, "--std"),
+                                          class_names=names)
+    say(f"{Path(args.network).name}: split at {split.head}, {split.feature_dim} features, "
+        f"{'colour' if split.input.channels == 3 else 'grey'} {split.input.image_size}×{split.input.image_size}")
+    bar = progress_bar(0, "network features")
+    try:
+        data = drain(folder_features(split, args.dataset), bar_callback(bar))
+    finally:
+        bar.close()
+    say(f"{len(data.train):,} training and {len(data.test):,} test images, "
+        f"{'computed now' if data.computed else 'features read from the cache'} ({data.cache})")
+    args.listing = listing_stamp(list_images(args.dataset))
+    names, theirs = tuple(split.input.class_names), tuple(data.class_names)
+    own = set(names) == set(theirs)
+    if own and names != theirs:  # the same classes in another order: the head's rows follow the folder's
+        order = [names.index(n) for n in theirs]
+        posterior = head_posterior(split, "map", split.weight[order], split.bias[order], posterior.dataset)
+        posterior.info["class_names"] = list(theirs)
+    imported = folder / tier.file_name(NETWORK_COLUMN)
+    posterior.info["name"] = f"your network ({Path(args.network).name})"
+    posterior.info["zoo"] = {"tier": tier.name, "arguments": ["import", "--network", str(args.network),
+                                                              "--head", split.head]}
+    save_posterior(posterior, imported)
+    if not own:
+        say(f"note: the network names its classes {', '.join(names)}, the folder {', '.join(theirs)}: its own "
+            "last layer is not a column of the tier, whose heads learn the folder's classes", sys.stderr)
+    tier = replace(tier, model=("--features-of", str(imported), "--dataset", str(args.dataset)))
+    return tier, (data.test.first(args.limit), None, data.train.first(args.limit)), own
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
-    tier = TIERS[args.tier]
+    tier = TIERS.get(args.tier) or OWN_TIERS[args.tier]
     check_seed(args.seed)
+    own_options = [o for o in ("network", "dataset", "head", "image_size", "mean", "std", "classes")
+                   if getattr(args, o, None)]
+    if tier.name != FEATURES_TIER and own_options:
+        raise ValueError(f"--{own_options[0].replace('_', '-')} belongs to the features tier (a network of your own); "
+                         f"the {tier.name} tier's model is fixed")
     check_cluster(getattr(args, "cluster", None))  # before hours of training, not at the first sampler
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
@@ -406,15 +519,21 @@ def run(args: argparse.Namespace) -> int:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    data, columns = None, list(methods)
+    if tier.name == FEATURES_TIER:
+        if args.cluster or getattr(args, "chains", None):
+            raise ValueError("the features tier runs here in one go; leave out --cluster and --chains")
+        tier, data, own = _own_network(tier, folder, args)
+        columns = [*methods, *([NETWORK_COLUMN] if own else [])]
     if not args.evaluate_only:
         code = build(tier, methods, folder, args)
         if code != 0:
             return code
-        if not all(_kept(folder / tier.file_name(m), train_arguments(tier, m, folder / tier.file_name(m), args))
-                   for m in methods):
+        if not all(_kept(folder / tier.file_name(m), train_arguments(tier, m, folder / tier.file_name(m), args),
+                         getattr(args, "listing", None)) for m in methods):
             say("not measured: a run has chains still to run")
             return 0
-    rows = measure(tier, methods, folder, args)
+    rows = measure(tier, columns, folder, args, data)
     table = markdown(tier, rows)
     record = strict_json({"tier": tier.name, "words": tier.words, "rows": rows}, indent=2)
     atomic_write(folder / "zoo.json", lambda f: f.write(record.encode()))

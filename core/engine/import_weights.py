@@ -7,6 +7,11 @@ side and channels, and returns a one-draw :class:`SampledPosterior` with method 
 what every view can show, and what Laplace and SWAG can start from (``train --start-from``);
 or, for a network trained with dropout, its MC dropout posterior (``--mc-dropout``).
 
+A person's own classifier saved as TorchScript or as a ``torch.export`` program is read by
+:func:`import_own_network`: split at its last linear layer (:mod:`core.engine.networks`), it is a
+MAP posterior over that layer (the network itself, one column) and the start of a feature tier
+(``bayescope-cli zoo --tier features``).
+
 torchvision's ResNet-18 (``resnet18``) is read from its own ``state_dict``, and torchvision is
 not needed to read or use it: every batch norm is folded into the convolution before it
 (:func:`fold_batch_norm`), which in inference mode is the same function, so the posterior holds
@@ -32,12 +37,14 @@ from core.engine.models import (
     ARCHITECTURES,
     CHANNELS,
     COLOUR_IMAGE_SIZE,
+    FEATURES,
     IMAGE_SIZE,
     IMPORTED_ARCHITECTURES,
     ArchSpec,
     ChannelBias,
     build_model,
 )
+from core.engine.networks import SplitNetwork, keep_copy, network_input, open_network
 from core.engine.store import OutputsNotFiniteError, check_outputs
 
 #: torchvision classifiers a person may name that are not built in: refused with a sentence.
@@ -267,4 +274,63 @@ def import_network(
             f"{Path(weights).name}: its weights are finite, but the network's outputs on a plain grey image are not "
             "(they overflow: weights far too large for float32, or a --std that divides by almost zero), so it "
             "could never name a class; check the weights' scale and --mean/--std") from None
+    return posterior
+
+
+def import_own_network(
+    network: str | os.PathLike,
+    *,
+    head: str | None = None,
+    image_size: int | None = None,
+    mean: tuple[float, ...] = (),
+    std: tuple[float, ...] = (),
+    class_names: tuple[str, ...] = (),
+) -> tuple[SampledPosterior, SplitNetwork]:
+    """A person's own classifier saved as TorchScript or torch.export (:mod:`core.engine.networks`)
+    as a MAP posterior over its head: the network split at its last linear layer, that layer's
+    weights the one draw, so that the posterior predicts on images exactly as the network does.
+    What it reads (side, mean/std, class names) comes from the options or its sidecar JSON; the
+    network is kept under its checksum in the user cache, where the posterior finds it.
+
+    Raises
+    ------
+    NetworkError
+        With one sentence: an unreadable file, something it reads left unsaid, or a network that
+        cannot be split (with how to export it so that it can).
+    """
+    split = open_network(network, lambda shape: network_input(network, image_size=image_size, mean=mean, std=std,
+                                                              class_names=class_names, program_shape=shape), head)
+    keep_copy(network, split.sha256)
+    return head_posterior(split, "map", split.weight, split.bias, f"imported-{Path(network).stem}"), split
+
+
+def features_arch(split: SplitNetwork, num_classes: int, drop_rate: float = 0.0) -> ArchSpec:
+    """The architecture of a softmax-regression head of ``num_classes`` on ``split``'s features."""
+    wanted = split.input
+    return ArchSpec(FEATURES, num_classes=num_classes, drop_rate=drop_rate, image_size=wanted.image_size,
+                    channels=wanted.channels, mean=wanted.mean, std=wanted.std, features=split.feature_dim,
+                    network=split.sha256, head=split.head)
+
+
+def network_record(split: SplitNetwork) -> dict[str, Any]:
+    """What a posterior over ``split``'s head records of the network (``info["network"]``)."""
+    wanted = split.input
+    return {"file": str(split.path.absolute()), "sha256": split.sha256, "format": split.format, "head": split.head,
+            "features": split.feature_dim, "image_size": wanted.image_size, "channels": wanted.channels,
+            "mean": list(wanted.mean), "std": list(wanted.std), "class_names": list(wanted.class_names)}
+
+
+def head_posterior(split: SplitNetwork, method: str, weight: torch.Tensor, bias: torch.Tensor,
+                   dataset: str) -> SampledPosterior:
+    """A one-draw posterior of the head with these weights (the network's own: the imported column)."""
+    arch = features_arch(split, int(weight.shape[0]))
+    samples = {"linear.weight": weight.reshape(1, 1, *weight.shape).float().clone(),
+               "linear.bias": bias.reshape(1, 1, -1).float().clone()}
+    info: dict[str, Any] = {"class_names": list(split.input.class_names), "network": network_record(split),
+                            "imported": {"weights": str(split.path.absolute()), "weights_sha256": split.sha256}}
+    posterior = SampledPosterior(method, arch, {}, 0, dataset, samples, info)
+    try:
+        check_outputs(posterior, split.path.name)
+    except OutputsNotFiniteError:
+        raise NetworkImportError(f"{split.path.name}: its last layer's outputs are not finite numbers") from None
     return posterior

@@ -39,7 +39,8 @@ METHOD_LABELS: Mapping[str, str] = _MethodFacts("label")
 METHOD_DESCRIPTIONS: Mapping[str, str] = _MethodFacts("description")
 
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "lenet5": "LeNet-5",
-                               "resnet": "ResNet-8", "resnet18": "ResNet-18"}
+                               "resnet": "ResNet-8", "resnet18": "ResNet-18",
+                               "features": "head on your network's features"}
 
 
 #: A class whose probability has a standard deviation across draws below this is faded in

@@ -83,9 +83,10 @@ def probe_inputs(arch: ArchSpec) -> torch.Tensor:
     """Two inputs every posterior must give finite probabilities for: a plain mid-grey image and
     seeded noise in [0, 1] (for a model of feature vectors: zeros and seeded unit-length noise)."""
     generator = torch.Generator().manual_seed(0)
-    if arch.input_dim:
-        noise = torch.randn(1, arch.input_dim, generator=generator)
-        return torch.cat([torch.zeros(1, arch.input_dim), noise / noise.norm()])
+    dim = arch.input_dim or arch.features  # a head on a network's features is probed on features
+    if dim:
+        noise = torch.randn(1, dim, generator=generator)
+        return torch.cat([torch.zeros(1, dim), noise / noise.norm()])
     shape = (1, *arch.input_shape)
     return torch.cat([torch.full(shape, 0.5), torch.rand(shape, generator=generator)])
 
@@ -268,7 +269,7 @@ def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tupl
         arch = ArchSpec.from_dict(payload["arch"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PosteriorFileError(f"{path}: invalid architecture record ({exc})") from None
-    if not arch.input_dim and arch.channels == 1 and arch.image_size != IMAGE_SIZE:
+    if not arch.input_dim and not arch.features and arch.channels == 1 and arch.image_size != IMAGE_SIZE:
         side = arch.image_size
         raise PosteriorFileError(
             f"{path}: its model reads {side}×{side}-pixel images, but every image here is "

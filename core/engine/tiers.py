@@ -14,12 +14,13 @@ from typing import Any
 from core.engine.naming import mixed_as_shuffled, rhat_text
 
 #: The reference method of each tier that has one.
-REFERENCES: dict[str, str] = {"paper": "hmc"}
+REFERENCES: dict[str, str] = {"paper": "hmc", "features": "hmc"}
 
 #: Each tier's model in words, for menus and tables.
 TIER_WORDS: dict[str, str] = {
     "paper": "softmax regression (the D-SGHMC paper's model)",
     "network": "LeNet-5 network",
+    "features": "softmax-regression head on the features of a network of your own",
 }
 
 
@@ -48,6 +49,17 @@ def reference_words(info: dict[str, Any]) -> tuple[str, str]:
     return (f"HMC (not converged, R̂ {rhat_text(rhat)})" if rhat is not None else "HMC (convergence not measured)",
             f"HMC on the same model, this set's reference, whose chains have NOT converged ({said}): it is "
             "not yet exact inference, so read its marks as one more approximation, not as the truth")
+
+
+def tier_words(info: dict[str, Any]) -> str | None:
+    """The model of the tier a posterior belongs to (its ``info``), in words; a features tier names
+    its network's file, as two people's networks make two tiers."""
+    tier = tier_of(info)
+    if tier not in TIER_WORDS:
+        return None
+    network = info.get("network") if isinstance(info.get("network"), dict) else {}
+    name = Path(str(network.get("file", ""))).name
+    return f"{TIER_WORDS[tier]} ({name})" if tier == "features" and name else TIER_WORDS[tier]
 
 
 def file_name(tier: str, model: str, method: str) -> str:

@@ -804,13 +804,17 @@ IDENTITY_VERSION = 1
 
 
 def listing_identity(listing: ImageList, keys: Sequence[str], rule: SplitRule, train: np.ndarray,
-                     test: np.ndarray, left: np.ndarray | None = None) -> dict[str, Any]:
+                     test: np.ndarray, left: np.ndarray | None = None,
+                     known_prints: Sequence[bytes | None] | None = None) -> dict[str, Any]:
     """What identifies a read folder and its split, as a posterior records it: the rule and its
     parameters, the class names in label order, every listed file's key (packed), the contents of
     the training and of the test images (packed SHA-256 prefixes, so that the same image under
-    another name or class is recognised) and the test images left out as seen in training."""
+    another name or class is recognised) and the test images left out as seen in training.
+    ``known_prints`` (one per listed file) are those contents already measured (a cache), so that
+    no file is read again."""
     chosen = np.flatnonzero(train | test)
-    prints = dict(zip(chosen.tolist(), content_fingerprints([listing.paths[i] for i in chosen]), strict=True))
+    prints = (dict(zip(chosen.tolist(), [known_prints[i] for i in chosen], strict=True)) if known_prints is not None
+              else dict(zip(chosen.tolist(), content_fingerprints([listing.paths[i] for i in chosen]), strict=True)))
     return {
         "version": IDENTITY_VERSION,
         "split": rule.to_dict(),

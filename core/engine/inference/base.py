@@ -48,6 +48,7 @@ from core.engine.models import (
     dropout_generator,
     first_layer_matrix,
     first_linear_name,
+    image_features,
     mc_dropout,
     split_before_dropout,
     stacked_forward,
@@ -147,7 +148,11 @@ def check_data_fits(
     vectors of its length, at least one example, and (with ``labels``) every label one of the
     model's classes, which would otherwise fail deep inside the loss as an index error.
     """
-    if arch.input_dim:
+    if arch.features and data.x.ndim == 2:  # a head on a network's features, given the features themselves
+        if data.x.shape[1] != arch.features:
+            raise ValueError(f"{role} {data.name} has features of {data.x.shape[1]} numbers; {model} reads "
+                             f"{arch.features}, the features of the network it sits on")
+    elif arch.input_dim:
         if data.x.ndim != 2:
             raise ValueError(f"{role} {data.name} holds images; {model} reads "
                              f"{arch.input_dim}-number face descriptors")
@@ -326,6 +331,7 @@ def _predicts_on_own_device(predict: Callable[..., torch.Tensor]) -> Callable[..
     def predict_proba(self: Posterior, x: torch.Tensor, num_samples: int | None = None,
                       generator: torch.Generator | None = None) -> torch.Tensor:
         device = self.device
+        x = image_features(self.arch, x)  # a head on a network's features: images through the network first
         if device.type == "cpu":
             return predict(self, x, num_samples, generator)
         with on_device(device):

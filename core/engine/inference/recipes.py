@@ -84,3 +84,6 @@ HALF = ("--storage", "float16")
 #: The tiers' names (:data:`core.commands.zoo.TIERS`).
 PAPER = "paper"
 NETWORK = "network"
+#: A head on a person's own network's features: every method with the paper tier's settings
+#: unless its registry entry names its own (the same softmax-regression model on other inputs).
+FEATURES_TIER = "features"

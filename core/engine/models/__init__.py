@@ -27,7 +27,7 @@ from torch import nn
 
 from core.engine.memory import check_fits
 
-ArchName = Literal["softmax", "mlp", "lenet", "lenet5", "resnet", "resnet18"]
+ArchName = Literal["softmax", "mlp", "lenet", "lenet5", "resnet", "resnet18", "features"]
 #: The architectures every method trains from a random start.
 ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp", "lenet", "lenet5", "resnet")
 #: LeNet-5's widths (LeCun et al. 1998): two convolutions, then two hidden layers.
@@ -35,6 +35,9 @@ LENET5_WIDTHS: tuple[int, int, int, int] = (6, 16, 120, 84)
 #: Architectures a network trained elsewhere brings (``bayescope-cli import``): predicted with,
 #: and the start of the post-hoc methods (Laplace, SWAG), never trained from a random start here.
 IMPORTED_ARCHITECTURES: tuple[str, ...] = ("resnet18",)
+#: A softmax-regression head on the features of a person's own network (TorchScript or
+#: torch.export, :mod:`core.engine.networks`): trained on the cached features, predicting on images.
+FEATURES = "features"
 #: torchvision's ResNet-18 stages: (width, stride of the first block), two basic blocks each.
 RESNET18_STAGES: tuple[tuple[int, int], ...] = ((64, 1), (128, 2), (256, 2), (512, 2))
 #: ResNet-18 halves its input five times; 32 pixels leave one at the last stage.
@@ -102,6 +105,13 @@ class ArchSpec:
         ``(N, D)``); 0, the default, means an image of ``image_size²`` pixels. Only
         ``"softmax"`` and ``"mlp"`` read vectors. Left out of :meth:`to_dict` when 0, so
         image posteriors are written exactly as before the field existed.
+    features, network, head
+        ``"features"`` only: the length D of the features a person's own network hands its
+        last linear layer, that network's SHA-256 and that layer's name. The model is a
+        softmax regression on those D numbers; it reads the features themselves ``(N, D)``
+        (training, cached) or images ``(N, C, S, S)``, which a posterior first turns into
+        features with the network (:func:`core.engine.networks.split_network_for`), standardised
+        by ``mean``/``std``. Left out of :meth:`to_dict` when unset.
     """
 
     name: ArchName = "lenet"
@@ -113,11 +123,17 @@ class ArchSpec:
     channels: int = 1
     mean: tuple[float, ...] = ()
     std: tuple[float, ...] = ()
+    features: int = 0
+    network: str = ""
+    head: str = ""
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if not self.input_dim:
             del out["input_dim"]
+        for key in ("features", "network", "head"):
+            if not out[key]:
+                del out[key]
         if self.channels == 1:
             del out["channels"]
         for key in ("mean", "std"):
@@ -157,7 +173,7 @@ class ArchSpec:
         # count must not reach nn.Linear (or pass a comparison by accident).
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "name":
+            if f.name in ("name", "network", "head"):
                 ok = isinstance(value, str)
             elif f.name in ("mean", "std"):
                 ok = isinstance(value, tuple) and all(
@@ -168,7 +184,7 @@ class ArchSpec:
                 ok = isinstance(value, int) and not isinstance(value, bool)
             if not ok:
                 raise ValueError(f"architecture field {f.name} has an invalid value {value!r}")
-        if self.name not in ARCHITECTURES + IMPORTED_ARCHITECTURES:
+        if self.name not in (*ARCHITECTURES, *IMPORTED_ARCHITECTURES, FEATURES):
             raise ValueError(f"unknown architecture {self.name!r}; choose from {ARCHITECTURES}")
         if not 0.0 <= self.drop_rate < 1.0:
             raise ValueError(f"drop_rate must lie in [0, 1), got {self.drop_rate}")
@@ -194,6 +210,11 @@ class ArchSpec:
                              f"per channel ({self.channels}), got {len(self.mean)} and {len(self.std)}")
         if self.mean and (self.input_dim or min(self.std) <= 0):
             raise ValueError("the input standardisation needs images and positive standard deviations")
+        if (self.name == FEATURES) != bool(self.features and self.network and self.head):
+            raise ValueError("a head on a network's features needs the features' length, the network's checksum "
+                             "and its last layer's name, and only such a head has them")
+        if self.name == FEATURES and not 1 <= self.features <= MAX_INPUT_DIM:
+            raise ValueError(f"the features' length must lie between 1 and {MAX_INPUT_DIM}, got {self.features}")
         low = {"lenet": LENET_MIN_SIZE, "lenet5": LENET_MIN_SIZE, "resnet": RESNET_MIN_SIZE,
                "resnet18": RESNET18_MIN_SIZE}.get(self.name, 1)
         if not low <= self.image_size <= MAX_IMAGE_SIZE:
@@ -205,6 +226,8 @@ class ArchSpec:
     def parameter_count(self) -> int:
         """Number of weights of the model, computed without building it."""
         d, k, h = self.input_size, self.num_classes, self.hidden
+        if self.name == FEATURES:
+            return self.features * k + k
         if self.name == "softmax":
             return d * k + k
         if self.name == "mlp":
@@ -223,6 +246,8 @@ class ArchSpec:
     def activations_per_image(self) -> int:
         """Floats one image's forward pass holds (every layer's output), for memory estimates."""
         d, k, h = self.input_size, self.num_classes, self.hidden
+        if self.name == FEATURES:  # the head's own: the network's features are computed before it
+            return 2 * self.features + k
         if self.name == "softmax":
             return 2 * d + k
         if self.name == "mlp":
@@ -347,6 +372,35 @@ class SoftmaxRegression(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(self.dropout(self.standardise(x).flatten(1)))
+
+
+class FeatureHead(SoftmaxRegression):
+    """Softmax regression on the D features a person's own network hands its last linear layer
+    (``ArchSpec.name == "features"``): the same weights ``linear.weight`` (K, D) and
+    ``linear.bias``, the same dropout on its inputs (D-SGHMC), no standardisation of its own (the
+    network's ``mean``/``std`` standardise the images before the network). It reads (N, D)
+    features; a posterior turns images into them first (:func:`image_features`)."""
+
+    def __init__(self, spec: ArchSpec) -> None:
+        nn.Module.__init__(self)
+        self.spec = spec
+        self.standardise = nn.Identity()
+        self.dropout = Dropout(spec.drop_rate)
+        self.linear = nn.Linear(spec.features, spec.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.dropout(image_features(self.spec, x)))
+
+
+def image_features(spec: ArchSpec, x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a ``"features"`` head reads it: images (N, C, S, S) through the network the head
+    sits on (its kept copy, :mod:`core.engine.networks`), features (N, D) as they are."""
+    if spec.name != FEATURES or x.ndim == 2:
+        return x
+    from core.engine.networks import NetworkInput, split_network_for
+
+    wanted = NetworkInput(spec.image_size, spec.channels, spec.mean, spec.std)
+    return split_network_for(spec.network, spec.head, wanted).features(x).to(x.device)
 
 
 class MLP(nn.Module):
@@ -531,7 +585,7 @@ class ResNet18(nn.Module):
 
 
 _CLASSES: dict[str, type[nn.Module]] = {"softmax": SoftmaxRegression, "mlp": MLP, "lenet": LeNet, "lenet5": LeNet5,
-                                        "resnet": ResNet, "resnet18": ResNet18}
+                                        "resnet": ResNet, "resnet18": ResNet18, FEATURES: FeatureHead}
 
 
 def build_model(spec: ArchSpec) -> nn.Module:
@@ -637,6 +691,8 @@ def stacked_forward(
             stacked_forward(model, {k: v[i : i + chunk_size] for k, v in params.items()}, x)
             for i in range(0, s, chunk_size)
         ])
+    if isinstance(model, FeatureHead):  # images through the network once, outside the draws
+        x = image_features(model.spec, x)
     if model.training or not isinstance(model, (LeNet, MLP, SoftmaxRegression)):
         from torch.func import functional_call, vmap
 

@@ -1,0 +1,112 @@
+"""Time to build a feature tier: every method on a softmax-regression head over 10,000 images ×
+512 features (issue 45: ≤ 15 minutes on this machine).
+
+The images are synthetic: ``--classes`` classes of small colour PNGs (16×16), each class a
+pattern plus noise, written once into a temporary folder. The network is a linear map of the
+pixels to ``--features`` numbers (ReLU) and a last linear layer to the classes, saved with
+torch.export (no training: the head is learnt by the tier; what is timed is the tier). Then
+``bayescope-cli zoo --tier features`` runs as a person would run it, in this process: the
+network is imported, every image passes through it once (features cached), and each method
+trains with the paper tier's settings, HMC first as the reference, then every file is measured.
+Prints the time of each phase and each method's training time (from its file).
+
+Run: ``nice python benchmarks/bench_feature_tier.py [--images 10000] [--features 512]
+[--methods hmc,map,...] [--set epochs=5]``. On a machine whose cores are busy with other work
+the figure says as much about that work as about the tier: note the load average it prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SIDE = 16
+
+
+def write_images(folder: Path, images: int, classes: int, seed: int = 0) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    patterns = rng.integers(0, 256, (classes, SIDE, SIDE, 3))
+    for i in range(images):
+        k = i % classes
+        (folder / f"c{k}").mkdir(parents=True, exist_ok=True)
+        noise = rng.normal(0, 60, (SIDE, SIDE, 3))
+        Image.fromarray(np.clip(patterns[k] + noise, 0, 255).astype(np.uint8)).save(folder / f"c{k}" / f"{i}.png")
+
+
+def write_network(path: Path, features: int, classes: int) -> None:
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(3 * SIDE * SIDE, features)
+            self.fc = nn.Linear(features, classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.relu(self.body(x.flatten(1))))
+
+    torch.manual_seed(0)
+    model = Net().eval()
+    torch.export.save(torch.export.export(model, (torch.rand(64, 3, SIDE, SIDE),)), path)
+    path.with_suffix(".json").write_text(json.dumps({
+        "image_size": SIDE, "mean": [0.5] * 3, "std": [0.25] * 3, "classes": [f"c{k}" for k in range(classes)]}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=10_000)
+    parser.add_argument("--features", type=int, default=512)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--methods", help="a subset of the tier's methods (default: all 13)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="zoo --set: a shorter run for a quick look (the figure is then not the tier's)")
+    parser.add_argument("--keep", metavar="DIR", help="build in DIR (kept) instead of a temporary folder")
+    args = parser.parse_args()
+
+    from core.commands.main import main as cli
+
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-feature-tier-") as scratch:
+        base = Path(args.keep or scratch)
+        base.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("XDG_CACHE_HOME", str(base / "cache"))
+        images, network, out = base / "images", base / "net.pt2", base / "tier"
+        started = time.perf_counter()
+        if not images.is_dir():
+            write_images(images, args.images, args.classes)
+        write_network(network, args.features, args.classes)
+        print(f"wrote {args.images:,} images and the network in {time.perf_counter() - started:.0f} s", flush=True)
+        argv = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(images), "--out", str(out)]
+        argv += [*(["--methods", args.methods] if args.methods else []), *[p for s in args.set for p in ("--set", s)]]
+        started = time.perf_counter()
+        code = cli(argv)
+        wall = time.perf_counter() - started
+        if code != 0:
+            print(f"zoo failed (exit {code}) after {wall / 60:.1f} min")
+            return code
+        rows = json.loads((out / "zoo.json").read_text())["rows"]
+        print("\nmethod                 train s   R̂      accuracy")
+        for r in rows:
+            rhat = f"{r['rhat']:.3f}" if r["rhat"] is not None else "n/a"
+            seconds = r["train_seconds"] if r["train_seconds"] is not None else float("nan")
+            print(f"{r['label']:<22} {seconds:8.0f}   {rhat:<6} {100 * r['accuracy']:.2f} %")
+        trained = sum(r["train_seconds"] or 0 for r in rows)
+        print(f"\nthe tier took {wall / 60:.1f} min in all ({trained / 60:.1f} min training, the rest features "
+              f"and measuring); load average now {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

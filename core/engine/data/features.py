@@ -1,0 +1,234 @@
+"""A folder of a person's images as the features their own network hands its last linear layer:
+computed once per image, kept on disk, read memory-mapped.
+
+The features of a folder (class folders or a CSV manifest, :mod:`core.engine.data.folder`) through
+a split network (:mod:`core.engine.networks`) are kept in the user cache under a key of everything
+that determines them: the network's SHA-256, the layer it is split at, the side, channels, mean
+and standard deviation it reads, and the folder's listing (every file's path below the folder,
+class, size and modification time). A changed network or folder (an image added, removed,
+edited, moved to another class) therefore has another key and its features are computed anew;
+an unchanged one is read back without decoding or reading a single image. The cache also keeps
+each file's content fingerprint (:func:`core.engine.data.split.content_fingerprint`), from which
+the split's identity record is made as :func:`~core.engine.data.folder.read_image_folder` makes
+it, so that the Dataset tab and ``evaluate`` tell training images from test images alike.
+
+The split is the project's: each file by a hash of its class and path
+(:mod:`core.engine.data.split`), or the folder's own ``train/`` and ``test/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import platformdirs
+import torch
+
+from core.engine.data.datasets import DatasetContentError
+from core.engine.data.folder import (
+    SPLIT_SEED,
+    TEST_FRACTION,
+    NoImagesError,
+    NoReadableImageError,
+    NotAFolderError,
+    decode_stream,
+    find_cifar,
+    image_keys,
+    list_images,
+    listing_identity,
+    unreadable_summary,
+)
+from core.engine.data.split import (
+    FINGERPRINT_BYTES,
+    FOLDERS_RULE,
+    HASH_RULE,
+    SplitRule,
+    content_fingerprints,
+)
+from core.engine.inference.base import Dataset, ProgressRecord
+from core.engine.networks import SplitNetwork
+
+#: The version of the cache's layout: a new one leaves older entries unread.
+CACHE_VERSION = 1
+#: Images decoded and passed through the network at once.
+BATCH = 64
+
+
+def features_folder() -> Path:
+    """Where folders' features are kept (the user cache)."""
+    return Path(platformdirs.user_cache_dir("bayescope")) / "features"
+
+
+@dataclass
+class FeatureData:
+    """Both splits of a folder as network features (N, D), with where they are kept."""
+
+    train: Dataset
+    test: Dataset
+    class_names: tuple[str, ...]
+    cache: Path
+    computed: bool  # False when every feature was read back from the cache
+    unreadable: list[dict[str, str]]
+    files: int
+
+    def summary(self) -> str | None:
+        return unreadable_summary(self.unreadable, self.files)
+
+
+def listing_stamp(listing: Any) -> str:
+    """SHA-256 of the folder's listing: the layout, the class names, and every file's path below
+    the folder, class, size and modification time (no image read)."""
+    h = hashlib.sha256(f"{listing.layout}\0{json.dumps(list(listing.class_names))}\n".encode())
+    for i, (path, label) in enumerate(zip(listing.paths, listing.labels, strict=True)):
+        try:
+            stat = path.stat()
+            size, mtime = stat.st_size, stat.st_mtime_ns
+        except OSError:
+            size, mtime = -1, -1
+        split = listing.splits[i] if listing.splits is not None else ""
+        h.update(f"{listing.relative(path)}\0{label}\0{split}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def cache_key(network: SplitNetwork, stamp: str) -> str:
+    """The key of a folder's features through ``network``: everything that determines them."""
+    wanted = network.input
+    record = {"version": CACHE_VERSION, "network": network.sha256, "head": network.head,
+              "image_size": wanted.image_size, "channels": wanted.channels, "mean": list(wanted.mean),
+              "std": list(wanted.std), "listing": stamp}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _complete(entry: Path) -> bool:
+    return (entry / "meta.json").is_file()
+
+
+def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[ProgressRecord, None, None]:
+    """Decode every listed image once, pass it through the network, and write the features, the
+    readable mask and the content fingerprints into ``entry`` (written beside it, then renamed,
+    so that a cancelled run leaves no half entry)."""
+    n, side, channels = len(listing.paths), network.input.image_size, network.input.channels
+    partial = entry.with_name(f"{entry.name}.part-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        features = np.lib.format.open_memmap(partial / "features.npy", mode="w+", dtype=np.float32,
+                                             shape=(n, network.feature_dim))
+        readable = np.zeros(n, dtype=bool)
+        reasons: dict[int, str] = {}
+        batch: list[tuple[int, np.ndarray]] = []
+
+        def flush(target: np.ndarray) -> None:
+            if batch:
+                index = [i for i, _ in batch]
+                x = torch.from_numpy(np.stack([a for _, a in batch]).astype(np.float32) / 255.0)
+                target[index] = network.features(x).numpy()
+                batch.clear()
+
+        yield ProgressRecord(0, n, {}, phase="network features")
+        for done, (i, array, reason) in enumerate(decode_stream(listing.paths, side, channels), start=1):
+            if array is None:
+                reasons[i] = reason
+            else:
+                readable[i] = True
+                batch.append((i, array))
+                if len(batch) == BATCH:
+                    flush(features)
+            if done % BATCH == 0 or done == n:
+                flush(features)
+                yield ProgressRecord(done, n, {}, phase="network features")
+        flush(features)
+        features.flush()
+        del features  # unmapped before the folder is renamed (Windows keeps mapped files locked)
+        prints = content_fingerprints(listing.paths)
+        packed = np.zeros((n, FINGERPRINT_BYTES + 1), dtype=np.uint8)  # the last byte: 1 when known
+        for i, p in enumerate(prints):
+            if p is not None:
+                packed[i, :FINGERPRINT_BYTES] = np.frombuffer(p, dtype=np.uint8)
+                packed[i, -1] = 1
+        np.save(partial / "readable.npy", readable)
+        np.save(partial / "prints.npy", packed)
+        meta = {"version": CACHE_VERSION, "network": network.sha256, "head": network.head, "files": n,
+                "dimension": network.feature_dim, "class_names": list(listing.class_names),
+                "unreadable": [{"file": listing.relative(listing.paths[i]), "reason": reasons[i]}
+                               for i in sorted(reasons)]}
+        (partial / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        if entry.exists():  # another process finished it meanwhile: theirs is the same
+            shutil.rmtree(partial, ignore_errors=True)
+        else:
+            os.replace(partial, entry)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fraction: float = TEST_FRACTION,
+                    seed: int = SPLIT_SEED) -> Generator[ProgressRecord, None, FeatureData]:
+    """The features of every image of ``folder`` through ``network``, computed once (yielding
+    progress) and then read back memory-mapped, as a training and a test split.
+
+    Raises
+    ------
+    DatasetNotFoundError, DatasetContentError
+        Not a folder of class folders or a manifest, no images, one class, no readable image.
+    """
+    path = Path(folder)
+    if not path.exists():
+        raise NotAFolderError(f"{path}: no such folder or file")
+    if path.is_dir() and find_cifar(path) is not None:
+        raise DatasetContentError(f"{path} holds CIFAR binaries; a network of your own reads a folder of class "
+                                  "folders of images or a CSV manifest")
+    listing = list_images(path)
+    if not listing.paths:
+        raise NoImagesError(f"{path} holds no images: put each class's images in a sub-folder named after the class")
+    if len(listing.class_names) < 2:
+        raise DatasetContentError(f"{path} holds one class ({listing.class_names[0]}); a classifier's head needs "
+                                  "images of at least two classes, one sub-folder each")
+    entry = features_folder() / cache_key(network, listing_stamp(listing))
+    computed = not _complete(entry)
+    if computed:
+        yield from _compute(network, listing, entry)
+    meta = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+    features = np.load(entry / "features.npy", mmap_mode="r")  # read as needed, never whole
+    readable = np.load(entry / "readable.npy")
+    packed = np.load(entry / "prints.npy")
+    prints = [bytes(row[:FINGERPRINT_BYTES]) if row[-1] else None for row in packed]
+    if not readable.any():
+        first = meta["unreadable"][0]
+        raise NoReadableImageError(f"none of the {len(readable)} image files in {path} could be read (the first: "
+                                   f"{first['file']}: {first['reason']})")
+    keys = image_keys(listing)
+    labels = np.asarray(listing.labels, dtype=np.int64)
+    if listing.splits is not None:
+        rule, is_test = SplitRule(FOLDERS_RULE), np.asarray([s == "test" for s in listing.splits])
+    else:
+        rule = SplitRule(HASH_RULE, test_fraction, seed)
+        is_test = rule.test_mask(keys, labels)
+    train, test = readable & ~is_test, readable & is_test
+    source: dict[str, Any] = {
+        "dataset": None, "folder": str(path.resolve()), "layout": listing.layout,
+        "class_names": list(listing.class_names), "files": len(keys), "ignored": listing.ignored,
+        "unreadable": meta["unreadable"], "image_size": network.input.image_size, "channels": network.input.channels,
+        "split_rule": rule.words(), "streamed": False,
+        "features": {"network_sha256": network.sha256, "head": network.head, "dimension": network.feature_dim,
+                     "cache": str(entry)},
+        "identity": listing_identity(listing, keys, rule, train, test, known_prints=prints),
+    }
+
+    def part(split: str, mask: np.ndarray) -> Dataset:
+        index = np.flatnonzero(mask)
+        # a seeded order mixes the classes, so that the first N images (--limit) hold them all
+        index = index[torch.randperm(len(index), generator=torch.Generator().manual_seed(seed)).numpy()]
+        x = torch.from_numpy(np.ascontiguousarray(features[np.sort(index)][np.argsort(np.argsort(index))]))
+        return Dataset(x, torch.from_numpy(labels[index]), f"{path.stem or path.name}-{split}", listing.class_names,
+                       {**source, "split": split, "images": len(index)})
+
+    return FeatureData(part("train", train), part("test", test), tuple(listing.class_names), entry, computed,
+                       meta["unreadable"], len(keys))
