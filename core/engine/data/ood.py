@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import torch
 
 from core.engine.data.datasets import load_split
-from core.engine.data.locate import DOWNLOAD_ON_COMMAND_LINE, DatasetMissingError, download_dataset, find_dataset
+from core.engine.data.locate import (
+    DOWNLOAD_ON_COMMAND_LINE,
+    DatasetMissingError,
+    download_dataset,
+    find_dataset,
+)
 from core.engine.inference.base import Dataset
 
 
