@@ -203,3 +203,26 @@ def test_a_folder_of_the_wrong_kind_gets_its_sentence(kind, expected, shared_dat
     assert code == 2
     assert expected in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()  # nothing half written
+
+
+def test_the_dataset_tab_keeps_every_set_in_its_cache(three_sets, tmp_path):
+    """The tab's evaluation (cached per posterior) holds each set's rows; a second run reads them back."""
+    from core.analysis.dataset import EvaluationItem
+    from core.outputs.evaluation_cache import evaluate_dataset
+
+    items = [EvaluationItem(path.stem, three_sets["posteriors"][path.stem], path) for path in COLUMNS[:2]]
+    data, oods = three_sets["data"].first(40), [o.first(30) for o in three_sets["oods"][:2]]
+    first = drain(evaluate_dataset(items, data, oods, num_samples=4, seed=1, folder=tmp_path))
+    again = drain(evaluate_dataset(items, data, oods, num_samples=4, seed=1, folder=tmp_path))
+    assert not any(c.cached for c in first.columns) and all(c.cached for c in again.columns)
+    assert [o.name for o in again.ood_sets] == ["notmnist-test", "mnist-inverted"]
+    for a, b in zip(first.columns, again.columns, strict=True):
+        assert list(b.ood_sets) == ["notmnist-test", "mnist-inverted"]
+        assert set(b.ood_sets["mnist-inverted"]) == set(SCORES)
+        assert b.ood_sets == a.ood_sets
+        assert b.ood == {s: {k: r[k] for k in ("auroc", "aupr_in", "aupr_out")}
+                         for s, r in b.ood_sets["notmnist-test"].items()}  # the first set's, as before
+    # one set alone is another cache entry, and gives the first set's numbers
+    alone = drain(evaluate_dataset(items, data, oods[0], num_samples=4, seed=1, folder=tmp_path))
+    assert not any(c.cached for c in alone.columns)
+    assert [c.ood for c in alone.columns] == [c.ood for c in first.columns]
