@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QCursor
+from PySide6.QtGui import QColor, QCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -30,6 +30,7 @@ from app.plots.axes import ClassAxis, CompactPlot, short_class_name
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.analysis.dataset import SCORE_WORDS, SHORT_SCORE_WORDS, ColumnViews
 from core.analysis.metrics import REJECTION_SCORES
+from core.analysis.ood_sets import AUROC_WORDS
 from core.engine.naming import plural
 
 OOD_COLOUR = (230, 126, 34)
@@ -536,3 +537,104 @@ def _number(value: float | None) -> str:
 
 def _percent(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value * 100:.{digits}f} %"
+
+
+#: The scores of the AUROC table, in the fewest words that still say which (rows of the table).
+OOD_TABLE_SCORES: dict[str, str] = {
+    "total": "total",
+    "aleatoric": "aleatoric",
+    "epistemic": "epistemic (MI)",
+    "epistemic_variance": "epist. variance",
+    "one_minus_max_prob": "1 − top prob.",
+    "top_two_overlap": "top-two overlap",
+}
+BEST_BACKGROUND = (216, 236, 216)
+
+
+class OodSetsTable(QTableWidget):
+    """The AUROC of every score (rows) on every out-of-distribution set (columns) of one posterior;
+    the best of the columns shown for that score on that set in bold on green, a star beside it.
+
+    Reading across the posteriors' columns row by row shows whether the best posterior for a
+    score stays the same from one unfamiliar set to another.
+    """
+
+    export_requested = Signal(str)
+    view_key = "ood_sets"
+    ROW_HEIGHT = 19
+
+    def __init__(self) -> None:
+        super().__init__(0, 0)
+        self.setToolTip("How well each uncertainty score tells each unfamiliar set from the test images. "
+                        + AUROC_WORDS + " In bold with a star: the best of the columns for that score on that set.")
+        self.verticalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
+        self.horizontalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _on_context_menu_requested(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export every column's AUROC per set (CSV, JSON)…",
+                       lambda: self.export_requested.emit(self.view_key))
+        menu.exec(self.mapToGlobal(pos))
+
+    def show_column(self, column: ColumnViews, set_words: dict[str, str],
+                    best: dict[tuple[str, str], tuple[str, ...]], columns: int) -> None:
+        """Fill the table from ``column.ood_sets``; ``set_words``: each set's name in words,
+        ``best``: (set, score) → the columns shown that are best there, of ``columns`` shown."""
+        sets = list(column.ood_sets)
+        scores = [s for s in OOD_TABLE_SCORES if any(s in column.ood_sets[n] for n in sets)]
+        self.clear()
+        self.setRowCount(len(scores))
+        self.setColumnCount(len(sets))
+        for c, set_name in enumerate(sets):
+            words = set_words.get(set_name, set_name)
+            head = QTableWidgetItem(short_set_name(words))
+            head.setToolTip(f"AUROC on the {words}")
+            self.setHorizontalHeaderItem(c, head)
+        for r, score in enumerate(scores):
+            head = QTableWidgetItem(OOD_TABLE_SCORES[score])
+            head.setToolTip(SCORE_WORDS.get(score, score))
+            self.setVerticalHeaderItem(r, head)
+            for c, set_name in enumerate(sets):
+                row = column.ood_sets[set_name].get(score)
+                item = QTableWidgetItem()
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                words = set_words.get(set_name, set_name)
+                if row is None or row["auroc"] is None:
+                    item.setText("n/a")
+                    item.setToolTip(f"{SCORE_WORDS.get(score, score)} is the same for every image of this "
+                                    "posterior (one draw), so it cannot tell any set apart.")
+                else:
+                    first = columns > 1 and column.name in best.get((set_name, score), ())
+                    item.setText(f"{row['auroc']:.3f}" + (" ★" if first else ""))
+                    place = (f"; the best of the {columns} columns" if first else "") if columns > 1 else ""
+                    item.setToolTip(f"{SCORE_WORDS.get(score, score)} on the {words}: AUROC "
+                                    f"{row['auroc']:.4f}{place}. {AUROC_WORDS}")
+                    if first:
+                        font = item.font()
+                        font.setBold(True)
+                        item.setFont(font)
+                        item.setBackground(QColor(*BEST_BACKGROUND))
+                self.setItem(r, c, item)
+        header = self.horizontalHeader().sizeHint().height()
+        self.setFixedHeight(self.ROW_HEIGHT * len(scores) + header + 2 * self.frameWidth() + 2)
+
+    def cell_text(self, score: str, set_index: int) -> str:
+        """The text of one cell (a score's row, a set's column)."""
+        scores = [self.verticalHeaderItem(r).text() for r in range(self.rowCount())]
+        return self.item(scores.index(OOD_TABLE_SCORES[score]), set_index).text()
+
+
+def short_set_name(words: str) -> str:
+    """A set's name short enough for a column header: "notMNIST letters" → "notMNIST letters",
+    "MNIST test digits, inverted (dark on white)" → "MNIST test digits, inverted"."""
+    return words.split(" (")[0]

@@ -76,7 +76,11 @@ DATASET_VIEWS: dict[str, str] = {
     "per_class_error": "Per-class error over chains",
     "rejection": "Accuracy when the most uncertain inputs are referred",
     "ood_histograms": "Uncertainty in and out of distribution",
+    "ood_sets": "Telling each unfamiliar set apart (AUROC)",
 }
+
+#: The views that are tables only (exported as CSV or JSON, no figure).
+TABLE_VIEWS = ("summary", "ood_sets")
 
 #: A soft-confusion cell lists the images of its true class that give its predicted class at
 #: least this mean probability (below it an image hardly contributes to the cell).

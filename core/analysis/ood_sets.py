@@ -77,6 +77,22 @@ def ranking_changes(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tu
             if len(by_set) > 1 and len({frozenset(names) for names in by_set.values()}) > 1}
 
 
+def best_among(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(set, score) → which of ``names`` has the highest AUROC there: the columns a person sees, when
+    the evaluation also holds one that is not shown (a tier's reference)."""
+    top: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row["posterior"] in names and row["auroc"] is not None:
+            key = (row["set"], row["score"])
+            top[key] = max(top.get(key, -1.0), row["auroc"])
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for row in rows:
+        key = (row["set"], row["score"])
+        if row["posterior"] in names and row["auroc"] is not None and row["auroc"] == top[key]:
+            out[key] = (*out.get(key, ()), row["posterior"])
+    return out
+
+
 def table_by_set(rows: Sequence[Mapping[str, Any]], posterior: str | None = None,
                  ) -> dict[str, dict[str, dict[str, Any]]]:
     """The rows as set → score → row (one posterior's, or the first of each when ``posterior`` is None)."""
@@ -87,4 +103,4 @@ def table_by_set(rows: Sequence[Mapping[str, Any]], posterior: str | None = None
     return out
 
 
-__all__ = ["AUROC_WORDS", "best_columns", "ood_set_rows", "ranking_changes", "table_by_set"]
+__all__ = ["AUROC_WORDS", "best_among", "best_columns", "ood_set_rows", "ranking_changes", "table_by_set"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.analysis.comparison import provenance
-from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, DatasetViews
+from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, TABLE_VIEWS, DatasetViews
 from core.analysis.evaluation import (
     Evaluation,
     evaluation_tables,
@@ -216,9 +216,12 @@ def export_dataset_view(views: DatasetViews, view: str, path: str | os.PathLike)
         if not rows:
             raise ValueError("no out-of-distribution set was evaluated, so there are no histograms to export")
     path = Path(path)
-    if view == "summary":
+    if view == "ood_sets" and not rows:
+        raise ValueError("no out-of-distribution set was evaluated, so there is no AUROC to export")
+    if view in TABLE_VIEWS:
         if path.suffix.lower() not in (".csv", ".json"):
-            raise ValueError("the metrics are a table: export them as .csv or .json")
+            what = "the metrics are" if view == "summary" else "the AUROC per set is"
+            raise ValueError(f"{what} a table: export them as .csv or .json")
         from core.outputs.export import write_table
 
         with writing_into(path.parent):
