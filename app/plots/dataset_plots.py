@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QCursor
+from PySide6.QtGui import QColor, QCursor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -543,17 +543,20 @@ def _percent(value: float | None, digits: int) -> str:
 OOD_TABLE_SCORES: dict[str, str] = {
     "total": "total",
     "aleatoric": "aleatoric",
-    "epistemic": "epistemic (MI)",
-    "epistemic_variance": "epist. variance",
-    "one_minus_max_prob": "1 − top prob.",
-    "top_two_overlap": "top-two overlap",
+    "epistemic": "epistemic",
+    "epistemic_variance": "variance",
+    "one_minus_max_prob": "1 − top p",
+    "top_two_overlap": "overlap",
 }
+#: Known sets' names short enough for a column header (others: the folder's name).
+SHORT_SET_NAMES = {"notmnist-test": "letters", "notmnist": "letters", "mnist-inverted": "inverted",
+                   "mnist-test": "digits"}
 BEST_BACKGROUND = (216, 236, 216)
 
 
 class OodSetsTable(QTableWidget):
     """The AUROC of every score (rows) on every out-of-distribution set (columns) of one posterior;
-    the best of the columns shown for that score on that set in bold on green, a star beside it.
+    the best of the columns shown for that score on that set in bold on green.
 
     Reading across the posteriors' columns row by row shows whether the best posterior for a
     score stays the same from one unfamiliar set to another.
@@ -566,7 +569,14 @@ class OodSetsTable(QTableWidget):
     def __init__(self) -> None:
         super().__init__(0, 0)
         self.setToolTip("How well each uncertainty score tells each unfamiliar set from the test images. "
-                        + AUROC_WORDS + " In bold with a star: the best of the columns for that score on that set.")
+                        + AUROC_WORDS + " In bold on green: the best of the columns for that score on that set.")
+        # a little smaller than the metrics above: three sets' numbers whole in a column's width
+        font = self.font()
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        self.setFont(font)
+        self.horizontalHeader().setFont(font)
+        self.verticalHeader().setFont(font)
+        self.setStyleSheet("QTableWidget::item { padding: 0px; } QHeaderView::section { padding: 0px 1px; }")
         self.verticalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
         self.horizontalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -577,6 +587,7 @@ class OodSetsTable(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideRight)
         self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.horizontalHeader().setMinimumSectionSize(20)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
 
@@ -597,7 +608,7 @@ class OodSetsTable(QTableWidget):
         self.setColumnCount(len(sets))
         for c, set_name in enumerate(sets):
             words = set_words.get(set_name, set_name)
-            head = QTableWidgetItem(short_set_name(words))
+            head = QTableWidgetItem(short_set_name(set_name))
             head.setToolTip(f"AUROC on the {words}")
             self.setHorizontalHeaderItem(c, head)
         for r, score in enumerate(scores):
@@ -615,12 +626,12 @@ class OodSetsTable(QTableWidget):
                                     "posterior (one draw), so it cannot tell any set apart.")
                 else:
                     first = columns > 1 and column.name in best.get((set_name, score), ())
-                    item.setText(f"{row['auroc']:.3f}" + (" ★" if first else ""))
+                    item.setText(f"{row['auroc']:.3f}")
                     place = (f"; the best of the {columns} columns" if first else "") if columns > 1 else ""
                     item.setToolTip(f"{SCORE_WORDS.get(score, score)} on the {words}: AUROC "
                                     f"{row['auroc']:.4f}{place}. {AUROC_WORDS}")
                     if first:
-                        font = item.font()
+                        font = QFont(self.font())  # the table's size, not the application's
                         font.setBold(True)
                         item.setFont(font)
                         item.setBackground(QColor(*BEST_BACKGROUND))
@@ -634,7 +645,11 @@ class OodSetsTable(QTableWidget):
         return self.item(scores.index(OOD_TABLE_SCORES[score]), set_index).text()
 
 
-def short_set_name(words: str) -> str:
-    """A set's name short enough for a column header: "notMNIST letters" → "notMNIST letters",
-    "MNIST test digits, inverted (dark on white)" → "MNIST test digits, inverted"."""
-    return words.split(" (")[0]
+def short_set_name(name: str) -> str:
+    """A set's name short enough for a column header: ``notmnist-test`` → "letters",
+    ``mnist-inverted`` → "inverted", a folder's ``squares-test`` → "squares"."""
+    if name in SHORT_SET_NAMES:
+        return SHORT_SET_NAMES[name]
+    if "-sample-" in name:  # a bundled sample, named as its set
+        return SHORT_SET_NAMES.get(name.replace("-sample-", "-"), name)
+    return name.removesuffix("-test")

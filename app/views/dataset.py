@@ -311,12 +311,12 @@ class DatasetView(QWidget):
         self.offer_sets()
         dataset, ood, limit, samples = self.request()
         shape = {}
-        if self.task == "images":
-            if dataset in (IMAGES_FOLDER, None, ""):
-                if not cache_only:
-                    self.status.setText(CHOOSE_IMAGES)
-                return False
-            arch = items[0].posterior.arch  # a person's images are read as the models read them
+        if self.task == "images" and dataset in (IMAGES_FOLDER, None, ""):
+            if not cache_only:
+                self.status.setText(CHOOSE_IMAGES)
+            return False
+        if self.task != "faces":  # a folder of images (test or unfamiliar set) is read as the models read
+            arch = items[0].posterior.arch
             shape = {"image_size": arch.image_size, "channels": arch.channels}
         self.result_keys_pending = [c.key for c in self.columns()]
         self._item_count = len(items)

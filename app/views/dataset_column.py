@@ -70,7 +70,8 @@ class DatasetColumn(QFrame):
         self.errors = ClassErrorPlot(class_names)
         self.rejection = RejectionPlot()
         self.ood_sets = OodSetsTable()
-        self.ood_sets_title = QLabel("Telling unfamiliar images apart (AUROC)")
+        self.ood_sets_title = QLabel("Unfamiliar sets told apart (AUROC)")
+        self.ood_sets_title.setWordWrap(True)
         self.ood_sets_title.setToolTip(self.ood_sets.toolTip())
         self.ood_sets.show_column(column, ood_words or {}, best or {}, shown)
         for widget in (self.ood_sets, self.ood_sets_title):
