@@ -243,8 +243,9 @@ class SetChooser(QObject):
             action = menu.addAction(shown)
             action.setCheckable(True)
             action.setChecked(spec in self.more)
-            action.setEnabled(self._more_offered(spec))
-            action.setToolTip(spec if spec in self._more_folders else "")
+            left = spec == (self.ood_set.currentData() or "")
+            action.setEnabled(self._more_offered(spec) and not left)
+            action.setToolTip("the set chosen on the left" if left else spec if spec in self._more_folders else "")
             action.toggled.connect(lambda on, spec=spec: self.set_more_chosen(spec, on))
         menu.addSeparator()
         if (self._offered_task or "digits") == "digits":
@@ -269,7 +270,7 @@ class SetChooser(QObject):
         """Add ``spec`` (a known name or a folder) to the further OOD sets, or remove it."""
         if spec not in dict(OOD_SETS).values() and spec not in self._more_folders:
             self._more_folders.append(spec)
-        if chosen and spec not in self.more:
+        if chosen and spec not in self.more and spec != (self.ood_set.currentData() or ""):  # never twice
             self.more.append(spec)
         elif not chosen and spec in self.more:
             self.more.remove(spec)
