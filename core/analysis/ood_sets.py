@@ -93,14 +93,4 @@ def best_among(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[
     return out
 
 
-def table_by_set(rows: Sequence[Mapping[str, Any]], posterior: str | None = None,
-                 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """The rows as set → score → row (one posterior's, or the first of each when ``posterior`` is None)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in rows:
-        if posterior is None or row["posterior"] == posterior:
-            out.setdefault(row["set"], {}).setdefault(row["score"], dict(row))
-    return out
-
-
-__all__ = ["AUROC_WORDS", "best_among", "best_columns", "ood_set_rows", "ranking_changes", "table_by_set"]
+__all__ = ["AUROC_WORDS", "best_among", "best_columns", "ood_set_rows", "ranking_changes"]
