@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QCursor
+from PySide6.QtGui import QColor, QCursor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -31,6 +31,7 @@ from app.plots.colour_scale import ColourScaleItem, sqrt_ticks
 from app.plots.style import BAR, BAR_TOP, GRID, MEAN, UNCERTAINTY, sequential_lut
 from core.analysis.dataset import SCORE_WORDS, SHORT_SCORE_WORDS, ColumnViews
 from core.analysis.metrics import REJECTION_SCORES
+from core.analysis.ood_sets import AUROC_WORDS
 from core.engine.naming import plural
 from core.outputs.palette import SQRT_SCALE_TICKS
 
@@ -558,3 +559,119 @@ def _number(value: float | None) -> str:
 
 def _percent(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value * 100:.{digits}f} %"
+
+
+#: The scores of the AUROC table, in the fewest words that still say which (rows of the table).
+OOD_TABLE_SCORES: dict[str, str] = {
+    "total": "total",
+    "aleatoric": "aleatoric",
+    "epistemic": "epistemic",
+    "epistemic_variance": "variance",
+    "one_minus_max_prob": "1 − top p",
+    "top_two_overlap": "overlap",
+}
+#: Known sets' names short enough for a column header (others: the folder's name).
+SHORT_SET_NAMES = {"notmnist-test": "letters", "notmnist": "letters", "mnist-inverted": "inverted",
+                   "mnist-test": "digits"}
+BEST_BACKGROUND = (216, 236, 216)
+
+
+class OodSetsTable(QTableWidget):
+    """The AUROC of every score (rows) on every out-of-distribution set (columns) of one posterior;
+    the best of the columns shown for that score on that set in bold on green.
+
+    Reading across the posteriors' columns row by row shows whether the best posterior for a
+    score stays the same from one unfamiliar set to another.
+    """
+
+    export_requested = Signal(str)
+    view_key = "ood_sets"
+    ROW_HEIGHT = 19
+
+    def __init__(self) -> None:
+        super().__init__(0, 0)
+        self.setToolTip("How well each uncertainty score tells each unfamiliar set from the test images. "
+                        + AUROC_WORDS + " In bold on green: the best of the columns for that score on that set.")
+        # a little smaller than the metrics above: three sets' numbers whole in a column's width
+        font = self.font()
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        self.setFont(font)
+        self.horizontalHeader().setFont(font)
+        self.verticalHeader().setFont(font)
+        self.setStyleSheet("QTableWidget::item { padding: 0px; } QHeaderView::section { padding: 0px 1px; }")
+        self.verticalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
+        self.horizontalHeader().setDefaultSectionSize(self.ROW_HEIGHT)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.horizontalHeader().setMinimumSectionSize(20)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _on_context_menu_requested(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction("Export every column's AUROC per set (CSV, JSON)…",
+                       lambda: self.export_requested.emit(self.view_key))
+        menu.exec(self.mapToGlobal(pos))
+
+    def show_column(self, column: ColumnViews, set_words: dict[str, str],
+                    best: dict[tuple[str, str], tuple[str, ...]], columns: int) -> None:
+        """Fill the table from ``column.ood_sets``; ``set_words``: each set's name in words,
+        ``best``: (set, score) → the columns shown that are best there, of ``columns`` shown."""
+        sets = list(column.ood_sets)
+        scores = [s for s in OOD_TABLE_SCORES if any(s in column.ood_sets[n] for n in sets)]
+        self.clear()
+        self.setRowCount(len(scores))
+        self.setColumnCount(len(sets))
+        for c, set_name in enumerate(sets):
+            words = set_words.get(set_name, set_name)
+            head = QTableWidgetItem(short_set_name(set_name))
+            head.setToolTip(f"AUROC on the {words}")
+            self.setHorizontalHeaderItem(c, head)
+        for r, score in enumerate(scores):
+            head = QTableWidgetItem(OOD_TABLE_SCORES[score])
+            head.setToolTip(SCORE_WORDS.get(score, score))
+            self.setVerticalHeaderItem(r, head)
+            for c, set_name in enumerate(sets):
+                row = column.ood_sets[set_name].get(score)
+                item = QTableWidgetItem()
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                words = set_words.get(set_name, set_name)
+                if row is None or row["auroc"] is None:
+                    item.setText("n/a")
+                    item.setToolTip(f"{SCORE_WORDS.get(score, score)} is the same for every image of this "
+                                    "posterior (one draw), so it cannot tell any set apart.")
+                else:
+                    first = columns > 1 and column.name in best.get((set_name, score), ())
+                    item.setText(f"{row['auroc']:.3f}")
+                    place = (f"; the best of the {columns} columns" if first else "") if columns > 1 else ""
+                    item.setToolTip(f"{SCORE_WORDS.get(score, score)} on the {words}: AUROC "
+                                    f"{row['auroc']:.4f}{place}. {AUROC_WORDS}")
+                    if first:
+                        font = QFont(self.font())  # the table's size, not the application's
+                        font.setBold(True)
+                        item.setFont(font)
+                        item.setBackground(QColor(*BEST_BACKGROUND))
+                self.setItem(r, c, item)
+        header = self.horizontalHeader().sizeHint().height()
+        self.setFixedHeight(self.ROW_HEIGHT * len(scores) + header + 2 * self.frameWidth() + 2)
+
+    def cell_text(self, score: str, set_index: int) -> str:
+        """The text of one cell (a score's row, a set's column)."""
+        scores = [self.verticalHeaderItem(r).text() for r in range(self.rowCount())]
+        return self.item(scores.index(OOD_TABLE_SCORES[score]), set_index).text()
+
+
+def short_set_name(name: str) -> str:
+    """A set's name short enough for a column header: ``notmnist-test`` → "letters",
+    ``mnist-inverted`` → "inverted", a folder's ``squares-test`` → "squares"."""
+    if name in SHORT_SET_NAMES:
+        return SHORT_SET_NAMES[name]
+    if "-sample-" in name:  # a bundled sample, named as its set
+        return SHORT_SET_NAMES.get(name.replace("-sample-", "-"), name)
+    return name.removesuffix("-test")

@@ -63,6 +63,7 @@ from core.analysis.dataset import (
     histogram_bin_images,
 )
 from core.analysis.evaluation import progress_in_words
+from core.analysis.ood_sets import best_among
 from core.engine.data.locate import sample_notice
 from core.engine.naming import dataset_words, plural
 
@@ -245,6 +246,7 @@ class DatasetView(QWidget):
         self.set_choice(read_str("dataset/test", "mnist-test"), read_str("dataset/ood", "notmnist"),
                         read_int("dataset/images", 0, self.images.minimum(), self.images.maximum()),
                         read_int("dataset/samples", 30, self.samples.minimum(), self.samples.maximum()))
+        self.sets.set_more([spec for spec in read_str("dataset/ood_more", "").split("\n") if spec])
         index = self.score.findData(read_str("dataset/score", "total"))
         self.score.setCurrentIndex(max(index, 0))
 
@@ -253,6 +255,7 @@ class DatasetView(QWidget):
         s = app_settings.settings()
         s.setValue("dataset/test", dataset)
         s.setValue("dataset/ood", ood or "")
+        s.setValue("dataset/ood_more", "\n".join(self.sets.more))
         s.setValue("dataset/images", limit or 0)
         s.setValue("dataset/samples", samples)
         s.setValue("dataset/score", self.score.currentData())
@@ -308,20 +311,22 @@ class DatasetView(QWidget):
         self.offer_sets()
         dataset, ood, limit, samples = self.request()
         shape = {}
-        if self.task == "images":
-            if dataset in (IMAGES_FOLDER, None, ""):
-                if not cache_only:
-                    self.status.setText(CHOOSE_IMAGES)
-                return False
-            arch = items[0].posterior.arch  # a person's images are read as the models read them
+        if self.task == "images" and dataset in (IMAGES_FOLDER, None, ""):
+            if not cache_only:
+                self.status.setText(CHOOSE_IMAGES)
+            return False
+        if self.task != "faces":  # a folder of images (test or unfamiliar set) is read as the models read
+            arch = items[0].posterior.arch
             shape = {"image_size": arch.image_size, "channels": arch.channels}
         self.result_keys_pending = [c.key for c in self.columns()]
         self._item_count = len(items)
         self._run += 1
         run = self._run
         self._run_task = self.task
-        self._current_request = (dataset, ood, limit, samples, cache_only)
-        gen = run_evaluation(items, dataset, ood, app_settings.data_folder(), limit, num_samples=samples,
+        oods = self.sets.ood_specs()  # the one on the left (the histograms'), then any further ones
+        ood_arg = oods if len(oods) > 1 else (oods[0] if oods else None)
+        self._current_request = (dataset, ood_arg, limit, samples, cache_only)
+        gen = run_evaluation(items, dataset, ood_arg, app_settings.data_folder(), limit, num_samples=samples,
                              cache_only=cache_only, **shape)
         # the faces may have to be described first, with dlib, which hangs in Qt's pool threads
         worker = PythonThreadGenerator(gen) if dataset == FACE_SET else generator_worker(gen)
@@ -419,8 +424,9 @@ class DatasetView(QWidget):
         cached = sum(c.cached for c in views.columns[:len(self.result_keys)])
         ev = views.evaluation
         text = f"{plural(len(self.result_keys), 'posterior')} on {len(views.data):,} {_set_words(ev.dataset)}"
-        if views.ood is not None:
-            text += f" and {len(views.ood):,} {_set_words(ev.ood_dataset or '')}"
+        for other, set_name in zip(views.ood_sets or ([views.ood] if views.ood is not None else []),
+                                   ev.ood_names(), strict=False):
+            text += f" and {len(other):,} {_set_words(set_name)}"
         text += f", in {elapsed:.1f} s"
         if cached:
             text += f" ({cached} from the cache)"
@@ -429,7 +435,7 @@ class DatasetView(QWidget):
         note = (views.data.source.get("data_check") or {}).get("note")
         if note:  # the folder changed since training: what changed, and which images were left out
             text += f" Note: {note[0].upper()}{note[1:]}"
-        notice = sample_notice(ev.data_source, ev.ood_source)  # the bundled samples, until a folder is chosen
+        notice = sample_notice(ev.data_source, *(ev.ood_sources or [ev.ood_source]))  # the bundled samples
         self.status.setText(text + (f"\n{notice}" if notice else ""))
         self.save_settings(evaluated=True)
 
@@ -490,10 +496,14 @@ class DatasetView(QWidget):
         self._shown_task = self.task
         score = self.score.currentData()
         notes = reference_notes(self.workspace, views, self.result_keys)
-        for column in views.columns[:len(self.result_keys)]:  # a tier's hidden reference last, not shown
-            ev = views.evaluation
+        shown = views.columns[:len(self.result_keys)]  # a tier's hidden reference last, not shown
+        ev = views.evaluation
+        ood_words = {name: _set_words(name) for name in ev.ood_names()}
+        best = best_among(views.tables.get("ood_sets", []), [c.name for c in shown])  # of the columns one sees
+        for column in shown:
             sets = (_set_words(ev.dataset), _set_words(ev.ood_dataset) if ev.ood_dataset else None)
-            widget = DatasetColumn(column, column.name, ev.class_names, score, sets, notes.get(column.name, ""))
+            widget = DatasetColumn(column, column.name, ev.class_names, score, sets, notes.get(column.name, ""),
+                                   ood_words=ood_words, best=best, shown=len(shown))
             widget.export_requested.connect(self.exports.export_view_dialog)
             widget.cell_clicked.connect(self.show_cell_images)
             widget.bin_clicked.connect(self.show_bin_images)

@@ -13,6 +13,7 @@ from app.plots.dataset_plots import (
     HardConfusionPlot,
     MetricsTable,
     OodHistogramPlot,
+    OodSetsTable,
     RejectionPlot,
     ReliabilityPlot,
     SoftConfusionPlot,
@@ -49,7 +50,8 @@ class DatasetColumn(QFrame):
 
     def __init__(self, column: ColumnViews, title: str, class_names: tuple[str, ...], score: str,
                  set_names: tuple[str, str | None] = ("test set", None), reference_note: str = "",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, ood_words: dict[str, str] | None = None,
+                 best: dict[tuple[str, str], tuple[str, ...]] | None = None, shown: int = 1) -> None:
         super().__init__(parent)
         self.column = column
         self.name = column.name
@@ -67,11 +69,18 @@ class DatasetColumn(QFrame):
         self.hard = HardConfusionPlot(class_names)
         self.errors = ClassErrorPlot(class_names)
         self.rejection = RejectionPlot()
+        self.ood_sets = OodSetsTable()
+        self.ood_sets_title = QLabel("Unfamiliar sets told apart (AUROC)")
+        self.ood_sets_title.setWordWrap(True)
+        self.ood_sets_title.setToolTip(self.ood_sets.toolTip())
+        self.ood_sets.show_column(column, ood_words or {}, best or {}, shown)
+        for widget in (self.ood_sets, self.ood_sets_title):
+            widget.setVisible(bool(column.ood_sets))
         self.histogram = OodHistogramPlot()
         self.histogram.set_set_names(*set_names)
         self.plots = {"reliability": self.reliability, "ood_histograms": self.histogram, "rejection": self.rejection,
                       "confusion_soft": self.soft, "confusion_hard": self.hard, "per_class_error": self.errors}
-        for widget in (self.metrics, *self.plots.values()):
+        for widget in (self.metrics, self.ood_sets, *self.plots.values()):
             widget.export_requested.connect(self.export_requested)
         self.soft.cell_clicked.connect(lambda i, j: self.cell_clicked.emit(self.name, True, i, j))
         self.hard.cell_clicked.connect(lambda i, j: self.cell_clicked.emit(self.name, False, i, j))
@@ -89,6 +98,8 @@ class DatasetColumn(QFrame):
         self.reference.setVisible(bool(reference_note))
         layout.addWidget(self.reference)
         layout.addWidget(self.metrics)
+        layout.addWidget(self.ood_sets_title)
+        layout.addWidget(self.ood_sets)
         for plot in self.plots.values():
             layout.addWidget(plot)
         layout.addStretch(1)

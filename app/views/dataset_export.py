@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QWidget
 from app import settings as app_settings
 from app.views.dataset_sets import plain_sentence
 from app.workers import function_worker, generator_worker
-from core.analysis.dataset import DATASET_VIEWS
+from core.analysis.dataset import DATASET_VIEWS, TABLE_VIEWS
 
 if TYPE_CHECKING:
     from core.analysis.dataset import DatasetViews
@@ -44,8 +44,9 @@ class DatasetExports(QObject):
 
         if self.results() is None:
             return
-        filters = PLOT_FILTERS if view != "summary" else {k: v for k, v in PLOT_FILTERS.items() if v in (".csv", ".json")}
-        suggested = f"{slug(DATASET_VIEWS[view])}{'.csv' if view == 'summary' else '.png'}"
+        table = view in TABLE_VIEWS  # numbers only, no figure
+        filters = PLOT_FILTERS if not table else {k: v for k, v in PLOT_FILTERS.items() if v in (".csv", ".json")}
+        suggested = f"{slug(DATASET_VIEWS[view])}{'.csv' if table else '.png'}"
         path, chosen = QFileDialog.getSaveFileName(self.parent_widget, f"Export: {DATASET_VIEWS[view].lower()}",
                                                    str(Path(app_settings.last_folder("export")) / suggested),
                                                    ";;".join(filters))

@@ -8,7 +8,16 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSpinBox,
+    QToolButton,
+    QWidget,
+)
 
 from app import settings as app_settings
 from core.engine.naming import dataset_words
@@ -24,7 +33,12 @@ CHOOSE_DATA_FOLDER = "Or choose the data folder that holds it with File → Choo
 #: (shown, spec) of the sets offered; a chosen folder is added with its path as spec.
 TEST_SETS = (("MNIST test digits", "mnist-test"), ("notMNIST letters", "notmnist"),
              ("UTKFace test split (faces)", FACE_SET))
-OOD_SETS = (("None", ""), ("notMNIST letters", "notmnist"), ("MNIST test digits", "mnist-test"))
+OOD_SETS = (("None", ""), ("notMNIST letters", "notmnist"), ("MNIST digits, inverted (built in)", "mnist-inverted"),
+            ("MNIST test digits", "mnist-test"))
+#: The more-sets button's words.
+MORE_TIP = ("Compare more unfamiliar sets: each one gets the AUROC of every uncertainty score in every column, so you "
+            "can see whether the best posterior for a score stays the best from one set to another. The histograms "
+            "show the set chosen on the left.")
 #: Why a set is not offered, by the columns' task.
 NOT_FOR_FACES = ("The columns are face heads: they read 128 numbers describing a face, not images, so only "
                  "UTKFace's test split is offered, without an out-of-distribution set (no other faces with "
@@ -73,8 +87,8 @@ def plain_sentence(exc: BaseException) -> str:
     return text[0].upper() + text[1:]
 
 
-def explain_failure(exc: BaseException, dataset: str, ood: str | None) -> str:
-    """Why an evaluation of ``dataset`` (and ``ood``) stopped, as a sentence for a dialog."""
+def explain_failure(exc: BaseException, dataset: str, ood: str | list[str] | None) -> str:
+    """Why an evaluation of ``dataset`` (and ``ood``: one set or several) stopped, as a sentence for a dialog."""
     from core.engine.data.datasets import DatasetNotFoundError
     from core.engine.data.locate import DatasetMissingError
 
@@ -85,7 +99,7 @@ def explain_failure(exc: BaseException, dataset: str, ood: str | None) -> str:
             return ("UTKFace could not be found. Choose the folder that holds it with File → Choose data "
                     "folder…: its “utkface” folder (or the folder itself) must hold UTKFace's archive "
                     "(UTKFace.tar.gz) or its folder of face images.")
-        missing = [spec for spec in (dataset, ood) if spec]
+        missing = [spec for spec in (dataset, *([ood] if isinstance(ood, str) else ood or [])) if spec]
         words = [dataset_words(spec) if not Path(spec).is_dir() else f"the folder “{Path(spec).name}”"
                  for spec in missing]
         return (f"The images could not be found ({' or '.join(words)}). For MNIST and notMNIST, choose the "
@@ -131,6 +145,16 @@ class SetChooser(QObject):
             box.activated.connect(lambda index, b=box: self._on_set_box_activated(b, index))
         self._previous = {self.test_set: 0, self.ood_set: 1}
         self.ood_set.setCurrentIndex(1)
+        #: Further OOD sets (known names or folders), in the order added; and folders offered for them.
+        self.more: list[str] = []
+        self._more_folders: list[str] = []
+        self.more_button = QToolButton()
+        self.more_button.setToolTip(MORE_TIP)
+        self.more_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.more_menu = QMenu(self.more_button)
+        self.more_menu.aboutToShow.connect(self._fill_more_menu)
+        self.more_button.setMenu(self.more_menu)
+        self._update_more_button()
         self.images = QSpinBox(minimum=0, maximum=100_000, value=0, singleStep=500)
         self.images.setSpecialValueText("all")
         self.images.setToolTip("How many images of each set to use: the first ones (faces: spread over the ages, "
@@ -153,6 +177,8 @@ class SetChooser(QObject):
             text.setToolTip(tip)
             self.row.addWidget(text)
             self.row.addWidget(widget, 1 if isinstance(widget, QComboBox) else 0)
+            if widget is self.ood_set:
+                self.row.addWidget(self.more_button)
             if widget is not self.samples:
                 self.row.addSpacing(6)
 
@@ -160,6 +186,7 @@ class SetChooser(QObject):
         """Allow changing the choice (not while an evaluation runs)."""
         for widget in (self.test_set, self.ood_set, self.images, self.samples):
             widget.setEnabled(enabled)
+        self.more_button.setEnabled(enabled and self._offered_task != "faces")
 
     def offer(self, task: str) -> None:
         """Enable only the sets the columns of ``task`` can read; say why the others are not offered.
@@ -190,8 +217,89 @@ class SetChooser(QObject):
                     continue
                 box.setCurrentIndex(first)
                 self._previous[box] = first
+        self.more_button.setEnabled(task != "faces")
+        self._update_more_button()
         self.note.setText(reason)
         self.note.setToolTip(reason)
+
+    # ------------------------------------------------------------ more OOD sets
+    def _more_offered(self, spec: str) -> bool:
+        """Whether the columns offered now can read ``spec`` as a further OOD set."""
+        task = self._offered_task or "digits"
+        if task == "faces":
+            return False
+        if spec in dict(OOD_SETS).values():
+            return task == "digits"
+        if task == "images":
+            return is_images_folder(spec)
+        return True
+
+    def _fill_more_menu(self) -> None:
+        """The menu of further sets: every known set and folder, ticked when chosen; adding a folder."""
+        menu = self.more_menu
+        menu.clear()
+        menu.setToolTipsVisible(True)
+        for shown, spec in [*OOD_SETS[1:], *((f"{Path(f).name} (folder)", f) for f in self._more_folders)]:
+            action = menu.addAction(shown)
+            action.setCheckable(True)
+            action.setChecked(spec in self.more)
+            left = spec == (self.ood_set.currentData() or "")
+            action.setEnabled(self._more_offered(spec) and not left)
+            action.setToolTip("the set chosen on the left" if left else spec if spec in self._more_folders else "")
+            action.toggled.connect(lambda on, spec=spec: self.set_more_chosen(spec, on))
+        menu.addSeparator()
+        if (self._offered_task or "digits") == "digits":
+            menu.addAction("Add a folder of IDX files…", lambda: self._add_more_folder(FOLDER))
+        menu.addAction("Add a folder of your images…", lambda: self._add_more_folder(IMAGES_FOLDER))
+        if self.more:
+            menu.addAction("Remove the further sets", lambda: self.set_more([]))
+
+    def _add_more_folder(self, kind: str) -> None:
+        title = ("Choose a folder of IDX files (MNIST layout)" if kind == FOLDER else
+                 "Choose a folder of images the posteriors never saw")
+        path = QFileDialog.getExistingDirectory(self.parent_widget, title, app_settings.last_folder("data"))
+        if not path:
+            return
+        app_settings.remember_folder("data", path)
+        if kind == IMAGES_FOLDER and not is_images_folder(path):
+            self.refused.emit(f"“{Path(path).name}” holds no images (PNG, JPEG, …), CSV manifest or CIFAR files.")
+            return
+        self.set_more_chosen(path, True)
+
+    def set_more_chosen(self, spec: str, chosen: bool) -> None:
+        """Add ``spec`` (a known name or a folder) to the further OOD sets, or remove it."""
+        if spec not in dict(OOD_SETS).values() and spec not in self._more_folders:
+            self._more_folders.append(spec)
+        if chosen and spec not in self.more and spec != (self.ood_set.currentData() or ""):  # never twice
+            self.more.append(spec)
+        elif not chosen and spec in self.more:
+            self.more.remove(spec)
+        self._update_more_button()
+
+    def set_more(self, specs: list[str]) -> None:
+        """Choose the further OOD sets (known names, or folders that still exist)."""
+        self.more = []
+        for spec in specs:
+            if spec in dict(OOD_SETS).values() or (spec and Path(spec).is_dir()):
+                self.set_more_chosen(spec, True)
+        self._update_more_button()
+
+    def _update_more_button(self) -> None:
+        chosen = self.more_chosen()
+        self.more_button.setText(f"+{len(chosen)}" if chosen else "+")
+        names = [dict((spec, shown) for shown, spec in OOD_SETS).get(spec) or f"the folder “{Path(spec).name}”"
+                 for spec in chosen]
+        self.more_button.setToolTip(MORE_TIP + (f" Chosen: {', '.join(names)}." if names else ""))
+
+    def more_chosen(self) -> list[str]:
+        """The further OOD sets the columns offered now can read (the set on the left left out)."""
+        first = self.ood_set.currentData() or ""
+        return [spec for spec in self.more if spec != first and self._more_offered(spec)]
+
+    def ood_specs(self) -> list[str]:
+        """Every OOD set to evaluate: the one on the left (the histograms'), then the further ones."""
+        first = self.ood_set.currentData() or ""
+        return ([first] if first else []) + self.more_chosen()
 
     def _on_set_box_activated(self, box: QComboBox, index: int) -> None:
         spec = box.itemData(index)

@@ -20,7 +20,10 @@ import numpy as np
 from core.analysis.evaluation import (
     Evaluation,
     evaluation_tables,
+    ood_fields,
+    ood_list,
     resolve_dataset,
+    set_names,
 )
 from core.analysis.metrics import (
     ECE_BINS,
@@ -73,7 +76,11 @@ DATASET_VIEWS: dict[str, str] = {
     "per_class_error": "Per-class error over chains",
     "rejection": "Accuracy when the most uncertain inputs are referred",
     "ood_histograms": "Uncertainty in and out of distribution",
+    "ood_sets": "Telling each unfamiliar set apart (AUROC)",
 }
+
+#: The views that are tables only (exported as CSV or JSON, no figure).
+TABLE_VIEWS = ("summary", "ood_sets")
 
 #: A soft-confusion cell lists the images of its true class that give its predicted class at
 #: least this mean probability (below it an image hardly contributes to the cell).
@@ -102,11 +109,12 @@ def unique_names(names: Sequence[str]) -> list[str]:
 
 def load_sets(
     dataset: str,
-    ood: str | None = None,
+    ood: str | Sequence[str] | None = None,
     data_dir: str | os.PathLike | None = None,
     limit: int | None = None,
-) -> tuple[Dataset, Dataset | None]:
-    """The test set and the optional OOD set (known names or IDX folders), each cut to ``limit``."""
+) -> tuple[Dataset, Dataset | list[Dataset] | None]:
+    """The test set and the optional OOD set (known names or IDX folders; a list of them gives a
+    list), each cut to ``limit``."""
     from core.engine.runner import drain
 
     data, other, _ = drain(open_sets(dataset, ood, data_dir, limit))
@@ -115,7 +123,7 @@ def load_sets(
 
 def open_sets(
     dataset: str,
-    ood: str | None = None,
+    ood: str | Sequence[str] | None = None,
     data_dir: str | os.PathLike | None = None,
     limit: int | None = None,
     *,
@@ -152,8 +160,10 @@ def open_sets(
         return faces.data, None, faces
     shape = {"image_size": image_size, "channels": channels}
     data = resolve_dataset(dataset, data_dir, **shape, trained_on=trained_on).first(limit)
-    other = resolve_dataset(ood, data_dir, **shape).first(limit) if ood else None
-    return data, other, None
+    if ood is None or isinstance(ood, str):
+        other = resolve_dataset(ood, data_dir, **shape).first(limit) if ood else None
+        return data, other, None
+    return data, [resolve_dataset(spec, data_dir, **shape).first(limit) for spec in ood], None
 
 
 def dataset_sha256(data: Dataset) -> str:
@@ -187,7 +197,9 @@ class ColumnViews:
     """What one posterior's column of the Dataset tab draws (K classes, C chains).
 
     ``summary`` is the row of :func:`core.analysis.evaluation.evaluation_tables`' summary table;
-    ``ood`` maps each score to its AUROC and AUPR (rows of the ood_detection table).
+    ``ood`` maps each score to its AUROC and AUPR (rows of the ood_detection table: the first OOD
+    set); ``ood_sets`` maps every OOD set to score → its row of the ood_sets table (AUROC, AUPR,
+    rank among the columns, best).
     """
 
     name: str
@@ -203,6 +215,7 @@ class ColumnViews:
     histograms: dict[str, HistogramPair]
     ood: dict[str, dict[str, float]] = field(default_factory=dict)
     cached: bool = False
+    ood_sets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def num_chains(self) -> int:
@@ -223,29 +236,31 @@ class DatasetViews:
     tables: dict[str, list[dict[str, Any]]]
     columns: list[ColumnViews]
     data: Dataset
-    ood: Dataset | None = None
+    ood: Dataset | None = None  # the first OOD set (its images are behind the histograms' bars)
     #: For the faces test split: the photo behind each row of ``data`` (None for images).
     faces: FaceTestSet | None = None
+    #: Every OOD set, in order (the first is ``ood``).
+    ood_sets: list[Dataset] = field(default_factory=list)
 
     def column(self, name: str) -> ColumnViews:
         return next(c for c in self.columns if c.name == name)
 
 
-def _evaluation_shell(data: Dataset, ood: Dataset | None, num_samples: int | None, seed: int,
+def _evaluation_shell(data: Dataset, ood: Dataset | Sequence[Dataset] | None, num_samples: int | None, seed: int,
                       num_classes: int) -> Evaluation:
     """The fields :func:`core.analysis.evaluation.evaluate` fills besides the results (for cached runs)."""
     class_names = data.class_names or tuple(str(k) for k in range(num_classes))
+    oods = ood_list(ood)
     return Evaluation(
         dataset=data.name, class_names=tuple(class_names), results={},
-        ood_dataset=ood.name if ood is not None else None,
         settings={"num_samples": num_samples, "seed": seed, "level": 0.9,
                   "ece_bins": ECE_BINS, "uncertain_threshold": UNCERTAIN_THRESHOLD},
         data_source={"name": data.name, "images": len(data), **data.source},
-        ood_source=None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
+        **ood_fields(oods, set_names(oods)),
     )
 
 
-def build_views(ev: Evaluation, data: Dataset, ood: Dataset | None = None,
+def build_views(ev: Evaluation, data: Dataset, ood: Dataset | Sequence[Dataset] | None = None,
                 cached: dict[str, bool] | None = None) -> DatasetViews:
     """The tables and every column's arrays of an evaluation (the per-image table left out)."""
     tables = evaluation_tables(ev)
@@ -273,6 +288,10 @@ def build_views(ev: Evaluation, data: Dataset, ood: Dataset | None = None,
             histograms[score] = HistogramPair(edges[score], in_frac, ood_frac)
         ood_rows = {row["score"]: {key: row[key] for key in ("auroc", "aupr_in", "aupr_out")}
                     for row in tables.get("ood_detection", []) if row["posterior"] == name}
+        per_set: dict[str, dict[str, dict[str, Any]]] = {set_name: {} for set_name in ev.ood_names()}
+        for row in tables.get("ood_sets", []):
+            if row["posterior"] == name:
+                per_set[row["set"]][row["score"]] = row
         columns.append(ColumnViews(
             name=name, summary=summary, classwise_ece=classwise,
             reliability=reliability_diagram(d.mean_proba, d.labels),
@@ -281,8 +300,10 @@ def build_views(ev: Evaluation, data: Dataset, ood: Dataset | None = None,
             per_class_error=errors, error_box=box_statistics(errors),
             rejection=rejection, oracle=(rates, oracle_rejection_curve(acc[0], rates)),
             histograms=histograms, ood=ood_rows, cached=bool((cached or {}).get(name, False)),
+            ood_sets=per_set,
         ))
-    return DatasetViews(ev, tables, columns, data, ood)
+    oods = ood_list(ood)
+    return DatasetViews(ev, tables, columns, data, oods[0] if oods else None, ood_sets=oods)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from core.analysis.metrics import (
     soft_confusion_matrix,
 )
 from core.analysis.metrics import accuracy as accuracy_of
+from core.analysis.ood_sets import ood_set_rows
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
 from core.engine.data.folder import image_folder, load_image_split
@@ -62,6 +63,7 @@ from core.engine.data.locate import (
     download_dataset,
     find_dataset,
 )
+from core.engine.data.ood import OOD_SETS, ood_set
 from core.engine.data.preprocess import image_to_input, load_image
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord, check_data_fits
 from core.engine.memory import check_fits
@@ -115,13 +117,15 @@ def resolve_dataset(
         return drain(load_face_test_set(utkface_location(data_dir))).data
     if spec in DATASET_NAMES:
         return _load_known(spec, data_dir, download)
+    if spec in OOD_SETS:  # a set derived from one we have (core.engine.data.ood)
+        return ood_set(spec, data_dir, download)
     if image_folder(spec):
         if trained_on:
             return read_test_split(spec, trained_on, image_size, channels, split)
         return load_image_split(spec, split, image_size, channels)
     folder = Path(spec)
     if not folder.is_dir():
-        known = ", ".join([*DATASET_NAMES, FACE_TEST_SET])
+        known = ", ".join([*DATASET_NAMES, *OOD_SETS, FACE_TEST_SET])
         raise DatasetNotFoundError(f"data set {spec!r} is neither a known name ({known}) nor a folder")
     return load_split(str(folder), split)
 
@@ -190,8 +194,10 @@ class PosteriorEvaluation:
 
     posterior: Posterior
     data: DatasetPredictions
-    ood: DatasetPredictions | None = None
+    ood: DatasetPredictions | None = None  # the first OOD set's (the histograms show it)
     rotation: Any = None  # RotationSweep
+    #: Every OOD set's predictions by the set's name, in the order given (the first is ``ood``).
+    ood_sets: dict[str, DatasetPredictions] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,7 +207,7 @@ class Evaluation:
     dataset: str
     class_names: tuple[str, ...]
     results: dict[str, PosteriorEvaluation]
-    ood_dataset: str | None = None
+    ood_dataset: str | None = None  # the first OOD set
     rotation_label: str | None = None
     rotation_images: np.ndarray | None = None  # (A, H, W)
     settings: dict[str, Any] = field(default_factory=dict)
@@ -210,6 +216,20 @@ class Evaluation:
     #: Posterior name → its conformal sets' coverage on the data set
     #: (:func:`core.analysis.conformal_run.attach_conformal`: ``rows``, or ``missing``: a sentence).
     conformal: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Every OOD set's name (unique, the first is ``ood_dataset``) and what was read of it.
+    ood_datasets: tuple[str, ...] = ()
+    ood_sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def ood_names(self) -> tuple[str, ...]:
+        """The OOD sets' names, in order (an evaluation made with one set names it alone)."""
+        return self.ood_datasets or ((self.ood_dataset,) if self.ood_dataset else ())
+
+    def ood_predictions(self, name: str) -> dict[str, DatasetPredictions]:
+        """One posterior's predictions on every OOD set, by set name."""
+        r = self.results[name]
+        if r.ood_sets:
+            return dict(r.ood_sets)
+        return {self.ood_dataset or "OOD": r.ood} if r.ood is not None else {}
 
 
 def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> None:
@@ -225,12 +245,32 @@ def _check_data(posteriors: dict[str, Posterior], data: Dataset, role: str) -> N
         check_not_trained_on(posteriors, data)
 
 
-#: The sets of an evaluation, in order: each draws from generators of its own.
+#: The sets of an evaluation, in order: each draws from generators of its own (further OOD
+#: sets follow the first as 2, 3, …).
 SETS = ("data", "ood")
 
 
+def ood_list(ood: Dataset | Sequence[Dataset] | None) -> list[Dataset]:
+    """``evaluate``'s ``ood`` as a list: None → [], one set → [it]."""
+    if ood is None:
+        return []
+    return [ood] if isinstance(ood, Dataset) else list(ood)
+
+
+def set_names(sets: Sequence[Dataset]) -> list[str]:
+    """The sets' names, a repeated one numbered (``["test", "test (2)"]``): two folders may share a name."""
+    out: list[str] = []
+    for subset in sets:
+        candidate, i = subset.name, 2
+        while candidate in out:
+            candidate, i = f"{subset.name} ({i})", i + 1
+        out.append(candidate)
+    return out
+
+
 def batch_seed(seed: int, set_index: int, batch: int) -> int:
-    """The seed of batch ``batch`` of set ``set_index`` (0: the data set, 1: the OOD set).
+    """The seed of batch ``batch`` of set ``set_index`` (0: the data set, 1: the first OOD set,
+    2, 3, …: the others; a set keeps its seeds whatever sets follow it).
 
     Every batch draws its masks or weights from its own generator, so an evaluation split
     over machines by whole batches (:func:`predict_batches`) draws exactly what the same
@@ -268,7 +308,7 @@ def _batch_sizes(posteriors: dict[str, Posterior], num_samples: int | None,
 def evaluate(
     posteriors: dict[str, Posterior],
     data: Dataset,
-    ood: Dataset | None = None,
+    ood: Dataset | Sequence[Dataset] | None = None,
     rotate_image: torch.Tensor | None = None,
     *,
     rotate_label: str | None = None,
@@ -279,7 +319,7 @@ def evaluate(
     level: float = 0.9,
     executor: Executor | None = None,
 ) -> Generator[ProgressRecord, None, Evaluation]:
-    """Evaluate every posterior on ``data`` (and ``ood``, and a rotation sweep of one image).
+    """Evaluate every posterior on ``data`` (and ``ood``: one set or several, and a rotation sweep of one image).
 
     Yields one :class:`ProgressRecord` per batch over all posteriors and sets (phase names
     the posterior and set) and returns an :class:`Evaluation`. Each batch of each set draws
@@ -295,10 +335,12 @@ def evaluate(
         from core.analysis.comparison import refuse_own_images
 
         refuse_own_images(list(posteriors.values()), "the rotation sweep turns a digit (28×28, grey)")
-    if ood is not None:
-        _check_data(posteriors, ood, "OOD set")
+    oods = ood_list(ood)
+    for other in oods:
+        _check_data(posteriors, other, "OOD set")
+    ood_names = set_names(oods)
     plans = _batch_sizes(posteriors, num_samples, batch_size)
-    sets = [(i, subset) for i, subset in enumerate((data, ood)) if subset is not None]
+    sets = [(i, subset) for i, subset in enumerate((data, *oods))]
     check_run_memory(plans, [subset for _, subset in sets], num_samples)  # before the first image
     angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     sweeps = len(plans) if rotate_image is not None else 0  # one step each, after the sets
@@ -327,7 +369,8 @@ def evaluate(
             done += 1
             yield ProgressRecord(done, done + sweeps - len(results) - 1, {}, f"{name} · rotation")
         outputs = predictions[name]
-        results[name] = PosteriorEvaluation(posterior, outputs[0], outputs.get(1), sweep)
+        results[name] = PosteriorEvaluation(posterior, outputs[0], outputs.get(1), sweep,
+                                            {set_name: outputs[1 + j] for j, set_name in enumerate(ood_names)})
     images = None
     if rotate_image is not None:
         from core.engine.data.preprocess import rotate
@@ -344,14 +387,22 @@ def evaluate(
         dataset=data.name,
         class_names=tuple(class_names),
         results=results,
-        ood_dataset=ood.name if ood is not None else None,
         rotation_label=rotate_label,
         rotation_images=images,
         settings={"num_samples": num_samples, "seed": seed, "level": level,
                   "ece_bins": ECE_BINS, "uncertain_threshold": UNCERTAIN_THRESHOLD},
         data_source={"name": data.name, "images": len(data), **data.source},
-        ood_source=None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
+        **ood_fields(oods, ood_names),
     )
+
+
+def ood_fields(oods: Sequence[Dataset], names: Sequence[str]) -> dict[str, Any]:
+    """The OOD fields of an :class:`Evaluation` (``ood_dataset``, ``ood_source``, ``ood_datasets``,
+    ``ood_sources``) for these sets under these names."""
+    sources = [{**other.source, "name": set_name, "images": len(other)}
+               for other, set_name in zip(oods, names, strict=True)]
+    return {"ood_dataset": names[0] if names else None, "ood_source": sources[0] if sources else None,
+            "ood_datasets": tuple(names), "ood_sources": sources}
 
 
 Predictions = dict[str, dict[int, DatasetPredictions]]
@@ -508,6 +559,11 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
     )}
     if ev.ood_dataset:
         t["ood_detection"], t["ood_histograms"] = [], []
+        # every OOD set, every score, every posterior: where a ranking changes between sets
+        t["ood_sets"] = ood_set_rows({name: r.data.scores for name, r in ev.results.items()},
+                                     {set_name: {name: ev.ood_predictions(name)[set_name].scores
+                                                 for name in ev.results}
+                                      for set_name in ev.ood_names()})
     if ev.rotation_label:
         t["rotation"], t["rotation_uncertainty"] = [], []
     if any(entry.get("rows") for entry in ev.conformal.values()):
@@ -581,7 +637,8 @@ def evaluation_tables(ev: Evaluation) -> dict[str, Table]:
                 for i in range(len(rates))
             ]
         sets = [(ev.dataset, d)] + ([(ev.ood_dataset, r.ood)] if r.ood is not None else [])
-        for set_name, preds in sets:
+        every_set = [(ev.dataset, d), *ev.ood_predictions(name).items()]
+        for set_name, preds in every_set:
             for i in range(len(preds.labels)):
                 t["scores"].append({
                     "posterior": name, "set": set_name, "index": i, "label": int(preds.labels[i]),

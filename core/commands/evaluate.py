@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.analysis.conformal_run import attach_conformal, guarantee_words
@@ -26,6 +27,7 @@ from core.analysis.metrics import (
     SCORES,
     rotation_angles,
 )
+from core.analysis.ood_sets import AUROC_WORDS, ranking_changes
 from core.commands import evaluate_corruption
 from core.commands.console import (
     CLUSTER_HELP,
@@ -50,7 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="known name (mnist-test, mnist-train, notmnist), a folder of IDX files, or your "
                              "own images (class folders, CSV manifest, CIFAR binaries: their test split); "
                              f"{FACE_TEST_SET}: UTKFace's test split, for face heads (descriptors cached)")
-    parser.add_argument("--ood", help="out-of-distribution set (known name or folder, e.g. notmnist, or a folder of images)")
+    parser.add_argument("--ood", action="append", metavar="SET",
+                        help="out-of-distribution set: a known name (notmnist; mnist-inverted, MNIST's test digits "
+                             "dark on white), a folder of IDX files or a folder of images; give --ood several "
+                             "times, or a comma list, to compare the AUROC of every score on each set")
     parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, <dir>/notmnist, "
                                            "<dir>/utkface)")
     parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
@@ -74,6 +79,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "file, and measure coverage on the other half (the data set must be the posteriors' "
                              "test set; with --limit, of its first N images)")
     add_device_argument(parser)
+
+
+def ood_specs(given: Sequence[str] | str | None) -> list[str]:
+    """``--ood`` as a list of sets: each use of it, a comma list split (a path that exists is
+    taken whole, commas and all); a set named twice counts once."""
+    if given is None:
+        return []
+    out: list[str] = []
+    for item in [given] if isinstance(given, str) else given:
+        parts = [item] if Path(item).exists() else [part.strip() for part in item.split(",")]
+        if any(not part for part in parts):
+            raise ValueError(f"--ood {item!r} names an empty set: separate the sets with single commas")
+        out += [part for part in parts if part not in out]
+    return out
+
+
+def ood_table_lines(tables: dict[str, list[dict]], sources: Sequence[dict], width: int) -> list[str]:
+    """The AUROC of every score per OOD set, one block each, ``*`` on the best column of each score."""
+    rows = tables.get("ood_sets", [])
+    names = list(dict.fromkeys(row["posterior"] for row in rows))
+    mark = len(names) > 1
+    cols = {s: max(len(s), 7 if mark else 6) for s in SCORES}
+    lines = ["OOD detection by AUROC: " + AUROC_WORDS
+             + (" * marks the best column for that score on that set." if mark else "")]
+    images = {source.get("name"): source.get("images") for source in sources}
+    for set_name in dict.fromkeys(row["set"] for row in rows):
+        count = images.get(set_name)
+        lines.append(f"{set_name}" + (f" ({count:,} images)" if count else "") + ":")
+        lines.append(f"{'OOD AUROC':{width}s} " + "  ".join(f"{s:<{cols[s]}s}" for s in SCORES))
+        for name in names:
+            cells = {r["score"]: r for r in rows if r["set"] == set_name and r["posterior"] == name}
+            text = []
+            for s in SCORES:
+                row = cells.get(s)
+                value = "n/a" if row is None or row["auroc"] is None else (
+                    f"{row['auroc']:.4f}" + ("*" if mark and row["best"] else ""))
+                text.append(f"{value:<{cols[s]}s}")
+            lines.append(f"{name:{width}s} " + "  ".join(text))
+    changes = ranking_changes(rows)
+    if changes and mark:
+        lines.append("The best column changes with the set for: " + "; ".join(
+            f"{score} (" + ", ".join(f"{'/'.join(best) or 'none'} on {set_name}" for set_name, best in by_set.items())
+            + ")" for score, by_set in changes.items()))
+    return lines
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -102,7 +151,7 @@ def _face_test_set(args: argparse.Namespace) -> Dataset:
     from core.engine.faces.testset import load_face_test_set, utkface_location
     from core.engine.runner import drain
 
-    if args.ood or args.rotate:
+    if ood_specs(args.ood) or args.rotate:
         raise ValueError(f"{FACE_TEST_SET} is evaluated without --ood and --rotate (face heads read "
                          "descriptors of faces: there is no out-of-distribution set or image sweep for them)")
     bar = tqdm(total=None, desc="describing faces", unit="face", dynamic_ncols=True, file=sys.stderr)
@@ -195,14 +244,17 @@ def run(args: argparse.Namespace) -> int:
         note = (data.source.get("data_check") or {}).get("note")
         if note:
             say(f"note: {note}", sys.stderr)
-    ood = resolve_dataset(args.ood, args.data_dir, download=args.download, **shape) if args.ood else None
-    ood = ood.first(args.limit) if ood is not None else None
+    oods = [resolve_dataset(spec, args.data_dir, download=args.download, **shape).first(args.limit)
+            for spec in ood_specs(args.ood)]
     label, image = resolve_image(args.rotate, args.data_dir) if args.rotate else (None, None)
-    notice = sample_notice(data.source, ood.source if ood is not None else None, where="command line")
+    notice = sample_notice(data.source, *(other.source for other in oods), where="command line")
     if notice:
         say(notice)
     say_where("Evaluating", device)
     if getattr(args, "corruption", None):
+        if len(oods) > 1:
+            raise ValueError("--corruption evaluates against one --ood set at a time: give one, or run once per set")
+        ood = oods[0] if oods else None
         meta = {"posterior_files": files, "data": {"name": data.name, "images": len(data), **data.source},
                 "ood_data": None if ood is None else {"name": ood.name, "images": len(ood), **ood.source},
                 "settings": {"num_samples": args.samples, "seed": args.seed, "level": args.level}}
@@ -217,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with cluster_for(getattr(args, "cluster", None)) as cluster:
             ev = drain(
-                evaluate(posteriors, data, ood, image, rotate_label=label, num_samples=args.samples,
+                evaluate(posteriors, data, oods, image, rotate_label=label, num_samples=args.samples,
                          seed=args.seed, angles=angles, level=args.level, executor=cluster),
                 on_progress,
             )
@@ -235,7 +287,8 @@ def run(args: argparse.Namespace) -> int:
         from core.outputs.report import write_html_report
 
         write_html_report(ev, args.report, tables)
-    say(f"{ev.dataset}: {len(data)} images" + (f"; OOD {ev.ood_dataset}: {len(ood)} images" if ood else ""))
+    say(f"{ev.dataset}: {len(data)} images" + "".join(
+        f"; OOD {source['name']}: {source['images']} images" for source in ev.ood_sources))
     width = max([len("posterior"), *(len(name) for name in ev.results)])  # whole names, never cut
     say(f"{'posterior':{width}s} {'S':>4s} {'C':>3s} {'acc %':>7s} {'NLL':>7s} {'Brier':>7s} {'ECE':>7s} {'cwECE':>7s}"
         f" {'smECE':>7s}")
@@ -244,12 +297,9 @@ def run(args: argparse.Namespace) -> int:
             f"{row['accuracy'] * 100:7.2f} {row['nll']:7.4f} {row['brier']:7.4f} "
             f"{row['ece']:7.4f} {row['classwise_ece']:7.4f} {_number(row.get('smooth_ece'))}")
     say_conformal(ev, width)
-    if ood is not None:
-        say(f"{'OOD AUROC':{width}s} " + "  ".join(SCORES))
-        for name in ev.results:
-            values = {r["score"]: r["auroc"] for r in tables["ood_detection"] if r["posterior"] == name}
-            say(f"{name:{width}s} " + "  ".join(f"{values[s]:<{len(s)}.4f}" if values[s] is not None
-                                                else f"{'n/a':<{len(s)}s}" for s in SCORES))
+    if oods:
+        for line in ood_table_lines(tables, ev.ood_sources, width):
+            say(line)
     if args.out:
         say(f"wrote {len(written)} files to {args.out}")
     if args.report:

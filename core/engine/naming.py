@@ -73,6 +73,7 @@ DATASET_WORDS: dict[str, str] = {
     "mnist-train": "MNIST training digits",
     "notmnist": "notMNIST letters",
     "notmnist-test": "notMNIST letters",
+    "mnist-inverted": "MNIST test digits, inverted (dark on white)",
     "utkface-test": "UTKFace test faces",
     "utkface-dlib-resnet-v1-test": "UTKFace test faces",
 }

@@ -35,6 +35,8 @@ from core.analysis.dataset import (
 from core.analysis.evaluation import (
     PosteriorEvaluation,
     evaluate,
+    ood_list,
+    set_names,
 )
 from core.analysis.metrics import (
     ECE_BINS,
@@ -105,25 +107,34 @@ def _unpack(prefix: str, arrays: Any, labels: np.ndarray) -> DatasetPredictions:
     return DatasetPredictions(mean, stored, scores, chains, int(arrays[f"{prefix}num_samples"]))
 
 
-def read_cache(path: Path, data: Dataset, ood: Dataset | None) -> tuple[DatasetPredictions, DatasetPredictions | None] | None:
-    """A cache entry's predictions, or None when it is missing or damaged (then it is removed)."""
+def _ood_prefix(j: int) -> str:
+    """The arrays' prefix of OOD set ``j``: ``ood_`` for the first (as entries always had), then ``ood2_``, …"""
+    return "ood_" if j == 0 else f"ood{j + 1}_"
+
+
+def read_cache(path: Path, data: Dataset, ood: Dataset | Sequence[Dataset] | None,
+               ) -> tuple[DatasetPredictions, list[DatasetPredictions]] | None:
+    """A cache entry's predictions (the test set's, then each OOD set's), or None when it is
+    missing or damaged (then it is removed)."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as arrays:
             preds = _unpack("data_", arrays, data.y.numpy().astype(np.int64))
-            other = _unpack("ood_", arrays, ood.y.numpy().astype(np.int64)) if ood is not None else None
+            others = [_unpack(_ood_prefix(j), arrays, other.y.numpy().astype(np.int64))
+                      for j, other in enumerate(ood_list(ood))]
     except Exception:  # noqa: BLE001 — any unreadable entry is simply recomputed
         path.unlink(missing_ok=True)
         return None
-    return preds, other
+    return preds, others
 
 
 def write_cache(path: Path, result: PosteriorEvaluation) -> bool:
     """Store one posterior's predictions atomically; False when the cache cannot be written."""
     arrays = _pack("data_", result.data)
-    if result.ood is not None:
-        arrays.update(_pack("ood_", result.ood))
+    others = list(result.ood_sets.values()) or ([result.ood] if result.ood is not None else [])
+    for j, preds in enumerate(others):
+        arrays.update(_pack(_ood_prefix(j), preds))
     try:
         atomic_write(path, lambda fh: np.savez(fh, **arrays), "a cached evaluation")
     except OSError:
@@ -150,7 +161,7 @@ def clear_cache(folder: str | os.PathLike | None = None) -> int:
 def evaluate_dataset(
     items: Sequence[EvaluationItem],
     data: Dataset,
-    ood: Dataset | None = None,
+    ood: Dataset | Sequence[Dataset] | None = None,
     *,
     num_samples: int | None = None,
     seed: int = 0,
@@ -158,7 +169,7 @@ def evaluate_dataset(
     cache_only: bool = False,
     folder: str | os.PathLike | None = None,
 ) -> Generator[ProgressRecord, None, DatasetViews | None]:
-    """Evaluate every posterior on ``data`` (and ``ood``), from the cache where possible.
+    """Evaluate every posterior on ``data`` (and ``ood``: one set or several), from the cache where possible.
 
     Yields a :class:`ProgressRecord` per batch whose ``step``/``total`` count images over all
     posteriors and sets; ``phase`` is the posterior's name and ``values`` hold ``index`` (its
@@ -172,10 +183,14 @@ def evaluate_dataset(
         raise ValueError("no posterior to evaluate: add a column first")
     names = unique_names([item.name for item in items])
     folder = Path(folder) if folder is not None else cache_folder()
-    per_posterior = len(data) + (len(ood) if ood is not None else 0)
+    oods = ood_list(ood)
+    ood_names = set_names(oods)
+    per_posterior = len(data) + sum(len(other) for other in oods)
     total = per_posterior * len(items)
     data_sha = dataset_sha256(data) if use_cache else ""
-    ood_sha = dataset_sha256(ood) if use_cache and ood is not None else None
+    # one set keeps the key it always had; several are keyed by all of them, in order
+    ood_shas = [dataset_sha256(other) for other in oods] if use_cache else []
+    ood_sha = None if not ood_shas else ood_shas[0] if len(ood_shas) == 1 else "+".join(ood_shas)
     shell = _evaluation_shell(data, ood, num_samples, seed, items[0].posterior.num_classes)
     files: dict[str, dict[str, str]] = {}
     cached: dict[str, bool] = {}
@@ -195,13 +210,14 @@ def evaluate_dataset(
         if hit is None and cache_only:
             return None
         if hit is not None:
-            shell.results[name] = PosteriorEvaluation(item.posterior, hit[0], hit[1])
+            shell.results[name] = PosteriorEvaluation(item.posterior, hit[0], hit[1][0] if hit[1] else None,
+                                                      ood_sets=dict(zip(ood_names, hit[1], strict=True)))
             cached[name] = True
             yield ProgressRecord(base + per_posterior, total, {
                 "index": float(index), "images_done": float(per_posterior),
                 "images_total": float(per_posterior), "cached": 1.0}, name)
             continue
-        run = evaluate({name: item.posterior}, data, ood, num_samples=num_samples, seed=seed, batch_size=b)
+        run = evaluate({name: item.posterior}, data, oods, num_samples=num_samples, seed=seed, batch_size=b)
         try:
             while True:
                 record = next(run)
@@ -228,7 +244,7 @@ def evaluate_dataset(
 def run_evaluation(
     items: Sequence[EvaluationItem],
     dataset: str,
-    ood: str | None = None,
+    ood: str | Sequence[str] | None = None,
     data_dir: str | os.PathLike | None = None,
     limit: int | None = None,
     *,

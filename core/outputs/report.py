@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.analysis.comparison import provenance
-from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, DatasetViews
+from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, TABLE_VIEWS, DatasetViews
 from core.analysis.evaluation import (
     Evaluation,
     evaluation_tables,
@@ -36,6 +36,7 @@ from core.analysis.metrics import (
     reliability_diagram,
     soft_confusion_matrix,
 )
+from core.analysis.ood_sets import AUROC_WORDS, ranking_changes
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.files import (
     NotSavedError,
@@ -191,6 +192,8 @@ def _write_report_files(ev: Evaluation, tmp: Path, figure_format: str, written: 
         },
         "summary": tables["summary"],
         "ood_detection": tables.get("ood_detection", []),
+        "ood_datasets": list(ev.ood_names()), "ood_sets_data": ev.ood_sources,
+        "ood_sets": tables.get("ood_sets", []),
     }
     atomic_write(tmp / "evaluation.json", lambda fh: fh.write(strict_json(meta, indent=2).encode()))
     written.append("evaluation.json")
@@ -213,9 +216,12 @@ def export_dataset_view(views: DatasetViews, view: str, path: str | os.PathLike)
         if not rows:
             raise ValueError("no out-of-distribution set was evaluated, so there are no histograms to export")
     path = Path(path)
-    if view == "summary":
+    if view == "ood_sets" and not rows:
+        raise ValueError("no out-of-distribution set was evaluated, so there is no AUROC to export")
+    if view in TABLE_VIEWS:
         if path.suffix.lower() not in (".csv", ".json"):
-            raise ValueError("the metrics are a table: export them as .csv or .json")
+            what = "the metrics are" if view == "summary" else "the AUROC per set is"
+            raise ValueError(f"{what} a table: export them as .csv or .json")
         from core.outputs.export import write_table
 
         with writing_into(path.parent):
@@ -235,6 +241,7 @@ figcaption { font-size: 0.9em; color: #444; max-width: 60em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
+td.best { font-weight: bold; background: #e8f3e8; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
 """
 
@@ -300,6 +307,7 @@ def report_provenance(ev: Evaluation) -> dict[str, Any]:
         "settings": {k: v for k, v in ev.settings.items() if k != "posterior_files"},
         "data": ev.data_source,
         "ood_data": ev.ood_source,
+        "ood_sets_data": ev.ood_sources,
         "posteriors": {
             name: {**provenance(r.posterior, files.get(name, {}).get("file")),
                    "file_sha256": files.get(name, {}).get("file_sha256"),
@@ -325,10 +333,12 @@ def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]
     images = ev.data_source.get("images")
     heading = f"{plural(n, 'posterior')} on the {data_words}"
     if ev.ood_dataset:
-        heading += f", against the {dataset_words(ev.ood_dataset)}"
+        heading += ", against the " + " and the ".join(dataset_words(set_name) for set_name in ev.ood_names())
     asked = ev.settings.get("num_samples")
+    ood_images = [source.get("images") for source in ev.ood_sources or ([ev.ood_source] if ev.ood_source else [])]
     settings = [f"{images:,} test images" if isinstance(images, int) else "",
-                f"{ev.ood_source['images']:,} out-of-distribution images" if ev.ood_source else "",
+                " + ".join(f"{count:,}" for count in ood_images if isinstance(count, int)) + " out-of-distribution images"
+                if any(isinstance(count, int) for count in ood_images) else "",
                 f"up to {plural(asked, 'draw')} per posterior" if asked else "each posterior's own number of draws",
                 f"seed {ev.settings.get('seed')}", f"{ev.settings.get('ece_bins', ECE_BINS)} calibration bins"]
     parts = [
@@ -363,6 +373,7 @@ def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]
             [[row["posterior"], SCORE_WORDS.get(row["score"], row["score"]),
               *(("n/a: the same for every image",) * 3 if row["auroc"] is None
                 else (row["auroc"], row["aupr_out"], row["aupr_in"]))] for row in tables["ood_detection"]]))
+    parts.extend(_ood_sets_part(ev, tables))
     parts.append("<h2>Figures</h2>")
     makers = figure_makers(ev)
     yield ProgressRecord(0, len(makers), phase="figures")
@@ -390,6 +401,46 @@ def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]
     parts.append(f"<pre>{html.escape(strict_json(rest, indent=2))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _ood_sets_part(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The AUROC of every score on every OOD set, one table per set, the best column of each score
+    in bold; and which scores' best column changes with the set. Nothing without OOD sets."""
+    rows = tables.get("ood_sets") or []
+    if not rows:
+        return []
+    names = list(dict.fromkeys(row["posterior"] for row in rows))
+    scores = list(dict.fromkeys(row["score"] for row in rows))
+    images = {source.get("name"): source.get("images") for source in ev.ood_sources}
+    mark = len(names) > 1
+    parts = ["<h2>Telling each unfamiliar set apart, score by score</h2>",
+             f"<p>{html.escape(AUROC_WORDS)}"
+             + (" In bold: the best column for that score on that set." if mark else "") + "</p>"]
+    for set_name in dict.fromkeys(row["set"] for row in rows):
+        count = images.get(set_name)
+        parts.append(f"<h3>{html.escape(dataset_words(set_name))}"
+                     + (f" ({count:,} images)" if isinstance(count, int) else "") + "</h3>")
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in ["posterior", *(SCORE_WORDS.get(sc, sc) for sc in scores)])
+        body = []
+        for name in names:
+            cells = {r["score"]: r for r in rows if r["set"] == set_name and r["posterior"] == name}
+            tds = [_cell(name)]
+            for score in scores:
+                row = cells.get(score)
+                if row is None or row["auroc"] is None:
+                    tds.append("<td>n/a</td>")
+                else:
+                    best = ' class="best"' if mark and row["best"] else ""
+                    tds.append(f"<td{best}>{row['auroc']:.4f}</td>")
+            body.append("<tr>" + "".join(tds) + "</tr>")
+        parts.append(f"<table><tr>{head}</tr>{''.join(body)}</table>")
+    changes = ranking_changes(rows) if mark else {}
+    if changes:
+        parts.append("<p>The best column changes with the set for " + html.escape("; ".join(
+            f"{SCORE_WORDS.get(score, score)}: " + ", ".join(
+                f"{' and '.join(best) or 'none'} on the {dataset_words(set_name)}" for set_name, best in by_set.items())
+            for score, by_set in changes.items())) + ". One unfamiliar set alone would not show it.</p>")
+    return parts
 
 
 def _interval_mass_part(ev: Evaluation) -> list[str]:
