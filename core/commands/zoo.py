@@ -92,11 +92,12 @@ def _digit_sets(args: argparse.Namespace) -> TierSets:
                       for name in ("mnist-train", "mnist-test", "notmnist")))
 
 
-def _face_folder(data_dir: str | None) -> str:
-    """UTKFace's archive or folder, found from ``--data-dir`` (its own, or a folder holding utkface/)."""
+def _face_folder(data_dir: str | None) -> str | None:
+    """UTKFace's archive or folder, found from ``--data-dir`` (its own, or a folder holding utkface/);
+    None without one (``train`` then looks in the user cache)."""
     from core.engine.faces.testset import utkface_location
 
-    return str(utkface_location(data_dir))
+    return None if data_dir is None else str(utkface_location(data_dir))
 
 
 def _face_sets(args: argparse.Namespace) -> TierSets:

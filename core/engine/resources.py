@@ -24,8 +24,9 @@ def default_posterior_path() -> Path:
 
 
 #: Bundled posteriors whose name starts so are face heads (age groups from face
-#: descriptors, :mod:`core.engine.faces.heads`), not digit classifiers.
-FACE_PREFIX = "face_"
+#: descriptors, :mod:`core.engine.faces.heads`), not digit classifiers: the face tier's files,
+#: ``faces_softmax_<method>.pt`` (``bayescope-cli zoo --tier faces``; docs/zoo.md).
+FACE_PREFIX = "faces_"
 
 
 def bundled_posteriors() -> list[Path]:
@@ -36,9 +37,9 @@ def bundled_posteriors() -> list[Path]:
 
 
 def bundled_face_posteriors() -> list[Path]:
-    """The bundled face heads (``face_*.pt``), the default (SGHMC) first, then by name."""
+    """The bundled face heads (``faces_*.pt``), the default (HMC, the tier's reference) first, then by name."""
     files = (resources_dir() / "models").glob(f"{FACE_PREFIX}*.pt")
-    return sorted(files, key=lambda p: (p.name != "face_sghmc.pt", p.name))
+    return sorted(files, key=lambda p: (p.name != DEFAULT_FACE_POSTERIOR, p.name))
 
 
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
@@ -49,8 +50,9 @@ def icon_path(size: int) -> Path:
     return resources_dir() / "icons" / f"bayescope-{size}.png"
 
 
-#: The bundled head ``predict --task age`` uses when no posterior is given.
-DEFAULT_FACE_POSTERIOR = "face_sghmc.pt"
+#: The bundled head ``predict --task age`` uses when no posterior is given: the face tier's HMC,
+#: exact inference for the head (its chains converged; docs/zoo.md).
+DEFAULT_FACE_POSTERIOR = "faces_softmax_hmc.pt"
 
 
 def default_face_posterior_path() -> Path:
