@@ -94,7 +94,7 @@ class TestAddPosteriorMenu:
         tasks.discard("digits")
         tasks.add("faces")  # the Face tab: its face heads only
         menu.fill()
-        assert len([a for a in menu.actions() if a.isCheckable()]) == len(list(MODELS.glob("face_*.pt")))
+        assert len([a for a in menu.actions() if a.isCheckable()]) == len(list(MODELS.glob("faces_*.pt")))
 
 
 class TestInputSide:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from core.engine import convergence
-from core.engine.inference import hmc
+from core.engine.inference import METHODS, hmc
 from core.engine.inference.base import Dataset
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
@@ -142,3 +142,41 @@ def test_hmc_on_a_small_softmax_head_has_the_exact_posteriors_moments(exact_and_
     laplace_square = exact["laplace_sd"] ** 2 + exact["laplace_mean"] ** 2
     assert (np.abs(exact["laplace_mean"] - exact["mean"]) > tol_mean).any()
     assert (np.abs(laplace_square - exact_square) > tol_square).any()
+
+
+def _face_files() -> list:
+    from core.engine.resources import bundled_face_posteriors
+
+    return bundled_face_posteriors()
+
+
+@pytest.mark.parametrize("path", _face_files(), ids=lambda p: p.stem)
+def test_every_bundled_face_file_is_of_the_face_tier_and_its_samplers_converged(path, capsys):
+    """What ``bayescope-cli info --json`` says of each bundled face head: the face tier, and for a
+    sampler at least 100 draws kept and R̂ ≤ 1.01 over the probe's class probabilities (HMC, the
+    reference, with a bulk ESS of at least 400)."""
+    import json
+
+    from core.commands.main import main
+
+    assert main(["info", str(path), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["tier"] == "faces" and facts["architecture"]["input_dim"] == 128
+    record = facts["convergence"]
+    if facts["chains"] is None or facts["method"] == "ensemble":  # no chains to compare
+        assert record["status"] == "n/a"
+        return
+    assert facts["chains"] * facts["draws"] >= 100
+    assert record["status"] == "measured" and record["rhat_max"] <= 1.01, record.get("rhat_max")
+    if facts["method"] == "hmc":
+        assert facts["chains"] >= 4 and record["ess_bulk_min"] >= 400
+
+
+def test_the_face_tab_opens_the_face_tiers_files():
+    from core.engine.resources import DEFAULT_FACE_POSTERIOR
+
+    files = _face_files()
+    if not files:
+        pytest.skip("no bundled face heads")
+    assert files[0].name == DEFAULT_FACE_POSTERIOR == "faces_softmax_hmc.pt"
+    assert {p.name for p in files} == {f"faces_softmax_{m}.pt" for m in METHODS}
