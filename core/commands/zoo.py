@@ -362,16 +362,16 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
         levels = record_levels(tier, posteriors, paths, sets.train, bar)
         masses = {}
         if tier.reference in posteriors:  # after record_levels, which rewrites the files it scores
-            from core.analysis.diagnostics import PROBE_SIZE
+            from core.analysis.diagnostics import probe_set
             from core.commands.fidelity import interval_masses, record_interval_masses
 
             others = {m: p for m, p in posteriors.items() if m != tier.reference}
             masses = interval_masses((tier.reference, posteriors[tier.reference]), others,
-                                     test.first(PROBE_SIZE), seed=args.seed, on_progress=bar_callback(bar))
+                                     probe_set(test), seed=args.seed, on_progress=bar_callback(bar))
             record_interval_masses(masses, paths)
     finally:
         bar.close()
-    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables["ood_detection"]}
+    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none without OOD images
     rows = []
     for row in tables["summary"]:
         m = row["posterior"]
