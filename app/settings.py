@@ -231,9 +231,10 @@ def default_columns() -> list[Path]:
 
 
 def default_face_columns() -> list[Path]:
-    """The Face tab's first columns (:data:`DEFAULT_FACE_COLUMNS`) that are bundled."""
+    """The Face tab's first columns (:data:`DEFAULT_FACE_COLUMNS`) that are bundled, or every
+    bundled face head while the face tier's are not."""
     folder = bundled_folder()
-    return [folder / name for name in DEFAULT_FACE_COLUMNS if (folder / name).is_file()]
+    return [folder / name for name in DEFAULT_FACE_COLUMNS if (folder / name).is_file()] or bundled_face_posteriors()
 
 
 #: Where the device chosen under View ▸ Compute on is kept: ``auto``, ``cpu``, ``cuda:N`` or ``mps``.

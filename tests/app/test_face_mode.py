@@ -95,7 +95,8 @@ def test_face_tab_shows_the_face_columns_labelled_by_age(window):
     assert window.workspace.task == "faces"
     # the face tier's default columns, HMC (its reference) first
     assert [c.key for c in window.workspace.columns] == [str(p.resolve()) for p in app_settings.default_face_columns()]
-    assert [c.posterior.method for c in window.workspace.columns][0] == "hmc"
+    if app_settings.default_face_columns()[0].name == app_settings.DEFAULT_FACE_COLUMNS[0]:
+        assert window.workspace.columns[0].posterior.method == "hmc"
     view = next(iter(window.column_views.values()))
     axis = view.plots["interval"].bottom
     assert axis.class_names == ("0-2", "3-7", "8-14", "15-24", "25-37", "38-47", "48-59", "60+")
