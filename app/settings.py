@@ -36,6 +36,12 @@ APP_NAME = "bayescope"
 DEFAULT_COLUMNS = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
                    "paper_softmax_mfvi.pt")
 
+#: The Face tab's first columns: the face tier's HMC (exact inference, the reference whose marks
+#: the others carry), SGHMC, MC dropout, mean-field VI and Laplace, one method of each family on
+#: the same head, data and prior (docs/zoo.md, "The face tier").
+DEFAULT_FACE_COLUMNS = ("faces_softmax_hmc.pt", "faces_softmax_sghmc.pt", "faces_softmax_mc_dropout.pt",
+                        "faces_softmax_mfvi.pt", "faces_softmax_laplace.pt")
+
 #: How a saved column names a bundled posterior: ``bundled:<file name>``.
 BUNDLED = "bundled:"
 
@@ -193,6 +199,8 @@ REPLACED = {
     "mnist_mlp_snvi_r8.pt": "network_lenet5_snvi.pt",
     "mnist_mlp_sgmmvi_c3r2.pt": "network_lenet5_sgmmvi.pt",
     "mnist_softmax_map.pt": "paper_softmax_map.pt",
+    # the four face heads gave way to the face tier, every method on one head with one prior
+    **{f"face_{m}.pt": f"faces_softmax_{m}.pt" for m in ("sghmc", "dsghmc", "mc_dropout", "mfvi")},
 }
 
 
@@ -223,8 +231,10 @@ def default_columns() -> list[Path]:
 
 
 def default_face_columns() -> list[Path]:
-    """The bundled face posteriors (age groups from a face descriptor)."""
-    return bundled_face_posteriors()
+    """The Face tab's first columns (:data:`DEFAULT_FACE_COLUMNS`) that are bundled, or every
+    bundled face head while the face tier's are not."""
+    folder = bundled_folder()
+    return [folder / name for name in DEFAULT_FACE_COLUMNS if (folder / name).is_file()] or bundled_face_posteriors()
 
 
 #: Where the device chosen under View ▸ Compute on is kept: ``auto``, ``cpu``, ``cuda:N`` or ``mps``.

@@ -311,14 +311,14 @@ class Workspace(QObject):
 
     # ------------------------------------------------------------------ reference
     def find_reference(self) -> None:
-        """Find the reference of the tier the shown digit columns belong to (the first such
-        column's tier), beside that column's file or among the bundled posteriors; load it
-        once. A person who never adds a tier's posterior never loads one."""
+        """Find the reference of the tier the shown columns belong to (the first such column's
+        tier with a reference: the paper tier's, the face tier's), beside that column's file or among
+        the bundled posteriors; load it once. A person who never adds a tier's posterior never loads one."""
         from core.engine import tiers
         from core.engine.resources import resources_dir
 
         wanted = None
-        for column in self.columns if self.task == "digits" else []:
+        for column in self.columns:
             tier = tiers.tier_of(column.posterior.info)
             found = tiers.reference_candidates(tier, column.posterior.arch.name, column.source.parent,
                                                resources_dir() / "models") if tier else []

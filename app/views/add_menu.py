@@ -49,7 +49,7 @@ class AddPosteriorMenu(QMenu):
     def fill(self) -> None:
         self.clear()
         shown = set(self.workspace.column_keys())
-        bundled = set(app_settings.bundled_models()) | set(app_settings.default_face_columns())
+        bundled = set(app_settings.bundled_models()) | set(app_settings.bundled_face_posteriors())
         groups: dict[str, list[tuple[str, Path]]] = {}
         tasks = self.tasks()
         for path in app_settings.available_models():

@@ -3,8 +3,9 @@
 Weights themselves are a poor thing to compare across chains (a network has many equivalent
 weight settings, so two chains that predict alike may sit far apart), so the chains are
 compared where it matters: the predicted class probabilities. Every stored draw predicts the
-same **probe set** — the first :data:`PROBE_SIZE` images of the data set's test split; their
-labels are never read — giving an array (chains, draws, images, classes). Its rank-normalised
+same **probe set** — the first :data:`PROBE_SIZE` images of the data set's test split (for
+UTKFace's test faces, which its names sort by age as text, :data:`PROBE_SIZE` faces spread over
+the age groups: :func:`probe_images`); their predictions are never scored — giving an array (chains, draws, images, classes). Its rank-normalised
 split-R̂ and bulk/tail ESS (:mod:`core.analysis.convergence`) are taken per image × class
 (leaving out probabilities that move by less than :data:`MIN_SPREAD` across all draws); the
 record keeps the worst of each and, per class, the largest R̂ over the images.
@@ -145,10 +146,33 @@ def probe_draws_progress(
     return np.concatenate(parts, axis=2)
 
 
+def probe_set(probe: Dataset) -> Dataset:
+    """The probe, labels kept: the first :data:`PROBE_SIZE` images of ``probe``; of UTKFace's test
+    faces, whose first thousand hold no face aged 25–59 (the split is in name order, and names begin
+    with the age as text), :data:`PROBE_SIZE` spread over the age groups in their shares
+    (:func:`core.engine.faces.testset.spread_order`, seeded), in split order."""
+    from core.engine.faces.testset import is_face_set, spread_order
+
+    if is_face_set(probe.name) and len(probe) > PROBE_SIZE:
+        return probe.subset(torch.from_numpy(np.sort(spread_order(probe.y.numpy())[:PROBE_SIZE])))
+    return probe.first(PROBE_SIZE)
+
+
+def probe_images(probe: Dataset) -> tuple[torch.Tensor, str]:
+    """:func:`probe_set`'s inputs, and what they are in words (kept in the record)."""
+    from core.engine.faces.testset import is_face_set
+
+    chosen = probe_set(probe)
+    if is_face_set(probe.name) and len(probe) > PROBE_SIZE:
+        return chosen.x, (f"{len(chosen)} faces of {probe.name} spread over the age groups in their shares "
+                          "(the labels choose them; no prediction is scored)")
+    return chosen.x, f"the first {len(chosen)} images of {probe.name} (their labels are not read)"
+
+
 def diagnose_progress(
     posterior: Posterior, probe: Dataset | None, seed: int = 0
 ) -> Generator[ProgressRecord, None, dict[str, Any]]:
-    """The convergence record of ``posterior`` on the first :data:`PROBE_SIZE` images of ``probe``
+    """The convergence record of ``posterior`` on :func:`probe_images` of ``probe``
     (which may be None when :func:`not_applicable` gives the record without any)."""
     acceptance = posterior.info.get("acceptance_rate")
     extra = {} if acceptance is None else {"acceptance": float(acceptance)}
@@ -157,7 +181,7 @@ def diagnose_progress(
         return {**record, **extra}
     if probe is None:
         raise ValueError("comparing the chains needs probe images")
-    images = probe.x[:PROBE_SIZE]
+    images, words = probe_images(probe)
     if len(images) == 0:
         raise ValueError(f"{probe.name} holds no images to compare the chains on")
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
@@ -174,7 +198,7 @@ def diagnose_progress(
         "status": "measured",
         "chains": chains,
         "draws": draws,
-        "probe": f"the first {len(images)} images of {probe.name} (their labels are not read)",
+        "probe": words,
         "rhat_max": _number(summary.rhat_max),
         "ess_bulk_min": _number(summary.ess_bulk_min),
         "ess_tail_min": _number(summary.ess_tail_min),

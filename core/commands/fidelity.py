@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.analysis.evaluation import FACE_TEST_SET, load_posteriors, resolve_dataset
+from core.analysis.evaluation import load_posteriors, resolve_dataset
 from core.analysis.fidelity import fidelity_to_reference
 from core.analysis.interval_mass import interval_mass_to_reference, why_no_interval
 from core.commands.console import check_seed, printable, say
@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--posterior", nargs="+", required=True, metavar="P",
                         help="posterior file(s) to measure against the reference")
     parser.add_argument("--dataset", default="mnist-test",
-                        help="known name (mnist-test, mnist-train, notmnist) or a folder of IDX files")
+                        help="known name (mnist-test, mnist-train, notmnist; utkface-test for face heads) "
+                        "or a folder of IDX files")
     parser.add_argument("--data-dir", help="folder holding the known data sets (as <dir>/mnist, ...)")
     parser.add_argument("--download", action="store_true", help="download MNIST into the user cache if not found")
     parser.add_argument("--samples", type=int, help="posterior samples S (default: each posterior's own)")
@@ -81,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--samples must be at least 1, got {args.samples}")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
-    if args.dataset == FACE_TEST_SET:
-        raise ValueError(f"fidelity reads digit images; {FACE_TEST_SET} is not supported here yet")
     check_seed(args.seed)
     reference = load_posterior(args.reference)
     posteriors = load_posteriors(args.posterior)

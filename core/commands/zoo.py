@@ -7,6 +7,10 @@ method has a prior), so that the columns of a comparison differ in method only:
   prior; full-batch HMC with four chains is the reference every other method is measured against.
 - ``network``: LeNet-5 (6-16-120-84, 44,426 weights) on MNIST, for drawn digits, under N(0, 0.2²)
   (:data:`NETWORK_PRIOR_STD`); HMC is left out (see docs/zoo.md for why).
+- ``faces``: a *feature tier*, a fixed feature extractor (dlib's 128-number face descriptor) and a
+  softmax-regression head on it (1,032 weights, eight age groups) trained on UTKFace's fixed
+  training split under N(0, σ²) (:data:`FACE_PRIOR_STD`, where the head's evidence peaks); full-batch
+  HMC is the reference, as in the paper tier.
 - ``features``: a softmax-regression head on the features of a person's own network (``--network``,
   TorchScript or torch.export, split at its last linear layer: :mod:`core.engine.networks`) over a
   folder of their images (``--dataset``, split by each file's hash), every method with the paper
@@ -19,9 +23,10 @@ Each method runs as ``bayescope-cli train`` with the arguments its registry entr
 tier (``Method.tiers``, gathered in :data:`TIERS`; so a file is
 the same as that command's), into ``DIR/<tier>_<model>_<method>.pt``. A file already there
 and made with the same arguments is kept, so an interrupted rebuild goes on where it stopped.
-Then every file is evaluated on the MNIST test set (accuracy, NLL, ECE) and on notMNIST
-letters (out-of-distribution AUROC), and, where the tier has a reference, its predictive
-distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
+Then every file is evaluated on the tier's test set (accuracy, NLL, ECE: MNIST's test digits, or
+UTKFace's test faces) and on its out-of-distribution set where it has one (notMNIST letters against
+digits; :data:`FACE_OOD` says why the face tier has none), and, where the tier has a reference, its
+predictive distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
 
 ``--chains 0,1`` runs only those chains of each sampler named by ``--methods``, into
 ``DIR/parts/``, so that a run longer than one sitting can be made in parts; once the parts
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +57,9 @@ from core.commands.console import (
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 from core.engine.inference import METHODS
-from core.engine.inference.recipes import (  # noqa: F401 (the tier's prior, said here)
+from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, said here)
+    FACE_PRIOR_STD,
+    FACES,
     FEATURES_TIER,
     NETWORK,
     NETWORK_PRIOR_STD,
@@ -61,19 +69,100 @@ from core.engine.inference.sampling import chains_in_words
 
 
 @dataclass(frozen=True)
+class TierSets:
+    """The images a tier's files are measured on: its training set (the draws' log posterior), its
+    test set, and its out-of-distribution set (None where it has none)."""
+
+    train: Any
+    test: Any
+    ood: Any | None
+
+
+@dataclass(frozen=True)
+class TierData:
+    """Where a tier's images are, and what its table's columns measure them on, in words."""
+
+    #: The test set, as the table says it ("the 10,000 MNIST test digits").
+    test_words: str
+    #: What the OOD AUROC tells apart, or why the tier has no such set (its column then says n/a).
+    ood_words: str
+    #: ``train``'s ``--data-dir`` from ``zoo``'s (None: none given).
+    locate: Callable[[str | None], str | None]
+    #: The sets, for ``zoo``'s arguments (``--data-dir``, ``--limit``).
+    load: Callable[[argparse.Namespace], TierSets]
+
+
+def _digit_sets(args: argparse.Namespace) -> TierSets:
+    """MNIST's training and test digits and notMNIST's letters, each the first ``--limit``."""
+    from core.analysis.evaluation import resolve_dataset
+
+    return TierSets(*(resolve_dataset(name, args.data_dir).first(args.limit)
+                      for name in ("mnist-train", "mnist-test", "notmnist")))
+
+
+def _face_folder(data_dir: str | None) -> str | None:
+    """UTKFace's archive or folder, found from ``--data-dir`` (its own, or a folder holding utkface/);
+    None without one (``train`` then looks in the user cache)."""
+    from core.engine.faces.testset import utkface_location
+
+    return None if data_dir is None else str(utkface_location(data_dir))
+
+
+def _face_sets(args: argparse.Namespace) -> TierSets:
+    """UTKFace's fixed training and test splits of face descriptors, as ``train --dataset utkface``
+    reads them (with ``--limit``, the same faces); no OOD set (:data:`FACE_OOD`)."""
+    from core.engine.data.utkface import load_utkface
+    from core.engine.runner import drain
+
+    bar = progress_bar(0, "face descriptors")
+    try:
+        split = drain(load_utkface(_face_folder(args.data_dir), limit=args.limit), bar_callback(bar))
+    finally:
+        bar.close()
+    return TierSets(split.train, split.test, None)
+
+
+DIGITS = TierData("the 10,000 MNIST test digits", "notMNIST's letters against the test digits",
+                  locate=lambda data_dir: data_dir, load=_digit_sets)
+#: Why the face tier's OOD AUROC is n/a: a head's every input is the descriptor of a face the
+#: detector found, and UTKFace's faces are the only ones here; a descriptor of something that is not
+#: a face (a letter, noise of the descriptors' size) is an input the window never gives a head, so an
+#: AUROC against it would measure nothing a person meets.
+FACE_OOD = ("n/a: a head reads only descriptors of faces the detector found, and UTKFace's are the only "
+            "faces here, so the tier has no out-of-distribution set")
+FACE_DATA = TierData("UTKFace's test faces (20 % of each age group, seed 0; docs/faces.md)", FACE_OOD,
+                     locate=_face_folder, load=_face_sets)
+
+#: A features tier's images: the hash split of a person's folder, its features read from the cache
+#: (:func:`_own_network`); a folder of their own classes has no out-of-distribution set.
+OWN_DATA = TierData("the test images of your folder (its hash split: docs/data.md)",
+                    "n/a: a folder of your own images has no out-of-distribution set",
+                    locate=lambda data_dir: data_dir, load=lambda args: _own_sets_first(args))
+
+
+def _own_sets_first(args: argparse.Namespace) -> TierSets:
+    raise ValueError("the features tier's images are read with its network (--network, --dataset)")
+
+
+@dataclass(frozen=True)
 class Tier:
     """One model and the ``train`` arguments of every method on it."""
 
     name: str
-    model: tuple[str, ...]
+    model: tuple[str, ...]  # the ``train`` arguments that fix the model and its data
     methods: dict[str, tuple[str, ...]]
     reference: str | None  # the method every other is measured against
     rhat_target: float  # the largest R̂ a sampled posterior of this tier may have
     words: str
-    model_name: str = ""  # the model's part of the file names (default: the --model given)
+    data: TierData = DIGITS
+    model_label: str = ""  # the model's part of the file names (default: the --model given)
+
+    @property
+    def model_name(self) -> str:
+        return self.model_label or self.model[self.model.index("--model") + 1]
 
     def file_name(self, method: str) -> str:
-        return tiers.file_name(self.name, self.model_name or self.model[1], method)
+        return tiers.file_name(self.name, self.model_name, method)
 
 
 def tier_methods(tier: str, like: str | None = None) -> dict[str, tuple[str, ...]]:
@@ -92,14 +181,18 @@ TIERS: dict[str, Tier] = {
                 words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
     NETWORK: Tier(NETWORK, ("--model", "lenet5"), tier_methods(NETWORK), reference=None, rhat_target=1.1,
                   words="LeNet-5, a network that reads drawn digits well, every method but HMC"),
+    FACES: Tier(FACES, ("--dataset", "utkface", "--model", "softmax"), tier_methods(FACES),
+                reference=tiers.REFERENCES[FACES], rhat_target=1.01,
+                words="softmax regression on the face descriptor (eight age groups), every method, "
+                      "HMC as the reference", data=FACE_DATA),
 }
 #: Tiers built on a person's own network and images: none is bundled, each is built where it is used.
 OWN_TIERS: dict[str, Tier] = {
     FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
                         tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
-                        rhat_target=1.01, model_name="features",
+                        rhat_target=1.01, model_label="features",
                         words="a softmax-regression head on your own network's features, every method, HMC as "
-                              "the reference"),
+                              "the reference", data=OWN_DATA),
 }
 #: The column of a features tier that is the imported network itself (its own last layer).
 NETWORK_COLUMN = "network"
@@ -110,7 +203,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tier", required=True, choices=(*TIERS, *OWN_TIERS),
                         help="which model's set to rebuild (features: a network of your own on your images)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
-    parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/")
+    parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/ (faces: utkface/, "
+                        "or UTKFace's archive or folder itself)")
     parser.add_argument("--methods", help="comma-separated subset of the tier's methods (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="use only the first N images of every set (a quick check)")
@@ -137,8 +231,9 @@ def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace
     """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
     argv = ["train", *tier.model, *tier.methods[method], *_overrides(method, args), "--seed", str(args.seed),
             "--out", str(out)]
-    if args.data_dir:
-        argv += ["--data-dir", args.data_dir]
+    data_dir = tier.data.locate(args.data_dir)
+    if data_dir:
+        argv += ["--data-dir", data_dir]
     if args.limit:
         argv += ["--limit", str(args.limit)]
     if getattr(args, "cluster", None):
@@ -302,10 +397,10 @@ def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argp
 
 
 def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace,
-            data: tuple[Any, Any, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per method: convergence, test-set quality, OOD detection and distance to the reference.
-    ``data`` is (test, out-of-distribution or None, training set); by default MNIST's and notMNIST."""
-    from core.analysis.evaluation import evaluate, evaluation_tables, resolve_dataset
+            sets: TierSets | None = None) -> list[dict[str, Any]]:
+    """One row per method: convergence, test-set quality, OOD detection and distance to the reference,
+    on ``sets`` (by default the tier's own, :attr:`Tier.data`)."""
+    from core.analysis.evaluation import evaluate, evaluation_tables
     from core.analysis.fidelity import fidelity_to_reference
     from core.commands.info import convergence_record, summary
     from core.engine.runner import drain
@@ -313,11 +408,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
 
     paths = {m: folder / tier.file_name(m) for m in methods}
     posteriors = {m: load_posterior(p) for m, p in paths.items()}
-    if data is None:
-        test = resolve_dataset("mnist-test", args.data_dir).first(args.limit)
-        ood = resolve_dataset("notmnist", args.data_dir).first(args.limit)
-    else:
-        test, ood, _ = data
+    sets = tier.data.load(args) if sets is None else sets
+    test, ood = sets.test, sets.ood
     bar = progress_bar(0, "evaluating")
     try:
         ev = drain(evaluate(posteriors, test, ood, seed=args.seed), bar_callback(bar))
@@ -329,19 +421,19 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
                 report = drain(fidelity_to_reference((tier.reference, posteriors[tier.reference]), others, test,
                                                      seed=args.seed), bar_callback(bar))
                 distance = {m: f.record() for m, f in report.results.items()}
-        levels = record_levels(tier, posteriors, paths, args, bar, None if data is None else data[2])
+        levels = record_levels(tier, posteriors, paths, sets.train, bar)
         masses = {}
         if tier.reference in posteriors:  # after record_levels, which rewrites the files it scores
-            from core.analysis.diagnostics import PROBE_SIZE
+            from core.analysis.diagnostics import probe_set
             from core.commands.fidelity import interval_masses, record_interval_masses
 
             others = {m: p for m, p in posteriors.items() if m != tier.reference}
             masses = interval_masses((tier.reference, posteriors[tier.reference]), others,
-                                     test.first(PROBE_SIZE), seed=args.seed, on_progress=bar_callback(bar))
+                                     probe_set(test), seed=args.seed, on_progress=bar_callback(bar))
             record_interval_masses(masses, paths)
     finally:
         bar.close()
-    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none: no OOD set
+    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none without OOD images
     rows = []
     for row in tables["summary"]:
         m = row["posterior"]
@@ -366,14 +458,13 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
     return rows
 
 
-def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: argparse.Namespace,
-                  bar: Any, train: Any = None) -> dict[str, dict[str, Any]]:
+def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], train: Any,
+                  bar: Any) -> dict[str, dict[str, Any]]:
     """Where the tier's reference is among ``posteriors``: the exact log posterior of the weight
     draws of every posterior of its model and prior over the training set, the reference's own included,
     returned by method and written into each other file as ``info["log_posterior_level"]`` with
     the reference's beside it (the window's column says it). The reference's file, and files
     whose draws belong to another model or prior, are left as they are."""
-    from core.analysis.evaluation import resolve_dataset
     from core.analysis.fidelity import log_posterior_level, why_not_level
     from core.engine.runner import drain
     from core.engine.store import save_posterior
@@ -382,8 +473,6 @@ def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], args: ar
         return {}
     ref = posteriors[tier.reference]
     scored = {m: p for m, p in posteriors.items() if why_not_level(p, ref) is None}
-    if train is None:
-        train = resolve_dataset("mnist-train", args.data_dir).first(args.limit)
     prior_std = float(ref.config.get("prior_std", 1.0))
     levels = {m: drain(log_posterior_level(p, train, prior_std), bar_callback(bar)).record() for m, p in scored.items()}
     for m, posterior in scored.items():
@@ -441,10 +530,10 @@ def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Tier, tuple[Any, Any, Any], bool]:
+def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Tier, TierSets, bool]:
     """A features tier's start: the network imported (its own head saved as the tier's
     ``network`` column), the folder's features computed once (or read from the cache), the tier's
-    ``train`` arguments pointed at them. Returns the tier, (test, None, train) and whether the
+    ``train`` arguments pointed at them. Returns the tier, its sets (no OOD set) and whether the
     network's own head is a column (its classes are the folder's)."""
     from core.commands.import_ import _numbers
     from core.engine.data.features import folder_features, listing_stamp
@@ -485,7 +574,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
         say(f"note: the network names its classes {', '.join(names)}, the folder {', '.join(theirs)}: its own "
             "last layer is not a column of the tier, whose heads learn the folder's classes", sys.stderr)
     tier = replace(tier, model=("--features-of", str(imported), "--dataset", str(args.dataset)))
-    return tier, (data.test.first(args.limit), None, data.train.first(args.limit)), own
+    return tier, TierSets(data.train.first(args.limit), data.test.first(args.limit), None), own
 
 
 def run(args: argparse.Namespace) -> int:
@@ -535,7 +624,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
     rows = measure(tier, columns, folder, args, data)
     table = markdown(tier, rows)
-    record = strict_json({"tier": tier.name, "words": tier.words, "rows": rows}, indent=2)
+    record = strict_json({"tier": tier.name, "words": tier.words, "test": tier.data.test_words,
+                          "ood": tier.data.ood_words, "rows": rows}, indent=2)
     atomic_write(folder / "zoo.json", lambda f: f.write(record.encode()))
     atomic_write(folder / "zoo.md", lambda f: f.write(table.encode()))
     for line in table.splitlines():

@@ -14,12 +14,13 @@ from typing import Any
 from core.engine.naming import mixed_as_shuffled, rhat_text
 
 #: The reference method of each tier that has one.
-REFERENCES: dict[str, str] = {"paper": "hmc", "features": "hmc"}
+REFERENCES: dict[str, str] = {"paper": "hmc", "faces": "hmc", "features": "hmc"}
 
 #: Each tier's model in words, for menus and tables.
 TIER_WORDS: dict[str, str] = {
     "paper": "softmax regression (the D-SGHMC paper's model)",
     "network": "LeNet-5 network",
+    "faces": "softmax regression on the face descriptor (age groups)",
     "features": "softmax-regression head on the features of a network of your own",
 }
 

@@ -11,6 +11,7 @@ from PIL import Image
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QWidget
 
+from app import settings as app_settings
 from app.main import MainWindow
 from app.plots.axes import short_class_name
 from app.plots.input_views import INPUT_PLOTS
@@ -74,7 +75,7 @@ def face_photos(tmp_path_factory, shared_data):
 @pytest.fixture
 def window(qtbot, monkeypatch, shared_data):
     if not bundled_face_posteriors():
-        pytest.skip("no bundled face posteriors (resources/models/face_*.pt)")
+        pytest.skip("no bundled face posteriors (resources/models/faces_*.pt)")
     monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
     win = MainWindow()
     qtbot.addWidget(win)
@@ -92,7 +93,10 @@ def judged(qtbot, window, timeout=60_000):
 
 def test_face_tab_shows_the_face_columns_labelled_by_age(window):
     assert window.workspace.task == "faces"
-    assert [c.key for c in window.workspace.columns] == [str(p.resolve()) for p in bundled_face_posteriors()]
+    # the face tier's default columns, HMC (its reference) first
+    assert [c.key for c in window.workspace.columns] == [str(p.resolve()) for p in app_settings.default_face_columns()]
+    if app_settings.default_face_columns()[0].name == app_settings.DEFAULT_FACE_COLUMNS[0]:
+        assert window.workspace.columns[0].posterior.method == "hmc"
     view = next(iter(window.column_views.values()))
     axis = view.plots["interval"].bottom
     assert axis.class_names == ("0-2", "3-7", "8-14", "15-24", "25-37", "38-47", "48-59", "60+")

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from app.workspace import Workspace
-from core.engine.resources import resources_dir
+from core.engine.resources import bundled_face_posteriors, resources_dir
 
 MODELS = resources_dir() / "models"
 MAP = MODELS / "paper_softmax_map.pt"
@@ -94,7 +94,7 @@ class TestAddPosteriorMenu:
         tasks.discard("digits")
         tasks.add("faces")  # the Face tab: its face heads only
         menu.fill()
-        assert len([a for a in menu.actions() if a.isCheckable()]) == len(list(MODELS.glob("face_*.pt")))
+        assert len([a for a in menu.actions() if a.isCheckable()]) == len(bundled_face_posteriors())
 
 
 class TestInputSide:

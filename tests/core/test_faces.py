@@ -270,7 +270,7 @@ def test_bundled_digit_posteriors_still_load_bit_identically(path):
 
 
 def test_bundled_face_heads_are_kept_apart_from_digit_posteriors():
-    assert not any(p.name.startswith("face_") for p in bundled_posteriors())
+    assert not any(p.name.startswith(("faces_", "face_")) for p in bundled_posteriors())
     for path in bundled_face_posteriors():
         posterior = load_posterior(path)
         assert is_face_posterior(posterior)

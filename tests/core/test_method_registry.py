@@ -158,3 +158,57 @@ def test_every_member_of_an_ensemble_reaches_the_unique_map_of_a_convex_problem(
     assert math.isfinite(mode.norm().item()) and mode.norm() > 0.5
     assert (far > 0.2).all(), far  # the negative control: one pass leaves every member away from the mode
     assert (near < 0.01).all(), near
+
+
+#: The face tier's training faces (UTKFace's fixed split, docs/faces.md): what its samplers' epochs
+#: are counted in.
+FACE_TRAINING_FACES = 18_966
+
+
+def _sets(args: tuple[str, ...]) -> dict[str, str]:
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--set")
+
+
+def test_the_face_tier_holds_every_method_under_one_prior_and_parses_as_train_arguments():
+    """Every method is in the face tier (HMC first, its reference), on the face descriptors, with the
+    tier's one Gaussian prior wherever it has one (MC dropout's at length-scale 1/σ; variational
+    dropout's log-uniform has no scale), and its command line is one ``train`` accepts."""
+    import argparse
+
+    from core.commands import train
+    from core.engine.inference.recipes import FACE_PRIOR_STD
+
+    tier = zoo.TIERS["faces"]
+    assert set(tier.methods) == set(METHODS) and tier.reference == "hmc" == next(iter(tier.methods))
+    assert tier.rhat_target == 1.01 and tier.file_name("hmc") == "faces_softmax_hmc.pt"
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = argparse.Namespace(data_dir=None, limit=None, seed=0, cluster=None)
+    for name, argv in tier.methods.items():
+        config = METHODS[name].parse_settings(_sets(argv))
+        if name == "mc_dropout":
+            assert config.length_scale == pytest.approx(1 / FACE_PRIOR_STD, rel=1e-5)
+        elif name != "vdropout":
+            assert config.prior_std == FACE_PRIOR_STD, name
+        line = [*tier.model, *argv, "--seed", "0", "--out", "x.pt"]
+        parsed = parser.parse_args(line)
+        assert (parsed.dataset, parsed.model, parsed.method) == ("utkface", "softmax", name)
+        assert zoo.train_arguments(tier, name, Path("x.pt"), args)[1:] == line
+
+
+def test_the_face_tiers_samplers_keep_100_draws_and_measure_4000():
+    """Each sampled file keeps at least 100 draws; R̂ is measured on at least 4 × 1,000 draws of the
+    run (over fewer, the largest of the probe's 8,000 R̂ values lies above 1.01 even for perfectly
+    mixed chains: docs/zoo.md)."""
+    for name, argv in zoo.TIERS["faces"].methods.items():
+        config = METHODS[name].parse_settings(_sets(argv))
+        if not hasattr(config, "num_chains"):
+            continue
+        kept = int(argv[argv.index("--keep-draws") + 1])
+        assert config.num_chains >= 4 and config.num_chains * kept >= 100, name
+        if name == "hmc":
+            measured = config.num_samples // config.thin
+        else:
+            per_epoch = math.ceil(FACE_TRAINING_FACES / config.batch_size)
+            measured = (config.epochs - config.burn_in_epochs) * per_epoch // config.thin
+        assert measured >= 1000 and kept <= measured, name

@@ -22,7 +22,7 @@ import os
 import re
 import tarfile
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -387,6 +387,15 @@ def write_age_folders(
     return counts
 
 
+def _whole_cached(source: UtkfaceSource, descriptor: str, root: Path | None) -> bool:
+    """Whether the descriptors of every face of ``source`` are cached, merged into one file."""
+    from core.engine.faces.descriptor import get_descriptor
+    from core.engine.faces.extract import MERGED, cache_folder
+    from core.engine.faces.extract import cache_root as default_root
+
+    return (cache_folder(root or default_root(), get_descriptor(descriptor).info, source.key) / MERGED).is_file()
+
+
 def load_utkface(
     path: str | os.PathLike | None = None,
     descriptor: str = DEFAULT_DESCRIPTOR,
@@ -402,12 +411,18 @@ def load_utkface(
 
     ``limit`` keeps only the first ``limit`` faces (in name order) before anything is
     computed: a quick look at a few hundred faces while the full extraction runs elsewhere.
+    When the whole archive's descriptors are cached, a limit's faces are read from them
+    (the descriptor is deterministic, so they are the ones it would compute).
     Yields the extraction's progress; returns the :class:`FaceSplit`.
     """
     source = open_utkface(path)
+    whole: DescriptorTable | None = None
     if limit is not None:
         if limit < 1:
             raise ValueError(f"a limit must be at least 1 face, got {limit}")
+        if _whole_cached(source, descriptor, cache_root):  # (never touching a folder being filled)
+            whole = yield from extract_descriptors(source, descriptor, root=cache_root, workers=workers,
+                                                   assumed_box=ASSUMED_BOX, cache_only=True)
         # keep a spread of ages: every k-th face of the name order (names start with the age)
         step = max(1, len(source.names) // limit)
         keep = np.arange(0, len(source.names), step)[:limit]
@@ -415,9 +430,13 @@ def load_utkface(
             source.path, source.kind, tuple(source.names[i] for i in keep), source.ages[keep],
             f"{source.key}-every{step}-first{limit}", source.skipped,
         )
-    table = yield from extract_descriptors(
-        source, descriptor, root=cache_root, workers=workers, assumed_box=ASSUMED_BOX
-    )
+    if whole is not None:
+        table = replace(whole, names=source.names, descriptors=whole.descriptors[keep], status=whole.status[keep],
+                        boxes=whole.boxes[keep], source_key=source.key)
+    else:
+        table = yield from extract_descriptors(
+            source, descriptor, root=cache_root, workers=workers, assumed_box=ASSUMED_BOX
+        )
     split = split_datasets(source, table, test_fraction=test_fraction, seed=seed, detected_only=detected_only)
     if limit is not None:
         for data in (split.train, split.test):

@@ -23,6 +23,11 @@ from core.engine.inference import vdropout as vdropout
 from core.engine.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
 from core.engine.inference.recipes import (
     DSGHMC_CHAINS,
+    FACE_PRIOR,
+    FACE_PRIOR_STD,
+    FACE_SG,
+    FACE_TRAINING,
+    FACES,
     HALF,
     KRON_NETWORK_CHAINS,
     NETWORK,
@@ -31,6 +36,7 @@ from core.engine.inference.recipes import (
     PAPER,
     SGHMC_CHAINS,
     SGLD_CHAINS,
+    chain_settings,
 )
 from core.engine.models import ArchSpec
 
@@ -140,7 +146,7 @@ register(Method(
     "map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate",
     label="MAP", description="maximum a posteriori: one best set of weights, no spread of belief",
     family="loss", uses_model_dropout=True,
-    tiers={PAPER: (), NETWORK: NETWORK_PRIOR},
+    tiers={PAPER: (), NETWORK: NETWORK_PRIOR, FACES: (*FACE_TRAINING, *FACE_PRIOR)},
 ))
 register(Method(
     "mc_dropout", mc_dropout.McDropoutConfig, mc_dropout.fit, "MC dropout (Gal & Ghahramani 2016)",
@@ -148,7 +154,10 @@ register(Method(
     family="loss", needs_dropout=True, uses_model_dropout=True, default_drop_rate=0.5,
     tiers={PAPER: ("--drop-rate", "0.5"),
            # MC dropout's prior N(0, I/l²) is the tier's at the length-scale l = 1/σ
-           NETWORK: ("--drop-rate", "0.5", "--set", "epochs=15", "--set", f"length_scale={1 / NETWORK_PRIOR_STD:g}")},
+           NETWORK: ("--drop-rate", "0.5", "--set", "epochs=15", "--set", f"length_scale={1 / NETWORK_PRIOR_STD:g}"),
+           # a tenth of the descriptor's values dropped: each carries part of every face's age, and
+           # more dropped costs accuracy (docs/reproduction.md)
+           FACES: ("--drop-rate", "0.1", *FACE_TRAINING, "--set", f"length_scale={1 / FACE_PRIOR_STD:g}")},
 ))
 register(Method(
     "sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)",
@@ -156,7 +165,12 @@ register(Method(
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGLD_CHAINS, "--set", "step_size=5e-2", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=1e-3", "--set", "metric=kron", *NETWORK_PRIOR,
-                     "--keep-draws", "25", *HALF)},
+                     "--keep-draws", "25", *HALF),
+           # η 0.1 in the posterior's own units (forgets in about 40 steps; its draws spread 1/√(1 − η/4),
+           # 1.3 % wider than the posterior's, where the paper tier's 0.05 gives 0.6 %): 5,050 epochs of
+           # 5 steps, every 25th step measured (4 × 1,000 draws)
+           FACES: (*chain_settings(thin=25, init="overdispersed", epochs=5050, burn_in=50), *FACE_SG,
+                   "--set", "step_size=1e-1", *HALF)},
 ))
 register(Method(
     "sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)",
@@ -164,7 +178,9 @@ register(Method(
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGHMC_CHAINS, "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--set", "metric=kron",
-                     *NETWORK_PRIOR, "--keep-draws", "25", *HALF)},
+                     *NETWORK_PRIOR, "--keep-draws", "25", *HALF),
+           FACES: (*chain_settings(thin=27, init="overdispersed", epochs=5450, burn_in=50), *FACE_SG,
+                   "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF)},
 ))
 register(Method(
     "dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
@@ -172,7 +188,10 @@ register(Method(
     family="sampler", runs_chains=True,
     tiers={PAPER: (*DSGHMC_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1", "--drop-rate", "0.5", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--drop-rate", "0.5",
-                     "--set", "metric=kron", *NETWORK_PRIOR, "--keep-draws", "25", *HALF)},
+                     "--set", "metric=kron", *NETWORK_PRIOR, "--keep-draws", "25", *HALF),
+           # SGHMC's settings with a tenth of the descriptor's values dropped (MC dropout's rate)
+           FACES: (*chain_settings(thin=27, init="overdispersed", epochs=5450, burn_in=50), *FACE_SG,
+                   "--set", "step_size=4e-3", "--set", "friction=0.12", "--drop-rate", "0.1", *HALF)},
 ))
 register(Method(
     "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",
@@ -183,13 +202,19 @@ register(Method(
     # the largest of 10,000 R̂ values lies near 1.02 even for perfectly mixed chains
     tiers={PAPER: ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
                    "--set", "step_size=0.1", "--set", "num_warmup=150", "--set", "num_samples=800",
-                   "--set", "thin=1", "--set", "num_leapfrog=12", "--keep-draws", "200", *HALF)},
+                   "--set", "thin=1", "--set", "num_leapfrog=12", "--keep-draws", "200", *HALF),
+           # as the paper tier's, with 1,000 sampling iterations of 8 leapfrog steps, every one
+           # measured (4 × 1,000 draws) and 100 of each chain's kept (0.8 MB: the installer's 230 MB)
+           FACES: ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
+                   "--set", "step_size=0.1", "--set", "num_warmup=150", "--set", "num_samples=1000",
+                   "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100", *FACE_PRIOR, *HALF)},
 ))
 register(Method(
     "ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
     label="Deep ensemble", description="several networks trained from different starting points",
     family="loss", runs_chains=True, uses_model_dropout=True,
-    tiers={PAPER: ("--set", "num_members=5"), NETWORK: ("--set", "num_members=5", *NETWORK_PRIOR)},
+    tiers={PAPER: ("--set", "num_members=5"), NETWORK: ("--set", "num_members=5", *NETWORK_PRIOR),
+           FACES: ("--set", "num_members=5", *FACE_TRAINING, *FACE_PRIOR)},
 ))
 register(Method(
     "mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop",
@@ -197,14 +222,16 @@ register(Method(
     family="elbo",
     # 60 epochs: at 30 its ELBO still rose by 0.0006 (paper) and 0.001 (network) per epoch as the
     # learning rate reached zero
-    tiers={PAPER: ("--set", "epochs=60"), NETWORK: ("--set", "epochs=60", *NETWORK_PRIOR)},
+    tiers={PAPER: ("--set", "epochs=60"), NETWORK: ("--set", "epochs=60", *NETWORK_PRIOR),
+           FACES: ("--set", "epochs=60", "--set", "lr=0.01", *FACE_PRIOR)},
 ))
 register(Method(
     "snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
     label="Low-rank VI", description="a Gaussian over the weights whose covariance has a few shared directions",
     family="elbo",
     tiers={PAPER: ("--set", "epochs=30", "--set", "rank=4"),
-           NETWORK: ("--set", "epochs=60", "--set", "rank=4", *NETWORK_PRIOR)},
+           NETWORK: ("--set", "epochs=60", "--set", "rank=4", *NETWORK_PRIOR),
+           FACES: ("--set", "epochs=60", "--set", "lr=0.01", "--set", "rank=4", *FACE_PRIOR)},
 ))
 register(Method(
     "sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
@@ -213,21 +240,24 @@ register(Method(
     # each component keeps at least half an equal weight (min_share 0.5, the default): left
     # free, the weights collapsed onto one component (0.010 / 0.027 / 0.964)
     tiers={PAPER: ("--set", "epochs=30", "--set", "components=3", "--set", "rank=2"),
-           NETWORK: ("--set", "epochs=30", "--set", "components=3", "--set", "rank=2", *NETWORK_PRIOR, *HALF)},
+           NETWORK: ("--set", "epochs=30", "--set", "components=3", "--set", "rank=2", *NETWORK_PRIOR, *HALF),
+           FACES: ("--set", "epochs=60", "--set", "lr=0.01", "--set", "components=3", "--set", "rank=2",
+                   *FACE_PRIOR)},
 ))
 register(Method(
     "vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)",
     label="Variational dropout", description="dropout rates learned per weight",
     family="elbo",
     # the log-uniform prior of variational dropout has no scale to share
-    tiers={PAPER: ("--set", "epochs=30"), NETWORK: ("--set", "epochs=30")},
+    tiers={PAPER: ("--set", "epochs=30"), NETWORK: ("--set", "epochs=30"),
+           FACES: ("--set", "epochs=60", "--set", "lr=0.01")},
 ))
 register(Method(
     "swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
     label="SWAG", description="a Gaussian fitted to the weights that training visits around its best point",
     family="post_hoc", fit_from=swag.fit_from,
     # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
-    tiers={PAPER: (), NETWORK: (*NETWORK_PRIOR, *HALF)},
+    tiers={PAPER: (), NETWORK: (*NETWORK_PRIOR, *HALF), FACES: (*FACE_TRAINING, *FACE_PRIOR)},
 ))
 register(Method(
     "laplace", laplace.LaplaceConfig, laplace.fit,
@@ -235,7 +265,8 @@ register(Method(
     label="Laplace", description="a Gaussian around the best weights, as wide as the loss is flat there",
     family="post_hoc", fit_from=laplace.fit_from,
     tiers={PAPER: ("--set", "structure=kron", "--set", "prior_precision=prior"),
-           NETWORK: ("--set", "structure=kron", "--set", "prior_precision=prior", *NETWORK_PRIOR)},
+           NETWORK: ("--set", "structure=kron", "--set", "prior_precision=prior", *NETWORK_PRIOR),
+           FACES: ("--set", "structure=kron", "--set", "prior_precision=prior", *FACE_TRAINING, *FACE_PRIOR)},
 ))
 
 #: The method a training dialog opened for the first time offers.

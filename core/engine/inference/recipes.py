@@ -87,3 +87,21 @@ NETWORK = "network"
 #: A head on a person's own network's features: every method with the paper tier's settings
 #: unless its registry entry names its own (the same softmax-regression model on other inputs).
 FEATURES_TIER = "features"
+FACES = "faces"
+
+#: The face tier (:data:`FACES`): a softmax-regression head (1,032 weights) on dlib's 128-number
+#: face descriptor, eight age groups, trained on UTKFace's fixed training split (docs/faces.md).
+#: Its prior N(0, σ²) on every weight: σ = :data:`FACE_PRIOR_STD`, where the exact Laplace evidence
+#: of the head peaks (benchmarks/measure_face_prior.py; docs/zoo.md, "The face tier").
+FACE_PRIOR_STD = 3.0
+FACE_PRIOR = ("--set", f"prior_std={FACE_PRIOR_STD:g}")
+#: The face tier's heads trained the usual way (MAP and the methods that start from it): Adam at
+#: 0.01 on batches of 100 for 50 epochs. The descriptor's values vary by about 0.05, so the
+#: weights that separate the groups are tens of units large: at the default 10⁻³ for 10 epochs
+#: the fit is far from its mode.
+FACE_TRAINING = ("--set", "epochs=50", "--set", "lr=0.01", "--set", "batch_size=100")
+#: The face tier's SGLD and SGHMC: as the paper tier's, moving by the posterior's curvature at its
+#: mode (exact for 1,032 weights), chains started at twice the posterior's spread around it, on
+#: mini-batches of 4,000 faces (5 steps an epoch); every draw of the run is measured and 25 of
+#: each chain's kept (4 × 25 = 100 draws in the file, 0.2 MB).
+FACE_SG = ("--set", "batch_size=4000", "--set", "metric=curvature", "--keep-draws", "25", *FACE_PRIOR)
