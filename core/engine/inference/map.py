@@ -199,7 +199,7 @@ def _newton(model: nn.Module, data: Dataset, prior_std: float, grad_tol: float, 
 
     f, grad, p = value(theta)
     it = 0
-    yield ProgressRecord(0, max_iter, {"log_posterior": -f, "grad_norm": float(grad.norm())}, label)
+    yield ProgressRecord(0, 0, {"log_posterior": -f, "grad_norm": float(grad.norm())}, label)
     while float(grad.norm()) > grad_tol and it < max_iter:
         it += 1
         lg, qg = torch.linalg.eigh(torch.diag(p.mean(0)) - p.T @ p / n)
@@ -225,7 +225,7 @@ def _newton(model: nn.Module, data: Dataset, prior_std: float, grad_tol: float, 
                 break
             t /= 2
         theta, f, grad, p = theta + t * step, f_new, grad_new, p_new
-        yield ProgressRecord(it, max_iter, {"log_posterior": -f, "grad_norm": float(grad.norm())}, label)
+        yield ProgressRecord(it, 0, {"log_posterior": -f, "grad_norm": float(grad.norm())}, label)
     with torch.no_grad():
         if layer.bias is not None:
             layer.weight.copy_(theta[:, :-1].to(layer.weight.dtype))
@@ -244,7 +244,6 @@ def _pcg(hvp: Any, precondition: Any, b: torch.Tensor, tol: float, max_iter: int
     rz = float((r * z).sum())
     target = tol * float(b.norm())
     for _ in range(max_iter):
-        _pcg.calls += 1
         hd = hvp(d)
         alpha = rz / float((d * hd).sum())
         x += alpha * d
@@ -256,9 +255,6 @@ def _pcg(hvp: Any, precondition: Any, b: torch.Tensor, tol: float, max_iter: int
         d = z + (rz_new / rz) * d
         rz = rz_new
     return x
-
-
-_pcg.calls = 0  # type: ignore[attr-defined]
 
 
 def _lbfgs(model: nn.Module, data: Dataset, prior_std: float, grad_tol: float, max_iter: int,
@@ -288,14 +284,14 @@ def _lbfgs(model: nn.Module, data: Dataset, prior_std: float, grad_tol: float, m
                             tolerance_change=0.0, line_search_fn="strong_wolfe")
     it, f = 0, float(closure())
     grad_norm = float(flat.grad.norm())
-    yield ProgressRecord(0, max_iter, {"log_posterior": -f, "grad_norm": grad_norm}, label)
+    yield ProgressRecord(0, 0, {"log_posterior": -f, "grad_norm": grad_norm}, label)
     while grad_norm > grad_tol and it < max_iter:
         before = float(f)
         opt.step(closure)
         it = int(opt.state[flat]["n_iter"])
         f = float(closure())
         grad_norm = float(flat.grad.norm())
-        yield ProgressRecord(it, max_iter, {"log_posterior": -f, "grad_norm": grad_norm}, label)
+        yield ProgressRecord(it, 0, {"log_posterior": -f, "grad_norm": grad_norm}, label)
         if f >= before:  # the line search can make no more progress in float64
             break
     with torch.no_grad():
