@@ -63,10 +63,11 @@ class EnsembleConfig:
         Adam with a cosine-annealed learning rate, per member (``optimiser=adam``, or ``auto`` on
         a network).
     optimiser, grad_tol, max_iter
-        As :class:`~core.engine.inference.map.MapConfig`: ``auto`` brings each member of a
-        softmax regression from its own random start to the mode by Newton steps. Its log
-        posterior is strictly concave, so every member reaches the same weights: the ensemble of
-        a convex model is the MAP M times over (``info["members_spread"]`` says how far apart).
+        As :class:`~core.engine.inference.map.MapConfig`, but ``adam`` by default: ``newton``
+        (or ``auto``) brings each member of a softmax regression from its own random start to
+        the mode. Its log posterior is strictly concave, so every member then reaches the same
+        weights: the ensemble of a convex model trained to convergence is the MAP M times over
+        (``info["members_spread"]`` says how far apart they end).
     """
 
     num_members: int = 5
@@ -74,7 +75,7 @@ class EnsembleConfig:
     epochs: int = 10
     batch_size: int = 128
     lr: float = 1e-3
-    optimiser: str = "auto"
+    optimiser: str = "adam"
     grad_tol: float = GRAD_TOL
     max_iter: int = 500
 
