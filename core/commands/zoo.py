@@ -227,10 +227,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "--set epochs=5); the files record it")
 
 
+#: In a tier's arguments, the tier's own MAP file in the same folder (``--start-from {map}``: Laplace
+#: and SWAG start from the mode the MAP method found, instead of finding it again).
+MAP_FILE = "{map}"
+
+
 def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
     """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
-    argv = ["train", *tier.model, *tier.methods[method], *_overrides(method, args), "--seed", str(args.seed),
-            "--out", str(out)]
+    given = [str(out.parent / tier.file_name("map")) if a == MAP_FILE else a for a in tier.methods[method]]
+    argv = ["train", *tier.model, *given, *_overrides(method, args), "--seed", str(args.seed), "--out", str(out)]
     data_dir = tier.data.locate(args.data_dir)
     if data_dir:
         argv += ["--data-dir", data_dir]
@@ -253,8 +258,10 @@ def _overrides(method: str, args: argparse.Namespace) -> list[str]:
 
 def recorded_arguments(argv: list[str]) -> list[str]:
     """``argv`` without the output path, the data folder and the cluster: what makes a file what it
-    is (the chains of a run on a cluster are those of the same run here)."""
-    return _without(argv, ("--out", "--data-dir", "--cluster"))
+    is (the chains of a run on a cluster are those of the same run here); a ``--start-from`` file
+    by its name alone (the folder is where the tier is)."""
+    kept = _without(argv, ("--out", "--data-dir", "--cluster"))
+    return [Path(a).name if i and kept[i - 1] == "--start-from" else a for i, a in enumerate(kept)]
 
 
 def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:

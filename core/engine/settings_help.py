@@ -185,6 +185,29 @@ _VI_SAMPLING = SettingHelp(
     },
 )
 
+_OPTIMISER = SettingHelp(
+    "How the best weights are found",
+    "Newton steps go all the way to the single best set of weights of a model without hidden "
+    "layers (softmax regression), stopping at a stated tiny slope; L-BFGS does the same for any "
+    "small model; Adam trains for the set number of passes, as networks are trained. Automatic "
+    "picks Newton where it applies and Adam otherwise.",
+    choices={"auto": "automatic", "newton": "Newton steps, to the best weights",
+             "lbfgs": "L-BFGS, to the best weights", "adam": "Adam, for the set passes"},
+)
+_GRAD_TOL = SettingHelp(
+    "Stop at slope",
+    "Newton and L-BFGS stop when the slope of the log posterior (the length of its gradient, "
+    "summed over all training images) is below this: at 0.001 the weights are as good as the "
+    "best ones to far less than a thousandth of a nat.",
+    minimum=1e-12, maximum=1e6, log_scale=True, advanced=True,
+)
+_MAX_ITER = SettingHelp(
+    "Most Newton or L-BFGS steps",
+    "Newton and L-BFGS stop after this many steps even if the slope is not yet small (the file "
+    "then says it did not reach the best weights).",
+    unit="steps", minimum=1, maximum=100_000, advanced=True,
+)
+
 #: Help shared by every method that has the setting.
 COMMON: dict[str, SettingHelp] = {
     "prior_std": _PRIOR_STD,
@@ -193,6 +216,9 @@ COMMON: dict[str, SettingHelp] = {
     "lr": _LR,
     "predict_samples": _PREDICT_SAMPLES,
     "memory_budget_mb": _MEMORY,
+    "optimiser": _OPTIMISER,
+    "grad_tol": _GRAD_TOL,
+    "max_iter": _MAX_ITER,
     "on_budget": _ON_BUDGET,
     "init": _INIT,
     "num_chains": _NUM_CHAINS,

@@ -25,7 +25,7 @@ from core.engine.device import seeded_generator
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, ProgressRecord, optimise
 from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
-from core.engine.inference.map import MapConfig
+from core.engine.inference.map import GRAD_TOL, MapConfig, converge, linear_layer
 from core.engine.inference.sampling import Params, Target
 from core.engine.inference.variational import ParamLayout
 from core.engine.memory import check_fits
@@ -189,15 +189,25 @@ def mode_and_curvature(
 ) -> Generator[ProgressRecord, None, tuple[Params, float, DenseMetric]]:
     """θ* (one chain), log p(θ* | D) and M = H(θ*) + I/σ² on all of ``data``; yields a progress
     record (step 0 of ``total``) before each of the two parts. The search starts from zero
-    weights, so every subset of a run's chains (and every machine) finds the same θ* and M."""
+    weights, so every subset of a run's chains (and every machine) finds the same θ* and M. It
+    runs to the gradient norm :data:`~core.engine.inference.map.GRAD_TOL` (Newton steps for a model
+    linear in its weights, L-BFGS otherwise) and ``metric.about["mode"]`` records how far it got.
+    Files made before (L-BFGS for at most 500 iterations, its gradient norm not recorded) stay
+    valid: a fixed metric changes how a sampler moves, not what it targets."""
     model = build_model(arch).to(data.x.device)
-    zeros = {k: torch.zeros_like(v.detach()).unsqueeze(0) for k, v in model.named_parameters()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
     target = sampling.ModelTarget(model, len(data), prior_std, shared_batch=True)
     yield ProgressRecord(0, total, {}, "finding the mode")
-    mode, mode_logp = find_mode(target, zeros, (data.x, data.y))
+    optimiser = "newton" if linear_layer(model) is not None else "lbfgs"
+    record = yield from converge(model, data, prior_std, optimiser, GRAD_TOL, 500, "finding the mode")
+    mode = {k: v.detach().unsqueeze(0) for k, v in model.named_parameters()}
+    mode_logp = float(target.log_prob_and_grad(mode, (data.x, data.y))[0][0])
     yield ProgressRecord(0, total, {}, "curvature at the mode")
     metric = curvature_metric(arch, mode, data, prior_std)
-    metric.about, metric.mode = {"kind": "curvature", "mode_log_posterior": mode_logp}, mode
+    metric.about = {"kind": "curvature", "mode_log_posterior": mode_logp, "mode": record}
+    metric.mode = mode
     return mode, mode_logp, metric
 
 

@@ -79,6 +79,13 @@ NETWORK_PRIOR = ("--set", f"prior_std={NETWORK_PRIOR_STD:g}")
 #: seed 0 here but diverged at seed 1 and on a GPU; η 5·10⁻⁴ ran at four seeds (docs/zoo.md): the
 #: next rebuild of SGLD should take it.
 KRON_NETWORK_CHAINS = chain_settings(thin=252, init="default", epochs=120, burn_in=15)
+#: The paper tier's MAP and deep-ensemble members: full-batch Newton steps to the mode, to a gradient
+#: norm of 10⁻³ (``core.engine.inference.map``). Ten epochs of Adam stopped 2,804 nats of log posterior
+#: below it (weight norm 14.6 against 37.0), and Laplace, SWAG and the ensemble inherited that start.
+CONVERGED_MAP = ("--set", "optimiser=newton")
+#: Laplace and SWAG of the paper tier start from the tier's own MAP file (``{map}``: zoo puts the
+#: folder's ``<tier>_<model>_map.pt`` there), at the mode, instead of finding it again.
+FROM_TIER_MAP = ("--start-from", "{map}")
 #: The samplers keep their draws in float16 (predictions agree with float32 to 1e-3, tested).
 HALF = ("--storage", "float16")
 #: The tiers' names (:data:`core.commands.zoo.TIERS`).

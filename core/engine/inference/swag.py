@@ -1,8 +1,8 @@
 """SWAG: the Gaussian of stochastic weight averaging (Maddox, Izmailov, Garipov, Vetrov &
 Wilson 2019, "A Simple Baseline for Bayesian Uncertainty in Deep Learning").
 
-A network is first trained to the MAP objective of :mod:`core.engine.inference.map` (Adam),
-then SGD with a constant learning rate keeps moving it around the optimum. Every
+A network is first brought to the MAP of :mod:`core.engine.inference.map` (to the mode, by
+Newton steps, on softmax regression; Adam for ``epochs`` on a network: ``optimiser``), then SGD with a constant learning rate keeps moving it around the optimum. Every
 ``1/snapshots_per_epoch`` of a pass the weights θ_i are taken (T snapshots in all) and summarised
 as a Gaussian q(θ) = N(θ̄, ½ Σ_diag + ½ Σ_low-rank) with
 
@@ -33,8 +33,13 @@ from core.engine.inference.base import (
     ProgressRecord,
     dropout_generator,
     minibatches,
-    optimise,
     squared_norm,
+)
+from core.engine.inference.map import (
+    GRAD_TOL,
+    check_mode_settings,
+    log_posterior_and_grad,
+    train_to_mode,
 )
 from core.engine.inference.variational import ParamLayout, VariationalPosterior
 from core.engine.models import ArchSpec, build_model
@@ -48,8 +53,9 @@ class SwagConfig:
     ----------
     prior_std
         σ of the Gaussian prior behind the weight decay, in both phases.
-    epochs, batch_size, lr
-        The MAP phase: Adam with a cosine-annealed learning rate.
+    epochs, batch_size, lr, optimiser, grad_tol, max_iter
+        The MAP phase (as :class:`~core.engine.inference.map.MapConfig`: ``auto`` runs Newton to
+        the mode on softmax regression, Adam with a cosine-annealed rate for ``epochs`` on a network).
     swa_epochs, swa_lr, momentum
         The averaging phase: SGD with this constant learning rate and momentum.
     snapshots_per_epoch
@@ -71,8 +77,12 @@ class SwagConfig:
     snapshots_per_epoch: int = 4
     rank: int = 20
     predict_samples: int = 30
+    optimiser: str = "auto"
+    grad_tol: float = GRAD_TOL
+    max_iter: int = 500
 
     def __post_init__(self) -> None:
+        check_mode_settings(self.optimiser, self.grad_tol, self.max_iter)
         if self.prior_std <= 0 or self.lr <= 0 or self.swa_lr <= 0:
             raise ValueError("prior_std, lr and swa_lr must be positive")
         if min(self.epochs, self.batch_size, self.swa_epochs, self.snapshots_per_epoch) < 1:
@@ -119,11 +129,11 @@ def fit(config: SwagConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGene
         torch.manual_seed(seed)
         model = build_model(arch)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
-    total = (config.epochs + config.swa_epochs) * steps_per_epoch
-    for record in optimise(model, data, epochs=config.epochs, batch_size=config.batch_size,
-                           lr=config.lr, penalty=_penalty(config, data), generator=generator):
-        yield ProgressRecord(record.step, total, record.values, "MAP")
-    return (yield from _swag(model, config, arch, data, seed, generator, config.epochs * steps_per_epoch, total))
+    total = config.swa_epochs * steps_per_epoch
+    mode = yield from train_to_mode(model, data, prior_std=config.prior_std, optimiser=config.optimiser,
+                                    grad_tol=config.grad_tol, max_iter=config.max_iter, epochs=config.epochs,
+                                    batch_size=config.batch_size, lr=config.lr, generator=generator)
+    return (yield from _swag(model, config, arch, data, seed, generator, 0, total, mode))
 
 
 def fit_from(weights: dict[str, torch.Tensor], config: SwagConfig, arch: ArchSpec, data: Dataset,
@@ -132,7 +142,9 @@ def fit_from(weights: dict[str, torch.Tensor], config: SwagConfig, arch: ArchSpe
     model = build_model(arch)
     model.load_state_dict(weights)
     total = config.swa_epochs * math.ceil(len(data) / config.batch_size)
-    return (yield from _swag(model, config, arch, data, seed, seeded_generator(seed), 0, total))
+    log_post, grad_norm = log_posterior_and_grad(model, data, config.prior_std)
+    mode = {"optimiser": "a saved MAP", "grad_norm": float(f"{grad_norm:.3g}"), "log_posterior": round(log_post, 3)}
+    return (yield from _swag(model, config, arch, data, seed, seeded_generator(seed), 0, total, mode))
 
 
 def _penalty(config: SwagConfig, data: Dataset) -> float:
@@ -140,11 +152,13 @@ def _penalty(config: SwagConfig, data: Dataset) -> float:
 
 
 def _swag(model: nn.Module, config: SwagConfig, arch: ArchSpec, data: Dataset, seed: int,
-          generator: torch.Generator, done: int, total: int) -> FitGenerator:
+          generator: torch.Generator, done: int, total: int, mode: dict | None = None) -> FitGenerator:
     snapshots = yield from _averaging_phase(model, data, config, _penalty(config, data), generator, done, total)
     tensors = swag_tensors(torch.stack(snapshots), config.rank)
     info = {"snapshots": len(snapshots), "rank": config.rank, "family": "SWAG Gaussian (diagonal + low-rank)",
             "components": 1}
+    if mode is not None:  # where the averaging started
+        info["map"] = mode
     return VariationalPosterior("swag", arch, asdict(config), seed, data.name, tensors, info)
 
 
