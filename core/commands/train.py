@@ -124,9 +124,14 @@ def _imported_network(args: argparse.Namespace, drop: float) -> Any:
     if not image_folder(args.dataset):
         raise ValueError(f"--features-of trains a head on the features of your images: --dataset must be a folder of "
                          f"class folders or a CSV manifest, not {args.dataset}")
-    if args.model not in (None, "softmax") or args.start_from:
+    if args.model not in (None, "softmax"):
         raise ValueError("--features-of trains a softmax-regression head on the network's features; leave out "
-                         "--model and --start-from")
+                         "--model")
+    if args.start_from:  # Laplace and SWAG of a features tier start from its MAP head (zoo's {map})
+        start = load_posterior(args.start_from)
+        if start.arch.name != FEATURES or start.arch.network != imported.arch.network:
+            raise ValueError(f"{args.start_from} is not a head on the features of the same network, so it cannot "
+                             "start this one; leave out --start-from or give the tier's MAP file")
     imported.arch = replace(imported.arch, drop_rate=drop)
     return imported
 

@@ -191,7 +191,8 @@ def test_the_face_tier_holds_every_method_under_one_prior_and_parses_as_train_ar
             assert config.length_scale == pytest.approx(1 / FACE_PRIOR_STD, rel=1e-5)
         elif name != "vdropout":
             assert config.prior_std == FACE_PRIOR_STD, name
-        line = [*tier.model, *argv, "--seed", "0", "--out", "x.pt"]
+        given = [tier.file_name("map") if a == zoo.MAP_FILE else a for a in argv]  # the tier's MAP beside x.pt
+        line = [*tier.model, *given, "--seed", "0", "--out", "x.pt"]
         parsed = parser.parse_args(line)
         assert (parsed.dataset, parsed.model, parsed.method) == ("utkface", "softmax", name)
         assert zoo.train_arguments(tier, name, Path("x.pt"), args)[1:] == line
