@@ -372,7 +372,7 @@ class ColumnView(QFrame):
         lines = [verdict_room(longest),
                  ((("Reads ", ""), (longest, "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
                  ((("Uncertain:", "b"), (f" {longest} and {longest} overlap (0.88)", "")), WARNING),
-                 ((("first 16 of 1000 draws while you draw…", "i"),), None),
+                 ((("a quick look at 16 draws while you draw; all 1000 when you stop", "i"),), None),
                  (((f"Conformal: could be {longest} or {longest}, 90 % guaranteed", "b"),), None),
                  (((f"Credible: {longest} or {longest} hold 90 % of the belief — they differ: the guarantee "
                     f"also needs {longest}", ""),), None)]
@@ -513,7 +513,7 @@ class ColumnView(QFrame):
                                + (f"; {mass}" if mass else ""), "")),
                             REFERENCE))
         if full is not None and s.num_samples < full:
-            verdict.append((((f"first {s.num_samples} of {full} draws while you draw…", "i"),), None))
+            verdict.append((((f"a quick look at {s.num_samples} draws while you draw; all {full} when you stop", "i"),), None))
         sets, tip = conformal_lines(column, s.mean.numpy() if hasattr(s.mean, "numpy") else s.mean,
                                     class_names, level)
         verdict += sets
