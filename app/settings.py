@@ -199,8 +199,10 @@ REPLACED = {
     "mnist_mlp_snvi_r8.pt": "network_lenet5_snvi.pt",
     "mnist_mlp_sgmmvi_c3r2.pt": "network_lenet5_sgmmvi.pt",
     "mnist_softmax_map.pt": "paper_softmax_map.pt",
-    # the four face heads gave way to the face tier, every method on one head with one prior
-    **{f"face_{m}.pt": f"faces_softmax_{m}.pt" for m in ("sghmc", "dsghmc", "mc_dropout", "mfvi")},
+    # the four face heads gave way to the face tier, every method on one head with one prior: each
+    # opens its method's tier file where that is bundled (a saved column of another is said gone)
+    **{f"face_{m}.pt": f"faces_softmax_{m}.pt" for m in ("sghmc", "dsghmc", "mc_dropout", "mfvi")
+       if (bundled_folder() / f"faces_softmax_{m}.pt").is_file()},
 }
 
 

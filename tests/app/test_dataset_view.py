@@ -341,6 +341,10 @@ def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_i
     assert len(faces) == 8 and sorted(faces.data.y.tolist()) == list(range(8))
     posteriors = {c.title(SAMPLES): c.posterior for c in view.columns()}
     ev = drain(evaluate(posteriors, faces.data, num_samples=SAMPLES, seed=0))
+    # the tab measures each file's conformal sets beside it (the face tier's files ship calibrated)
+    from core.analysis.conformal_run import attach_conformal
+
+    attach_conformal(ev, faces.data, {c.title(SAMPLES): c.key for c in view.columns()})
     tables = evaluation_tables(ev)
     assert list(view.column_widgets) == list(ev.results) and len(ev.results) >= 2
     for row in tables["summary"]:

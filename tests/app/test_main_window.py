@@ -208,7 +208,7 @@ def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(q
     qtbot.waitUntil(lambda: all(c.prediction is not None for c in window.workspace.columns), timeout=30_000)
     mc = window.workspace.columns[0]  # MC dropout: 100 draws at rest
     assert mc.prediction.summary.num_samples == PREVIEW_SAMPLES
-    assert f"first {PREVIEW_SAMPLES} of 100 draws" in window.column_views[mc.key].verdict.text()
+    assert f"a quick look at {PREVIEW_SAMPLES} draws while you draw; all 100 when you stop" in window.column_views[mc.key].verdict.text()
     qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.8)))
     settle(qtbot, window)
     assert mc.prediction.summary.num_samples == 100

@@ -177,7 +177,7 @@ def test_bundled_columns_are_saved_by_name_and_found_after_the_app_moved(qtbot):
     win = open_window(qtbot)
     win.save_settings()
     assert app_settings.read_list("workspace/columns") == [f"bundled:{n}" for n in app_settings.DEFAULT_COLUMNS]
-    assert all(ref.startswith("bundled:face_") for ref in app_settings.read_list("workspace/face_columns"))
+    assert all(ref.startswith("bundled:faces_softmax_") for ref in app_settings.read_list("workspace/face_columns"))
     win.close()
     # Settings of an older bayescope, written by a copy that has moved since: absolute paths.
     old = "/opt/old-place/bayescope/_internal/resources/models"
