@@ -133,15 +133,16 @@ FACE_OOD = ("n/a: a head reads only descriptors of faces the detector found, and
 FACE_DATA = TierData("UTKFace's test faces (20 % of each age group, seed 0; docs/faces.md)", FACE_OOD,
                      locate=_face_folder, load=_face_sets)
 
+def _own_sets(args: argparse.Namespace) -> TierSets:
+    """A features tier's sets come with its network (:func:`_own_network`), never from here."""
+    raise ValueError("the features tier's images are read with its network (--network, --dataset)")
+
+
 #: A features tier's images: the hash split of a person's folder, its features read from the cache
 #: (:func:`_own_network`); a folder of their own classes has no out-of-distribution set.
 OWN_DATA = TierData("the test images of your folder (its hash split: docs/data.md)",
                     "n/a: a folder of your own images has no out-of-distribution set",
-                    locate=lambda data_dir: data_dir, load=lambda args: _own_sets_first(args))
-
-
-def _own_sets_first(args: argparse.Namespace) -> TierSets:
-    raise ValueError("the features tier's images are read with its network (--network, --dataset)")
+                    locate=lambda data_dir: data_dir, load=_own_sets)
 
 
 @dataclass(frozen=True)
