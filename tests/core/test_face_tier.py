@@ -164,7 +164,7 @@ def test_every_bundled_face_file_is_of_the_face_tier_and_its_samplers_converged(
     facts = json.loads(capsys.readouterr().out)
     assert facts["tier"] == "faces" and facts["architecture"]["input_dim"] == 128
     record = facts["convergence"]
-    if facts["chains"] is None or facts["method"] == "ensemble":  # no chains to compare
+    if facts["chains"] is None or facts["method"] in ("ensemble", "map"):  # no chains to compare
         assert record["status"] == "n/a"
         return
     assert facts["chains"] * facts["draws"] >= 100
@@ -181,4 +181,6 @@ def test_the_face_tab_opens_the_face_tiers_files():
         pytest.skip("the face tier's files are not bundled yet (bayescope-cli zoo --tier faces; docs/zoo.md)")
     assert bundled_face_posteriors() == files  # the earlier heads are left out beside their successors
     assert files[0].name == DEFAULT_FACE_POSTERIOR == "faces_softmax_hmc.pt"
-    assert {p.name for p in files} == {f"faces_softmax_{m}.pt" for m in METHODS}
+    # the tier's methods, the Face tab's defaults among them (those not yet converged are not bundled)
+    assert {p.name for p in files} <= {f"faces_softmax_{m}.pt" for m in METHODS}
+    assert {f"faces_softmax_{m}.pt" for m in ("hmc", "mc_dropout", "mfvi", "laplace")} <= {p.name for p in files}

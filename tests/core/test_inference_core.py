@@ -131,7 +131,7 @@ def test_diverging_training_stops_with_a_message():
 
 def test_closing_the_generator_cancels_cooperatively():
     method = get_method("map")
-    gen = method.fit(method.make_config(epochs=50), ArchSpec("softmax", num_classes=2), _blobs(), 0)
+    gen = method.fit(method.make_config(epochs=50, optimiser="adam"), ArchSpec("softmax", num_classes=2), _blobs(), 0)
     record = next(gen)
     assert record.step == 20 and record.total == 50 * 4
     gen.close()  # no exception, nothing returned

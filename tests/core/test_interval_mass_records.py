@@ -71,7 +71,8 @@ def test_the_bundled_paper_tier_records_how_much_of_hmc_each_interval_holds():
     """Every paper-tier file with more than one draw carries the record, measured against the
     bundled HMC. Exact samplers (SGLD, SGHMC: KL to HMC 0.0003) hold about their level; SWAG's
     weights crowd near the peak (docs/zoo.md) and an independent audit found its 90 % interval
-    holding 0.09 of HMC's draws."""
+    holding 0.09 of HMC's draws (0.16 since SWAG starts at the mode). Laplace centred on the mode
+    holds 0.85 (0.52 around the Adam fit it had before, issue 46)."""
     folder = resources_dir() / "models"
     tier = zoo.TIERS["paper"]
     records = {m: file_records(folder / tier.file_name(m))["info"].get("interval_mass")
@@ -81,7 +82,8 @@ def test_the_bundled_paper_tier_records_how_much_of_hmc_each_interval_holds():
     assert {m for m, r in records.items() if r} == set(tier.methods) - {"hmc", "map"}
     for m in ("sgld", "sghmc"):
         assert 0.85 <= records[m]["mean"] <= 0.95, m
-    assert records["swag"]["mean"] < 0.3 and records["laplace"]["mean"] < 0.8
+    # SWAG's weights crowd the mode; Laplace, centred on the mode since issue 46, holds most of it
+    assert records["swag"]["mean"] < 0.3 and 0.8 <= records["laplace"]["mean"] <= 0.95
     assert all(r["reference"]["method"] == "hmc" and r["probe"] == "the first 1000 images of mnist-test"
                for r in records.values() if r)
 

@@ -40,7 +40,7 @@ def tiny_data(n: int = 50) -> Dataset:
 @pytest.mark.parametrize(
     ("method", "settings"),
     [
-        ("map", {"epochs": 2, "batch_size": 16}),
+        ("map", {"epochs": 2, "batch_size": 16, "optimiser": "adam"}),
         ("ensemble", {"num_members": 2, "epochs": 1, "batch_size": 20}),
         ("sghmc", {"num_chains": 2, "epochs": 2, "burn_in_epochs": 1, "thin": 1, "batch_size": 16}),
         ("mfvi", {"epochs": 2, "batch_size": 16}),

@@ -221,12 +221,18 @@ def test_a_tier_rebuilt_on_a_cluster_records_the_arguments_of_one_rebuilt_here(t
     assert "local" not in zoo.recorded_arguments(there) and "data" not in zoo.recorded_arguments(there)
 
 
+#: A tier's methods not bundled yet (docs/zoo.md, "The face tier": SGHMC's chains reached R̂ 1.0102, just
+#: above the tier's 1.01, and five were not built): this test fails once one is bundled, so the set shrinks.
+NOT_BUNDLED = {"faces": {"sghmc", "sgld", "dsghmc", "snvi", "sgmmvi", "vdropout"}}
+
+
 @pytest.mark.parametrize("tier", list(zoo.TIERS.values()), ids=lambda t: t.name)
 def test_every_bundled_file_of_a_tier_is_one_model_and_thick_enough(tier):
     bundled = _bundled(tier)
     assert len({(r["arch"]["name"], r["dataset"]) for r in bundled}) == 1
     assert {r["info"]["zoo"]["tier"] for r in bundled} == {tier.name}
-    assert {r["method"] for r in bundled} == set(tier.methods)  # every method of the tier
+    # every method of the tier, but those said not bundled yet
+    assert {r["method"] for r in bundled} == set(tier.methods) - NOT_BUNDLED.get(tier.name, set())
     for r in _sampled(bundled):
         record = r["info"]["diagnostics"]
         assert record["status"] == "measured", r["method"]
