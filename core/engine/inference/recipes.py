@@ -98,8 +98,10 @@ FACES = "faces"
 
 #: The face tier (:data:`FACES`): a softmax-regression head (1,032 weights) on dlib's 128-number
 #: face descriptor, eight age groups, trained on UTKFace's fixed training split (docs/faces.md).
-#: Its prior N(0, σ²) on every weight: σ = :data:`FACE_PRIOR_STD`, where the exact Laplace evidence
-#: of the head peaks (benchmarks/measure_face_prior.py; docs/zoo.md, "The face tier").
+#: Its prior N(0, σ²) on every weight: σ = :data:`FACE_PRIOR_STD`, chosen from a first, partial
+#: evidence grid; the full grid puts the exact Laplace evidence's peak at σ ≈ 4.4, 79 nats above
+#: σ = 3 (benchmarks/measure_face_prior.py; docs/zoo.md, "The prior"): rebuilding the tier there
+#: is this one number and ``zoo --tier faces``.
 FACE_PRIOR_STD = 3.0
 FACE_PRIOR = ("--set", f"prior_std={FACE_PRIOR_STD:g}")
 #: The face tier's heads trained the usual way (MAP and the methods that start from it): Adam at
