@@ -157,6 +157,9 @@ class Tier:
     words: str
     data: TierData = DIGITS
     model_label: str = ""  # the model's part of the file names (default: the --model given)
+    #: Built on a person's own network and images (``--network``, ``--dataset``): none is bundled,
+    #: each is built where it is used.
+    own: bool = False
 
     @property
     def model_name(self) -> str:
@@ -186,14 +189,11 @@ TIERS: dict[str, Tier] = {
                 reference=tiers.REFERENCES[FACES], rhat_target=1.01,
                 words="softmax regression on the face descriptor (eight age groups), every method, "
                       "HMC as the reference", data=FACE_DATA),
-}
-#: Tiers built on a person's own network and images: none is bundled, each is built where it is used.
-OWN_TIERS: dict[str, Tier] = {
     FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
                         tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
                         rhat_target=1.01, model_label="features",
                         words="a softmax-regression head on your own network's features, every method, HMC as "
-                              "the reference", data=OWN_DATA),
+                              "the reference", data=OWN_DATA, own=True),
 }
 #: The column of a features tier that is the imported network itself (its own last layer).
 NETWORK_COLUMN = "network"
@@ -201,7 +201,7 @@ NETWORK_COLUMN = "network"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli zoo``."""
-    parser.add_argument("--tier", required=True, choices=(*TIERS, *OWN_TIERS),
+    parser.add_argument("--tier", required=True, choices=tuple(TIERS),
                         help="which model's set to rebuild (features: a network of your own on your images)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
     parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/ (faces: utkface/, "
@@ -587,11 +587,11 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
 
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
-    tier = TIERS.get(args.tier) or OWN_TIERS[args.tier]
+    tier = TIERS[args.tier]
     check_seed(args.seed)
     own_options = [o for o in ("network", "dataset", "head", "image_size", "mean", "std", "classes")
                    if getattr(args, o, None)]
-    if tier.name != FEATURES_TIER and own_options:
+    if not tier.own and own_options:
         raise ValueError(f"--{own_options[0].replace('_', '-')} belongs to the features tier (a network of your own); "
                          f"the {tier.name} tier's model is fixed")
     check_cluster(getattr(args, "cluster", None))  # before hours of training, not at the first sampler
@@ -617,7 +617,7 @@ def run(args: argparse.Namespace) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     data, columns = None, list(methods)
-    if tier.name == FEATURES_TIER:
+    if tier.own:
         if args.cluster or getattr(args, "chains", None):
             raise ValueError("the features tier runs here in one go; leave out --cluster and --chains")
         tier, data, own = _own_network(tier, folder, args)
