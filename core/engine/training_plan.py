@@ -221,6 +221,22 @@ def estimate_duration(
     return TrainingEstimate(setup + per_step * planned, planned, per_step, num_train, step_name)
 
 
+def network_seconds(network: Any, images: int, *, seed: int = 0) -> float:
+    """Seconds to pass ``images`` images once through ``network`` (a
+    :class:`~core.engine.networks.SplitNetwork`) to their features: one batch timed after a warm-up,
+    scaled to the images (decoding them is not counted)."""
+    from core.engine.networks import FEATURE_BATCH
+
+    wanted = network.input
+    size = max(1, min(images, FEATURE_BATCH))
+    batch = torch.rand((size, wanted.channels, wanted.image_size, wanted.image_size),
+                       generator=torch.Generator().manual_seed(seed))
+    network.features(batch)  # the first pass pays one-off costs (a TorchScript program's optimisation)
+    start = time.perf_counter()
+    network.features(batch)
+    return (time.perf_counter() - start) * images / size
+
+
 def duration_in_words(seconds: float) -> str:
     """``"about 20 seconds"``, ``"about 3 minutes"``, ``"about 5 hours"``, ``"about 2 days"``."""
     if seconds < 10:
