@@ -335,7 +335,9 @@ def network_problem(exc: BaseException, network: str | Path = "") -> str:
         for spelling in sorted({str(Path(network).resolve()), str(network), str(Path(network))}, key=len, reverse=True):
             text = text.replace(spelling, name)
     text = re.sub(r" \((?:[A-Za-z_.]*(?:Error|Exception)[A-Za-z_]*)\)", "", text)  # a type's name says nothing
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+    if not (str(network).strip() and text.startswith(Path(network).name)):  # a file's name is spelt as it is
+        text = text[:1].upper() + text[1:]
+    return text + ("" if text.endswith(".") else ".")
 
 
 def tier_stage_words(kind: str, method: str = "", done: int = 0, count: int = 0, kept: bool = False) -> str:
