@@ -699,6 +699,8 @@ class TierEstimate:
     sha256: str = ""
     #: The folder's classes (its sub-folders' names).
     class_names: tuple[str, ...] = ()
+    #: Methods whose steps could not be timed (their stage counts 0 seconds).
+    unmeasured: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -759,6 +761,7 @@ def estimate_own_tier(argv: list[str]) -> Generator[ProgressRecord, None, TierEs
     images, cached = len(listing.paths), features_cached(split, listing)
     yield ProgressRecord(0, len(methods) + 1, {}, phase="measuring")
     stages = [("features", 0.0 if cached else network_seconds(split, images))]
+    unmeasured: list[str] = []
     num_train = max(1, training_images(listing))
     for i, method in enumerate(methods, 1):
         argv_m = [*tier.methods[method], *_overrides(method, args)]
@@ -768,11 +771,16 @@ def estimate_own_tier(argv: list[str]) -> Generator[ProgressRecord, None, TierEs
         config = replace(config, **changes) if changes else config
         drop = float(_option(list(argv_m), "--drop-rate") or METHODS[method].default_drop_rate)
         head = ArchSpec("softmax", num_classes=len(listing.class_names), input_dim=split.feature_dim, drop_rate=drop)
-        estimate = yield from estimate_duration(method, config, head, num_train)
-        stages.append((method, estimate.seconds))
+        try:
+            estimate = yield from estimate_duration(method, config, head, num_train)
+        except ValueError:  # a probe too short for the method (SWAG's rank needs its snapshots): not measured
+            unmeasured.append(method)
+            stages.append((method, 0.0))
+        else:
+            stages.append((method, estimate.seconds))
         yield ProgressRecord(i, len(methods) + 1, {}, phase="measuring")
     return TierEstimate(tuple(stages), images, num_train, cached, split.head, split.feature_dim, split.input.channels,
-                        split.input.image_size, split.sha256, tuple(listing.class_names))
+                        split.input.image_size, split.sha256, tuple(listing.class_names), tuple(unmeasured))
 
 
 def run(args: argparse.Namespace) -> int:

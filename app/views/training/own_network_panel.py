@@ -113,7 +113,7 @@ class OwnNetworkPanel(QWidget):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked)
             self.methods.addItem(item)
-        self.methods.setMaximumHeight(self.methods.sizeHintForRow(0) * 7 + 6)
+        self.methods.setMinimumHeight(self.methods.sizeHintForRow(0) * self.methods.count() + 6)  # all in view
         self.estimate = WrappedLabel("Estimated time: once a network and a folder are chosen.")
         self.estimate.setToolTip("Measured here and now: a batch of images passed through your network, and a few "
                                  "training steps of each method timed, multiplied by the images and steps the build "
@@ -282,7 +282,9 @@ class OwnNetworkPanel(QWidget):
         features, *methods = estimate.stages
         once = ("their features are already kept from before" if estimate.cached
                 else f"features of {estimate.images:,} images once, {duration_in_words(features[1])}")
-        each = "; ".join(f"{method_label(m)} {duration_in_words(s).removeprefix('about ')}" for m, s in methods)
+        each = "; ".join(f"{method_label(m)} " + ("not measured" if m in estimate.unmeasured
+                                                   else duration_in_words(s).removeprefix("about "))
+                         for m, s in methods)
         self.estimate.setText(f"<b>Estimated time: {duration_in_words(estimate.seconds)} on this computer</b>, "
                               f"then a while to measure them<br>{html.escape(once)}; {html.escape(each)}")
         self.build_button.setEnabled(True)
@@ -290,6 +292,7 @@ class OwnNetworkPanel(QWidget):
     def _on_estimate_errored(self, exc: BaseException, network: str, folder: str) -> None:
         if self._pending:
             return
+        self._stage = zoo.TierStage("network")  # no method's run to word the error by
         self.estimate.setText("Estimated time: none, as this network and these images cannot be built on yet.")
         self._say_problem(exc, network, folder)
 
@@ -299,8 +302,11 @@ class OwnNetworkPanel(QWidget):
             self.network_found.setText(f"<b>{html.escape(network_problem(exc, network))}</b>")
         elif isinstance(exc, DatasetNotFoundError | DatasetContentError):
             self.folder_found.setText(f"<b>{html.escape(folder_problem(exc, folder))}</b>")
+        elif self._stage.method:  # a method's run failed: its settings in words
+            self.status.setText(error_in_words(exc, self._stage.method, (ComputationError,)))
         else:
-            self.status.setText(error_in_words(exc, "", (ComputationError,)))
+            text = str(exc).strip() or "the computation failed"
+            self.status.setText(f"It could not be measured: {text[:1].lower() + text[1:]}")
 
     def _on_estimate_finished(self) -> None:
         self._estimate_worker = None
