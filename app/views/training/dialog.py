@@ -39,7 +39,6 @@ from core.engine.settings_help import in_words
 from core.engine.store import PosteriorFileError
 from core.engine.training_words import folder_refusal, trace_words
 
-
 #: What the dialog trains: one posterior, or every method on a network of one's own (the pages' order).
 POSTERIOR_JOB, OWN_NETWORK_JOB = "posterior", "own-network"
 JOBS = (("one posterior: a method on MNIST's digits or on your images", POSTERIOR_JOB),

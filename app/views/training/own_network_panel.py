@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -42,7 +41,12 @@ from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
 from core.engine.naming import method_label
 from core.engine.networks import NetworkError, linear_layers
 from core.engine.training_plan import duration_in_words
-from core.engine.training_words import error_in_words, folder_problem, network_problem, tier_stage_words
+from core.engine.training_words import (
+    error_in_words,
+    folder_problem,
+    network_problem,
+    tier_stage_words,
+)
 
 #: The head combo's first entry: the layer bayescope finds itself.
 FOUND_BY_ITSELF = "the last linear layer, found by itself"
