@@ -38,7 +38,7 @@ from app.workers import ComputationError, function_worker, generator_worker
 from core.commands import zoo
 from core.engine import tiers
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.engine.naming import method_label
+from core.engine.naming import method_label, plural
 from core.engine.networks import NetworkError, linear_layers
 from core.engine.training_plan import duration_in_words
 from core.engine.training_words import (
@@ -375,8 +375,10 @@ class OwnNetworkPanel(QWidget):
                                                                       time.monotonic() - self._started)
         self.status.setText(head + ("…" if left is None else f" · {duration_in_words(left)} left"))
 
-    def _made(self) -> int:
-        return len(list(self._out.glob("*.pt"))) if self._out is not None and self._out.is_dir() else 0
+    def _made(self) -> str:
+        """``"3 posteriors"``: the files the build has made so far."""
+        count = len(list(self._out.glob("*.pt"))) if self._out is not None and self._out.is_dir() else 0
+        return plural(count, "posterior")
 
     def _on_worker_returned(self, code: int) -> None:
         self.progress.setRange(0, 1000)
@@ -385,23 +387,22 @@ class OwnNetworkPanel(QWidget):
             group = tiers.tier_words({"zoo": {"tier": zoo.FEATURES_TIER},
                                       "network": {"file": self.network.text().strip()}})
             took = duration_in_words(time.monotonic() - self._started).removeprefix("about ")
-            self.status.setText(f"Built {self._made()} posteriors after {took}. They are in “Add posterior”, "
+            self.status.setText(f"Built {self._made()} after {took}. They are in “Add posterior”, "
                                 f"in the group “Same model, every method: {group}”.")
             self.tier_built.emit(self._out)
             return
         why = self._failure or "a method could not be trained"
-        self.status.setText(f"Not finished: {why[:1].lower() + why[1:]}. The {self._made()} posteriors made so far "
-                            "are kept; Build goes on from them.")
+        self.status.setText(f"Not finished: {why[:1].lower() + why[1:]}. Kept: {self._made()} made so far; Build "
+                            "goes on from them.")
 
     def _on_worker_errored(self, exc: BaseException, network: str, folder: str) -> None:
         self.progress.setRange(0, 1000)
-        self.status.setText(f"Not built; the {self._made()} posteriors made so far are kept.")
+        self.status.setText(f"Not built. Kept: {self._made()} made so far.")
         self._say_problem(exc, network, folder)
 
     def _on_worker_aborted(self) -> None:
         self.progress.setRange(0, 1000)
-        self.status.setText(f"Cancelled. The {self._made()} posteriors finished so far are kept; Build goes on "
-                            "from them.")
+        self.status.setText(f"Cancelled. Kept: {self._made()} finished so far; Build goes on from them.")
 
     def _on_worker_finished(self) -> None:
         self.worker = None
