@@ -77,6 +77,7 @@ class OwnNetworkPanel(QWidget):
         self.worker: Any = None
         self._estimate_worker: Any = None
         self._layers_worker: Any = None
+        self._layers_of: str | None = None  # the network whose layers are listed (or being read)
         self._pending = False
         self.last_estimate: zoo.TierEstimate | None = None
         self._stage = zoo.TierStage("network")
@@ -221,18 +222,24 @@ class OwnNetworkPanel(QWidget):
         self.head.clear()
         self.head.addItem(FOUND_BY_ITSELF, None)
         self.head.blockSignals(False)
-        path = self.network.text().strip()
-        if path and Path(path).is_file():
-            worker = function_worker(linear_layers, path)
-            worker.returned.connect(lambda names, p=path: self._on_layers_read(p, names))
-            worker.errored.connect(lambda exc: None)  # the estimate says why the network cannot be read
-            worker.finished.connect(self._on_layers_finished)
-            self._layers_worker = worker
-            worker.start()
+        self._layers_of = None
         self._request()
 
+    def _read_layers(self) -> None:
+        """List the chosen network's linear layers under “Split at” (once per network, after typing)."""
+        path = self.network.text().strip()
+        if path == self._layers_of or self._layers_worker is not None or not path or not Path(path).is_file():
+            return
+        self._layers_of = path
+        worker = function_worker(linear_layers, path)
+        worker.returned.connect(lambda names, p=path: self._on_layers_read(p, names))
+        worker.errored.connect(lambda exc: None)  # the estimate says why the network cannot be read
+        worker.finished.connect(self._on_layers_finished)
+        self._layers_worker = worker
+        worker.start()
+
     def _on_layers_read(self, path: str, names: tuple[str, ...]) -> None:
-        if path != self.network.text().strip():
+        if path != self.network.text().strip() or self.head.count() > 1:
             return  # another network was chosen meanwhile
         self.head.blockSignals(True)
         for name in names:
@@ -241,6 +248,8 @@ class OwnNetworkPanel(QWidget):
 
     def _on_layers_finished(self) -> None:
         self._layers_worker = None
+        if self.network.text().strip() != self._layers_of:  # another network was chosen while this one was read
+            self._read_layers()
 
     def _request(self, *_: object) -> None:
         """Measure again shortly (typing a path measures once, after the last key)."""
@@ -261,6 +270,7 @@ class OwnNetworkPanel(QWidget):
         self._timer.start()
 
     def _on_timer_timeout(self) -> None:
+        self._read_layers()
         if self._estimate_worker is not None:
             self._pending = True
             self._estimate_worker.quit()
