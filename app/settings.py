@@ -222,9 +222,16 @@ def bundled_models() -> list[Path]:
     return bundled_posteriors()
 
 
+def own_tiers_dir() -> Path:
+    """Tiers built in the window on a person's own network, one folder each (its files, its table)."""
+    return user_models_dir() / "tiers"
+
+
 def available_models() -> list[Path]:
-    """Bundled digit posteriors, then the bundled face heads, then the user's own."""
-    return bundled_models() + bundled_face_posteriors() + sorted(user_models_dir().glob("*.pt"))
+    """Bundled digit posteriors, then the bundled face heads, then the user's own, then the files of
+    the tiers built on their own networks."""
+    return (bundled_models() + bundled_face_posteriors() + sorted(user_models_dir().glob("*.pt"))
+            + sorted(own_tiers_dir().glob("*/*.pt")))
 
 
 def default_columns() -> list[Path]:

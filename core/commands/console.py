@@ -24,7 +24,7 @@ from core.engine.faces.descriptor import DescriptorUnavailableError
 from core.engine.files import NotSavedError
 from core.engine.inference.base import ProgressRecord
 from core.engine.memory import MemoryEstimateError
-from core.engine.runner import Terminated
+from core.engine.runner import Terminated, observing
 from core.engine.store import PosteriorFileError
 
 if TYPE_CHECKING:
@@ -82,9 +82,11 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def progress_bar(total_hint: int, desc: str):
+    """A bar on the terminal; a silent one where the run is observed (the window shows its progress)."""
     from tqdm import tqdm
 
-    return tqdm(total=total_hint or None, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
+    return tqdm(total=total_hint or None, desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr,
+                disable=observing())
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:

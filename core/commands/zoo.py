@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from core.commands.console import (
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 from core.engine.inference import METHODS
+from core.engine.inference.base import ProgressRecord
 from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, said here)
     FACE_PRIOR_STD,
     FACES,
@@ -66,6 +67,7 @@ from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, sa
     PAPER,
 )
 from core.engine.inference.sampling import chains_in_words
+from core.engine.runner import observed, report
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,9 @@ class Tier:
     words: str
     data: TierData = DIGITS
     model_label: str = ""  # the model's part of the file names (default: the --model given)
+    #: Built on a person's own network and images (``--network``, ``--dataset``): none is bundled,
+    #: each is built where it is used.
+    own: bool = False
 
     @property
     def model_name(self) -> str:
@@ -186,14 +191,11 @@ TIERS: dict[str, Tier] = {
                 reference=tiers.REFERENCES[FACES], rhat_target=1.01,
                 words="softmax regression on the face descriptor (eight age groups), every method, "
                       "HMC as the reference", data=FACE_DATA),
-}
-#: Tiers built on a person's own network and images: none is bundled, each is built where it is used.
-OWN_TIERS: dict[str, Tier] = {
     FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
                         tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
                         rhat_target=1.01, model_label="features",
                         words="a softmax-regression head on your own network's features, every method, HMC as "
-                              "the reference", data=OWN_DATA),
+                              "the reference", data=OWN_DATA, own=True),
 }
 #: The column of a features tier that is the imported network itself (its own last layer).
 NETWORK_COLUMN = "network"
@@ -201,7 +203,7 @@ NETWORK_COLUMN = "network"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bayescope-cli zoo``."""
-    parser.add_argument("--tier", required=True, choices=(*TIERS, *OWN_TIERS),
+    parser.add_argument("--tier", required=True, choices=tuple(TIERS),
                         help="which model's set to rebuild (features: a network of your own on your images)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the posterior files and the table")
     parser.add_argument("--data-dir", help="the data folder holding mnist/ and notmnist/ (faces: utkface/, "
@@ -307,7 +309,9 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
         path = folder / tier.file_name(method)
         argv = train_arguments(tier, method, path, args)
         listing = getattr(args, "listing", None)
-        if _kept(path, argv, listing):
+        kept = _kept(path, argv, listing)
+        report(TierStage("method", method, i - 1, len(methods), kept=kept))
+        if kept:
             say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
             continue
         if args.chains:
@@ -325,6 +329,7 @@ def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace
         except (*USER_ERRORS, MemoryError) as exc:
             code = 2
             say(f"error: {describe_error(exc)}", sys.stderr)
+            report(TierStage("failed", method, i - 1, len(methods), words=describe_error(exc)))
         if code != 0:
             say(f"error: {method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
                 "and running the same command again goes on from here", sys.stderr)
@@ -550,13 +555,13 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
     from core.engine.runner import drain
     from core.engine.store import save_posterior
 
-    if not args.network or not args.dataset:
-        raise ValueError("the features tier needs --network (your classifier, saved with torch.jit.save or "
-                         "torch.export.save) and --dataset (a folder of your images in class folders)")
+    _check_own(args)
+    report(TierStage("network"))
     names = read_class_names(args.classes) if args.classes else ()
     posterior, split = import_own_network(args.network, head=args.head, image_size=args.image_size,
                                           mean=_numbers(args.mean, "--mean"), std=_numbers(args.std, "--std"),
                                           class_names=names)
+    report(TierStage("features"))
     say(f"{Path(args.network).name}: split at {split.head}, {split.feature_dim} features, "
         f"{'colour' if split.input.channels == 3 else 'grey'} {split.input.image_size}×{split.input.image_size}")
     bar = progress_bar(0, "network features")
@@ -585,25 +590,212 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
     return tier, TierSets(data.train.first(args.limit), data.test.first(args.limit), None), own
 
 
+def chosen_methods(tier: Tier, args: argparse.Namespace) -> list[str]:
+    """The methods ``--methods`` names (checked to be the tier's), or all of the tier's."""
+    if not args.methods:
+        return list(tier.methods)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in tier.methods]
+    if unknown:
+        raise ValueError(f"the {tier.name} tier has no method {', '.join(unknown)}; it has {', '.join(tier.methods)}")
+    return methods
+
+
+def _check_own(args: argparse.Namespace) -> None:
+    if not args.network or not args.dataset:
+        raise ValueError("the features tier needs --network (your classifier, saved with torch.jit.save or "
+                         "torch.export.save) and --dataset (a folder of your images in class folders)")
+
+
+# ------------------------------------------------------------------ the run, observed (the window)
+
+
+@dataclass(frozen=True)
+class TierStage:
+    """Where a tier's build is, handed to an observer (:func:`core.engine.runner.report`; the
+    window's training dialog) as the run reaches it; the command line prints its own lines.
+
+    ``kind``: ``"network"`` (the network read and split), ``"features"`` (every image through it
+    once, or read from the cache), ``"method"`` (``method`` trained, or ``kept`` when its file was
+    made with the same arguments; ``done`` of ``count`` methods before it), ``"failed"`` (``method``
+    could not be trained, ``words`` says why) and ``"measuring"`` (every file measured on the test
+    images)."""
+
+    kind: str
+    method: str = ""
+    done: int = 0
+    count: int = 0
+    kept: bool = False
+    words: str = ""
+
+
+@dataclass(frozen=True)
+class TierProgress:
+    """One report of an observed build: its stage, and the progress record within it (None: the
+    stage has just begun)."""
+
+    stage: TierStage
+    record: ProgressRecord | None = None
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """``bayescope-cli zoo``'s arguments ``argv`` (without the command's name), as the command reads them."""
+    parser = argparse.ArgumentParser(prog="bayescope-cli zoo")
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def own_tier_arguments(network: str | Path, dataset: str | Path, out: str | Path, *, methods: list[str] | None = None,
+                       head: str | None = None, settings: tuple[str, ...] = ()) -> list[str]:
+    """The command line (after ``bayescope-cli zoo``) that builds the features tier of ``network`` over
+    the images in ``dataset`` into ``out``: what the window runs, and what it shows a person to run."""
+    argv = ["--tier", FEATURES_TIER, "--network", str(network), "--dataset", str(dataset), "--out", str(out)]
+    if methods:
+        argv += ["--methods", ",".join(methods)]
+    if head:
+        argv += ["--head", head]
+    for setting in settings:
+        argv += ["--set", setting]
+    return argv
+
+
+def observed_build(argv: list[str]) -> Generator[TierProgress, None, int]:
+    """``bayescope-cli zoo ARGV`` as a generator: the command's own :func:`run` (no second
+    implementation), in a thread of its own (:func:`core.engine.runner.observed`), its stages and
+    progress records yielded, its exit code returned. Closing it cancels the build as Ctrl-C does:
+    the files made so far are kept, and the same build again goes on from them."""
+    args = parse_arguments(argv)
+    stage = TierStage("network")
+    inner = observed(run, args)
+    try:
+        while True:
+            try:
+                item = next(inner)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(item, TierStage):
+                stage = item
+                yield TierProgress(stage)
+            else:
+                yield TierProgress(stage, item)
+    finally:
+        inner.close()
+
+
+@dataclass(frozen=True)
+class TierEstimate:
+    """A measured forecast of a features tier's build: seconds per stage, in the build's order
+    (``"features"``, then each method by its registry key)."""
+
+    stages: tuple[tuple[str, float], ...]
+    images: int
+    train_images: int
+    cached: bool  # the features are in the cache: no image is read
+    #: What the network is: the layer it is split at, its features' length, what it reads, its checksum.
+    head: str = ""
+    features: int = 0
+    channels: int = 3
+    image_size: int = 0
+    sha256: str = ""
+    #: The folder's classes (its sub-folders' names).
+    class_names: tuple[str, ...] = ()
+    #: Methods whose steps could not be timed (their stage counts 0 seconds).
+    unmeasured: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return sum(s for _, s in self.stages)
+
+    def seconds_left(self, stage: TierStage, fraction: float, elapsed: float) -> float | None:
+        """Seconds the build has left: the estimate of what is still to run, at ``fraction`` (0 … 1) of
+        ``stage``, blended with the build's own pace over its ``elapsed`` seconds as
+        :func:`~core.engine.training_plan.seconds_left` blends a run's; None while measuring (unestimated)."""
+        from core.engine.training_plan import ESTIMATE_WEIGHT_SECONDS
+
+        if stage.kind == "measuring":
+            return None
+        names = [n for n, _ in self.stages]
+        current = "features" if stage.kind in ("network", "features") else stage.method
+        at = names.index(current) if current in names else 0
+        done = sum(s for _, s in self.stages[:at]) + fraction * self.stages[at][1]
+        left = max(0.0, self.seconds - done)
+        if done <= 0 or elapsed <= 0:
+            return left
+        weight = elapsed / (elapsed + ESTIMATE_WEIGHT_SECONDS)
+        return left * (weight * elapsed / done + 1.0 - weight)
+
+    def done_share(self, stage: TierStage, fraction: float) -> float:
+        """The share (0 … 1) of the estimated time done at ``fraction`` of ``stage``."""
+        if stage.kind == "measuring" or self.seconds <= 0:
+            return 1.0 if stage.kind == "measuring" else 0.0
+        names = [n for n, _ in self.stages]
+        current = "features" if stage.kind in ("network", "features") else stage.method
+        at = names.index(current) if current in names else 0
+        return min(1.0, (sum(s for _, s in self.stages[:at]) + fraction * self.stages[at][1]) / self.seconds)
+
+
+def estimate_own_tier(argv: list[str]) -> Generator[ProgressRecord, None, TierEstimate]:
+    """Measure what ``bayescope-cli zoo ARGV`` (the features tier) will take here: the images once
+    through the network (none when their features are cached), then each method's training as the
+    build will run it (its tier settings, ``--set``, a small folder's defaults), a few of its steps
+    timed (:func:`core.engine.training_plan.estimate_duration`) on a head of the network's feature
+    length. Laplace and SWAG are timed with a mode of their own, which the build takes from the MAP:
+    their estimate is an upper bound."""
+    from core.commands.console import parse_settings
+    from core.commands.import_ import _numbers
+    from core.engine.data.features import features_cached, folder_listing, training_images
+    from core.engine.import_weights import read_class_names
+    from core.engine.models import ArchSpec
+    from core.engine.networks import network_input, open_network
+    from core.engine.training_plan import estimate_duration, network_seconds, small_folder_settings
+
+    args = parse_arguments(argv)
+    tier = TIERS[args.tier]
+    _check_own(args)
+    methods = chosen_methods(tier, args)
+    names = read_class_names(args.classes) if args.classes else ()
+    split = open_network(args.network, lambda shape: network_input(
+        args.network, image_size=args.image_size, mean=_numbers(args.mean, "--mean"), std=_numbers(args.std, "--std"),
+        class_names=names, program_shape=shape), args.head)
+    listing = folder_listing(args.dataset)
+    images, cached = len(listing.paths), features_cached(split, listing)
+    yield ProgressRecord(0, len(methods) + 1, {}, phase="measuring")
+    stages = [("features", 0.0 if cached else network_seconds(split, images))]
+    unmeasured: list[str] = []
+    num_train = max(1, training_images(listing))
+    for i, method in enumerate(methods, 1):
+        argv_m = [*tier.methods[method], *_overrides(method, args)]
+        chosen = parse_settings([argv_m[j + 1] for j, a in enumerate(argv_m) if a == "--set"])
+        config = METHODS[method].parse_settings(chosen)
+        changes = small_folder_settings(config, num_train, chosen)
+        config = replace(config, **changes) if changes else config
+        drop = float(_option(list(argv_m), "--drop-rate") or METHODS[method].default_drop_rate)
+        head = ArchSpec("softmax", num_classes=len(listing.class_names), input_dim=split.feature_dim, drop_rate=drop)
+        try:
+            estimate = yield from estimate_duration(method, config, head, num_train)
+        except ValueError:  # a probe too short for the method (SWAG's rank needs its snapshots): not measured
+            unmeasured.append(method)
+            stages.append((method, 0.0))
+        else:
+            stages.append((method, estimate.seconds))
+        yield ProgressRecord(i, len(methods) + 1, {}, phase="measuring")
+    return TierEstimate(tuple(stages), images, num_train, cached, split.head, split.feature_dim, split.input.channels,
+                        split.input.image_size, split.sha256, tuple(listing.class_names), tuple(unmeasured))
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli zoo``: build (or keep) every file, then measure them all."""
-    tier = TIERS.get(args.tier) or OWN_TIERS[args.tier]
+    tier = TIERS[args.tier]
     check_seed(args.seed)
     own_options = [o for o in ("network", "dataset", "head", "image_size", "mean", "std", "classes")
                    if getattr(args, o, None)]
-    if tier.name != FEATURES_TIER and own_options:
+    if not tier.own and own_options:
         raise ValueError(f"--{own_options[0].replace('_', '-')} belongs to the features tier (a network of your own); "
                          f"the {tier.name} tier's model is fixed")
     check_cluster(getattr(args, "cluster", None))  # before hours of training, not at the first sampler
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1 image, got {args.limit}")
-    methods = list(tier.methods)
-    if args.methods:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-        unknown = [m for m in methods if m not in tier.methods]
-        if unknown:
-            raise ValueError(f"the {tier.name} tier has no method {', '.join(unknown)}; "
-                             f"it has {', '.join(tier.methods)}")
+    methods = chosen_methods(tier, args)
     if getattr(args, "chains", None):
         try:
             args.chains = ",".join(str(int(c)) for c in args.chains.split(","))
@@ -617,7 +809,7 @@ def run(args: argparse.Namespace) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     data, columns = None, list(methods)
-    if tier.name == FEATURES_TIER:
+    if tier.own:
         if args.cluster or getattr(args, "chains", None):
             raise ValueError("the features tier runs here in one go; leave out --cluster and --chains")
         tier, data, own = _own_network(tier, folder, args)
@@ -630,6 +822,7 @@ def run(args: argparse.Namespace) -> int:
                          getattr(args, "listing", None)) for m in methods):
             say("not measured: a run has chains still to run")
             return 0
+    report(TierStage("measuring", done=len(methods), count=len(methods)))
     rows = measure(tier, columns, folder, args, data)
     table = markdown(tier, rows)
     record = strict_json({"tier": tier.name, "words": tier.words, "test": tier.data.test_words,

@@ -282,6 +282,19 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def linear_layers(path: str | os.PathLike) -> tuple[str, ...]:
+    """The names of the linear layers of the network saved at ``path``, in its own order: the
+    layers it may be split at (``head``), for a person to pick from rather than to type.
+
+    Raises
+    ------
+    NetworkError
+        A file that is not a TorchScript network or a torch.export program bayescope reads.
+    """
+    fmt, program, _ = _load(Path(path))
+    return tuple(_torchscript_linears(program) if fmt == "torchscript" else _export_linears(program))
+
+
 def open_network(path: str | os.PathLike, network_in: Callable[[tuple[int, ...] | None], NetworkInput],
                  head: str | None = None) -> SplitNetwork:
     """Load ``path`` and split it at its head (``head``, or the one linear layer whose outputs are

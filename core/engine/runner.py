@@ -73,10 +73,74 @@ def drain(
             record = next(generator)
             if on_progress is not None:
                 on_progress(record)
+            report(record)
     except StopIteration as stop:
         return stop.value
     finally:
         generator.close()
+
+
+#: The observer of the function :func:`observed` runs in this thread (none: a command line's own run).
+_observing = threading.local()
+
+
+def observing() -> bool:
+    """Whether this thread's work is observed (:func:`observed`): its progress goes there, not to a
+    progress bar on the terminal."""
+    return getattr(_observing, "observer", None) is not None
+
+
+def report(item: Any) -> None:
+    """Hand ``item`` (a progress record, or a stage a command names) to the observer of this thread's
+    work; nothing without one. The observer raises ``KeyboardInterrupt`` once its run is cancelled, so
+    that a run stops here as it does on Ctrl-C, and keeps what Ctrl-C keeps."""
+    observer = getattr(_observing, "observer", None)
+    if observer is not None:
+        observer(item)
+
+
+def observed(func: Callable[..., T], *args: Any) -> Generator[Any, None, T]:
+    """``func(*args)`` (a command's run, written for the terminal) as a generator of what it reports.
+
+    ``func`` runs in a thread of its own; every record its :func:`drain` calls pass on and every
+    :func:`report` it makes is yielded here, and its return value returned (its exception raised).
+    Closing the generator cancels the run as Ctrl-C does: the next report in ``func``'s thread
+    raises ``KeyboardInterrupt``, ``func`` unwinds through its own handlers (keeping the files it
+    made, as the command line says), and the close waits for it.
+    """
+    import queue
+
+    items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    cancelled = threading.Event()
+
+    def observer(item: Any) -> None:
+        if cancelled.is_set():
+            raise KeyboardInterrupt
+        items.put(("item", item))
+
+    def run() -> None:
+        _observing.observer = observer
+        try:
+            items.put(("returned", func(*args)))
+        except BaseException as exc:  # noqa: BLE001 — handed to the generator's consumer, cancels included
+            items.put(("raised", exc))
+        finally:
+            _observing.observer = None
+
+    thread = threading.Thread(target=run, name="bayescope-observed", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "item":
+                yield value
+            elif kind == "returned":
+                return value
+            else:
+                raise value
+    finally:
+        cancelled.set()
+        thread.join()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ the difference of their steps is the cost of a step, free of the start-up and wr
 that both runs share. A step's cost does not depend on the pixel values, so random images do.
 Mini-batch methods are probed with their real batch size; full-batch HMC on a few hundred
 images, its cost scaled up in proportion to the training set.
+
+A MAP (or an ensemble's members) found by Newton steps (``optimiser=newton``, or ``auto`` on a
+model linear in its weights) has no epochs: its cost is a handful of full-batch Newton steps,
+each of them a conjugate-gradient solve with the Hessian (K(D + 1) weights square). It is probed
+as it runs, on up to :data:`NEWTON_PROBE_IMAGES` images for 1, 2, 4 … steps, and planned at
+:data:`NEWTON_STEPS` steps.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ from core.engine.models import ArchSpec
 MNIST_TRAIN_IMAGES = 60_000
 #: Images the full-batch HMC probe evaluates per gradient.
 HMC_PROBE_IMAGES = 256
+#: Images a Newton probe's steps see (a step's cost grows in proportion to the images beyond it).
+NEWTON_PROBE_IMAGES = 4096
+#: Newton steps planned for a MAP: the paper tier's MAP on MNIST took 15 to reach ‖∇‖ ≤ 10⁻³, the face
+#: tier's 10 (``info["map"]["iterations"]`` of the bundled files); near the mode they converge quadratically.
+NEWTON_STEPS = 15
 
 
 @dataclass(frozen=True)
@@ -51,7 +62,8 @@ class TrainingEstimate:
     num_train
         Training images the forecast assumes.
     step_name
-        What a step is called: ``"steps"``, or ``"iterations"`` for HMC.
+        What a step is called: ``"steps"``, ``"iterations"`` for HMC, ``"Newton steps"`` for a MAP
+        found by Newton's method.
     """
 
     seconds: float
@@ -93,11 +105,28 @@ def planned_steps(method: str, config: Any, num_train: int, arch: ArchSpec | Non
     """
     if isinstance(config, HmcConfig):
         return config.num_warmup + config.num_samples
+    if newton_steps(config, arch):
+        return NEWTON_STEPS
     per_epoch = math.ceil(num_train / config.batch_size)
     steps = config.epochs * per_epoch
     if isinstance(config, EnsembleConfig) and not _side_by_side(config, arch):
         steps *= config.num_members
     return steps
+
+
+def newton_steps(config: Any, arch: ArchSpec | None) -> bool:
+    """Whether a run of ``config`` on ``arch`` finds its mode by Newton steps (no epochs): a MAP or an
+    ensemble with ``optimiser=newton``, or ``auto`` on a model linear in its weights."""
+    from core.engine.inference.map import MapConfig, resolve_optimiser
+    from core.engine.models import build_model
+
+    if not isinstance(config, MapConfig | EnsembleConfig) or config.optimiser not in ("newton", "auto"):
+        return False
+    if config.optimiser == "newton":
+        return True
+    if arch is None:
+        return False
+    return resolve_optimiser("auto", build_model(arch)) == "newton"
 
 
 def _side_by_side(config: EnsembleConfig, arch: ArchSpec | None) -> bool:
@@ -109,6 +138,8 @@ def _probe_config(config: Any, steps: int, arch: ArchSpec | None = None) -> Any:
     ensemble keeps its members when they train side by side: a step is all of them)."""
     if isinstance(config, HmcConfig):
         return replace(config, num_warmup=0, num_samples=steps, thin=1, on_budget="thin")
+    if newton_steps(config, arch):  # exactly ``steps`` Newton steps: a gradient norm never reached
+        return replace(config, max_iter=steps, grad_tol=NEWTON_NEVER)
     if isinstance(config, ChainConfig):
         return replace(config, epochs=steps, burn_in_epochs=0, thin=1, on_budget="thin")
     if isinstance(config, EnsembleConfig):
@@ -116,6 +147,10 @@ def _probe_config(config: Any, steps: int, arch: ArchSpec | None = None) -> Any:
             return replace(config, epochs=steps)
         return replace(config, num_members=1, epochs=steps)
     return replace(config, epochs=steps)
+
+
+#: A probe's gradient-norm goal, so small that Newton takes every step the probe allows.
+NEWTON_NEVER = 1e-300
 
 
 def _probe_data(arch: ArchSpec, size: int, generator: torch.Generator) -> Dataset:
@@ -149,8 +184,12 @@ def estimate_duration(
     little) or reaches ``max_probe_steps``. Yields a progress record after every probe run,
     so a consumer can cancel between them, and returns a :class:`TrainingEstimate`.
     """
-    full_batch = isinstance(config, HmcConfig)
-    size = min(num_train, HMC_PROBE_IMAGES) if full_batch else config.batch_size
+    newton = newton_steps(config, arch)
+    full_batch = isinstance(config, HmcConfig) or newton
+    if newton:
+        size, max_probe_steps = min(num_train, NEWTON_PROBE_IMAGES), min(max_probe_steps, NEWTON_STEPS)
+    else:
+        size = min(num_train, HMC_PROBE_IMAGES) if full_batch else config.batch_size
     data = _probe_data(arch, size, torch.Generator().manual_seed(seed))
     probes = 0
 
@@ -173,11 +212,29 @@ def estimate_duration(
     if per_step <= 0:
         # Other programs' bursts swamped the difference: the long run alone bounds it.
         per_step = elapsed / steps
+    setup = max(0.0, reference - per_step) if newton else 0.0  # the features' Gram matrix and its eigenbasis
     if full_batch:
         per_step *= num_train / size  # each gradient evaluates the whole training set
+        setup *= num_train / size
     planned = planned_steps(method, config, num_train, arch)
-    step_name = "iterations" if full_batch else "steps"
-    return TrainingEstimate(per_step * planned, planned, per_step, num_train, step_name)
+    step_name = "Newton steps" if newton else "iterations" if full_batch else "steps"
+    return TrainingEstimate(setup + per_step * planned, planned, per_step, num_train, step_name)
+
+
+def network_seconds(network: Any, images: int, *, seed: int = 0) -> float:
+    """Seconds to pass ``images`` images once through ``network`` (a
+    :class:`~core.engine.networks.SplitNetwork`) to their features: one batch timed after a warm-up,
+    scaled to the images (decoding them is not counted)."""
+    from core.engine.networks import FEATURE_BATCH
+
+    wanted = network.input
+    size = max(1, min(images, FEATURE_BATCH))
+    batch = torch.rand((size, wanted.channels, wanted.image_size, wanted.image_size),
+                       generator=torch.Generator().manual_seed(seed))
+    network.features(batch)  # the first pass pays one-off costs (a TorchScript program's optimisation)
+    start = time.perf_counter()
+    network.features(batch)
+    return (time.perf_counter() - start) * images / size
 
 
 def duration_in_words(seconds: float) -> str:

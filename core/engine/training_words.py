@@ -323,3 +323,32 @@ def chance_words(share: float, num_classes: int, images: int) -> str:
     return (f"That is hardly better than guessing, which gets 1 in {num_classes:,} right: the network has "
             "barely learned. Try more passes (epochs), fewer images per step (batch size), a higher "
             "learning rate, or more images of each class.")
+
+
+def network_problem(exc: BaseException, network: str | Path = "") -> str:
+    """Why a chosen network cannot be read or split, in core's own sentence (with how to export it
+    so that it can be, where that is the reason), the file named but not its folder, and no
+    exception class name."""
+    text = str(exc).strip()
+    if str(network).strip():
+        name = Path(network).name
+        for spelling in sorted({str(Path(network).resolve()), str(network), str(Path(network))}, key=len, reverse=True):
+            text = text.replace(spelling, name)
+    text = re.sub(r" \((?:[A-Za-z_.]*(?:Error|Exception)[A-Za-z_]*)\)", "", text)  # a type's name says nothing
+    if not (str(network).strip() and text.startswith(Path(network).name)):  # a file's name is spelt as it is
+        text = text[:1].upper() + text[1:]
+    return text + ("" if text.endswith(".") else ".")
+
+
+def tier_stage_words(kind: str, method: str = "", done: int = 0, count: int = 0, kept: bool = False) -> str:
+    """A features tier's build stage (:class:`core.commands.zoo.TierStage`) in a few words."""
+    if kind == "network":
+        return "Reading your network"
+    if kind == "features":
+        return "Passing every image through your network once"
+    if kind == "measuring":
+        return "Measuring every posterior on your test images"
+    label = METHOD_LABELS.get(method, method)
+    if kind == "failed":
+        return f"{label} could not be trained"
+    return f"{label} ({done + 1} of {count}): " + ("kept, made before with the same settings" if kept else "training")

@@ -196,6 +196,7 @@ def test_estimate_is_measured_before_start(qtbot, tiny_mnist):
     dialog = make_dialog(qtbot, tiny_mnist)
     dialog.select_method("map")
     dialog.select_model("softmax")
+    dialog.set_setting("optimiser", "adam")  # passes of mini-batches (Newton's steps have no epochs)
     dialog.set_setting("epochs", 3)
     dialog.set_setting("batch_size", 32)
     assert dialog.last_estimate is None  # a hidden dialog does not measure

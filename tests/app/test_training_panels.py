@@ -209,7 +209,7 @@ class TestEstimatePanel:
         host.show()
         panel.request()
         qtbot.waitUntil(lambda: panel.estimate.text() == "Estimated time: not now.", timeout=5_000)
-        config = METHODS["map"].make_config(epochs=2, batch_size=32)
+        config = METHODS["map"].make_config(epochs=2, batch_size=32, optimiser="adam")  # Newton's has no epochs
         plans[0] = EstimatePlan("map", config, ArchSpec("softmax"), 100, "your")
         panel.request()
         qtbot.waitUntil(lambda: panel.last_estimate is not None, timeout=60_000)

@@ -140,3 +140,46 @@ def test_training_images_are_counted_from_the_header(tmp_path):
 )
 def test_durations_in_words(seconds, words):
     assert duration_in_words(seconds) == words
+
+
+def test_a_newton_map_is_planned_in_newton_steps_not_epochs():
+    """A MAP found by Newton's method makes no passes over mini-batches: its epochs and batch size
+    change nothing in its run, so nothing in its plan (the old plan counted epochs × batches)."""
+    arch = ArchSpec("softmax")
+    for epochs, batch in ((1, 128), (100, 16)):
+        for optimiser in ("newton", "auto"):  # auto is Newton on a model linear in its weights
+            config = get_method("map").make_config(optimiser=optimiser, epochs=epochs, batch_size=batch)
+            assert planned_steps("map", config, 60_000, arch) == plan.NEWTON_STEPS
+    adam = get_method("map").make_config(optimiser="adam", epochs=2, batch_size=100)
+    assert planned_steps("map", adam, 60_000, arch) == 2 * 600
+    assert plan.newton_steps(get_method("map").make_config(), ArchSpec("lenet5")) is False  # auto: Adam
+
+
+def test_a_newton_map_takes_about_the_planned_steps():
+    """The fit's own count of Newton steps (to ‖∇‖ ≤ 10⁻³) lies within the plan's order."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand((1000, 1, 28, 28), generator=g)
+    data = Dataset(x, (x.flatten(1)[:, :10].argmax(1) + torch.randint(0, 2, (1000,), generator=g)) % 10, "probe")
+    config = get_method("map").make_config(optimiser="newton")
+    posterior, _ = drain(get_method("map").fit(config, ArchSpec("softmax"), data, 0))
+    iterations = posterior.info["map"]["iterations"]
+    assert posterior.info["map"]["converged"] and plan.NEWTON_STEPS / 3 <= iterations <= 2 * plan.NEWTON_STEPS
+
+
+def test_a_newton_map_estimate_has_the_order_of_the_run():
+    """The estimate (a few Newton steps timed, scaled to the planned count) lies within a factor 4 of
+    the whole fit's wall time on the same images; the old plan counted epochs × batches (12,500 steps
+    here) for a run that makes about 15, each priced as a mini-batch step: about 5 hours for a fit of
+    16 seconds (measured at load average 10 on 2 cores)."""
+    import time
+
+    config = get_method("map").make_config(optimiser="newton", epochs=100, batch_size=16)
+    arch, n = ArchSpec("softmax"), 2000
+    estimate, _ = drain(estimate_duration("map", config, arch, n))
+    assert estimate.steps == plan.NEWTON_STEPS and estimate.step_name == "Newton steps"
+    data = plan._probe_data(arch, n, torch.Generator().manual_seed(0))  # the images the estimate timed
+    started = time.perf_counter()
+    posterior, _ = drain(get_method("map").fit(config, arch, data, 0))
+    took = time.perf_counter() - started
+    assert posterior.info["map"]["optimiser"] == "newton"
+    assert took / 4 <= estimate.seconds <= 4 * took, (estimate, took, posterior.info["map"]["iterations"])

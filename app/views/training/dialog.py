@@ -13,20 +13,40 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent, QHideEvent
-from PySide6.QtWidgets import QDialog, QFormLayout, QHBoxLayout, QMessageBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QMessageBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app import settings as app_settings
 from app.views.training import memory
 from app.views.training.estimate_panel import EstimatePanel, EstimatePlan
+from app.views.training.fields import form_label
 from app.views.training.images_panel import ImagesPanel
 from app.views.training.method_panel import MethodPanel
 from app.views.training.network_panel import NetworkPanel
+from app.views.training.own_network_panel import OwnNetworkPanel
 from app.views.training.run_panel import RunPanel
 from core.engine.data.folder import default_folder_model
 from core.engine.models import ArchSpec
 from core.engine.settings_help import in_words
 from core.engine.store import PosteriorFileError
 from core.engine.training_words import folder_refusal, trace_words
+
+#: What the dialog trains: one posterior, or every method on a network of one's own (the pages' order).
+POSTERIOR_JOB, OWN_NETWORK_JOB = "posterior", "own-network"
+JOBS = (("one posterior: a method on MNIST's digits or on your images", POSTERIOR_JOB),
+        ("a network of your own and a folder of images: every method on it", OWN_NETWORK_JOB))
+JOB_TIP = ("<p>One posterior: one method trains a network of bayescope's on MNIST or on your images.</p><p>A network "
+           "of your own: a classifier you trained elsewhere is split at its last linear layer, and every method "
+           "is trained on a head over its features, with HMC as the exact reference; they are compared side by "
+           "side.</p>")
 
 
 class TrainingDialog(QDialog):
@@ -44,11 +64,15 @@ class TrainingDialog(QDialog):
         steps planned (0 when unknown).
     run_finished
         A run ended: saved, failed or cancelled.
+    tier_built(Path)
+        Every method was built on a network of one's own (:mod:`.own_network_panel`); the folder of
+        their files.
     """
 
     posterior_saved = Signal(object)
     progress_reported = Signal(str, int, int)
     run_finished = Signal()
+    tier_built = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -96,12 +120,32 @@ class TrainingDialog(QDialog):
         columns = QHBoxLayout()
         columns.addWidget(self.settings_panel, 2)
         columns.addLayout(right, 3)
-        layout = QVBoxLayout(self)
-        layout.addLayout(columns, 1)
+        posterior_page = QWidget()
+        page = QVBoxLayout(posterior_page)
+        page.setContentsMargins(0, 0, 0, 0)
+        page.addLayout(columns, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.estimate, 1)
         bottom.addWidget(r.buttons, 0, Qt.AlignmentFlag.AlignBottom)
-        layout.addLayout(bottom)
+        page.addLayout(bottom)
+        # the second job: every method on a head over a network of one's own (a features tier)
+        self.own_network = OwnNetworkPanel(self)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(posterior_page)
+        self.pages.addWidget(self.own_network)
+        self.job = QComboBox()
+        for text, job in JOBS:
+            self.job.addItem(text, job)
+        self.job.setToolTip(JOB_TIP)
+        top = QHBoxLayout()
+        top.addWidget(form_label("Train", JOB_TIP))
+        top.addWidget(self.job, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.pages, 1)
+        self.job.currentIndexChanged.connect(self._on_job_changed)
+        self.own_network.running_changed.connect(self._on_own_network_running_changed)
+        self.own_network.tier_built.connect(self.tier_built)
 
         memory.load(m, n, i, r)
         m.method_changed.connect(self._on_method_changed)
@@ -237,9 +281,23 @@ class TrainingDialog(QDialog):
         gen = self.images.training_run(method, arch, config, self.seed.value(), out, self.name.text(), start,
                                        start_source, device)
         self.settings_panel.setEnabled(False)
+        self.job.setEnabled(False)
         self.run.begin(gen, method, self.images.test_images, arch.num_classes, self.last_estimate)
 
+    def show_own_network(self) -> None:
+        """Show the page of a network of one's own."""
+        self.job.setCurrentIndex(self.job.findData(OWN_NETWORK_JOB))
+
+    def _on_job_changed(self) -> None:
+        self.pages.setCurrentIndex(self.job.currentIndex())
+        if self.job.currentData() == POSTERIOR_JOB:
+            self.estimates.request()
+
+    def _on_own_network_running_changed(self, running: bool) -> None:
+        self.job.setEnabled(not running and not self.running)
+
     def _on_run_finished(self) -> None:
+        self.job.setEnabled(not self.own_network.running)
         self.settings_panel.setEnabled(True)
         self._update_start_enabled()
         if self.last_estimate is None:  # the run interrupted a measurement

@@ -169,15 +169,14 @@ def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[Prog
         raise
 
 
-def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fraction: float = TEST_FRACTION,
-                    seed: int = SPLIT_SEED) -> Generator[ProgressRecord, None, FeatureData]:
-    """The features of every image of ``folder`` through ``network``, computed once (yielding
-    progress) and then read back memory-mapped, as a training and a test split.
+def folder_listing(folder: str | os.PathLike) -> Any:
+    """The images ``folder`` lists (class folders or a CSV manifest), none decoded, checked to be
+    something a network's head can learn.
 
     Raises
     ------
     DatasetNotFoundError, DatasetContentError
-        Not a folder of class folders or a manifest, no images, one class, no readable image.
+        Not a folder of class folders or a manifest, no images, one class.
     """
     path = Path(folder)
     if not path.exists():
@@ -191,6 +190,35 @@ def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fr
     if len(listing.class_names) < 2:
         raise DatasetContentError(f"{path} holds one class ({listing.class_names[0]}); a classifier's head needs "
                                   "images of at least two classes, one sub-folder each")
+    return listing
+
+
+def features_cached(network: SplitNetwork, listing: Any) -> bool:
+    """Whether the features of ``listing`` (:func:`folder_listing`) through ``network`` are in the
+    cache already (a build then reads no image)."""
+    return _complete(features_folder() / cache_key(network, listing_stamp(listing)))
+
+
+def training_images(listing: Any, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED) -> int:
+    """How many of ``listing``'s images the split puts in training (every listed file taken readable)."""
+    if listing.splits is not None:
+        return sum(s != "test" for s in listing.splits)
+    labels = np.asarray(listing.labels, dtype=np.int64)
+    return int((~SplitRule(HASH_RULE, test_fraction, seed).test_mask(image_keys(listing), labels)).sum())
+
+
+def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fraction: float = TEST_FRACTION,
+                    seed: int = SPLIT_SEED) -> Generator[ProgressRecord, None, FeatureData]:
+    """The features of every image of ``folder`` through ``network``, computed once (yielding
+    progress) and then read back memory-mapped, as a training and a test split.
+
+    Raises
+    ------
+    DatasetNotFoundError, DatasetContentError
+        Not a folder of class folders or a manifest, no images, one class, no readable image.
+    """
+    path = Path(folder)
+    listing = folder_listing(path)
     entry = features_folder() / cache_key(network, listing_stamp(listing))
     computed = not _complete(entry)
     if computed:
