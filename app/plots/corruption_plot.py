@@ -12,13 +12,27 @@ import pyqtgraph as pg
 from app.plots.axes import CompactPlot
 from app.plots.style import CLASS_COLOURS, GRID
 
-#: One symbol per column beside its colour, so that lines stay told apart in grey print.
+#: One symbol per column beside its colour, so that lines stay told apart in grey print; and the
+#: same symbol as a character, for the legend the two plots share.
 SYMBOLS = ("o", "s", "t", "d", "+", "x", "star", "p", "h", "t1")
+SYMBOL_GLYPHS = ("●", "■", "▼", "◆", "+", "×", "★", "⬟", "⬢", "▲")
 
 
 def column_colour(index: int) -> tuple[int, int, int]:
     """The colour of the ``index``-th column's line."""
     return tuple(CLASS_COLOURS[index % len(CLASS_COLOURS)])
+
+
+def legend_html(names: Sequence[str]) -> str:
+    """The lines' legend as rich text: each column's symbol in its colour, then its name."""
+    import html
+
+    entries = []
+    for i, name in enumerate(names):
+        r, g, b = column_colour(i)
+        entries.append(f'<span style="color:#{r:02x}{g:02x}{b:02x}">{SYMBOL_GLYPHS[i % len(SYMBOL_GLYPHS)]}'
+                       f"&#8212;</span>&nbsp;{html.escape(name).replace(' ', '&nbsp;')}")
+    return "&nbsp;&nbsp; ".join(entries)  # an entry wraps whole
 
 
 class SeverityPlot(CompactPlot):
@@ -40,17 +54,17 @@ class SeverityPlot(CompactPlot):
         item = self.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.2)
         item.getAxis("left").setTicks([[(0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1")]])
-        self.legend = item.addLegend(offset=(-5, -5), labelTextSize="8pt")
         self.set_bottom_label("severity (0 = the clean images)", "severity")
         self.show_lines((), {})
 
     def show_lines(self, severities: Sequence[float], lines: dict[str, list[float | None]],
-                   what: str = "") -> None:
+                   what: str = "", scale: str = "") -> None:
         """Draw ``lines`` (name → one value per severity) against ``severities``; ``what`` names the
-        number in the tooltips ("accuracy", "AUROC")."""
+        number in the tooltips ("accuracy", "AUROC"), ``scale`` what a severity does."""
         item = self.getPlotItem()
-        self.legend.clear()
         item.clear()
+        if scale:
+            self.set_bottom_label(f"severity ({scale})", "severity")
         self.severities = tuple(float(s) for s in severities)
         self.lines = {name: list(values) for name, values in lines.items()}
         if self.chance is not None:

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.plots.corruption_plot import SeverityPlot
+from app.plots.corruption_plot import SeverityPlot, legend_html
 from app.views.dataset_sets import plain_sentence
 from app.workers import generator_worker
 from core.engine.data.corruptions import CORRUPTIONS, MAX_SEVERITY
@@ -99,6 +99,10 @@ class CorruptionPanel(QWidget):
         self.progress.setVisible(False)
         self.status = QLabel(IDLE_WORDS)
         self.status.setWordWrap(True)
+        self.legend = QLabel()  # the two plots' lines, named once
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.hide()
         self.accuracy_plot = SeverityPlot("Accuracy against severity", ACCURACY_TIP, percent=True)
         self.auroc_plot = SeverityPlot("Telling unfamiliar images apart (AUROC)", AUROC_TIP, percent=False,
                                        chance=0.5)
@@ -120,6 +124,7 @@ class CorruptionPanel(QWidget):
         layout.setContentsMargins(0, 2, 0, 0)
         layout.addLayout(controls)
         layout.addWidget(self.status)
+        layout.addWidget(self.legend)
         layout.addLayout(plots, 1)
         self._on_corruption_current_index_changed(0)
 
@@ -230,7 +235,10 @@ class CorruptionPanel(QWidget):
 
         self.result = result
         corruption = CORRUPTIONS[result.corruption]
-        self.accuracy_plot.show_lines(result.severities, severity_lines(result, "accuracy"), "accuracy")
+        accuracy = severity_lines(result, "accuracy")
+        self.accuracy_plot.show_lines(result.severities, accuracy, "accuracy", corruption.scale)
+        self.legend.setText(legend_html(list(accuracy)))
+        self.legend.show()
         self._draw_auroc()
         words = (f"{corruption.label} ({corruption.scale}) on {result.images:,} "
                  f"{dataset_words(result.dataset)}")
@@ -238,7 +246,6 @@ class CorruptionPanel(QWidget):
             words += f" and {result.ood_images:,} {dataset_words(result.ood_dataset)}, corrupted alike"
         else:
             words += "; choose an unfamiliar set above to see the AUROC too"
-        accuracy = severity_lines(result, "accuracy")
         if len(result.severities) > 1 and accuracy:
             first, last = result.severities[0], result.severities[-1]
             drops = {name: values[0] - values[-1] for name, values in accuracy.items()
@@ -263,5 +270,6 @@ class CorruptionPanel(QWidget):
         result = self.result
         lines = severity_lines(result, f"auroc_{self.score}") if result is not None and result.ood_dataset else {}
         self.auroc_plot.show_lines(result.severities if result is not None else (), lines,
-                                   f"AUROC by {SCORE_WORDS.get(self.score, self.score)}")
+                                   f"AUROC by {SCORE_WORDS.get(self.score, self.score)}",
+                                   CORRUPTIONS[result.corruption].scale if result is not None else "")
         self.auroc_plot.setEnabled(bool(lines))

@@ -139,18 +139,22 @@ def corruption_sweeps(
     severity: float | None = None,
     level: float = 0.9,
     seed: int | None = 0,
+    corruption_seed: int | None = None,
 ) -> Generator[ProgressRecord, None, dict[str, RotationSweep]]:
     """:func:`corruption_sweep` for several posteriors ``(key, posterior, num_samples)``, as
     :func:`core.analysis.metrics.rotation_sweeps`: a progress record after each posterior (a
-    worker stops between them), then the sweeps by key."""
+    worker stops between them), then the sweeps by key. ``corruption_seed`` draws the noise (or
+    the shift's direction; ``seed`` when None), apart from ``seed``, which the posteriors' own
+    draws follow: a new noise draw leaves the models' randomness as it was."""
     corrupted_images(image, name, severity)  # a bad name or a sizeless patch is refused first
+    drawn = (seed or 0) if corruption_seed is None else corruption_seed
     sweeps: dict[str, RotationSweep] = {}
     total = len(posteriors)
     yield ProgressRecord(0, total, {}, phase="sweep")
     for i, (key, posterior, num_samples) in enumerate(posteriors):
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         sweeps[key] = corruption_sweep(posterior, image, name, severity, num_samples, generator, level,
-                                       seed=seed or 0)
+                                       seed=drawn)
         yield ProgressRecord(i + 1, total, {"done": float(i)}, phase="sweep")
     return sweeps
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.main import MainWindow
 from core.engine.resources import resources_dir
+from tests.app.test_dataset_view import open_dataset_tab
 
 MODELS = resources_dir() / "models"
 FILES = [MODELS / "paper_softmax_map.pt", MODELS / "paper_softmax_mc_dropout.pt"]
@@ -15,14 +15,7 @@ FILES = [MODELS / "paper_softmax_map.pt", MODELS / "paper_softmax_mc_dropout.pt"
 
 @pytest.fixture
 def tab(qtbot, monkeypatch, shared_data):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow([str(p) for p in FILES])
-    qtbot.addWidget(win)
-    win.resize(1400, 860)
-    win.show()
-    qtbot.waitExposed(win)
-    win.views.setCurrentWidget(win.dataset_view)
-    view = win.dataset_view
+    view = open_dataset_tab(qtbot, monkeypatch, shared_data, FILES).dataset_view
     view.set_choice("mnist-test", "notmnist", 24, 4)
     return view
 
