@@ -30,9 +30,11 @@ def legend_html(names: Sequence[str]) -> str:
     entries = []
     for i, name in enumerate(names):
         r, g, b = column_colour(i)
-        entries.append(f'<span style="color:#{r:02x}{g:02x}{b:02x}">{SYMBOL_GLYPHS[i % len(SYMBOL_GLYPHS)]}'
-                       f"&#8212;</span>&nbsp;{html.escape(name).replace(' ', '&nbsp;')}")
-    return "&nbsp;&nbsp; ".join(entries)  # an entry wraps whole
+        # an entry never wraps inside (at its spaces or at the hyphen of "Mean-field"): whole entries do
+        entries.append(f'<span style="white-space:nowrap"><span style="color:#{r:02x}{g:02x}{b:02x}">'
+                       f"{SYMBOL_GLYPHS[i % len(SYMBOL_GLYPHS)]}&#8212;</span>&nbsp;"
+                       f"{html.escape(name).replace(' ', '&nbsp;').replace('-', '&#8209;')}</span>")
+    return "&nbsp;&nbsp; ".join(entries)
 
 
 class SeverityPlot(CompactPlot):
