@@ -32,7 +32,7 @@ def legend_html(names: Sequence[str]) -> str:
         r, g, b = column_colour(i)
         # an entry never wraps inside (at its spaces or at the hyphen of "Mean-field"): whole entries do
         entries.append(f'<span style="white-space:nowrap"><span style="color:#{r:02x}{g:02x}{b:02x}">'
-                       f"{SYMBOL_GLYPHS[i % len(SYMBOL_GLYPHS)]}&#8212;</span>&nbsp;"
+                       f"{SYMBOL_GLYPHS[i % len(SYMBOL_GLYPHS)]}</span>&nbsp;"
                        f"{html.escape(name).replace(' ', '&nbsp;').replace('-', '&#8209;')}</span>")
     return "&nbsp;&nbsp; ".join(entries)
 
