@@ -89,7 +89,7 @@ class SeverityPlot(CompactPlot):
         high = float(x.max()) if len(x) else 5.0
         pad = max(0.15, 0.04 * (high - low))
         item.setXRange(low - pad, high + pad, padding=0)
-        item.setYRange(0.0, 1.04, padding=0)
+        item.setYRange(-0.04, 1.06, padding=0)  # room for the 0 and 1 tick labels
         item.getAxis("bottom").setTicks([[(s, f"{s:g}") for s in self.severities]] if self.severities else None)
         self._what = what
 
