@@ -52,7 +52,10 @@ class SeverityPlot(CompactPlot):
         self.lines: dict[str, list[float | None]] = {}
         self.severities: tuple[float, ...] = ()
         self.set_title(title)
+        self.explanation = tooltip
         self.setToolTip(tooltip)
+        # a point near the pointer says its number in words (the plot's own words elsewhere)
+        self.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
         item = self.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.2)
         item.getAxis("left").setTicks([[(0.0, "0"), (0.25, ".25"), (0.5, ".5"), (0.75, ".75"), (1.0, "1")]])
@@ -80,11 +83,6 @@ class SeverityPlot(CompactPlot):
                                    symbolBrush=pg.mkBrush(colour), symbolPen=pg.mkPen(colour), name=name,
                                    connect="finite")
             item.addItem(line)
-            # the points answer a hover with their numbers in words
-            spots = [{"pos": (xi, yi), "data": (name, xi, yi)} for xi, yi in zip(x, y, strict=True) if np.isfinite(yi)]
-            points = pg.ScatterPlotItem(spots=spots, size=11, pen=pg.mkPen(None), brush=pg.mkBrush(0, 0, 0, 0),
-                                        hoverable=True, tip=self._tip)
-            item.addItem(points)
         low = float(x.min()) if len(x) else 0.0
         high = float(x.max()) if len(x) else 5.0
         pad = max(0.15, 0.04 * (high - low))
@@ -92,6 +90,24 @@ class SeverityPlot(CompactPlot):
         item.setYRange(-0.04, 1.06, padding=0)  # room for the 0 and 1 tick labels
         item.getAxis("bottom").setTicks([[(s, f"{s:g}") for s in self.severities]] if self.severities else None)
         self._what = what
+
+    def point_near(self, scene_pos, pixels: float = 8.0) -> tuple[str, float, float] | None:
+        """The (column, severity, value) drawn within ``pixels`` of a scene position, or None."""
+        view = self.getPlotItem().getViewBox()
+        best, best_distance = None, pixels
+        for name, values in self.lines.items():
+            for severity, value in zip(self.severities, values, strict=True):
+                if value is None:
+                    continue
+                at = view.mapViewToScene(pg.Point(severity, value))
+                distance = float(np.hypot(at.x() - scene_pos.x(), at.y() - scene_pos.y()))
+                if distance <= best_distance:
+                    best, best_distance = (name, severity, value), distance
+        return best
+
+    def _on_scene_mouse_moved(self, scene_pos) -> None:
+        point = self.point_near(scene_pos)
+        self.setToolTip(self.explanation if point is None else self._tip(point[1], point[2], point))
 
     def _tip(self, x: float, y: float, data: tuple[str, float, float]) -> str:
         name, severity, value = data

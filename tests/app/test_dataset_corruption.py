@@ -4,6 +4,7 @@ severity 0 the clean evaluation's numbers, and the report's table of them."""
 
 from __future__ import annotations
 
+import pyqtgraph as pg
 import pytest
 
 from core.engine.resources import resources_dir
@@ -55,8 +56,16 @@ def test_two_severities_one_line_per_column_and_severity_0_is_the_clean_evaluati
     view.score.setCurrentIndex(view.score.findData("epistemic"))
     for name in columns:
         assert panel.auroc_plot.lines[name][0] == pytest.approx(ood[name, "epistemic"], abs=1e-12)
-    tip = panel.accuracy_plot._tip(0.0, 0.5, (columns[0], 0.0, 0.5))
-    assert columns[0] in tip and "clean images" in tip and "50.0 %" in tip
+    # the pointer on a point: its tooltip says the column and the number in words
+    plot = panel.accuracy_plot
+    value = plot.lines[columns[1]][1]
+    at = plot.getPlotItem().getViewBox().mapViewToScene(pg.Point(1.0, value))
+    plot._on_scene_mouse_moved(at)
+    name, words = plot.toolTip().split("\n")
+    assert name in columns and words == f"accuracy at severity 1: {100 * value:.1f} %"  # (columns may meet)
+    assert plot.lines[name][1] == value
+    plot._on_scene_mouse_moved(at + pg.Point(200, 200))
+    assert plot.toolTip() == plot.explanation
     # the report has a section with the same numbers
     path = tmp_path / "report.html"
     with qtbot.waitSignal(view.exports.report_running, timeout=120_000, check_params_cb=lambda running: not running):
