@@ -32,6 +32,7 @@ class SweepController(QObject):
         self.views = views
         self.worker = None
         self.swept: np.ndarray | None = None  # the image the sweep shown started from (Rotate tab's sweep_base)
+        self.swept_seed: int | None = None  # its noise draw (None: a sweep with no random part)
         rotate_panel.sweep_requested.connect(self.start)
         workspace.input_changed.connect(self._on_workspace_input_changed)
         rotate_panel.sweep_cancelled.connect(self.cancel)
@@ -47,18 +48,22 @@ class SweepController(QObject):
             return False
         items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
         kind = self.rotate_panel.sweep_kind()
+        seed = None
         if kind == "rotation":
             run, words = rotation_sweeps(items, image, level=self.workspace.level), "from 0° to 180°"
         else:
             severity = self.rotate_panel.sweep_severity()
-            run = corruption_sweeps(items, image, kind, severity, level=self.workspace.level)
+            seed = self.rotate_panel.noise_seed if CORRUPTIONS[kind].random else None
+            run = corruption_sweeps(items, image, kind, severity, level=self.workspace.level, corruption_seed=seed)
             words = ("moving the patch across" if kind == "occlusion" else
                      f"with {CORRUPTIONS[kind].in_sentence} at severities 0–5")
+            if seed is not None:
+                label = f"{label} (draw {seed})"
         worker = generator_worker(run)
         worker.yielded.connect(self._on_worker_yielded)
         swept = np.array(image, dtype=np.float32)  # a copy: the panel's image may change meanwhile
-        worker.returned.connect(lambda sweeps, label=label, swept=swept, kind=kind:
-                                self._on_worker_returned(sweeps, label, swept, kind))
+        worker.returned.connect(lambda sweeps, label=label, swept=swept, kind=kind, seed=seed:
+                                self._on_worker_returned(sweeps, label, swept, kind, seed))
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self.worker = worker
@@ -76,14 +81,15 @@ class SweepController(QObject):
         self.rotate_panel.progress.setMaximum(record.total)
         self.rotate_panel.progress.setValue(record.step)
 
-    def _on_worker_returned(self, sweeps: dict, label: str, image: np.ndarray, kind: str = "rotation") -> None:
+    def _on_worker_returned(self, sweeps: dict, label: str, image: np.ndarray, kind: str = "rotation",
+                            seed: int | None = None) -> None:
         items = []
         for column in self.workspace.columns:
             if column.key in sweeps:
                 column.sweep = sweeps[column.key]
                 items.append((column.key, column.title(self.workspace.num_samples), column.sweep))
         self.sweep_view.show_sweeps(label, items, self.workspace.class_names, kind=kind)
-        self.swept = image
+        self.swept, self.swept_seed = image, seed
         self.views.setCurrentWidget(self.sweep_view)
         self.window.statusBar().showMessage("Sweep done.", 5000)
 
@@ -92,13 +98,16 @@ class SweepController(QObject):
         drawing, an opened file, another test image); a person would read it as this one's."""
         if self.swept is None:
             return
+        redrawn = False
         if self.rotate_panel.isVisible():  # the Rotate tab is the one shown
-            # turning the image (rotation sweep) or corrupting it (corruption sweep) keeps its sweep
+            # turning the image (rotation sweep) or corrupting it (corruption sweep) keeps its sweep;
+            # a new noise draw does not: the sweep shown is of the earlier noise
             current = self.rotate_panel.sweep_base()[0]
+            redrawn = self.swept_seed is not None and self.swept_seed != self.rotate_panel.noise_seed
         else:
             current = self.workspace.image
         same = (isinstance(current, np.ndarray) and current.shape == self.swept.shape
-                and np.array_equal(current, self.swept))
+                and np.array_equal(current, self.swept) and not redrawn)
         self.sweep_view.set_stale(not same)
 
     def _on_worker_errored(self, exc: Exception) -> None:

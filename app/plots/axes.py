@@ -71,6 +71,17 @@ def fit_class_labels(names: Sequence[str], font: QFont, across: bool, spacing: f
     return None if single and choice == ladder[0] else choice
 
 
+def sparsest(choices: Sequence[LabelChoice | None], across: bool) -> LabelChoice | None:
+    """The choice that labels fewest classes among ``choices`` (None: the names as they are, the
+    ladder's first rung): what a row of columns agrees on, so that every column of the row labels
+    the same ticks."""
+    ladder = ACROSS_LADDER if across else DOWN_LADDER
+    ranks = [0 if c is None else ladder.index(c) if c in ladder else 0 for c in choices]
+    if not ranks or max(ranks) == 0:
+        return None if all(c is None for c in choices) else ladder[0]
+    return ladder[max(ranks)]
+
+
 def class_labels(names: Sequence[str], choice: LabelChoice | None) -> list[str]:
     """The label of each class under ``choice`` ("" where a class goes unlabelled)."""
     if choice is None:

@@ -31,7 +31,14 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QSizePolicy, QWidget
 
-from app.plots.axes import LabelChoice, class_labels, fit_class_labels, shortened_note, small_font
+from app.plots.axes import (
+    LabelChoice,
+    class_labels,
+    fit_class_labels,
+    shortened_note,
+    small_font,
+    sparsest,
+)
 from app.plots.style import (
     BACKGROUND,
     FOREGROUND,
@@ -126,6 +133,12 @@ class Axis:
     width: float | None = None  # a fixed width (left axes), else what the labels need
     choice: LabelChoice | None = None
     drawn: list[tuple[QRectF, str]] = field(default_factory=list)
+    #: This plot's own fit (``choice`` is the sparser of it and ``row``).
+    own: LabelChoice | None = None
+    #: What the row of columns agreed on (the sparsest of their own fits), or None while none is
+    #: imposed: each column alone thinned its labels by its own room and history (0 2 4 6 8 in
+    #: one column, 0–9 beside it).
+    row: LabelChoice | None = None
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -144,7 +157,9 @@ class Axis:
 
     def fit(self, base: QFont, length: float, span: float) -> None:
         if self.classes and length > 0 and span > 0:
-            self.choice = fit_class_labels(self.classes, base, self.orientation == "bottom", length / span, self.choice)
+            across = self.orientation == "bottom"
+            self.own = fit_class_labels(self.classes, base, across, length / span, self.own)
+            self.choice = self.own if self.row is None else sparsest([self.own, self.row], across)
 
     def extent(self, base: QFont) -> float:
         """Room the axis takes beside the data: its width (left) or height (bottom)."""
@@ -168,6 +183,9 @@ class InputPlot(QWidget):
     export_requested = Signal(str)
     #: The title was clicked: open the Help paragraph on this view (its anchor, the view key).
     help_requested = Signal(str)
+    #: A resize changed how this plot alone would label its classes (:meth:`own_choices`): the
+    #: row of columns agrees on one choice again (:meth:`set_row_choices`).
+    labels_fitted = Signal()
     view_key: ClassVar[str]
     tooltip: ClassVar[str]
     x_range: tuple[float, float] = (0.0, 1.0)
@@ -192,15 +210,40 @@ class InputPlot(QWidget):
         self._title_text: tuple[tuple, QStaticText] | None = None  # laid out once per wording and width
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)  # paints every pixel itself
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.setMinimumHeight(70)
+        self.setMinimumHeight(64)
         self.setToolTip(self.tooltip)
         self.setMouseTracking(True)  # the hand over the title, which opens its help
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        # small: a column adds its plots' preferred heights and must fit a 680-pixel window
-        return QSize(240, self.minimumHeight() + 10)
+        # no more than its minimum: the columns' scroll area makes a column as tall as its plots'
+        # preferred heights add up to (height for width), and a column must fit the first
+        # launch's 860-pixel window without scrolling (ten pixels more a plot cut its last plot)
+        return QSize(240, self.minimumHeight())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        before = self.own_choices()
+        self.data_rect()  # fits the labels to the new room
+        if self.class_axes() and self.own_choices() != before:
+            self.labels_fitted.emit()
+
+    def own_choices(self) -> dict[str, LabelChoice | None]:
+        """How this plot alone would label each class axis at its size, by orientation."""
+        return {axis.orientation: axis.own for axis in self.class_axes()}
+
+    def set_row_choices(self, choices: dict[str, LabelChoice | None]) -> None:
+        """Label each class axis at least as sparsely as ``choices`` (by orientation: what the row
+        of columns agreed on); repainted when that changes what is drawn."""
+        changed = False
+        for axis in self.class_axes():
+            row = choices.get(axis.orientation)
+            if row != axis.row:
+                axis.row, changed = row, True
+        if changed:
+            self._layout_key = None  # lay the axes out again under the row's choice
+            self.update()
 
     def _on_context_menu_requested(self, pos: QPoint) -> None:
         menu = QMenu(self)

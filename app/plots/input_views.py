@@ -75,7 +75,7 @@ class DrawsPlot(InputPlot):
         self.y_range = (-0.5, k - 0.5)
         self.left = Axis("left", classes=self.class_names)
         self.bottom = Axis("bottom", ticks=PROBABILITY_TICKS, label="probability")
-        self.setMinimumHeight(130)
+        self.setMinimumHeight(112)  # ten rows of labels at 8 px; the column fits an 860 px window
         self._table = lookup_table(sequential_lut())
         self.clear_view()
 
@@ -256,7 +256,7 @@ class EntropyPlot(InputPlot):
         # every column keeps the room of the longest list (D-SGHMC's four rows): a column whose
         # panel grew would push its plots below their neighbours'
         rows = max(len(self.NAMES), len(self.MASK_NAMES))
-        self.setMinimumHeight(math.ceil((rows + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 56)
+        self.setMinimumHeight(math.ceil((rows + 0.2) * QFontMetricsF(self.font()).lineSpacing()) + 48)
         self.update()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -382,7 +382,7 @@ class CorrelationPlot(InputPlot):
         self.y_range = (-0.5, k - 0.5)
         self.left = Axis("left", classes=self.class_names)
         self.bottom = Axis("bottom", classes=self.class_names)
-        self.setMinimumHeight(110)
+        self.setMinimumHeight(104)
         self._table = lookup_table(diverging_lut())
         self._veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
         self.clear_view()

@@ -243,6 +243,8 @@ class ColumnView(QFrame):
     export_requested = Signal(str, str)
     #: A term was clicked: the Help paragraph of this anchor (app.help) should open.
     help_requested = Signal(str)
+    #: A plot's own label choice changed with its size: the row agrees on one again.
+    labels_fitted = Signal()
 
     MIN_WIDTH = 200
 
@@ -323,6 +325,7 @@ class ColumnView(QFrame):
             plot = cls(class_names)
             plot.export_requested.connect(lambda view: self.export_requested.emit(self.key, view))
             plot.help_requested.connect(self.help_requested)
+            plot.labels_fitted.connect(self.labels_fitted)
             self.plots[cls.view_key] = plot
             layout.addWidget(plot, stretch[cls.view_key])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -88,6 +89,7 @@ class ColumnsPanel(QScrollArea):
                 view.diagnostics_requested.connect(self.diagnostics_requested)
                 view.help_requested.connect(self.help_requested)
                 view.title_resized.connect(self.align_titles)
+                view.labels_fitted.connect(self._align_labels_soon)
                 self.views[column.key] = view
             self.row.removeWidget(view)
             self.row.insertWidget(i, view, 1)
@@ -101,6 +103,7 @@ class ColumnsPanel(QScrollArea):
             view.reserve_warning_room(reserve)
             view.reserve_reference_room(marked)
         self.align_titles()
+        self.align_labels()
         self.empty_note.setVisible(not keys)
 
     def show_headers(self, workspace: Workspace) -> None:
@@ -127,6 +130,29 @@ class ColumnsPanel(QScrollArea):
         """Empty every column, saying ``message`` (what to do to give them an input)."""
         for view in self.views.values():
             view.clear_column(message)
+
+    def _align_labels_soon(self) -> None:
+        """Once the resizes of this turn of the event loop are done: every column's plots resize
+        together, and the row agrees on their labels once."""
+        if not getattr(self, "_labels_pending", False):
+            self._labels_pending = True
+            QTimer.singleShot(0, self.align_labels)
+
+    def align_labels(self) -> None:
+        """Every column labels the same classes on each plot's class axes: the sparsest of their
+        own choices (a row read across must not say 0 2 4 6 8 in one column and 0–9 in the next)."""
+        from app.plots.axes import sparsest
+
+        self._labels_pending = False
+        views = [view for view in self.views.values() if shiboken6.isValid(view)]
+        if not views:
+            return
+        for key in views[0].plots:
+            plots = [view.plots[key] for view in views]
+            owns = [plot.own_choices() for plot in plots]
+            agreed = {side: sparsest([own.get(side) for own in owns], side == "bottom") for side in owns[0]}
+            for plot in plots:
+                plot.set_row_choices(agreed)
 
     def align_titles(self) -> None:
         """Every column's title gets the room of the tallest: a title that wraps to three lines

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from app import settings as app_settings
 from app.views.dataset_column import DatasetColumn, reference_notes
+from app.views.dataset_corruption import CorruptionPanel
 from app.views.dataset_export import DatasetExports
 from app.views.dataset_sets import (
     CHOOSE_DATA_FOLDER,
@@ -158,7 +159,16 @@ class DatasetView(QWidget):
         self.progress.setMinimumWidth(self.progress.fontMetrics().horizontalAdvance("100,000 / 100,000 images") + 24)
         self.status = QLabel(IDLE_TEXT)
         self.status.setWordWrap(True)
-        self.exports = DatasetExports(self, lambda: self.results, self.status)
+        self.corruption = CorruptionPanel()
+        self.corruption.hide()
+        self.corruption.evaluate_button.clicked.connect(lambda: self.evaluate_corrupted())
+        self.corruption_button = QPushButton("Corrupted images…")
+        self.corruption_button.setCheckable(True)
+        self.corruption_button.setToolTip("Show or hide the evaluation on corrupted images: accuracy and "
+                                          "telling unfamiliar images apart as noise, blur, low contrast, a "
+                                          "covering patch or a shift grows")
+        self.corruption_button.toggled.connect(self.show_corruption)
+        self.exports = DatasetExports(self, lambda: self.results, self.status, lambda: self.corruption.result)
         self.report_button.clicked.connect(self.exports.export_report_dialog)
         self.exports.report_running.connect(self._on_exports_report_running)
 
@@ -175,6 +185,7 @@ class DatasetView(QWidget):
         histogram_label.setToolTip(self.score.toolTip())
         second.addWidget(histogram_label)
         second.addWidget(self.score, 1)
+        second.addWidget(self.corruption_button)
         second.addWidget(self.report_button)
 
         self.columns_row = QHBoxLayout()
@@ -194,9 +205,11 @@ class DatasetView(QWidget):
         self.thumbnails.thumbnails_shown.connect(self.thumbnails_shown)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.scroll)
+        self.splitter.addWidget(self.corruption)
         self.splitter.addWidget(self.thumbnails)
         self.splitter.setStretchFactor(0, 3)
-        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(2, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(self.sets.row)
@@ -524,6 +537,47 @@ class DatasetView(QWidget):
     def _on_score_current_index_changed(self, _index: int) -> None:
         for widget in self.column_widgets.values():
             widget.set_score(self.score.currentData())
+        self.corruption.set_score(self.score.currentData())
+
+    # ------------------------------------------------------------ corruption
+    def show_corruption(self, shown: bool = True) -> None:
+        """Show (or hide) the corrupted-images part below the columns."""
+        if self.corruption_button.isChecked() != shown:
+            self.corruption_button.setChecked(shown)  # comes back here through toggled
+            return
+        self.corruption.setVisible(shown)
+        if shown:
+            sizes = self.splitter.sizes()
+            total = sum(sizes)
+            rest = sizes[2]
+            self.splitter.setSizes([max((total - rest) // 2, 100), max((total - rest) // 2, 240), rest])
+
+    def evaluate_corrupted(self) -> bool:
+        """Evaluate every column on the chosen sets corrupted as the corruption part says (False
+        when nothing started; its status line says why)."""
+        from core.analysis.corruption import run_corruption_evaluation
+
+        self.show_corruption(True)
+
+        def make(name: str, severities: tuple[float, ...]):
+            columns = self.columns()
+            if self.task == "faces":
+                raise ValueError("face heads read descriptors of the faces, not their pixels: a corruption of "
+                                 "the images cannot reach them. Choose the digits or your own images.")
+            if not columns:
+                raise ValueError("add a posterior first (“Add posterior” above the columns)")
+            dataset, _ood, limit, samples = self.request()
+            if self.task == "images" and dataset in (IMAGES_FOLDER, None, ""):
+                raise ValueError(CHOOSE_IMAGES)
+            samples_shown = self.samples.value()
+            items = [EvaluationItem(c.title(samples_shown), c.posterior, c.key) for c in columns]
+            arch = items[0].posterior.arch
+            oods = self.sets.ood_specs()  # the one on the left: the histograms' set
+            return run_corruption_evaluation(items, dataset, oods[0] if oods else None, app_settings.data_folder(),
+                                             limit, name, severities, num_samples=samples,
+                                             image_size=arch.image_size, channels=arch.channels)
+
+        return self.corruption.start(make)
 
     def _show_kept(self, task: str) -> None:
         """After a mode change: the new task's own latest results, or none (never the other's)."""

@@ -17,6 +17,7 @@ from app.workers import function_worker, generator_worker
 from core.analysis.dataset import DATASET_VIEWS, TABLE_VIEWS
 
 if TYPE_CHECKING:
+    from core.analysis.corruption import CorruptionEvaluation
     from core.analysis.dataset import DatasetViews
 
 
@@ -29,11 +30,14 @@ class DatasetExports(QObject):
 
     report_running = Signal(bool)
 
-    def __init__(self, parent: QWidget, results: Callable[[], DatasetViews | None], status: QLabel) -> None:
-        """``results()``: the evaluation shown now (None when none)."""
+    def __init__(self, parent: QWidget, results: Callable[[], DatasetViews | None], status: QLabel,
+                 corruption: Callable[[], CorruptionEvaluation | None] = lambda: None) -> None:
+        """``results()``: the evaluation shown now (None when none); ``corruption()``: the corrupted
+        images' evaluation shown now, which the report includes (None when none)."""
         super().__init__(parent)
         self.parent_widget = parent
         self.results = results
+        self.corruption = corruption
         self.status = status
         self.worker = None
         self._report: Path | None = None  # the report being written, until it ends
@@ -85,7 +89,7 @@ class DatasetExports(QObject):
         views = self.results()
         if views is None or self.worker is not None:
             return False
-        worker = generator_worker(html_report_progress(views.evaluation, path, views.tables))
+        worker = generator_worker(html_report_progress(views.evaluation, path, views.tables, self.corruption()))
         worker.yielded.connect(self._on_report_yielded)
         worker.returned.connect(lambda written: self.status.setText(f"Wrote the report “{Path(written).name}”."))
         worker.errored.connect(lambda exc: QMessageBox.warning(self.parent_widget, "Could not export", plain_sentence(exc)))

@@ -174,6 +174,14 @@ class RotatePanel(ModePanel):
         self.severity.setTickPosition(QSlider.TickPosition.TicksBelow)
         self.severity_label = QLabel("0")
         self.severity_label.setMinimumWidth(36)
+        #: The seed of the random part (the noise, the shift's direction) of the image shown and swept:
+        #: one fixed draw that the slider only scales, until "New draw" takes the next seed.
+        self.noise_seed = 0
+        self.new_draw = QToolButton(text="New draw")
+        self.new_draw.clicked.connect(self._on_new_draw_clicked)
+        self.seed_label = QLabel()
+        self.seed_label.setToolTip("Which random draw the image shows and a sweep uses: the same seed gives the "
+                                   "same noise (or direction) every time")
         self.sweep = QPushButton(sweep_button_words("rotation"))
         self.sweep.setToolTip(self.ROTATION_TIP)
         self.cancel = QPushButton("Cancel")
@@ -223,6 +231,8 @@ class RotatePanel(ModePanel):
         severity.addWidget(severity_name)
         severity.addWidget(self.severity, 1)
         severity.addWidget(self.severity_label)
+        severity.addWidget(self.new_draw)
+        severity.addWidget(self.seed_label)
         sweep = QHBoxLayout()
         sweep.addWidget(self.sweep, 1)
         sweep.addWidget(self.cancel)
@@ -318,10 +328,12 @@ class RotatePanel(ModePanel):
         label = f"{label} rotated {degrees}°"
         kind, severity = self.sweep_kind(), self.sweep_severity()
         if severity > 0:
-            # one fixed draw (seed 0), so the slider only scales it; the patch in the middle
+            # one fixed draw (noise_seed), so the slider only scales it; the patch in the middle
             options = {"position": (0.5, 0.5)} if kind == "occlusion" else {}
-            shown = corrupt(shown, kind, severity, 0, **options)
+            shown = corrupt(shown, kind, severity, self.noise_seed, **options)
             label += f", {CORRUPTIONS[kind].in_sentence} at severity {severity:g}"
+            if CORRUPTIONS[kind].random:
+                label += f" (draw {self.noise_seed})"
         self._show_thumbnail(shown)
         return shown, label
 
@@ -372,13 +384,30 @@ class RotatePanel(ModePanel):
         if kind != "rotation":
             self.severity.setToolTip(f"How strong the {CORRUPTIONS[kind].in_sentence} of the image shown is, "
                                      f"0 (none) to 5: {CORRUPTIONS[kind].scale} (Left/Right keys step one level)")
+        random = kind != "rotation" and CORRUPTIONS[kind].random
+        self.new_draw.setVisible(random)
+        self.seed_label.setVisible(random)
+        if random:
+            what = "noise" if kind == "noise" else "direction of the shift"
+            self.new_draw.setToolTip(f"The {what} is random: draw it anew (the next seed). The image shown and "
+                                     "the next sweep use the new draw; severity 0 stays the clean image.")
         self._on_changed()
 
     def _on_changed(self) -> None:
         self.angle_label.setText(f"{self.angle.value()}°")
         self.severity_label.setText(str(self.severity.value()))
+        self.seed_label.setText(f"seed {self.noise_seed}")
         self.current_input()  # the panel's own thumbnail and message follow at once; the window reads on its tick
         self.input_changed.emit()
+
+    def new_noise_draw(self, seed: int | None = None) -> int:
+        """Draw the random part anew: ``seed``, or the next one; returns it."""
+        self.noise_seed = self.noise_seed + 1 if seed is None else int(seed)
+        self._on_changed()
+        return self.noise_seed
+
+    def _on_new_draw_clicked(self) -> None:
+        self.new_noise_draw()
 
     def _on_random_clicked(self) -> None:
         self.index.setValue(int(np.random.default_rng().integers(0, self.index.maximum() + 1)))

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.analysis.evaluation import evaluate
+from core.analysis.dataset import open_sets, unique_names
+from core.analysis.evaluation import ImageRate, evaluate
 from core.analysis.metrics import (
     RotationSweep,
     batch_sweep,
@@ -30,6 +31,7 @@ from core.analysis.metrics import (
 )
 from core.analysis.metrics import accuracy as accuracy_of
 from core.engine.data.corruptions import MAX_SEVERITY, corrupt, corruption_named, image_seed
+from core.engine.faces.testset import is_face_set
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 
 #: The severities a per-input sweep visits: 0 to 5 in half levels.
@@ -37,6 +39,21 @@ SWEEP_SEVERITIES = np.arange(0.0, MAX_SEVERITY + 0.25, 0.5)
 
 #: The data-set evaluation's default severities (MNIST-C's and CIFAR-C's levels, and the clean set).
 DATASET_SEVERITIES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
+
+#: The OOD scores whose AUROC the printed table, the figure, the report and the Dataset tab show
+#: against severity (the CSV holds every score's), with their words.
+SHOWN_SCORES = (("total", "total entropy"), ("epistemic", "epistemic (mutual information)"))
+
+
+def severity_steps(severity: float, sweep: bool) -> tuple[float, ...]:
+    """The severities of a data-set evaluation: ``severity`` alone, or with ``sweep`` every whole
+    level from 0 (the clean images) up to it, ``severity`` last (``2.5`` → 0, 1, 2, 2.5)."""
+    if not (0.0 <= severity <= MAX_SEVERITY):
+        raise ValueError(f"a severity must lie between 0 and {MAX_SEVERITY:g}, got {severity:g}")
+    if not sweep:
+        return (float(severity),)
+    steps = [float(s) for s in range(int(np.floor(severity)) + 1)]
+    return tuple(steps if steps[-1] == severity else [*steps, float(severity)])
 
 
 def _as_planes(image: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -122,18 +139,22 @@ def corruption_sweeps(
     severity: float | None = None,
     level: float = 0.9,
     seed: int | None = 0,
+    corruption_seed: int | None = None,
 ) -> Generator[ProgressRecord, None, dict[str, RotationSweep]]:
     """:func:`corruption_sweep` for several posteriors ``(key, posterior, num_samples)``, as
     :func:`core.analysis.metrics.rotation_sweeps`: a progress record after each posterior (a
-    worker stops between them), then the sweeps by key."""
+    worker stops between them), then the sweeps by key. ``corruption_seed`` draws the noise (or
+    the shift's direction; ``seed`` when None), apart from ``seed``, which the posteriors' own
+    draws follow: a new noise draw leaves the models' randomness as it was."""
     corrupted_images(image, name, severity)  # a bad name or a sizeless patch is refused first
+    drawn = (seed or 0) if corruption_seed is None else corruption_seed
     sweeps: dict[str, RotationSweep] = {}
     total = len(posteriors)
     yield ProgressRecord(0, total, {}, phase="sweep")
     for i, (key, posterior, num_samples) in enumerate(posteriors):
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         sweeps[key] = corruption_sweep(posterior, image, name, severity, num_samples, generator, level,
-                                       seed=seed or 0)
+                                       seed=drawn)
         yield ProgressRecord(i + 1, total, {"done": float(i)}, phase="sweep")
     return sweeps
 
@@ -217,6 +238,11 @@ def corruption_evaluation(
             raise ValueError(f"a severity must lie between 0 and {MAX_SEVERITY:g}, got {s:g}")
     out = CorruptionEvaluation(name, severities, data.name, ood.name if ood is not None else None,
                                images=len(data), ood_images=len(ood) if ood is not None else 0)
+    per_severity = (len(data) + (len(ood) if ood is not None else 0)) * len(posteriors)
+    total = per_severity * len(severities)
+    # one rate over the whole run (each severity's evaluate measures only its own part): the
+    # images a second and the time left that the Dataset tab and the command line show
+    rate = ImageRate(total)
     for i, severity in enumerate(severities):
         sets = corrupt_dataset(data, name, severity, seed, 0)
         bad = corrupt_dataset(ood, name, severity, seed, 1) if ood is not None else None
@@ -224,14 +250,68 @@ def corruption_evaluation(
         try:
             while True:
                 record = next(run)
-                yield ProgressRecord(i * record.total + record.step, len(severities) * record.total,
-                                     record.values, f"{name} {severity:g} · {record.phase}")
+                done = i * per_severity + int(record.values.get("images", 0))
+                values = {**record.values, "images_done": float(done), "images_total": float(total),
+                          "severity": severity, "severity_index": float(i), **rate.update(done)}
+                yield ProgressRecord(done, total, values, f"{name} {severity:g} · {record.phase}")
         except StopIteration as stop:
             ev = stop.value
+        finally:
+            run.close()
         for key, result in ev.results.items():
             out.rows.append({"corruption": name, "severity": severity,
                              **summary_row(key, result.data, result.ood)})
     return out
+
+
+def severity_lines(result: CorruptionEvaluation, key: str) -> dict[str, list[float | None]]:
+    """One number (``"accuracy"``, ``"auroc_total"``, ...) against severity per posterior, in the
+    order evaluated, one value per :attr:`CorruptionEvaluation.severities` (None where missing or
+    undefined): what the figure, the printed table, the report and the Dataset tab's plot draw."""
+    import math
+
+    by = {(row["posterior"], row["severity"]): row for row in result.rows}
+    names = list(dict.fromkeys(row["posterior"] for row in result.rows))
+    lines: dict[str, list[float | None]] = {}
+    for name in names:
+        values = [by.get((name, s), {}).get(key) for s in result.severities]
+        lines[name] = [float(v) if v is not None and math.isfinite(float(v)) else None for v in values]
+    return lines
+
+
+def run_corruption_evaluation(
+    items: Sequence[Any],
+    dataset: str,
+    ood: str | None,
+    data_dir: Any,
+    limit: int | None,
+    name: str,
+    severities: Sequence[float],
+    *,
+    num_samples: int | None = None,
+    seed: int = 0,
+    image_size: int | None = None,
+    channels: int | None = None,
+) -> Generator[ProgressRecord, None, CorruptionEvaluation]:
+    """Load the sets as the Dataset tab's clean evaluation does
+    (:func:`core.analysis.dataset.open_sets`), then :func:`corruption_evaluation` of the items
+    (:class:`core.analysis.dataset.EvaluationItem`, named as that tab names its columns); the
+    Dataset tab's worker runs this. The first record (``phase`` "loading", total 0) comes before
+    the files are read. With the same sets, draws and ``seed``, severity 0 gives the clean
+    evaluation's numbers."""
+    corruption_named(name)
+    if is_face_set(dataset):
+        raise ValueError("face heads read descriptors of the faces, not their pixels: a corruption of the "
+                         "images cannot reach them")
+    yield ProgressRecord(0, 0, {}, "loading")
+    trained_on = {item.name: item.posterior.info.get("training_data") for item in items}
+    sets = yield from open_sets(dataset, ood, data_dir, limit, image_size=image_size, channels=channels,
+                                trained_on=trained_on)
+    data, other, _ = sets
+    names = unique_names([item.name for item in items])
+    posteriors = {n: item.posterior for n, item in zip(names, items, strict=True)}
+    return (yield from corruption_evaluation(posteriors, data, other, name, severities,
+                                             num_samples=num_samples, seed=seed))
 
 
 def corruption_table(result: CorruptionEvaluation) -> list[dict[str, Any]]:

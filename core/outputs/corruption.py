@@ -13,10 +13,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from core.analysis.corruption import CorruptionEvaluation, corruption_table
+from core.analysis.corruption import (
+    SHOWN_SCORES,
+    CorruptionEvaluation,
+    corruption_table,
+    severity_lines,
+)
 from core.analysis.metrics import RotationSweep
 from core.engine.data.corruptions import CORRUPTIONS
 from core.engine.files import NotSavedError, atomic_write, replacing_folder, strict_json
@@ -24,14 +30,12 @@ from core.outputs.export import save_figure_atomic, slug, write_table
 from core.outputs.input_figures import sweep_figure, sweep_table
 from core.outputs.report import REPORT_FORMAT, check_report_folder, is_report_folder
 
-#: The OOD scores the printed table and the figure show (the CSV holds every score's AUROC).
-SHOWN_SCORES = (("total", "total entropy"), ("epistemic", "epistemic (mutual information)"))
+__all__ = ["SHOWN_SCORES", "corruption_figure", "corruption_lines", "write_corruption"]
 
 
 def corruption_figure(result: CorruptionEvaluation) -> Figure:
     """Accuracy, and OOD AUROC by total and epistemic uncertainty, against severity per posterior."""
     corruption = CORRUPTIONS[result.corruption]
-    names = list(dict.fromkeys(row["posterior"] for row in result.rows))
     panels = [("accuracy", "accuracy")]
     if result.ood_dataset:
         panels += [(f"auroc_{score}", f"OOD AUROC ({words})") for score, words in SHOWN_SCORES]
@@ -39,9 +43,8 @@ def corruption_figure(result: CorruptionEvaluation) -> Figure:
     FigureCanvasAgg(fig)
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        for name in names:
-            rows = [row for row in result.rows if row["posterior"] == name]
-            ax.plot([row["severity"] for row in rows], [row.get(key) for row in rows], marker="o", label=name)
+        for name, values in severity_lines(result, key).items():
+            ax.plot(result.severities, [np.nan if v is None else v for v in values], marker="o", label=name)
         ax.set_xlabel(f"severity ({corruption.scale})", fontsize=8)
         ax.set_ylabel(label, fontsize=9)
         ax.set_ylim(0, 1.02)
@@ -60,22 +63,21 @@ def corruption_figure(result: CorruptionEvaluation) -> Figure:
 
 def corruption_lines(result: CorruptionEvaluation) -> list[str]:
     """The printed summary: accuracy (%) and OOD AUROC against severity, one line per posterior."""
-    names = list(dict.fromkeys(row["posterior"] for row in result.rows))
+    accuracy = severity_lines(result, "accuracy")
+    names = list(accuracy)
     width = max(len("posterior"), *(len(n) for n in names))
-    by = {(row["posterior"], row["severity"]): row for row in result.rows}
     head = f"{'severity':{width}s} " + " ".join(f"{s:>7g}" for s in result.severities)
     corruption = CORRUPTIONS[result.corruption]
     lines = [f"{corruption.label} ({corruption.scale}) on {result.dataset}, {result.images:,} images"
              + (f"; OOD {result.ood_dataset}, {result.ood_images:,} images, corrupted alike" if result.ood_dataset
                 else ""),
              "accuracy %", head]
-    lines += [f"{n:{width}s} " + " ".join(f"{100 * by[n, s]['accuracy']:7.2f}" for s in result.severities)
-              for n in names]
+    lines += [f"{n:{width}s} " + " ".join("    n/a" if v is None else f"{100 * v:7.2f}" for v in values)
+              for n, values in accuracy.items()]
     if result.ood_dataset:
         for score, words in SHOWN_SCORES:
             lines += [f"OOD AUROC by {words}", head]
-            for n in names:
-                values = [by[n, s].get(f"auroc_{score}") for s in result.severities]
+            for n, values in severity_lines(result, f"auroc_{score}").items():
                 lines.append(f"{n:{width}s} " + " ".join("    n/a" if v is None else f"{v:7.4f}" for v in values))
     return lines
 

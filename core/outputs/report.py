@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.analysis.comparison import provenance
+from core.analysis.corruption import SHOWN_SCORES, CorruptionEvaluation, severity_lines
 from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, TABLE_VIEWS, DatasetViews
 from core.analysis.evaluation import (
     Evaluation,
@@ -317,14 +318,17 @@ def report_provenance(ev: Evaluation) -> dict[str, Any]:
     }
 
 
-def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None) -> str:
-    """The self-contained HTML report of an evaluation: figures as inline SVG, tables, provenance."""
+def report_html(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None,
+                corruption: CorruptionEvaluation | None = None) -> str:
+    """The self-contained HTML report of an evaluation: figures as inline SVG, tables, provenance;
+    with ``corruption``, a section on the same images corrupted at several severities."""
     from core.engine.runner import drain
 
-    return drain(report_html_progress(ev, tables))
+    return drain(report_html_progress(ev, tables, corruption))
 
 
-def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None
+def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]] | None = None,
+                         corruption: CorruptionEvaluation | None = None,
                          ) -> Generator[ProgressRecord, None, str]:
     """:func:`report_html`, yielding a record after each figure (``step`` of ``total``)."""
     tables = tables if tables is not None else evaluation_tables(ev)
@@ -374,6 +378,7 @@ def report_html_progress(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]
               *(("n/a: the same for every image",) * 3 if row["auroc"] is None
                 else (row["auroc"], row["aupr_out"], row["aupr_in"]))] for row in tables["ood_detection"]]))
     parts.extend(_ood_sets_part(ev, tables))
+    parts.extend(corruption_part(corruption))
     parts.append("<h2>Figures</h2>")
     makers = figure_makers(ev)
     yield ProgressRecord(0, len(makers), phase="figures")
@@ -443,6 +448,34 @@ def _ood_sets_part(ev: Evaluation, tables: dict[str, list[dict[str, Any]]]) -> l
     return parts
 
 
+def corruption_part(result: CorruptionEvaluation | None) -> list[str]:
+    """Accuracy and OOD AUROC against severity, one row per posterior and one column per severity
+    (the numbers the Dataset tab plots and ``evaluate --corruption`` prints); nothing without one."""
+    if result is None or not result.rows:
+        return []
+    from core.engine.data.corruptions import CORRUPTIONS
+
+    corruption = CORRUPTIONS[result.corruption]
+    head = ["posterior", *(f"severity {s:g}" for s in result.severities)]
+    what = f"{result.images:,} {dataset_words(result.dataset)}"
+    if result.ood_dataset:
+        what += f" and {result.ood_images:,} {dataset_words(result.ood_dataset)}, corrupted alike"
+    parts = [f"<h2>When the images get worse: {html.escape(corruption.label.lower())}</h2>",
+             f"<p>{html.escape(what)}; {html.escape(corruption.in_sentence)} at each severity "
+             f"({html.escape(corruption.scale)}; 0 is the clean images). Each image is corrupted with a seed of "
+             "its own, the same for every posterior.</p>",
+             "<h3>Accuracy %</h3>",
+             _table(head, [[name, *(None if v is None else 100 * v for v in values)]
+                           for name, values in severity_lines(result, "accuracy").items()])]
+    if result.ood_dataset:
+        for score, words in SHOWN_SCORES:
+            parts.append(f"<h3>OOD AUROC by {html.escape(words)}</h3>")
+            parts.append(_table(head, [[name, *values]
+                                       for name, values in severity_lines(result, f"auroc_{score}").items()]))
+        parts.append(f"<p>{html.escape(AUROC_WORDS)}</p>")
+    return parts
+
+
 def _interval_mass_part(ev: Evaluation) -> list[str]:
     """The share of exact inference's belief each posterior's interval holds, as its file records it
     (``info["interval_mass"]``, :mod:`core.analysis.interval_mass`); nothing when none records it."""
@@ -460,21 +493,23 @@ def _interval_mass_part(ev: Evaluation) -> list[str]:
 
 
 def write_html_report(ev: Evaluation, path: str | os.PathLike,
-                      tables: dict[str, list[dict[str, Any]]] | None = None) -> Path:
+                      tables: dict[str, list[dict[str, Any]]] | None = None,
+                      corruption: CorruptionEvaluation | None = None) -> Path:
     """Write :func:`report_html` to ``path`` atomically (a failure leaves no partial file)."""
     from core.engine.runner import drain
 
-    return drain(html_report_progress(ev, path, tables))
+    return drain(html_report_progress(ev, path, tables, corruption))
 
 
 def html_report_progress(ev: Evaluation, path: str | os.PathLike,
-                         tables: dict[str, list[dict[str, Any]]] | None = None
+                         tables: dict[str, list[dict[str, Any]]] | None = None,
+                         corruption: CorruptionEvaluation | None = None,
                          ) -> Generator[ProgressRecord, None, Path]:
     """:func:`write_html_report`, yielding a record after each figure; closing it (Cancel) stops
     between figures, before anything is written."""
     path = Path(path)
     check_output_file(path, "the report")
-    page = (yield from report_html_progress(ev, tables)).encode("utf-8")
+    page = (yield from report_html_progress(ev, tables, corruption)).encode("utf-8")
     return atomic_write(path, lambda fh: fh.write(page), "the report")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QTabWidget
 
 from core.engine.data.corruptions import corrupt
 from core.engine.data.preprocess import rotate_image
@@ -69,6 +68,28 @@ class TestSweepChoice:
         assert panel.kind.focusPolicy() & Qt.FocusPolicy.TabFocus
         assert panel.severity.focusPolicy() & Qt.FocusPolicy.TabFocus
 
+    def test_a_new_noise_draw_changes_the_image_shows_its_seed_and_leaves_severity_0_clean(self, qtbot):
+        panel = panel_with_drawing(qtbot)
+        panel.show()
+        panel.kind.setCurrentIndex(panel.kind.findData("noise"))
+        panel.severity.setValue(3)
+        assert panel.new_draw.isVisible() and panel.seed_label.text() == "seed 0"
+        upright = rotate_image(ring(), 0)
+        first, label = panel.current_input()
+        assert np.array_equal(first, corrupt(upright, "noise", 3.0, 0)) and label.endswith("(draw 0)")
+        panel.new_draw.click()
+        second, label = panel.current_input()
+        assert panel.noise_seed == 1 and panel.seed_label.text() == "seed 1" and label.endswith("(draw 1)")
+        assert np.array_equal(second, corrupt(upright, "noise", 3.0, 1)) and not np.array_equal(second, first)
+        panel.severity.setValue(0)  # no noise at severity 0, whatever the draw
+        assert np.array_equal(panel.current_input()[0], upright)
+        # the shift's direction is drawn too; blur, contrast and the centred patch have nothing to draw
+        panel.kind.setCurrentIndex(panel.kind.findData("shift"))
+        assert panel.new_draw.isVisible() and "direction" in panel.new_draw.toolTip()
+        for kind in ("blur", "contrast", "occlusion", "rotation"):
+            panel.kind.setCurrentIndex(panel.kind.findData(kind))
+            assert not panel.new_draw.isVisible() and not panel.seed_label.isVisible()
+
     def test_occlusion_needs_a_patch_size_before_it_can_move_it(self, qtbot):
         panel = panel_with_drawing(qtbot)
         panel.kind.setCurrentIndex(panel.kind.findData("occlusion"))
@@ -99,37 +120,22 @@ def test_a_noise_sweep_runs_for_every_column_and_says_what_it_swept(qtbot, windo
     assert axis.labelText in ("severity (noise σ = 0.08 per level)", "severity (σ 0.08/level)")  # as room allows
     text = window.sweep_view.label.text()
     assert text.startswith("Gaussian noise sweep of MNIST test digit #0") and "severity 0–5" in text
-    # moving the severity slider keeps the sweep (same image swept); another digit makes it stale
+    assert "(draw 0)" in text
+    # moving the severity slider keeps the sweep (same image swept); a new noise draw makes it stale,
+    # and swept again, the sweep starts from the clean image at severity 0 and differs above it
     panel.severity.setValue(4)
     settle(qtbot, window)
     assert not window.sweep_view.stale
+    panel.new_draw.click()
+    settle(qtbot, window)
+    assert window.sweep_view.stale
+    with qtbot.waitSignal(panel.sweep_requested, timeout=5_000):
+        panel.sweep.click()
+    qtbot.waitUntil(lambda: window.sweeps.worker is None, timeout=120_000)
+    redrawn = window.workspace.columns[0].sweep
+    assert not window.sweep_view.stale and "(draw 1)" in window.sweep_view.label.text()
+    assert np.allclose(redrawn.mean[0], sweep.mean[0])  # severity 0: the clean digit either way
+    assert not np.allclose(redrawn.mean[1:], sweep.mean[1:])  # another noise above it
     panel.index.setValue(1)
     settle(qtbot, window)
     assert window.sweep_view.stale and "Sweep severity 0–5" in window.sweep_view.label.text()
-
-
-def test_a_corruption_sweep_result_is_shown_with_its_own_words(qtbot):
-    from PySide6.QtWidgets import QMainWindow
-
-    from app.controllers.sweep import SweepController
-    from app.views.modes import RotatePanel
-    from app.views.sweep import SweepView
-    from app.workspace import Workspace
-    from core.analysis.metrics import RotationSweep
-
-    window = QMainWindow()
-    qtbot.addWidget(window)
-    workspace = Workspace(window)
-    panel, view, tabs = RotatePanel(lambda name: None), SweepView(), QTabWidget()
-    for widget in (panel, view, tabs):
-        qtbot.addWidget(widget)
-    SweepController(window, workspace, panel, view, tabs)
-    values = np.linspace(0, 28, 15)
-    probs = np.full((15, 10), 0.1)
-    sweep = RotationSweep(values, probs, probs, probs * 0.5, probs * 1.5, np.ones(15), np.ones(15) * 0.6,
-                          np.ones(15) * 0.4, 0.9, swept="occlusion",
-                          axis="centre of the 8×8 px patch (pixels from the left)", parameter="patch_centre_px")
-    view.show_sweeps("your drawing", [("k", "HMC", sweep)], tuple(str(i) for i in range(10)), kind="occlusion")
-    assert view.label.text().startswith("Occlusion sweep of your drawing: a grey patch moved")
-    axis = view.columns["k"].uncertainty.getPlotItem().getAxis("bottom")
-    assert axis.labelText == "centre of the 8×8 px patch (pixels from the left)"

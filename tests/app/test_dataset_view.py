@@ -22,12 +22,13 @@ FILES = [MODELS / "network_lenet5_mc_dropout.pt", MODELS / "network_lenet5_sghmc
 IMAGES, SAMPLES = 200, 5
 
 
-def open_dataset_tab(qtbot, monkeypatch, data_dir, files=FILES) -> MainWindow:
-    """The window with the two digit posteriors (or ``files``), data from ``data_dir``, on the Dataset tab."""
+def open_dataset_tab(qtbot, monkeypatch, data_dir, files=FILES, size=(1400, 860)) -> MainWindow:
+    """The window with the two digit posteriors (or ``files``), data from ``data_dir``, on the Dataset
+    tab, ``size`` pixels (the first launch's). The Dataset tab's other test files open it here too."""
     monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(data_dir))
     win = MainWindow([str(p) for p in files])
     qtbot.addWidget(win)
-    win.resize(1400, 860)
+    win.resize(*size)
     win.show()
     qtbot.waitExposed(win)
     win.views.setCurrentWidget(win.dataset_view)
@@ -576,14 +577,8 @@ def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, fa
 
 def test_four_columns_fit_a_1600_pixel_window_and_the_histograms_name_their_sets(qtbot, monkeypatch, shared_data):
     """The fourth column was cut off at 1600 px, and nothing said which colour was which set."""
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
     files = FILES + [MODELS / "network_lenet5_mfvi.pt", MODELS / "network_lenet5_vdropout.pt"]
-    win = MainWindow([str(p) for p in files])
-    qtbot.addWidget(win)
-    win.resize(1600, 1000)
-    win.show()
-    qtbot.waitExposed(win)
-    win.views.setCurrentWidget(win.dataset_view)
+    win = open_dataset_tab(qtbot, monkeypatch, shared_data, files, size=(1600, 1000))
     view = win.dataset_view
     view.set_choice("mnist-test", "notmnist", 100, SAMPLES)
     run_to_end(qtbot, view)

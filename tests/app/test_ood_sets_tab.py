@@ -10,6 +10,7 @@ from app.main import MainWindow
 from app.plots.dataset_plots import OOD_TABLE_SCORES
 from core.analysis.ood_sets import best_among
 from core.engine.resources import resources_dir
+from tests.app.test_dataset_view import open_dataset_tab
 
 MODELS = resources_dir() / "models"
 FILES = [MODELS / "paper_softmax_map.pt", MODELS / "paper_softmax_mc_dropout.pt", MODELS / "paper_softmax_sgld.pt"]
@@ -50,14 +51,7 @@ def test_further_sets_are_added_and_removed(qtbot, monkeypatch, shared_data, tmp
 
 
 def test_each_column_shows_one_auroc_per_set_and_score(qtbot, monkeypatch, shared_data, tmp_path):
-    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
-    win = MainWindow([str(p) for p in FILES])
-    qtbot.addWidget(win)
-    win.resize(1400, 860)
-    win.show()
-    qtbot.waitExposed(win)
-    win.views.setCurrentWidget(win.dataset_view)
-    view = win.dataset_view
+    view = open_dataset_tab(qtbot, monkeypatch, shared_data, FILES).dataset_view
     view.set_choice("mnist-test", "notmnist", 60, 4)
     view.sets.set_more(["mnist-inverted", str(_squares(tmp_path / "squares"))])
     with qtbot.waitSignal(view.run_ended, timeout=300_000):

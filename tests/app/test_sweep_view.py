@@ -70,7 +70,9 @@ def test_epistemic_is_purple_in_the_export_never_class_3s_red():
     assert uncertainty["epistemic"] != pytest.approx(mpl(CLASS_COLOURS[3]))
 
 
-def test_a_sweep_of_an_earlier_image_is_marked_stale(qtbot):
+@pytest.fixture
+def sweep_tab(qtbot):
+    """The Sweep tab with its controller, Rotate tab and workspace, without the rest of the window."""
     from PySide6.QtWidgets import QMainWindow
 
     from app.controllers.sweep import SweepController
@@ -84,7 +86,11 @@ def test_a_sweep_of_an_earlier_image_is_marked_stale(qtbot):
     panel, view, tabs = RotatePanel(lambda name: None), SweepView(), QTabWidget()
     for widget in (panel, view, tabs):
         qtbot.addWidget(widget)
-    sweeps = SweepController(window, workspace, panel, view, tabs)
+    return workspace, view, SweepController(window, workspace, panel, view, tabs)
+
+
+def test_a_sweep_of_an_earlier_image_is_marked_stale(sweep_tab):
+    workspace, view, sweeps = sweep_tab
     swept = np.zeros((28, 28), np.float32)
     swept[10:18, 12:16] = 1.0
     sweeps._on_worker_returned({}, "your drawing", swept)
@@ -102,3 +108,16 @@ def test_a_sweep_of_an_earlier_image_is_marked_stale(qtbot):
 
     view.show_sweeps("digit-7.png", [("k", "HMC", skewed_sweep())], NAMES)  # swept again
     assert not view.stale and view.label.text().startswith("Rotation sweep of digit-7.png")
+
+
+def test_a_corruption_sweep_result_is_shown_with_its_own_words(sweep_tab):
+    _, view, _ = sweep_tab
+    values = np.linspace(0, 28, 15)
+    probs = np.full((15, 10), 0.1)
+    sweep = RotationSweep(values, probs, probs, probs * 0.5, probs * 1.5, np.ones(15), np.ones(15) * 0.6,
+                          np.ones(15) * 0.4, 0.9, swept="occlusion",
+                          axis="centre of the 8×8 px patch (pixels from the left)", parameter="patch_centre_px")
+    view.show_sweeps("your drawing", [("k", "HMC", sweep)], NAMES, kind="occlusion")
+    assert view.label.text().startswith("Occlusion sweep of your drawing: a grey patch moved")
+    axis = view.columns["k"].uncertainty.getPlotItem().getAxis("bottom")
+    assert axis.labelText == "centre of the 8×8 px patch (pixels from the left)"

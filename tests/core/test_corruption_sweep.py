@@ -117,3 +117,72 @@ def test_a_severity_off_the_scale_is_refused(posteriors, sets):
     data, ood = sets
     with pytest.raises(ValueError, match="between 0 and 5"):
         next(corruption_evaluation(posteriors, data, ood, "noise", (0, 7)))
+
+
+def test_a_new_noise_draw_changes_the_swept_images_not_the_models_draws(posteriors, sets):
+    data, _ = sets
+    items = [("k", posteriors["paper_softmax_mc_dropout"], 20)]  # dropout: its own draws follow `seed`
+    first = drain(corruption_sweeps(items, data.x[0], "noise", seed=5, corruption_seed=0))["k"]
+    again = drain(corruption_sweeps(items, data.x[0], "noise", seed=5, corruption_seed=0))["k"]
+    other = drain(corruption_sweeps(items, data.x[0], "noise", seed=5, corruption_seed=1))["k"]
+    assert np.array_equal(first.mean, again.mean)  # a seed gives the same sweep every time
+    assert np.array_equal(other.mean[0], first.mean[0])  # severity 0: the clean image, the same masks
+    assert not np.allclose(other.mean[1:], first.mean[1:])  # above it another noise
+
+
+def test_severity_steps_and_the_lines_drawn_against_them(posteriors, sets):
+    from core.analysis.corruption import severity_lines, severity_steps
+
+    assert severity_steps(3.0, True) == (0.0, 1.0, 2.0, 3.0)
+    assert severity_steps(2.5, True) == (0.0, 1.0, 2.0, 2.5)
+    assert severity_steps(0.0, True) == (0.0,) and severity_steps(2.5, False) == (2.5,)
+    with pytest.raises(ValueError, match="between 0 and 5"):
+        severity_steps(6.0, True)
+    data, ood = sets
+    result = drain(corruption_evaluation(posteriors, data.first(20), ood.first(20),
+                                         "blur", (0, 4), num_samples=5))
+    lines = severity_lines(result, "accuracy")
+    assert list(lines) == list(posteriors)
+    for name, values in lines.items():
+        rows = [row for row in result.rows if row["posterior"] == name]
+        assert values == [row["accuracy"] for row in rows]
+    assert severity_lines(result, "no_such_number") == {name: [None, None] for name in posteriors}
+
+
+def test_the_progress_counts_every_severity_with_one_rate(posteriors, sets):
+    data, ood = sets
+    records = []
+    run = corruption_evaluation(posteriors, data.first(10), ood.first(10), "contrast", (0, 2, 4), num_samples=5)
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration:
+        pass
+    total = 3 * 2 * 20  # severities × posteriors × (test + OOD images)
+    assert {r.total for r in records} == {total} and records[-1].step == total
+    steps = [r.step for r in records]
+    assert steps == sorted(steps)
+    assert all(r.values["images_total"] == total for r in records)
+    assert [r.values["severity"] for r in records][-1] == 4.0
+    timed = [r for r in records if "seconds_left" in r.values]
+    assert timed and timed[-1].values["seconds_left"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_report_has_the_same_table(posteriors, sets):
+    from core.analysis.corruption import severity_lines
+    from core.outputs.corruption import corruption_lines
+    from core.outputs.report import corruption_part
+
+    data, ood = sets
+    result = drain(corruption_evaluation(posteriors, data.first(20), ood.first(20), "noise", (0, 3), num_samples=5))
+    page = "\n".join(corruption_part(result))
+    printed = corruption_lines(result)
+    accuracy_rows = printed[printed.index("accuracy %") + 2:]  # after the severities' header
+    assert "When the images get worse: gaussian noise" in page
+    for name, values in severity_lines(result, "accuracy").items():
+        assert f'<td class="text">{name}</td><td>{100 * values[0]:.4f}</td><td>{100 * values[1]:.4f}</td>' in page
+        assert any(line.split()[0] == name and line.endswith(f"{100 * values[0]:7.2f} {100 * values[1]:7.2f}")
+                   for line in accuracy_rows)
+    for name, values in severity_lines(result, "auroc_epistemic").items():
+        assert f'<td class="text">{name}</td><td>{values[0]:.4f}</td><td>{values[1]:.4f}</td>' in page
+    assert corruption_part(None) == []

@@ -44,6 +44,9 @@ class Corruption:
     scale: str  #: what severity s sets, in words (shown beside the slider and in docs)
     apply: Callable[..., np.ndarray]
     words: str = ""  #: the label inside a sentence ("Gaussian noise", "blur"); the label when empty
+    #: Whether the seed changes the image (the noise, the shift's direction); occlusion's patch
+    #: only when no place is given, which the window and the sweeps always give.
+    random: bool = False
 
     @property
     def in_sentence(self) -> str:
@@ -186,11 +189,12 @@ def shift(image: np.ndarray, severity: float, seed: int = 0) -> np.ndarray:
 
 #: Every corruption by its name (the command line's and the window's choices, in this order).
 CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in (
-    Corruption("noise", "Gaussian noise", "noise σ = 0.08 × severity", gaussian_noise),
+    Corruption("noise", "Gaussian noise", "noise σ = 0.08 × severity", gaussian_noise, random=True),
     Corruption("blur", "Blur", "blur σ = 0.4 px × severity (at 28 px)", blur, "blur"),
     Corruption("contrast", "Contrast", "contrast × (1 − 0.19 × severity)", contrast, "lowered contrast"),
     Corruption("occlusion", "Occlusion", "a grey square of side severity/10 of the image", occlusion, "occlusion"),
-    Corruption("shift", "Shift", "moved by severity/14 of the image (2 px per level at 28 px)", shift, "shift"),
+    Corruption("shift", "Shift", "moved by severity/14 of the image (2 px per level at 28 px)", shift, "shift",
+               random=True),
 )}
 
 
