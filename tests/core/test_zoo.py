@@ -224,9 +224,9 @@ def test_a_tier_rebuilt_on_a_cluster_records_the_arguments_of_one_rebuilt_here(t
     assert "local" not in zoo.recorded_arguments(there) and "data" not in zoo.recorded_arguments(there)
 
 
-#: A tier's methods not bundled yet (docs/zoo.md, "The face tier": SGHMC's chains reached R̂ 1.0102, just
-#: above the tier's 1.01, and five were not built): this test fails once one is bundled, so the set shrinks.
-NOT_BUNDLED = {"faces": {"sghmc", "sgld", "dsghmc", "snvi", "sgmmvi", "vdropout"}}
+#: A tier's methods not bundled yet, with the reason in docs/zoo.md (none: every tier bundles all its
+#: methods); this test fails once one is bundled, so the set shrinks.
+NOT_BUNDLED: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("tier", BUNDLED_TIERS, ids=lambda t: t.name)
@@ -268,8 +268,10 @@ def test_the_paper_tiers_sampled_files_place_their_draws_against_hmcs():
     levels = {m: r["info"].get("log_posterior_level") for m, r in files.items()}
     assert {m for m, level in levels.items() if level} == {"sgld", "sghmc", "ensemble", "laplace", "swag", "mfvi",
                                                            "snvi", "sgmmvi"}
-    references = {(level["reference"]["method"], level["reference"]["mean"]) for level in levels.values() if level}
-    assert len(references) == 1 and next(iter(references))[0] == "hmc"
+    # one reference: HMC's level, the same to float noise when files were placed in different runs
+    references = [(level["reference"]["method"], level["reference"]["mean"]) for level in levels.values() if level]
+    assert {method for method, _ in references} == {"hmc"}
+    assert max(mean for _, mean in references) - min(mean for _, mean in references) < 1e-3
     assert all(level["data"] == "the 60,000 training images" for level in levels.values() if level)
 
 
