@@ -67,10 +67,25 @@ def predict_columns(
     dropout's masks). ``threads``: torch's intra-op threads for these predictions (``None``:
     its default)."""
     with torch_threads(threads):
-        return [(column.key, _predict_column(image, column, level)) for column in columns]
+        digit = _digit_input(image)
+        return [(column.key, _predict_column(image, column, level, digit)) for column in columns]
 
 
-def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | ColumnFailure:
+def _digit_input(image):
+    """A drawn or picked digit (a 2-d array) as the model input every digit column reads, made
+    once per request rather than once per column (the same tensor each column made for itself);
+    None for any other input, or one a column must refuse in its own words (an empty drawing)."""
+    if not isinstance(image, np.ndarray) or image.ndim != 2:
+        return None
+    from core.engine.data.preprocess import image_to_input
+
+    try:
+        return image_to_input(image)
+    except Exception:  # noqa: BLE001 — each column says why, as it would have alone
+        return None
+
+
+def _predict_column(image, column: ColumnRequest, level: float, digit=None) -> Prediction | ColumnFailure:
     from core.analysis.predictive import predict_features, predict_image, predict_input
     from core.engine.data.folder import reads_photos
 
@@ -87,7 +102,8 @@ def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | 
 
             check_descriptor(column.posterior, descriptor_info())
             return predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
-        return predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
+        return predict_image(column.posterior, image if digit is None else digit, column.num_samples, seed=None,
+                             level=level)
     except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
         log.warning("column %s could not judge the input", column.key, exc_info=True)
         return ColumnFailure(failure_in_words(exc))
