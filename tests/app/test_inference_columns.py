@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from app.controllers.inference import ColumnFailure, ColumnRequest, failure_in_words, predict_columns
+from app.controllers.inference import (
+    ColumnFailure,
+    ColumnRequest,
+    failure_in_words,
+    predict_columns,
+)
 from app.settings import default_columns
 from core.analysis.predictive import predict_image
 from core.engine.data.preprocess import EmptyDrawingError, image_to_input
