@@ -56,3 +56,35 @@ def test_an_empty_drawing_is_refused_by_every_column_in_its_words(columns):
     assert [key for key, _ in outcomes] == [c.key for c in columns]
     for _, outcome in outcomes:
         assert isinstance(outcome, ColumnFailure) and outcome.message == failure_in_words(refused.value)
+
+
+def test_a_quick_request_is_computed_at_once_and_a_slow_one_in_a_worker(qtbot, columns):
+    """The first request of some columns goes to a worker, which measures it; the next one of the
+    same columns and draw counts is computed before ``request`` returns when it took no longer
+    than ``inline_ms`` (issue 49: a preview's hand-over to a thread cost more than its work), with
+    the very predictions the worker gave; with ``inline_ms`` 0, or while a worker runs, never."""
+    from app.controllers.inference import InferenceController, request_signature
+
+    controller = InferenceController()
+    got: list = []
+    controller.predictions_computed.connect(lambda number, predictions: got.append((number, predictions)))
+    finished: list[int] = []
+    controller.request_finished.connect(finished.append)
+    image = digit()
+    with qtbot.waitSignal(controller.request_finished, timeout=60_000):
+        first = controller.request(image, columns, 0.9, threads=1, inline_ms=1e9)
+        assert finished == []  # in a worker: nothing yet when request returns
+    assert request_signature(columns) in controller.took_ms and controller.took_ms[request_signature(columns)] > 0
+    second = controller.request(image, columns, 0.9, threads=1, inline_ms=1e9)
+    assert finished == [first, second] and not controller.busy  # computed here, signals already out
+    (_, by_worker), (_, here) = got
+    for (key, a), (other, b) in zip(by_worker, here, strict=True):
+        assert key == other and torch.equal(a.samples, b.samples) and torch.equal(a.summary.mean, b.summary.mean)
+    with qtbot.waitSignal(controller.request_finished, timeout=60_000):
+        third = controller.request(image, columns, 0.9, threads=1, inline_ms=0.0)
+        assert finished[-1] == second  # too slow for a budget of 0 ms: a worker
+        fourth = controller.request(image, columns, 0.9, threads=1, inline_ms=1e9)
+        assert finished[-1] == second and controller.busy  # a worker runs: it waits, never beside it
+    qtbot.waitUntil(lambda: finished[-1] == fourth and not controller.busy, timeout=60_000)
+    assert third in finished
+    controller.shutdown()
