@@ -20,7 +20,8 @@ With ``--training`` a LeNet SGHMC run on MNIST trains in the background while th
 are timed, in a worker thread of the same process, as the training dialog runs it (the
 issue's "interactive p95 with a training run in the background").
 
-Run: ``python benchmarks/bench_gui.py [--strokes 40] [--training]``.
+Run: ``python benchmarks/bench_gui.py [--strokes 40] [--training]`` (from any folder: it puts this
+checkout's packages first on the path, for the cold starts too).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import numpy as np
 import torch
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: this checkout's packages
 
 COLD_START = """
 import sys, time
@@ -66,6 +69,14 @@ def starting():
 entry._starting_splash = starting
 entry.main([])
 """
+
+
+#: Issue 49's targets on an idle machine: the preview within one 60 Hz frame, the full count, each
+#: column's engine time against its forward-pass floor, the default columns after a cold start.
+PREVIEW_TARGET_MS = 16
+FULL_TARGET_MS = 30
+COLUMN_TARGET_RATIO = 1.5
+COLUMNS_TARGET_MS = 1500
 
 
 def continuous_strokes(app, window, strokes: int = 5, moves: int = 40, every_ms: int = 8) -> tuple[list[float], float]:
@@ -344,6 +355,7 @@ def main() -> None:
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", COLD_START], capture_output=True, text=True,
                              env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
+                                  "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
                                   "XDG_CONFIG_HOME": tempfile.mkdtemp()})
         if out.returncode == 0:
             cold.append([float(v) * 1e3 for v in out.stdout.strip().splitlines()[-1].split()])
@@ -355,9 +367,9 @@ def main() -> None:
         print(f"  while SGHMC LeNet trained in the background: it reported step {trained[0]} after "
               f"{trained_for:.0f} s of strokes (its last progress report)")
     print(f"  gui, stroke moving → all painted ({PREVIEW_SAMPLES}-draw preview)  {percentiles(gui)}"
-          f"   target p95 ≤ 30 ms: ratio {np.percentile(gui, 95) / 30:.1f}×")
+          f"   target p95 ≤ {PREVIEW_TARGET_MS} ms: ratio {np.percentile(gui, 95) / PREVIEW_TARGET_MS:.1f}×")
     print(f"  gui, stroke ends → full count painted   {percentiles(full)}"
-          f"   target ≤ 100 ms: ratio {np.percentile(full, 95) / 100:.1f}×")
+          f"   target p95 ≤ {FULL_TARGET_MS} ms: ratio {np.percentile(full, 95) / FULL_TARGET_MS:.1f}×")
     print(f"  gui, a hand's stroke (a move every 8 ms) → each move painted   {percentiles(flowing)}"
           f"   ({rate:.0f} updates painted per second while moving)")
     for stall in stalls:
@@ -368,9 +380,10 @@ def main() -> None:
     print(f"  engine (all columns)        {percentiles(engine)}")
     for title, ms in per_column.items():
         ratio = np.median(ms) / floors[title]
-        print(f"    {title:34s} {percentiles(ms)}   floor {floors[title]:6.1f} ms   median/floor {ratio:4.1f}×")
+        print(f"    {title:34s} {percentiles(ms)}   floor {floors[title]:6.2f} ms   median/floor {ratio:4.1f}×"
+              f"   (target ≤ {COLUMN_TARGET_RATIO}×)")
     print(f"  cold start: window shown and usable   median {np.median(cold[:, 0]):6.0f} ms   (target ≤ 2000 ms)")
-    print(f"  cold start: default columns on it     median {np.median(cold[:, 1]):6.0f} ms")
+    print(f"  cold start: default columns on it     median {np.median(cold[:, 1]):6.0f} ms   (target ≤ {COLUMNS_TARGET_MS} ms)")
 
 
 if __name__ == "__main__":

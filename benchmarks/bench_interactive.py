@@ -11,15 +11,19 @@ run on one thread (``app.main.PREVIEW_THREADS``).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from core.analysis.predictive import predict_image
-from core.engine.data.preprocess import to_mnist
-from core.engine.resources import resources_dir
-from core.engine.store import load_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.predictive import predict_image  # noqa: E402
+from core.engine.data.preprocess import to_mnist  # noqa: E402
+from core.engine.resources import resources_dir  # noqa: E402
+from core.engine.store import load_posterior  # noqa: E402
 
 DEFAULT = ("network_lenet5_mc_dropout", "network_lenet5_sghmc", "network_lenet5_mfvi", "network_lenet5_snvi")
 

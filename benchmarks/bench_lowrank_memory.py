@@ -16,6 +16,9 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
 
 
 def measure(rank: int) -> dict:

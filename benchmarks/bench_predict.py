@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
-from core.engine.inference.base import SampledPosterior
-from core.engine.models import ArchSpec, build_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.engine.inference.base import SampledPosterior  # noqa: E402
+from core.engine.models import ArchSpec, build_model  # noqa: E402
 
 SAMPLES = 100
 

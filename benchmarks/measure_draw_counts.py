@@ -16,15 +16,19 @@ about 17 GB.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 from scipy import stats
 
-from core.analysis.evaluation import resolve_dataset
-from core.analysis.predictive import input_mask_split
-from core.analysis.uncertainty import expected_coverage, mutual_information
-from core.engine.resources import resources_dir
-from core.engine.store import load_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.evaluation import resolve_dataset  # noqa: E402
+from core.analysis.predictive import input_mask_split  # noqa: E402
+from core.analysis.uncertainty import expected_coverage, mutual_information  # noqa: E402
+from core.engine.resources import resources_dir  # noqa: E402
+from core.engine.store import load_posterior  # noqa: E402
 
 REPEATS = 20_000
 

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from pathlib import Path
 
 import torch
 
-from core.engine.data.utkface import load_utkface
-from core.engine.runner import drain
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.engine.data.utkface import load_utkface  # noqa: E402
+from core.engine.runner import drain  # noqa: E402
 
 GRID = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0)
 

@@ -46,15 +46,19 @@ Run: ``python benchmarks/measure_network_mixing.py --data-dir ../shared/data`` (
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from core.analysis.diagnostics import MIN_SPREAD, PROBE_SIZE, probe_draws_progress
-from core.analysis.evaluation import resolve_dataset
-from core.engine import convergence
-from core.engine.resources import resources_dir
-from core.engine.runner import drain
-from core.engine.store import load_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.diagnostics import MIN_SPREAD, PROBE_SIZE, probe_draws_progress  # noqa: E402
+from core.analysis.evaluation import resolve_dataset  # noqa: E402
+from core.engine import convergence  # noqa: E402
+from core.engine.resources import resources_dir  # noqa: E402
+from core.engine.runner import drain  # noqa: E402
+from core.engine.store import load_posterior  # noqa: E402
 
 TARGET = 1.1
 SAMPLERS = ("sgld", "sghmc", "dsghmc")

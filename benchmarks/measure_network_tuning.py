@@ -36,20 +36,24 @@ import argparse
 import contextlib
 import itertools
 import math
+import sys
 import time
+from pathlib import Path
 from unittest import mock
 
 import torch
 
-from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress
-from core.analysis.metrics import accuracy, negative_log_likelihood
-from core.engine import convergence
-from core.engine.data.datasets import load_split
-from core.engine.device import describe_device, resolve_device
-from core.engine.inference import get_method, sampling
-from core.engine.inference.sampling import ChainConfig, ChainGenerators, SamplerDivergedError
-from core.engine.models import ArchSpec
-from core.engine.runner import drain, fit_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress  # noqa: E402
+from core.analysis.metrics import accuracy, negative_log_likelihood  # noqa: E402
+from core.engine import convergence  # noqa: E402
+from core.engine.data.datasets import load_split  # noqa: E402
+from core.engine.device import describe_device, resolve_device  # noqa: E402
+from core.engine.inference import get_method, sampling  # noqa: E402
+from core.engine.inference.sampling import ChainConfig, ChainGenerators, SamplerDivergedError  # noqa: E402
+from core.engine.models import ArchSpec  # noqa: E402
+from core.engine.runner import drain, fit_posterior  # noqa: E402
 
 TRAIN = 55_000
 PROBE = 1_000

@@ -45,20 +45,24 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress
-from core.analysis.fidelity import log_posterior_level
-from core.engine import convergence
-from core.engine.data.datasets import load_split
-from core.engine.inference import get_method
-from core.engine.models import ArchSpec
-from core.engine.resources import resources_dir
-from core.engine.runner import drain, fit_posterior
-from core.engine.store import load_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.diagnostics import MIN_SPREAD, probe_draws_progress  # noqa: E402
+from core.analysis.fidelity import log_posterior_level  # noqa: E402
+from core.engine import convergence  # noqa: E402
+from core.engine.data.datasets import load_split  # noqa: E402
+from core.engine.inference import get_method  # noqa: E402
+from core.engine.models import ArchSpec  # noqa: E402
+from core.engine.resources import resources_dir  # noqa: E402
+from core.engine.runner import drain, fit_posterior  # noqa: E402
+from core.engine.store import load_posterior  # noqa: E402
 
 FILES = ("paper_softmax_hmc", "paper_softmax_sgld", "paper_softmax_sghmc", "paper_softmax_dsghmc")
 PROBE = 1_000

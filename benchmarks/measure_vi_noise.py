@@ -20,15 +20,19 @@ error. Run: ``python benchmarks/measure_vi_noise.py --data-dir ../shared/data FI
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from core.analysis.metrics import accuracy, negative_log_likelihood
-from core.engine.data.datasets import load_split
-from core.engine.inference.variational import LocalReparameterisation
-from core.engine.store import load_posterior
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+from core.analysis.metrics import accuracy, negative_log_likelihood  # noqa: E402
+from core.engine.data.datasets import load_split  # noqa: E402
+from core.engine.inference.variational import LocalReparameterisation  # noqa: E402
+from core.engine.store import load_posterior  # noqa: E402
 
 
 def per_position(hooks: LocalReparameterisation):

@@ -11,6 +11,7 @@ request waits; older ones are dropped, never queued.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -67,10 +68,35 @@ def predict_columns(
     dropout's masks). ``threads``: torch's intra-op threads for these predictions (``None``:
     its default)."""
     with torch_threads(threads):
-        return [(column.key, _predict_column(image, column, level)) for column in columns]
+        digit = _digit_input(image)
+        return [(column.key, _predict_column(image, column, level, digit)) for column in columns]
 
 
-def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | ColumnFailure:
+def timed_predict_columns(
+    image, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
+) -> tuple[float, list[tuple[str, Prediction | ColumnFailure]]]:
+    """:func:`predict_columns` and the processor time it took in milliseconds (the thread's own:
+    waiting for a core or for the interpreter lock is not counted)."""
+    start = time.thread_time()
+    predictions = predict_columns(image, columns, level, threads)
+    return (time.thread_time() - start) * 1e3, predictions
+
+
+def _digit_input(image):
+    """A drawn or picked digit (a 2-d array) as the model input every digit column reads, made
+    once per request rather than once per column (the same tensor each column made for itself);
+    None for any other input, or one a column must refuse in its own words (an empty drawing)."""
+    if not isinstance(image, np.ndarray) or image.ndim != 2:
+        return None
+    from core.engine.data.preprocess import image_to_input
+
+    try:
+        return image_to_input(image)
+    except Exception:  # noqa: BLE001 — each column says why, as it would have alone
+        return None
+
+
+def _predict_column(image, column: ColumnRequest, level: float, digit=None) -> Prediction | ColumnFailure:
     from core.analysis.predictive import predict_features, predict_image, predict_input
     from core.engine.data.folder import reads_photos
 
@@ -87,14 +113,25 @@ def _predict_column(image, column: ColumnRequest, level: float) -> Prediction | 
 
             check_descriptor(column.posterior, descriptor_info())
             return predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
-        return predict_image(column.posterior, image, column.num_samples, seed=None, level=level)
+        return predict_image(column.posterior, image if digit is None else digit, column.num_samples, seed=None,
+                             level=level)
     except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
         log.warning("column %s could not judge the input", column.key, exc_info=True)
         return ColumnFailure(failure_in_words(exc))
 
 
+def request_signature(columns: Sequence[ColumnRequest]) -> tuple:
+    """What decides how long a request takes: each column's posterior and its draw count."""
+    return tuple((column.key, id(column.posterior), column.num_samples) for column in columns)
+
+
 class InferenceController(QObject):
-    """Signals
+    """A request runs in a worker thread, or at once on the calling thread when it is quick
+    (``inline_ms``: a preview's few draws of small models, whose hand-over to a worker and back
+    took longer than the computation, and whose worker waited for the interpreter lock while the
+    window drew the stroke).
+
+    Signals
     -------
     predictions_computed(int, list)
         Request number and its columns' (key, Prediction) pairs, all at once.
@@ -117,34 +154,64 @@ class InferenceController(QObject):
         self._pending: tuple[np.ndarray, list[ColumnRequest], float, int | None] | None = None
         self._worker = None
         self._running_id = 0
+        self._running_signature: tuple = ()
+        #: processor milliseconds the last request of each signature took (a few kept)
+        self.took_ms: dict[tuple, float] = {}
         self.last_request = 0
 
     @property
     def busy(self) -> bool:
         return self._worker is not None or self._pending is not None
 
-    def request(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None = None) -> int:
+    def request(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None = None,
+                inline_ms: float = 0.0) -> int:
         """Ask for predictions of a 28×28 image (or a face descriptor) on ``threads`` intra-op
-        threads (``None``: torch's default); replaces any request still waiting. Returns its number."""
+        threads (``None``: torch's default); replaces any request still waiting. Returns its number.
+
+        ``inline_ms``: when no worker is running and the last request of the same columns at the
+        same draw counts took at most this many milliseconds, it is computed here and now, its
+        signals emitted before this returns (the first such request always goes to a worker,
+        which measures it)."""
         self.last_request += 1
         if not columns:
             return self.last_request
         if self._worker is not None:
             self._pending = (image, columns, level, threads)
             return self.last_request
-        self._start(image, columns, level, threads)
+        took = self.took_ms.get(request_signature(columns))
+        if took is not None and took <= inline_ms:
+            self._compute_here(image, columns, level, threads)
+        else:
+            self._start(image, columns, level, threads)
         return self.last_request
 
+    def _remember(self, signature: tuple, took: float) -> None:
+        kept = {k: v for k, v in self.took_ms.items() if k != signature}
+        self.took_ms = {**dict(list(kept.items())[-7:]), signature: took}
+
+    def _compute_here(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None) -> None:
+        self._running_id, self._running_signature = self.last_request, request_signature(columns)
+        try:
+            took, predictions = timed_predict_columns(image, columns, level, threads)
+        except Exception as exc:  # noqa: BLE001 — as a worker's error: a dialog, never a crash
+            log.warning("the prediction failed", exc_info=True)
+            self._on_worker_errored(exc)
+        else:
+            self._on_worker_returned((took, predictions))
+        self.request_finished.emit(self._running_id)
+
     def _start(self, image: np.ndarray, columns: list[ColumnRequest], level: float, threads: int | None) -> None:
-        self._running_id = self.last_request
-        worker = function_worker(predict_columns, image, columns, level, threads)
+        self._running_id, self._running_signature = self.last_request, request_signature(columns)
+        worker = function_worker(timed_predict_columns, image, columns, level, threads)
         worker.returned.connect(self._on_worker_returned)
         worker.errored.connect(self._on_worker_errored)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         worker.start()
 
-    def _on_worker_returned(self, predictions: list[tuple[str, Prediction | ColumnFailure]]) -> None:
+    def _on_worker_returned(self, result: tuple[float, list[tuple[str, Prediction | ColumnFailure]]]) -> None:
+        took, predictions = result
+        self._remember(self._running_signature, took)
         computed = [(key, outcome) for key, outcome in predictions if not isinstance(outcome, ColumnFailure)]
         if computed:
             self.predictions_computed.emit(self._running_id, computed)

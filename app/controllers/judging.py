@@ -29,6 +29,12 @@ PREVIEW_SAMPLES = 16
 #: training beside it, hand's stroke → painted p95 56–64 ms with 2 against 48–51 ms with 1;
 #: with nothing training the two are equal within noise. Full counts keep the default.
 PREVIEW_THREADS = 1
+#: A preview whose columns last took at most this many milliseconds of processor time is computed
+#: at once on the window's thread (InferenceController.request's ``inline_ms``): the four paper-tier
+#: columns take 1–2 ms at 16 draws, less than handing them to a worker thread and back, where the
+#: worker also waited for the interpreter lock while the window drew the stroke. Slower columns (a
+#: LeNet ensemble, a GPU) keep their worker, so a stroke never waits long for them.
+PREVIEW_INLINE_MS = 4.0
 
 
 class JudgingController(QObject):
@@ -78,7 +84,8 @@ class JudgingController(QObject):
             self.refine.stop()
         self._request_started = time.perf_counter()
         self.inference.request(self.workspace.image, requests, self.workspace.level,
-                               threads=PREVIEW_THREADS if preview else None)
+                               threads=PREVIEW_THREADS if preview else None,
+                               inline_ms=PREVIEW_INLINE_MS if preview else 0.0)
 
     def _on_refine_timeout(self) -> None:
         if self.in_motion():

@@ -62,8 +62,15 @@ def lookup_table(colour_map) -> np.ndarray:
 
 def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> np.ndarray:
     """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row."""
-    index = np.clip((np.nan_to_num(values, nan=low) - low) / (high - low) * 255.0 + 0.5, 0, 255).astype(np.uint8)
-    return table[index]
+    return table[colour_index(values, low, high)]
+
+
+def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The row of a 256-row table for each value: ``low``..``high`` → 0..255, NaN → 0, beyond
+    the range its end. (Without ``np.nan_to_num`` and ``np.clip``, whose Python wrappers cost
+    more than the arithmetic on a stroke's 10×10 arrays; infinities end at 0 or 255 either way.)"""
+    values = np.where(np.isnan(values), low, values)
+    return np.minimum(np.maximum((values - low) / (high - low) * 255.0 + 0.5, 0), 255).astype(np.uint8)
 
 
 def to_image(pixels: np.ndarray) -> QImage:
@@ -207,7 +214,7 @@ class InputPlot(QWidget):
         self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
         self._title_font = QFont(self.font())
         self._title_font.setPointSizeF(TITLE_POINT_SIZE)
-        self._title_text: tuple[tuple, QStaticText] | None = None  # laid out once per wording and width
+        self._title_texts: dict[tuple, QStaticText] = {}  # laid out once per wording and width
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)  # paints every pixel itself
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumHeight(64)
@@ -299,14 +306,19 @@ class InputPlot(QWidget):
 
     def _laid_out_title(self) -> QStaticText:
         """The drawn title, laid out once per wording and width (a stroke repaints every plot's
-        title many times a second; drawText measured about 70 µs a title, twice the data of some)."""
+        title many times a second; drawText measured about 70 µs a title, twice the data of some).
+        The last few are kept: a stroke's previews and the full count that follows alternate
+        between two wordings ("· 16 draws", "· 100 draws")."""
         key = (self._title_wordings, self.width())
-        if self._title_text is None or self._title_text[0] != key:
+        text = self._title_texts.get(key)
+        if text is None:
             text = QStaticText(self.drawn_title())
             text.setTextFormat(Qt.TextFormat.PlainText)
             text.prepare(font=self._title_font)
-            self._title_text = (key, text)
-        return self._title_text[1]
+            if len(self._title_texts) >= 4:
+                self._title_texts.pop(next(iter(self._title_texts)))
+            self._title_texts[key] = text
+        return text
 
     def class_axes(self) -> list[Axis]:
         return [axis for axis in (self.left, self.bottom) if axis.classes]
@@ -404,10 +416,11 @@ class InputPlot(QWidget):
             painter.end()
 
     def _backdrop(self, rect: QRectF) -> QPixmap:
-        """Background and axes, painted once per size and labels: a new prediction repaints
+        """Background, axes and what else never changes with the numbers (a colour scale:
+        :meth:`paint_backdrop`), painted once per size and labels: a new prediction repaints
         only the title and the data over it."""
         ratio = self.devicePixelRatioF()
-        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()))
+        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key())
         if key != getattr(self, "_backdrop_key", None):
             pixmap = QPixmap(max(1, round(self.width() * ratio)), max(1, round(self.height() * ratio)))
             pixmap.setDevicePixelRatio(ratio)
@@ -415,6 +428,7 @@ class InputPlot(QWidget):
             painter = QPainter(pixmap)
             try:
                 self._paint_axes(painter, rect)
+                self.paint_backdrop(painter)
             finally:
                 painter.end()
             self._backdrop_pixmap, self._backdrop_key = pixmap, key
@@ -422,6 +436,14 @@ class InputPlot(QWidget):
 
     def paint_data(self, painter: QPainter) -> None:
         raise NotImplementedError
+
+    def backdrop_key(self) -> object:
+        """What else :meth:`paint_backdrop` depends on (whether a colour scale is shown)."""
+        return None
+
+    def paint_backdrop(self, painter: QPainter) -> None:
+        """What is painted once with the axes and never overlaps the data (a colour scale right
+        of them): a stroke's 20 repaints no longer build and draw it each time (none by default)."""
 
     def paint_colour_scale(self, painter: QPainter, table: np.ndarray, labels: tuple[str, str, str]) -> None:
         """A vertical colour scale right of the data: ``table`` (N, 3 or 4) from its bottom to its

@@ -28,6 +28,7 @@ from app.plots.input_plot import (
     TICK_LENGTH,
     Axis,
     InputPlot,
+    colour_index,
     colours,
     diamond,
     draw_lines,
@@ -99,7 +100,10 @@ class DrawsPlot(InputPlot):
         super().clear_view()
         self.set_title("Draws per class")
 
-    def paint_overlay(self, painter: QPainter) -> None:
+    def backdrop_key(self) -> object:
+        return "heat" in self.values
+
+    def paint_backdrop(self, painter: QPainter) -> None:
         if "heat" in self.values:  # ticks, one per draw, need no scale
             self.paint_colour_scale(painter, self._table, ("0", "¼", "all"))
 
@@ -395,8 +399,8 @@ class CorrelationPlot(InputPlot):
         # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
-        self._image = to_image(np.where(veil[:, :, None], colours(corr, self._veiled, -1.0, 1.0),
-                                        colours(corr, self._table, -1.0, 1.0)))
+        index = colour_index(corr, -1.0, 1.0)
+        self._image = to_image(np.where(veil[:, :, None], self._veiled[index], self._table[index]))
         self.values = {"correlation": corr}
         note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
         self.set_title(f"Class correlation{note}")
@@ -411,7 +415,7 @@ class CorrelationPlot(InputPlot):
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         painter.drawImage(self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
 
-    def paint_overlay(self, painter: QPainter) -> None:
+    def paint_backdrop(self, painter: QPainter) -> None:
         self.paint_colour_scale(painter, self._table, ("−1", "0", "+1"))
 
 

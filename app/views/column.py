@@ -155,7 +155,8 @@ class RichLines(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._paragraphs: tuple[Paragraph, ...] = ()
-        self._laid_out: tuple[int, list[QTextLayout], float] | None = None  # width, layouts, height
+        self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float] | None = None  # width, layouts, height
+        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # the last text's paragraphs
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
         self.setSizePolicy(sizes)
@@ -186,43 +187,58 @@ class RichLines(QWidget):
     def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
         return int(self._layouts(width)[1] + 0.999)
 
-    def _layouts(self, width: int) -> tuple[list[QTextLayout], float]:
+    def _layouts(self, width: int) -> tuple[list[tuple[QTextLayout, float]], float]:
+        """Each paragraph's layout with the height it starts at, and the height of all. A
+        paragraph laid out at this width for the text before is reused: a stroke changes the
+        numbers of a line or two, while the conformal and credible sets and the preview's note
+        stay as they were."""
         if self._laid_out is not None and self._laid_out[0] == width:
             return self._laid_out[1], self._laid_out[2]
-        layouts, y = [], 0.0
-        for runs, colour in self._paragraphs:
-            layout = QTextLayout("".join(text for text, _ in runs), self.font())
-            formats, start = [], 0
-            for text, how in runs:
-                if how or colour is not None:
-                    char = QTextCharFormat()
-                    if "b" in how:
-                        char.setFontWeight(QFont.Weight.Bold)
-                    if "i" in how:
-                        char.setFontItalic(True)
-                    if colour is not None:
-                        char.setForeground(QColor(colour) if isinstance(colour, str) else QColor(*colour))
-                    span = QTextLayout.FormatRange()
-                    span.start, span.length, span.format = start, len(text), char
-                    formats.append(span)
-                start += len(text)
-            layout.setFormats(formats)
-            layout.beginLayout()
-            while (line := layout.createLine()).isValid():
-                line.setLineWidth(max(width, 1))
-                line.setPosition(QPointF(0, y))
-                y += line.height()
-            layout.endLayout()
-            layouts.append(layout)
-        self._laid_out = (width, layouts, y)
-        return layouts, y
+        kept, placed, y, font = {}, [], 0.0, self.font().key()
+        for paragraph in self._paragraphs:
+            key = (paragraph, width, font)
+            laid = kept.get(key) or self._kept.get(key) or self._lay_out(paragraph, width)
+            kept[key] = laid
+            placed.append((laid[0], y))
+            y += laid[1]
+        self._kept = kept
+        self._laid_out = (width, placed, y)
+        return placed, y
+
+    def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:
+        """One paragraph wrapped to ``width``, its first line at the top, and its height."""
+        runs, colour = paragraph
+        layout = QTextLayout("".join(text for text, _ in runs), self.font())
+        formats, start = [], 0
+        for text, how in runs:
+            if how or colour is not None:
+                char = QTextCharFormat()
+                if "b" in how:
+                    char.setFontWeight(QFont.Weight.Bold)
+                if "i" in how:
+                    char.setFontItalic(True)
+                if colour is not None:
+                    char.setForeground(QColor(colour) if isinstance(colour, str) else QColor(*colour))
+                span = QTextLayout.FormatRange()
+                span.start, span.length, span.format = start, len(text), char
+                formats.append(span)
+            start += len(text)
+        layout.setFormats(formats)
+        layout.beginLayout()
+        y = 0.0
+        while (line := layout.createLine()).isValid():
+            line.setLineWidth(max(width, 1))
+            line.setPosition(QPointF(0, y))
+            y += line.height()
+        layout.endLayout()
+        return layout, y
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
         painter = QPainter(self)
         painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        for layout in self._layouts(self.width())[0]:
-            layout.draw(painter, QPointF(0, 0))
+        for layout, y in self._layouts(self.width())[0]:
+            layout.draw(painter, QPointF(0, y))
         painter.end()
 
 

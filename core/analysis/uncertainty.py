@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 DEFAULT_BINS = 20
@@ -425,35 +426,77 @@ def summarise(
     bins: int = DEFAULT_BINS,
     threshold: float = UNCERTAIN_THRESHOLD,
 ) -> Summary:
-    """Summarise samples of shape (S, K) for one input (everything the per-input views show)."""
+    """Summarise samples of shape (S, K) for one input (everything the per-input views show).
+
+    The same numbers as the functions above (:func:`credible_interval`, :func:`class_histograms`,
+    :func:`entropy`, :func:`class_correlation` ...), computed in float64 numpy: the window runs
+    this for every column on every stroke, and on arrays this small each torch operation costs
+    its call overhead (about 60 of them took 0.4 ms, four to eight times the forward pass of a
+    softmax-regression column). Every tensor field is bit for bit what those functions give and
+    the entropies agree to 1e-15 (``tests/core/test_uncertainty.py``); the top two classes and
+    their overlap still come from torch, so ties and the float32 sum order are theirs.
+    """
     if samples.ndim != 2:
         raise ValueError(f"expected samples of shape (S, K), got {tuple(samples.shape)}")
-    samples = samples.double()
-    # Each intermediate once (p̄, histograms, entropies): this runs on every stroke for
-    # every column, and the helpers above each recompute p̄.
-    lower, upper = credible_interval(samples, level)
-    hist, edges = class_histograms(samples, bins)
-    mean = predictive_mean(samples)
-    first, second = (int(i) for i in mean.topk(2).indices)
+    p = samples.detach().cpu().double().numpy()
+    s, k = p.shape
+    j, m = interval_ranks(s, level)
+    ordered = np.sort(p, axis=0)
+    if bins < 1:
+        raise ValueError("bins must be positive")
+    # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32
+    index = np.minimum((np.minimum(np.maximum(p, 0.0), 1.0) * bins).astype(np.int64), bins - 1) + np.arange(k) * bins
+    counts = np.bincount(index.ravel(), minlength=k * bins).reshape(k, bins).astype(np.float32)
+    hist = torch.from_numpy(counts / np.float32(s))
+    mean = _mean(p)
+    first, second = (int(i) for i in torch.from_numpy(mean).topk(2).indices)
     overlap = float(bhattacharyya_coefficient(hist[first], hist[second]))
-    total, aleatoric = float(entropy(mean)), float(entropy(samples).mean(0))
-    epistemic_variance = (samples - mean).pow(2).mean(0)
+    total, aleatoric = float(_entropy(mean)), float(_mean(_entropy(p)))
+    centred = p - mean
     return Summary(
-        mean=mean.float(),
-        lower=lower.float(),
-        upper=upper.float(),
+        mean=_single(mean),
+        lower=_single(ordered[j - 1]),
+        upper=_single(ordered[m - 1]),
         histograms=hist,
-        bin_edges=edges,
+        bin_edges=torch.linspace(0, 1, bins + 1),
         total=total,
         aleatoric=aleatoric,
         epistemic=max(total - aleatoric, 0.0) + 0.0,  # max(−0.0, 0.0) is −0.0
-        num_samples=samples.shape[0],
-        total_variance=(mean * (1 - mean)).float(),
-        aleatoric_variance=(samples * (1 - samples)).mean(0).float(),
-        epistemic_variance=epistemic_variance.float(),
-        correlation=class_correlation(samples).float(),
+        num_samples=s,
+        total_variance=_single(mean * (1 - mean)),
+        aleatoric_variance=_single(_mean(p * (1 - p))),
+        epistemic_variance=_single(_mean(centred * centred)),
+        correlation=_single(_correlation(centred)),
         top_two=(first, second),
         overlap=overlap,
         uncertain=bool(is_uncertain(overlap, threshold)),
         level=level,
     )
+
+
+def _mean(values: np.ndarray) -> np.ndarray:
+    """The mean over the first axis, as ``ndarray.mean(0)`` computes it (the sum, then one
+    division) without its Python wrapper."""
+    return np.add.reduce(values, 0) / values.shape[0]
+
+
+def _single(values: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(values.astype(np.float32))
+
+
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """:func:`entropy` along the last axis of a float64 array (0·log 0 = 0, never −0)."""
+    p = np.maximum(p, 0.0)
+    logs = np.log(p, where=p > 0, out=np.zeros_like(p))
+    return -(p * logs).sum(-1) + 0.0
+
+
+def _correlation(centred: np.ndarray) -> np.ndarray:
+    """:func:`class_correlation` of draws already centred on their mean, (S, K) float64."""
+    cov = _mean(centred[:, :, None] * centred[:, None, :])
+    std = np.sqrt(np.maximum(np.diagonal(cov), 0.0))
+    varying = std > CONSTANT_STD
+    safe = np.where(varying, std, 1.0)
+    corr = np.where(varying[:, None] & varying[None, :], np.minimum(np.maximum(cov / (safe[:, None] * safe[None, :]), -1.0), 1.0), 0.0)
+    np.fill_diagonal(corr, 1.0)
+    return corr

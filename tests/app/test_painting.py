@@ -101,18 +101,25 @@ def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     lines.set_paragraphs([((("Reads ", ""), ("<b>cats & dogs</b>", "b"), (": p̄ 0.70", "")), None),
                           ((("Uncertain:", "b"), (" <i>x</i> and y overlap (0.52)", "")), "#b2182b")])
     assert lines.text() == "Reads <b>cats & dogs</b>: p̄ 0.70\nUncertain: <i>x</i> and y overlap (0.52)"
-    layouts, _ = lines._layouts(400)
+    placed, _ = lines._layouts(400)
+    layouts = [layout for layout, _ in placed]
     assert [layout.text() for layout in layouts] == lines.text().split("\n")
+    assert placed[0][1] == 0 and placed[1][1] == layouts[0].boundingRect().height()  # one below the other
     bold = layouts[0].formats()[0]
     assert (bold.start, bold.length, bold.format.fontWeight()) == (6, 18, QFont.Weight.Bold)
     wide, narrow = lines.heightForWidth(400), lines.heightForWidth(60)
     assert narrow > wide >= 2 * QFontMetricsF(lines.font()).height() - 1  # two lines at least, more when wrapped
     lines.resize(60, narrow)
+    placed_narrow, _ = lines._layouts(60)
     image = QImage(60, narrow, QImage.Format.Format_ARGB32_Premultiplied)
     image.fill(QColor("white"))
     lines.render(image)
     ink = (_pixels(image).reshape(narrow, 60, 4)[..., :3] < 128).any(axis=(1, 2))
     assert ink[int(0.8 * narrow):].any()  # the wrapped lines are painted, down to the last
+    # a new text lays out only its new paragraphs (issue 49): the unchanged second line is reused
+    lines.set_paragraphs([((("Reads ", ""), ("x", "b"), (": p̄ 0.71", "")), None), lines.paragraphs[1]])
+    again, _ = lines._layouts(60)
+    assert again[1][0] is placed_narrow[1][0] and again[0][0] is not placed_narrow[0][0]
 
 
 def test_a_new_verdict_repaints_the_verdict_only(qtbot):

@@ -304,6 +304,17 @@ class TestInputPlotHelpers:
         assert out.shape == (1, 6, 3)
         assert list(out[0, :, 0]) == [0, 0, 128, 255, 255, 0]  # clipped at both ends; NaN as the low end
 
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_colour_rows_are_those_of_nan_to_num_and_clip(self, dtype):
+        """The table rows without numpy's slow wrappers (issue 49) are the rows they gave."""
+        from app.plots.input_plot import colour_index
+
+        values = np.random.default_rng(0).uniform(-1.5, 1.5, (40, 10)).astype(dtype)
+        values.flat[[3, 17, 99]] = [np.nan, np.inf, -np.inf]
+        with np.errstate(over="ignore", invalid="ignore"):
+            before = np.clip((np.nan_to_num(values, nan=-1.0) - -1.0) / 2.0 * 255.0 + 0.5, 0, 255).astype(np.uint8)
+        assert np.array_equal(colour_index(values, -1.0, 1.0), before)
+
     def test_an_image_owns_its_pixels(self, qtbot):
         from app.plots.input_plot import to_image
 

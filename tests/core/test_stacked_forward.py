@@ -145,3 +145,39 @@ def test_a_sampled_posterior_s_kept_weights_predict_bit_for_bit_as_made_afresh(s
     with torch.no_grad():
         chunked = stacked_forward(posterior._model, posterior.flat_samples(12), x, 5)
     assert torch.equal(posterior.predict_logits(x, 12), chunked)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.name}-{s.input_dim or s.image_size}")
+def test_a_variational_posterior_s_kept_weights_predict_bit_for_bit_as_made_afresh(spec):
+    """A variational posterior keeps, per draw count of its fixed bank, the named weights and the
+    first layer as one matrix (issue 49: MF-VI copied its 16 or 100 draws into that matrix on
+    every stroke): the logits are those of a forward pass that makes them anew from the bank's
+    rows, at every count, after a new generator's bank replaced the old one, and pickled."""
+    import pickle
+
+    from core.engine.inference.variational import ParamLayout, VariationalPosterior
+
+    model = build_model(spec)
+    p = ParamLayout.of(model).size
+    g = torch.Generator().manual_seed(5)
+    tensors = {"mean": 0.1 * torch.randn(1, p, generator=g), "diag_std": 0.05 * torch.rand(1, p, generator=g),
+               "factors": torch.zeros(1, p, 0), "log_weights": torch.zeros(1)}
+    posterior = VariationalPosterior("mfvi", spec, {"predict_samples": 12}, 0, "mnist", tensors)
+    shape = (5, spec.input_dim) if spec.input_dim else (5, 1, spec.image_size, spec.image_size)
+    x = torch.rand(*shape, generator=g)
+
+    def afresh(count, generator=None):
+        with torch.no_grad():
+            theta = posterior.fixed_draws(count or 12, generator)
+            return stacked_forward(posterior._model, posterior.layout.unflatten(theta.clone()), x)
+
+    for count in (4, None, 4, 7, 12, None, 4):  # a third count replaces the oldest kept one
+        assert torch.equal(posterior.predict_logits(x, count), afresh(count)), count
+    assert len(posterior._prepared_weights) == VariationalPosterior.PREPARED_KEPT
+    other = torch.Generator().manual_seed(9)  # another bank: its own rows, never the old bank's kept weights
+    assert torch.equal(posterior.predict_logits(x, 4, other), afresh(4, other))
+    assert not torch.equal(afresh(4, other), posterior.predict_logits(x, 4))  # the fixed bank again
+    assert torch.equal(posterior.predict_logits(x, 4), afresh(4))
+    restored = pickle.loads(pickle.dumps(posterior))
+    assert "_prepared_weights" not in restored.__dict__
+    assert torch.equal(restored.predict_logits(x, 7), afresh(7))
