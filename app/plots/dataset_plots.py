@@ -540,7 +540,7 @@ class MetricsTable(QTableWidget):
             "Set size": "–" if s.get("conformal_set_size") is None else f"{s['conformal_set_size']:.2f}",
             "Set coverage": _percent(s.get("conformal_coverage"), 1),
             "Guaranteed": ("–" if s.get("conformal_guaranteed_lower") is None else
-                           f"{s['conformal_guaranteed_lower'] * 100:.0f}–{s['conformal_guaranteed_upper'] * 100:.1f} %"),
+                           f"{s['conformal_guaranteed_lower'] * 100:.1f}–{s['conformal_guaranteed_upper'] * 100:.2f} %"),
             "Uncertain": _percent(s["uncertain_fraction"], 1),
             "Draws": f"{s['samples']:,}",
             "Chains": f"{s['chains']:,}",
