@@ -10,9 +10,12 @@ network is imported, every image passes through it once (features cached), and e
 trains with the paper tier's settings, HMC first as the reference, then every file is measured.
 Prints the time of each phase and each method's training time (from its file).
 
-Run: ``nice python benchmarks/bench_feature_tier.py [--images 10000] [--features 512]
-[--methods hmc,map,...] [--set epochs=5]``. On a machine whose cores are busy with other work
-the figure says as much about that work as about the tier: note the load average it prints.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_feature_tier.py [--images 10000] [--features 512]
+[--methods hmc,map,...] [--set epochs=5] [--keep DIR]``. With ``--keep`` the images are written once
+and reused (writing them is not part of a tier's build), while the tier's files and the feature
+cache are removed before every run, so each run builds everything, features included; the figures
+also go to ``DIR/bench.json``. On a machine whose cores are busy with other work the figure says
+as much about that work as about the tier: note the load average it prints before and after.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -75,19 +79,29 @@ def main() -> int:
     parser.add_argument("--keep", metavar="DIR", help="build in DIR (kept) instead of a temporary folder")
     args = parser.parse_args()
 
+    import torch
+
     from core.commands.main import main as cli
 
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    load_before = os.getloadavg()
+    print(f"load average {load_before[0]:.1f} (1 min), {load_before[1]:.1f} (5 min) on {os.cpu_count()} cores; "
+          f"torch on {torch.get_num_threads()} thread(s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-feature-tier-") as scratch:
         base = Path(args.keep or scratch)
         base.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("XDG_CACHE_HOME", str(base / "cache"))
-        images, network, out = base / "images", base / "net.pt2", base / "tier"
+        cache, images, network, out = base / "cache", base / "images", base / "net.pt2", base / "tier"
+        for built in (cache, out):  # a tier's build starts from nothing: no file and no feature kept
+            shutil.rmtree(built, ignore_errors=True)
+        os.environ["XDG_CACHE_HOME"] = str(cache)
         started = time.perf_counter()
         if not images.is_dir():
             write_images(images, args.images, args.classes)
+        elif sum(1 for _ in images.rglob("*.png")) != args.images:
+            print(f"error: {images} holds other images than --images {args.images}; remove it first")
+            return 2
         write_network(network, args.features, args.classes)
-        print(f"wrote {args.images:,} images and the network in {time.perf_counter() - started:.0f} s", flush=True)
+        print(f"{args.images:,} images and the network ready in {time.perf_counter() - started:.0f} s "
+              "(not part of the tier's build)", flush=True)
         argv = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(images), "--out", str(out)]
         argv += [*(["--methods", args.methods] if args.methods else []), *[p for s in args.set for p in ("--set", s)]]
         started = time.perf_counter()
@@ -97,14 +111,24 @@ def main() -> int:
             print(f"zoo failed (exit {code}) after {wall / 60:.1f} min")
             return code
         rows = json.loads((out / "zoo.json").read_text())["rows"]
-        print("\nmethod                 train s   R̂      accuracy")
+        print(f"\n{'method':<22} {'train s':>8}   R̂      accuracy")
         for r in rows:
             rhat = f"{r['rhat']:.3f}" if r["rhat"] is not None else "n/a"
             seconds = r["train_seconds"] if r["train_seconds"] is not None else float("nan")
             print(f"{r['label']:<22} {seconds:8.0f}   {rhat:<6} {100 * r['accuracy']:.2f} %")
         trained = sum(r["train_seconds"] or 0 for r in rows)
-        print(f"\nthe tier took {wall / 60:.1f} min in all ({trained / 60:.1f} min training, the rest features "
-              f"and measuring); load average now {os.getloadavg()[0]:.1f}")
+        load_after = os.getloadavg()
+        late = [f"{r['label']} ({r['rhat']:.3f})" for r in rows if r["rhat"] is not None and r["rhat"] > 1.01]
+        print(f"\nthe tier took {wall / 60:.1f} min in all against 15 min ({trained / 60:.1f} min training, the rest "
+              f"features and measuring); load average now {load_after[0]:.1f} (1 min), {load_after[1]:.1f} (5 min)")
+        print(f"samplers above R̂ 1.01: {', '.join(late) if late else 'none'}")
+        if args.keep:
+            (base / "bench.json").write_text(json.dumps({
+                "images": args.images, "features": args.features, "classes": args.classes,
+                "threads": torch.get_num_threads(), "load_before": load_before, "load_after": load_after,
+                "minutes": wall / 60, "training_minutes": trained / 60,
+                "rows": [{k: r[k] for k in ("method", "label", "train_seconds", "rhat", "ess_bulk", "accuracy",
+                                            "chains", "measured_draws")} for r in rows]}, indent=2))
     return 0
 
 

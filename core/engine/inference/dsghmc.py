@@ -174,7 +174,7 @@ def fit(
 
     metric = yield from fixed_metric(config, arch, data, seed)
     posterior = yield from sampling.fit_sgmcmc("dsghmc", init, step, config, arch, data, seed, make, chains,
-                                               metric=metric)
+                                               metric=metric, ordered_batches=True)  # a mask per position
     return posterior
 
 

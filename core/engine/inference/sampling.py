@@ -42,6 +42,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from core.engine import convergence
+from core.engine.inference import softmax_target
 from core.engine.inference.base import Dataset, ProgressRecord, SampledPosterior
 from core.engine.models import ArchSpec, build_model
 
@@ -114,7 +115,10 @@ class ModelTarget(FunctionTarget):
     chain sees its own mini-batch (and, for D-SGHMC, its own input mask); with ``shared_batch``
     it is one ``(x, y)`` that every chain sees (full-batch HMC), never copied per chain.
     The model runs in eval mode (dropout off), under ``vmap(functional_call)`` over the chains,
-    or chain by chain for a shared batch and for a convolutional network on a CPU (faster).
+    or chain by chain for a shared batch and for a convolutional network on a CPU (faster). A
+    softmax regression (the paper tier's model, every feature tier's head) skips autograd: its
+    log posterior and gradient are computed in closed form (:mod:`~core.engine.inference.softmax_target`;
+    the face tier's SGHMC step went from about 26 to 16 ms of CPU, 2 cores at load 10).
     """
 
     def __init__(self, model: nn.Module, num_data: int, prior_std: float, shared_batch: bool = False) -> None:
@@ -126,7 +130,16 @@ class ModelTarget(FunctionTarget):
         #: True or False fixes how per-chain batches are computed (benchmarks/bench_scale.py compares
         #: the two); None: chain by chain for a convolutional network on a CPU, else under vmap
         self.chain_by_chain: bool | None = None
+        #: a softmax regression's log posterior and gradient in closed form
+        #: (:mod:`~core.engine.inference.softmax_target`), else by autograd; False forces autograd
+        self.closed_form = softmax_target.has_closed_form(self.model)
         super().__init__(self._log_prob)
+
+    def log_prob_and_grad(self, params: Params, batch: Any) -> tuple[torch.Tensor, Params]:
+        if self.closed_form:
+            return softmax_target.log_prob_and_grad(self.model, params, batch, self.num_data, self.prior_std,
+                                                    self.shared_batch)
+        return super().log_prob_and_grad(params, batch)
 
     def _log_prob(self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
@@ -521,7 +534,8 @@ def sample_chains(
 
 
 def epoch_batches(
-    data: Dataset, num_chains: int, batch_size: int, generator: torch.Generator | ChainGenerators
+    data: Dataset, num_chains: int, batch_size: int, generator: torch.Generator | ChainGenerators,
+    ordered: bool = True,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless per-chain mini-batches: each chain its own random order, epoch after epoch.
 
@@ -535,14 +549,26 @@ def epoch_batches(
     step until the machine ran out of memory; most of that was the per-step trace tensors of
     :func:`sample_chains`, since removed. With those gone, fresh batches grew a run by 24 MB
     and no further, reused ones by none.)
+
+    With ``ordered=False``, a batch that holds every example (``batch_size`` ≥ N: a feature tier's
+    full-batch SGLD and SGHMC) is the data themselves in their stored order, one tensor every
+    chain sees (expanded over the chains, not copied): the gradient is a sum over the examples,
+    the same in any order up to rounding, and each step no longer copies C × N inputs (4 × 8,000
+    features of 512: 65 MB a step). The orders are drawn all the same, so a chain's stream, and so
+    its noise, stays what it was. A sampler that draws something per batch position (D-SGHMC's
+    input masks) keeps ``ordered=True``: its masks would meet other examples.
     """
     n = len(data)
     buffers: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+    whole = not ordered and batch_size >= n
     while True:
         if isinstance(generator, ChainGenerators):
             orders = generator.randperm(n)
         else:
             orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(num_chains)])
+        if whole:
+            yield data.x.expand(num_chains, *data.x.shape), data.y.expand(num_chains, n)
+            continue
         for idx in orders.split(batch_size, dim=1):
             shape = tuple(idx.shape)
             if shape not in buffers:
@@ -680,6 +706,7 @@ def fit_sgmcmc(
     make_posterior: Callable[[Params, dict[str, Any]], Any] | None = None,
     chains: Sequence[int] | None = None,
     metric: Any = None,
+    ordered_batches: bool = False,
 ) -> Generator[ProgressRecord, None, Any]:
     """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
 
@@ -688,7 +715,9 @@ def fit_sgmcmc(
     :func:`merge_chains`. Its storage plan is the full run's: the memory budget is for all
     ``config.num_chains`` chains, so a subset thins as the whole run would. ``metric``, a fixed
     :class:`~core.engine.inference.curvature.DenseMetric` (the sampler's ``config.metric``), goes
-    to ``init`` and is recorded in ``info["preconditioner"]``.
+    to ``init`` and is recorded in ``info["preconditioner"]``. ``ordered_batches``: a step that
+    draws something per batch position (D-SGHMC's masks) gets its batches in their drawn order
+    even when one holds every example (:func:`epoch_batches`).
 
     Returns a :class:`~core.engine.inference.base.SampledPosterior` (or ``make_posterior(samples,
     info)``) whose ``info`` holds the chain numbers, R̂ and ESS of the log posterior and of ‖θ‖
@@ -714,7 +743,7 @@ def fit_sgmcmc(
     )
     warn_plan(plan)
     state = init(params, config=config, generator=generators, **({"metric": metric} if metric is not None else {}))
-    batches = epoch_batches(data, len(chain_ids), config.batch_size, generators)
+    batches = epoch_batches(data, len(chain_ids), config.batch_size, generators, ordered=ordered_batches)
     result = yield from sample_chains(
         step, state, config=config, target=target, batches=batches, num_steps=num_steps,
         plan=plan, generator=generators,
