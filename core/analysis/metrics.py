@@ -272,7 +272,8 @@ def _first_index(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """The first class (along dim −2 of ``t`` (..., K, n)) equal to ``value`` (..., n): the
     smallest index, as torch's arg-max names the first of equal largest values."""
     k = t.shape[-2]
-    descending = torch.arange(k, 0, -1, dtype=torch.int32).view(k, 1)  # class j weighs K − j
+    small = torch.uint8 if k < 256 else torch.int32  # a quarter of the bytes to weigh for few classes
+    descending = torch.arange(k, 0, -1, dtype=small).view(k, 1)  # class j weighs K − j
     return k - ((t == value.unsqueeze(-2)) * descending).amax(-2).long()
 
 
