@@ -318,6 +318,7 @@ def evaluate(
     angles: Sequence[float] | np.ndarray | None = None,
     level: float = 0.9,
     executor: Executor | None = None,
+    weighed: bool = False,
 ) -> Generator[ProgressRecord, None, Evaluation]:
     """Evaluate every posterior on ``data`` (and ``ood``: one set or several, and a rotation sweep of one image).
 
@@ -328,6 +329,9 @@ def evaluate(
     where the batches run. With an ``executor`` (a Ray cluster) the sets are cut into runs
     of whole batches that its workers predict side by side; the result is the same. The data
     set's classes are matched with the posteriors' outputs by name whenever both have names.
+    ``weighed``: the caller has weighed this run's memory as part of a larger one
+    (:func:`check_run_memory`, e.g. the Dataset tab for all its columns at once), so it is not
+    weighed again here.
     """
     _check_data(posteriors, data, "data set")  # what the images are (shape, descriptor) before their names
     data = match_classes(posteriors, data)
@@ -341,7 +345,8 @@ def evaluate(
     ood_names = set_names(oods)
     plans = _batch_sizes(posteriors, num_samples, batch_size)
     sets = [(i, subset) for i, subset in enumerate((data, *oods))]
-    check_run_memory(plans, [subset for _, subset in sets], num_samples)  # before the first image
+    if not weighed:
+        check_run_memory(plans, [subset for _, subset in sets], num_samples)  # before the first image
     angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     sweeps = len(plans) if rotate_image is not None else 0  # one step each, after the sets
     if executor is None:

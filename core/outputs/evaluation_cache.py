@@ -34,6 +34,7 @@ from core.analysis.dataset import (
 )
 from core.analysis.evaluation import (
     PosteriorEvaluation,
+    check_run_memory,
     evaluate,
     ood_list,
     set_names,
@@ -191,6 +192,10 @@ def evaluate_dataset(
     # one set keeps the key it always had; several are keyed by all of them, in order
     ood_shas = [dataset_sha256(other) for other in oods] if use_cache else []
     ood_sha = None if not ood_shas else ood_shas[0] if len(ood_shas) == 1 else "+".join(ood_shas)
+    # the whole run, every column, weighed once before its first image: each column's results
+    # stay to the end, and reading the machine's memory once is enough
+    check_run_memory([(name, item.posterior, batch_size_for(item.posterior, num_samples))
+                      for name, item in zip(names, items, strict=True)], [data, *oods], num_samples)
     shell = _evaluation_shell(data, ood, num_samples, seed, items[0].posterior.num_classes)
     files: dict[str, dict[str, str]] = {}
     cached: dict[str, bool] = {}
@@ -217,7 +222,8 @@ def evaluate_dataset(
                 "index": float(index), "images_done": float(per_posterior),
                 "images_total": float(per_posterior), "cached": 1.0}, name)
             continue
-        run = evaluate({name: item.posterior}, data, oods, num_samples=num_samples, seed=seed, batch_size=b)
+        run = evaluate({name: item.posterior}, data, oods, num_samples=num_samples, seed=seed, batch_size=b,
+                       weighed=True)
         try:
             while True:
                 record = next(run)

@@ -219,3 +219,73 @@ def test_batch_scores_are_the_uncertainty_modules_and_keep_exact_zeros(draws):
     assert got["epistemic"][1] < 1e-14 and got["epistemic_variance"][1] < 1e-14
     if draws == 1:
         assert (got["epistemic"] == 0).all() and (got["epistemic_variance"] == 0).all()
+
+
+def test_the_dataset_tab_weighs_all_its_columns_once_before_the_first_image(shared_data, monkeypatch):
+    """The Dataset tab's run (every column, the test set and the OOD set) is weighed once, as a
+    whole, before any image: the machine's memory is read once, not once a column, and a run
+    that would not fit is refused with one sentence naming every column's images and draws."""
+    import core.analysis.evaluation as evaluation
+    import core.engine.memory as memory
+    from core.analysis.dataset import EvaluationItem, batch_size_for
+    from core.analysis.evaluation import resolve_dataset, run_bytes
+    from core.engine.memory import MemoryEstimateError
+    from core.outputs.evaluation_cache import evaluate_dataset
+
+    items = [EvaluationItem(name, _bundled(f"paper_softmax_{name}.pt"), None) for name in ("hmc", "sghmc")]
+    data = resolve_dataset("mnist-test", shared_data).first(30)
+    ood = resolve_dataset("notmnist", shared_data).first(20)
+    reads = []
+
+    def available() -> int:
+        reads.append(1)
+        return 1 << 40
+
+    monkeypatch.setattr(memory, "available_bytes", available)
+    records = []
+    run = evaluate_dataset(items, data, ood, use_cache=False)
+    try:
+        while True:
+            records.append(next(run))
+    except StopIteration as stop:
+        views = stop.value
+    assert len(reads) == 1 and set(views.evaluation.results) == {"hmc", "sghmc"}
+    # room for less than the whole run: refused before the first record, naming both columns
+    plans = [(item.name, item.posterior, batch_size_for(item.posterior, None)) for item in items]
+    need, _ = run_bytes(plans, [len(data), len(ood)], None)
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(need * 0.9 / memory.USABLE_FRACTION))
+
+    def predicted(*args, **kwargs):
+        raise AssertionError("an image was predicted before the refusal")
+
+    monkeypatch.setattr(evaluation, "predict_dataset", predicted)
+    run = evaluate_dataset(items, data, ood, use_cache=False)
+    with pytest.raises(MemoryEstimateError) as refused:
+        next(run)
+    assert str(refused.value).startswith("evaluating 2 posteriors on 30 images of mnist-test and 20 images of ")
+    assert "800 draws of hmc at a time" in str(refused.value)
+    assert "fewer draws or fewer images" in str(refused.value)
+
+
+@pytest.mark.parametrize("classes, rows", [(2, 3000), (3, 3000), (10, 3000), (100, 3000), (10, 100)])
+def test_the_class_order_names_what_topk_and_argmax_name_ties_included(classes, rows):
+    """p̄'s arg-max, largest value and top two, read from one copy with the classes first
+    (from CLASS_ORDER_ROWS rows; torch's own below): the first of equal largest values
+    (torch's arg-max), and the pair topk names; rows whose second and third values are equal
+    take topk's own pair (its order among ties is its own)."""
+    from core.analysis.metrics import ClassOrder, first_argmax
+
+    g = torch.Generator().manual_seed(classes)
+    mean = torch.randint(0, 4, (rows, classes), generator=g).double() / 3  # many equal values a row
+    order = ClassOrder(mean)
+    assert torch.equal(order.first, mean.argmax(-1)) and torch.equal(order.largest, mean.amax(-1))
+    expected = mean.topk(2, dim=-1)
+    assert torch.equal(order.second_value(), expected.values[:, 1])
+    top = order.top_two()
+    assert torch.equal(top.sort(1).values, expected.indices.sort(1).values)
+    if classes > 2:
+        third = mean.topk(3, dim=-1).values[:, 2]
+        tied = third == expected.values[:, 1]
+        assert tied.any() and torch.equal(top[tied], expected.indices[tied])
+    draws = mean.view(5, rows // 5, classes).float()
+    assert torch.equal(first_argmax(draws), draws.argmax(-1))
