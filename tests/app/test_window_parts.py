@@ -273,7 +273,7 @@ class TestJudgingController:
         workspace.set_input(np.zeros((28, 28), np.float32), "a blank")
         inference = InferenceController(main_window)
         asked = []
-        inference.request = lambda image, requests, level, threads=None: asked.append(
+        inference.request = lambda image, requests, level, threads=None, inline_ms=0.0: asked.append(
             [r.num_samples for r in requests]) or 1
         judging = JudgingController(main_window, workspace, inference, columns, WindowSession(main_window),
                                     lambda: False, lambda: "")
