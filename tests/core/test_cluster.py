@@ -280,6 +280,7 @@ def test_a_client_server_that_never_starts_is_one_sentence(monkeypatch):
 
 
 @needs_ray
+@pytest.mark.usefixtures("one_torch_thread")  # as Ray's workers: a chain's matrix products add in the same order
 def test_chains_on_the_cluster_are_the_chains_of_the_local_run(driver_env, tiny_mnist, tmp_path, capsys):
     local, remote = tmp_path / "local.pt", tmp_path / "remote.pt"
     common = ["train", "--data-dir", str(tiny_mnist), *SGLD, "--set", "epochs=2", "--set", "batch_size=50"]
