@@ -33,6 +33,10 @@ from core.engine.inference.variational import ParamLayout
 from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model
 
+#: Rows of the metric's matrix per block of :meth:`DenseMetric._rows` (64 × 5,130 float32 weights:
+#: 1.3 MB, within a core's cache; 16 to 256 rows were measured alike).
+ROW_BLOCK = 64
+
 
 class DenseMetric:
     """A dense M (P × P, shared by the chains) over θ flattened in ``shapes``' order.
@@ -55,7 +59,10 @@ class DenseMetric:
         #: where the chains given to a product sit among the run's chains (None: all of them)
         self.slots: ChainSlots | None = None
         chol = torch.linalg.cholesky(mass.double())  # M = L Lᵀ
-        self.inverse = torch.cholesky_inverse(chol).float()
+        inverse = torch.cholesky_inverse(chol).float()
+        if not torch.equal(inverse, inverse.T):  # LAPACK mirrors one triangle; the products read rows
+            inverse = (inverse + inverse.T) / 2
+        self.inverse = inverse
         self.chol = chol.float()
 
     def in_slots(self, slots: ChainSlots) -> DenseMetric:
@@ -68,15 +75,21 @@ class DenseMetric:
         return torch.cat([tree[k].flatten(1) for k in self.shapes], dim=1).float()
 
     def _rows(self, flat: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-        """``flat @ matrix`` for every chain (row of ``flat``): one (slots, P) × (P, P) product."""
+        """``flat @ matrixᵀ`` for every chain (row of ``flat``): the chains' slots times
+        :data:`ROW_BLOCK` rows of ``matrix`` at a time. A (slots, P) × (P, P) product in one call
+        packs the whole matrix first (about as slow as a matrix-vector product per chain:
+        36 against 36 ms for 4 chains of 5,130 weights); by blocks of contiguous rows each block
+        is read once for every slot while it is in cache (26 ms). The blocks are the same for any
+        subset of the chains, so a chain's sums are too."""
         slots = chain_slots(self.slots, flat.shape[0])
-        return slots.take(slots.place(flat) @ matrix)
+        placed = slots.place(flat)
+        return slots.take(torch.cat([placed @ block.T for block in matrix.split(ROW_BLOCK)], dim=1))
 
     def unflatten(self, flat: torch.Tensor, like: Params) -> Params:
         return {k: v.to(like[k].dtype) for k, v in self.layout.unflatten(flat).items()}
 
     def momentum(self, z: Params) -> Params:
-        return self.unflatten(self._rows(self.flatten(z), self.chol.T), z)
+        return self.unflatten(self._rows(self.flatten(z), self.chol), z)  # Lz, as rows: z Lᵀ
 
     def velocity(self, momentum: Params) -> Params:
         return self.unflatten(self._rows(self.flatten(momentum), self.inverse), momentum)

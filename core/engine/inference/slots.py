@@ -15,9 +15,15 @@ own sum over the shared dimension; so a column of logits, a row of the gradient 
 the solve is the same whatever the other slots hold. Checked on this machine's MKL with one and
 two threads (softmax logits and gradient at 8,026 × 512 × 10 classes × 4 slots, products and
 solves with a 5,130 × 5,130 matrix): the slot of a chain among random neighbours equals the chain
-among zeros bit for bit (``tests/core/test_slots.py``). One product for the 4 chains instead of
-four reads the shared operand once, not four times: the features tier's gradient and metric
-products are memory-bound (docs/performance.md, "Building a feature tier").
+among zeros bit for bit (``tests/core/test_slots.py``). The strides must not depend on the
+chains either: a full batch keeps stride 0 over the chains even for one chain
+(:func:`~core.engine.inference.sampling.over_chains`), and a product's result goes back to the
+chains as contiguous rows (a transposed view would carry the slot count into the weights' strides
+and so into the next step's kernels; both broke the equality of a whole run). One product for the chains instead of
+one per chain reads the shared operand once, not once per chain: the features tier's inputs for
+the gradient, the metric's matrix by blocks of rows (``DenseMetric._rows`` in
+:mod:`~core.engine.inference.curvature`); docs/performance.md, "Building a feature tier", has
+the times.
 """
 
 from __future__ import annotations
