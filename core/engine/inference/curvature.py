@@ -34,7 +34,7 @@ from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model
 
 #: Rows of the metric's matrix per block of :meth:`DenseMetric._rows` (64 × 5,130 float32 weights:
-#: 1.3 MB, within a core's cache; 16 to 256 rows were measured alike).
+#: 1.3 MB, within a core's cache; 64 and 256 rows measured alike within the noise, 16 slower).
 ROW_BLOCK = 64
 
 
