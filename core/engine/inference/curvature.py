@@ -45,8 +45,8 @@ class DenseMetric:
     eigenvalues, at least 1/λ_max(M), stay far above float32's rounding). Every product is one
     product over the chains in the run's chain slots (:mod:`~core.engine.inference.slots`, set by
     :meth:`in_slots`; by default the chains given are all of the run's): the P × P matrix is read
-    once for all chains, not once per chain (a matrix-vector product is memory-bound), and a chain
-    does the same arithmetic alone as beside others, bit for bit, as the chains' split runs need.
+    once for all chains, not once per chain, and a chain does the same arithmetic alone as beside
+    others, bit for bit, as the chains' split runs need.
     """
 
     def __init__(self, mass: torch.Tensor, shapes: dict[str, torch.Size]) -> None:
@@ -77,10 +77,11 @@ class DenseMetric:
     def _rows(self, flat: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
         """``flat @ matrixᵀ`` for every chain (row of ``flat``): the chains' slots times
         :data:`ROW_BLOCK` rows of ``matrix`` at a time. A (slots, P) × (P, P) product in one call
-        packs the whole matrix first (about as slow as a matrix-vector product per chain:
-        36 against 36 ms for 4 chains of 5,130 weights); by blocks of contiguous rows each block
-        is read once for every slot while it is in cache (26 ms). The blocks are the same for any
-        subset of the chains, so a chain's sums are too."""
+        packs the whole matrix first and was no faster than a matrix-vector product per chain
+        (51 against 41 ms for 4 chains of 5,130 weights, one thread at load 5); by blocks of
+        contiguous rows each block is used for every slot while it is in cache (26 ms; at load 7
+        the three took 43–47 ms alike). The blocks are the same for any subset of the chains, so
+        a chain's sums are too. The result is a fresh (chains, P) tensor in rows."""
         slots = chain_slots(self.slots, flat.shape[0])
         placed = slots.place(flat)
         return slots.take(torch.cat([placed @ block.T for block in matrix.split(ROW_BLOCK)], dim=1))
