@@ -1,7 +1,8 @@
 """Data-set evaluation of every bundled posterior against its plain batched forward pass.
 
 For each bundled posterior, in a process of its own (so its peak memory is its own), on the
-first ``--images`` MNIST test images with the posterior's own number of draws (or
+first ``--images`` MNIST test images (a face head: the first of the UTKFace test split's
+descriptors, ``utkface-test``, 4,741 at most) with the posterior's own number of draws (or
 ``--samples``):
 
 * **evaluate**: :func:`core.analysis.evaluation.evaluate` drained, as the command line and the
@@ -92,7 +93,7 @@ def _reset_peak() -> bool:
 
 
 def measure_one(path: str, data_dir: str, images: int, samples: int | None, threads: int, repeats: int,
-                device: str = "cpu") -> dict:
+                device: str = "cpu", dataset: str = "mnist-test") -> dict:
     import torch
 
     torch.set_num_threads(threads)
@@ -103,7 +104,7 @@ def measure_one(path: str, data_dir: str, images: int, samples: int | None, thre
     from core.engine.store import load_posterior
 
     posterior = load_posterior(path, device=resolve_device(device))
-    data = resolve_dataset("mnist-test", data_dir).first(images)
+    data = resolve_dataset(dataset, data_dir).first(images)
     s = len(chain_ids(posterior, samples))
     block = max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
@@ -168,20 +169,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="file names of the posteriors to measure (default: all)")
     parser.add_argument("--tab", action="store_true", help="also time the Dataset tab's default columns")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", default="mnist-test", help=argparse.SUPPRESS)
     parser.add_argument("--tab-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads,
-                                     args.repeats, args.device)))
+                                     args.repeats, args.device, args.dataset)))
         return 0
     if args.tab_only:
         print(json.dumps(measure_tab(args.data_dir, args.threads)))
         return 0
+    from core.analysis.evaluation import FACE_TEST_SET
     from core.engine.device import describe_device, resolve_device
-    from core.engine.resources import bundled_posteriors
+    from core.engine.resources import bundled_face_posteriors, bundled_posteriors
 
     where = describe_device(resolve_device(args.device))
-    paths = bundled_posteriors()
+    faces = bundled_face_posteriors()
+    paths = [*bundled_posteriors(), *faces]
     if args.only:
         paths = [p for p in paths if p.name in args.only]
     load = os.getloadavg()
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         command = [sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
                    "--images", str(args.images), "--threads", str(args.threads), "--repeats", str(args.repeats),
-                   "--device", args.device]
+                   "--device", args.device, "--dataset", FACE_TEST_SET if path in faces else "mnist-test"]
         if args.samples:
             command += ["--samples", str(args.samples)]
         out = subprocess.run(command, capture_output=True, text=True, check=True)
