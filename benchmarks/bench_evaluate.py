@@ -1,14 +1,16 @@
 """Data-set evaluation of every bundled posterior against its plain batched forward pass.
 
 For each bundled posterior, in a process of its own (so its peak memory is its own), on the
-first ``--images`` MNIST test images with the posterior's own number of draws (or
+first ``--images`` MNIST test images (a face head: the first of the UTKFace test split's
+descriptors, ``utkface-test``, 4,741 at most) with the posterior's own number of draws (or
 ``--samples``):
 
 * **evaluate**: :func:`core.analysis.evaluation.evaluate` drained, as the command line and the
   Dataset tab run it (predictions, every score, each chain's predictions);
 * **forward**: the same draws over the same images and nothing else, timed in the same
   process. A posterior with stored draws (HMC, SG-MCMC, ensembles, MAP) predicts the images
-  in calls of 64, 256 and 1,024 images and of evaluate's own step, and the fastest counts; one
+  in calls of 64, 256 and 1,024 images no larger than evaluate's own step (whose bytes
+  ``STEP_BYTES`` bounds) and of that step, and the fastest counts; one
   that draws at prediction (dropout masks, weight draws) makes evaluate's own calls, block by
   block with each block's generator, since those calls are the draws evaluate makes;
 * **ratio**: evaluate / forward, each the best of ``--repeats`` runs taken alternately, so
@@ -16,8 +18,10 @@ first ``--images`` MNIST test images with the posterior's own number of draws (o
   ratio of the process's CPU time, which waiting for a core shared with other work does not
   count (with one thread, the steadier of the two on a loaded machine).
 
-Prints one Markdown row per posterior with the peak resident memory, and the load average
-before and after. With ``--tab`` it also times the Dataset tab's work for the default columns
+Prints one Markdown row per posterior with the peak resident memory after the first
+evaluation (before any plain forward pass), the run's own memory (the rise of the peak over
+that evaluation, Linux) beside the estimate the memory check weighs before the first image
+(:func:`core.analysis.evaluation.run_bytes`), and the load average before and after. With ``--tab`` it also times the Dataset tab's work for the default columns
 (:func:`core.outputs.evaluation_cache.evaluate_dataset`, no cache) on the whole MNIST test set
 plus notMNIST, by the clock and by the process's CPU time.
 
@@ -51,7 +55,9 @@ def _forward_seconds(posterior, x, num_samples, block: int, step: int, fixed: bo
     from core.analysis.evaluation import batch_generator
 
     best, best_cpu = float("inf"), float("inf")
-    plans = sorted({*FORWARD_CALLS, step}) if fixed else [block]
+    # no call larger than evaluate's step, which STEP_BYTES bounds: a LeNet's 100 draws over
+    # 1,024 images held 4 GB, the benchmark's own peak, not evaluate's (evaluate: 0.4 GB)
+    plans = sorted({size for size in FORWARD_CALLS if size <= step} | {step}) if fixed else [block]
     for size in plans:
         draw = batch_generator(0, 0)
         start, cpu = time.perf_counter(), time.process_time()
@@ -63,38 +69,70 @@ def _forward_seconds(posterior, x, num_samples, block: int, step: int, fixed: bo
     return best, best_cpu
 
 
+def _status_mb(field: str) -> float | None:
+    """``VmRSS`` or ``VmHWM`` (the peak since the last :func:`_reset_peak`) of this process in
+    MB, from /proc/self/status; None where there is none (not Linux)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> bool:
+    """Start this process's peak resident memory (VmHWM) afresh at its present size (Linux)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def measure_one(path: str, data_dir: str, images: int, samples: int | None, threads: int, repeats: int,
-                device: str = "cpu") -> dict:
+                device: str = "cpu", dataset: str = "mnist-test") -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    from core.analysis.evaluation import evaluate, resolve_dataset
+    from core.analysis.evaluation import evaluate, resolve_dataset, run_bytes
     from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, step_images
     from core.engine.device import resolve_device
     from core.engine.runner import drain
     from core.engine.store import load_posterior
 
     posterior = load_posterior(path, device=resolve_device(device))
-    data = resolve_dataset("mnist-test", data_dir).first(images)
+    data = resolve_dataset(dataset, data_dir).first(images)
     s = len(chain_ids(posterior, samples))
     block = max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
     step = step_images(posterior, s, block, fixed)
+    # what the run itself holds: the rise of the peak from here over the first evaluation,
+    # before any plain forward pass, against the estimate the memory check weighs up front
+    estimate, _ = run_bytes([("p", posterior, block)], [len(data)], samples)
+    base = _status_mb("VmRSS") if _reset_peak() else None
     drain(evaluate({"p": posterior}, data.first(min(images, 2 * step)), num_samples=samples))  # warm up
     evaluate_s, forward_s, evaluate_cpu, forward_cpu = [], [], [], []
+    run_mb = None
     for _ in range(repeats):
         start, cpu = time.perf_counter(), time.process_time()
         ev = drain(evaluate({"p": posterior}, data, num_samples=samples))
         evaluate_s.append(time.perf_counter() - start)
         evaluate_cpu.append(time.process_time() - cpu)
+        if run_mb is None:
+            peak = _status_mb("VmHWM")
+            run_mb = peak - base if base is not None and peak is not None else float("nan")
+            evaluate_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
         clock, cpu = _forward_seconds(posterior, data.x, samples, block, step, fixed)
         forward_s.append(clock)
         forward_cpu.append(cpu)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
     result = ev.results["p"].data
     return {"file": Path(path).name, "draws": result.num_samples, "images": len(data),
             "draws_at_prediction": not fixed, "step": min(step, len(data)),
-            "evaluate_s": min(evaluate_s), "forward_s": min(forward_s), "peak_mb": peak,
+            "evaluate_s": min(evaluate_s), "forward_s": min(forward_s), "peak_mb": evaluate_peak,
+            "run_mb": run_mb, "estimate_mb": estimate / 2**20,
             "evaluate_cpu_s": min(evaluate_cpu), "forward_cpu_s": min(forward_cpu),
             "accuracy": float((result.predictions == result.labels).mean())}
 
@@ -131,32 +169,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="file names of the posteriors to measure (default: all)")
     parser.add_argument("--tab", action="store_true", help="also time the Dataset tab's default columns")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", default="mnist-test", help=argparse.SUPPRESS)
     parser.add_argument("--tab-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads,
-                                     args.repeats, args.device)))
+                                     args.repeats, args.device, args.dataset)))
         return 0
     if args.tab_only:
         print(json.dumps(measure_tab(args.data_dir, args.threads)))
         return 0
+    from core.analysis.evaluation import FACE_TEST_SET
     from core.engine.device import describe_device, resolve_device
-    from core.engine.resources import bundled_posteriors
+    from core.engine.resources import bundled_face_posteriors, bundled_posteriors
 
     where = describe_device(resolve_device(args.device))
-    paths = bundled_posteriors()
+    faces = bundled_face_posteriors()
+    paths = [*bundled_posteriors(), *faces]
     if args.only:
         paths = [p for p in paths if p.name in args.only]
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
           f"{args.threads} torch threads; best of {args.repeats}; predicting on {where}")
     print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | ratio of CPU time "
-          "| images/s | peak memory (MB) | accuracy |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| images/s | peak memory (MB) | run's memory (MB) | estimated (MB) | accuracy |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for path in paths:
         command = [sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
                    "--images", str(args.images), "--threads", str(args.threads), "--repeats", str(args.repeats),
-                   "--device", args.device]
+                   "--device", args.device, "--dataset", FACE_TEST_SET if path in faces else "mnist-test"]
         if args.samples:
             command += ["--samples", str(args.samples)]
         out = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -165,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['file']} | {draws} | {r['images']:,} | {r['step']:,} | {r['evaluate_s']:.2f} "
               f"| {r['forward_s']:.2f} | {r['evaluate_s'] / r['forward_s']:.2f} "
               f"| {r['evaluate_cpu_s'] / r['forward_cpu_s']:.2f} "
-              f"| {r['images'] / r['evaluate_s']:,.0f} | {r['peak_mb']:.0f} | {100 * r['accuracy']:.2f} % |",
+              f"| {r['images'] / r['evaluate_s']:,.0f} | {r['peak_mb']:.0f} | {r['run_mb']:.0f} | {r['estimate_mb']:.0f} "
+              f"| {100 * r['accuracy']:.2f} % |",
               flush=True)
     if args.tab:
         out = subprocess.run([sys.executable, __file__, "--tab-only", "--data-dir", args.data_dir,

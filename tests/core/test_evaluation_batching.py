@@ -289,3 +289,68 @@ def test_the_class_order_names_what_topk_and_argmax_name_ties_included(classes, 
         assert tied.any() and torch.equal(top[tied], expected.indices[tied])
     draws = mean.view(5, rows // 5, classes).float()
     assert torch.equal(first_argmax(draws), draws.argmax(-1))
+
+
+@pytest.mark.parametrize("order", ["runs", "interleaved"])
+def test_the_scores_of_several_chains_are_the_uncertainty_modules_whatever_their_order(order):
+    """Four chains of 30 draws: p̄ from the chains' own sums (when each chain is a run of rows)
+    or from all draws at once (when not), the variance as Σp² − S·p̄²; both equal the
+    uncertainty module's functions to 1e-12, each chain's prediction is the arg-max of its own
+    mean, and draws that agree on 0 and 1 keep every score that is 0 by construction at 0."""
+    from core.analysis.metrics import _PartScorer
+
+    g = torch.Generator().manual_seed(7)
+    samples = torch.softmax(torch.randn(120, 60, 10, generator=g) * 6, -1)
+    samples[:, 0] = torch.eye(10)[4]  # every draw of every chain certain of class 4
+    chains = torch.arange(4).repeat_interleave(30) if order == "runs" else torch.arange(4).repeat(30)
+    mean, scores, chain_preds = _PartScorer(chains, 10, 60).score(samples)
+    d = samples.double()
+    np.testing.assert_allclose(mean.numpy(), d.mean(0).numpy(), rtol=0, atol=1e-12)
+    expected = {"total": predictive_entropy(d), "aleatoric": expected_entropy(d),
+                "epistemic": mutual_information(d), "epistemic_variance": variance_decomposition(d).epistemic_sum,
+                "one_minus_max_prob": 1 - d.mean(0).max(-1).values, "top_two_overlap": top_two_overlap(d).double()}
+    for row, key in zip(scores, metrics.SCORES, strict=True):
+        np.testing.assert_allclose(row.numpy(), expected[key].numpy(), rtol=0, atol=1e-12, err_msg=key)
+        if key != "top_two_overlap":
+            assert row[0] == 0.0, key
+    own = torch.stack([d[chains == c].mean(0).argmax(-1) for c in range(4)])
+    assert torch.equal(chain_preds, own)
+
+
+def _memory_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith(field + ":"))
+
+
+def test_a_lenet_run_takes_no_more_than_the_memory_check_lets_it(shared_data):
+    """A run the memory check lets through fits: the check passes a run whose estimate
+    (run_bytes, weighed before the first image) is within USABLE_FRACTION of the memory
+    available, so the memory the run really takes must stay within estimate / USABLE_FRACTION.
+    Measured as the rise of the process's peak resident memory over an evaluation of the LeNet
+    SGHMC file (100 draws, steps of 18 images), from a fresh start of the peak (Linux's
+    clear_refs): 73-120 MB against an estimate of 109 MB (the allocator keeps a step's
+    mid-sized buffers for the next). Its 4.2 GB in bench_evaluate was the benchmark's own
+    forward call of 1,024 images; evaluate holds about a tenth of a GB."""
+    import gc
+    import sys
+
+    from core.analysis.evaluation import resolve_dataset, run_bytes
+    from core.engine.memory import USABLE_FRACTION
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the peak resident memory is read from Linux's /proc")
+    posterior = _bundled("network_lenet5_sghmc.pt")
+    data = resolve_dataset("mnist-test", shared_data).first(120)
+    s = len(chain_ids(posterior))
+    estimate, _ = run_bytes([("p", posterior, max(1, SAMPLE_BUDGET // s))], [len(data)], None)
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # the peak (VmHWM) starts again at the present size
+    except OSError:
+        pytest.skip("this system does not let a process reset its peak memory")
+    base = _memory_mb("VmRSS")
+    drain(evaluate({"p": posterior}, data))
+    rise = (_memory_mb("VmHWM") - base) * 2**20
+    assert 0 < rise <= estimate / USABLE_FRACTION, (rise / 2**20, estimate / 2**20)
+    assert estimate < 400 * 2**20  # a step of 18 images: far from the benchmark's 4 GB
