@@ -21,7 +21,8 @@ the decoded pixels and the trained network, and ``zoo`` keeps the files already 
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/demo_own_network.py [--work DIR] [--epochs 10]
 [--methods hmc,map,...] [--set NAME=VALUE] [--ood 1000]``. ``--quick`` checks the whole path in
-a minute: a few faces per group, one epoch, the MAP head only.
+a minute: a few faces per group, one epoch, the MAP head only. ``--folder`` trains on a folder of
+one's own images instead (class folders under ``train/`` and ``test/``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +202,9 @@ def train(data: dict[str, Any], epochs: int, seed: int, batch_size: int = 128) -
 
 def save_network(model: nn.Module, record: dict[str, Any], classes: list[str], path: Path) -> None:
     """``torch.jit.save`` the network and write ``path.json`` beside it, as import reads it."""
-    torch.jit.save(torch.jit.script(model.eval()), str(path))
+    with warnings.catch_warnings():  # torch calls TorchScript deprecated; people still save networks so
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(model.eval()), str(path))
     side = {"image_size": SIDE, "mean": record["mean"], "std": record["std"], "classes": classes}
     path.with_suffix(".json").write_text(json.dumps(side, indent=1), encoding="utf-8")
 
@@ -266,6 +270,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where the folders, the network, the tier and demo.json go (reused by a second run)")
     parser.add_argument("--utkface", type=Path,
                         help="UTKFace's archive or folder (default: ../shared/data/utkface, else the user cache)")
+    parser.add_argument("--folder", type=Path,
+                        help="a folder of one's own images instead of UTKFace's: class folders under train/ and test/")
     parser.add_argument("--epochs", type=int, default=10, help="training epochs (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", help="the tier's methods, comma-separated (default: all 13)")
@@ -294,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     utkface = args.utkface or (DATA / "utkface" if (DATA / "utkface").is_dir() else None)
-    folder = make_folders(work, utkface, args.quick)
+    folder = args.folder.resolve() if args.folder else make_folders(work, utkface, args.quick)
     record: dict[str, Any] = {"folder": str(folder), "quick": args.quick, "threads": torch.get_num_threads()}
     network = work / ("net-quick.pt" if args.quick else "net.pt")
     saved = work / (network.stem + "-training.json")
