@@ -19,7 +19,7 @@ Every step is seeded and each one's output is kept in ``--work``: a second run r
 the decoded pixels and the trained network, and ``zoo`` keeps the files already made. The figures
 (accuracy, CPU seconds, the load average beside them) go to ``WORK/demo.json``.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/demo_own_network.py [--work DIR] [--epochs 10]
+Run: ``OMP_NUM_THREADS=1 python benchmarks/demo_own_network.py [--work DIR] [--epochs 6]
 [--methods hmc,map,...] [--set NAME=VALUE] [--ood 1000]``. ``--quick`` checks the whole path in
 a minute: a few faces per group, one epoch, the MAP head only. ``--folder`` trains on a folder of
 one's own images instead (class folders under ``train/`` and ``test/``).
@@ -212,15 +212,10 @@ def save_network(model: nn.Module, record: dict[str, Any], classes: list[str], p
 # ----------------------------------------------------------------------------- the tier and OOD
 
 
-def build_tier(network: Path, folder: Path, out: Path, methods: str | None, settings: list[str]) -> dict[str, Any]:
-    """``bayescope-cli zoo --tier features`` in this process; its wall and CPU seconds."""
+def _zoo(argv: list[str]) -> dict[str, Any]:
+    """One ``bayescope-cli zoo`` run in this process; its wall and CPU seconds and the load."""
     from core.commands.main import main as cli
 
-    argv = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(folder), "--out", str(out)]
-    if methods:
-        argv += ["--methods", methods]
-    for s in settings:
-        argv += ["--set", s]
     print("bayescope-cli " + " ".join(argv), flush=True)
     before, wall, cpu = load(), time.perf_counter(), time.process_time()
     code = cli(argv)
@@ -229,6 +224,27 @@ def build_tier(network: Path, folder: Path, out: Path, methods: str | None, sett
     if code != 0:
         raise SystemExit(f"error: the tier's build stopped (exit {code})")
     return figures
+
+
+def build_tier(network: Path, folder: Path, out: Path, methods: str | None, settings: list[str],
+               reference: list[str] = ()) -> dict[str, Any]:
+    """``bayescope-cli zoo --tier features`` of ``network`` over ``folder``. With ``reference``
+    settings, HMC is built alone with them first (zoo's ``--set`` goes to every method that has the
+    setting, and ``num_samples`` is also the VI methods' Monte Carlo draws per step), then the other
+    methods, and then every file is measured together (``--evaluate-only``), HMC as the reference."""
+    from core.commands.zoo import TIERS
+
+    chosen = methods.split(",") if methods else list(TIERS["features"].methods)
+    common = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(folder), "--out", str(out)]
+    sets = [a for s in settings for a in ("--set", s)]
+    if not reference or "hmc" not in chosen:
+        return {"runs": [_zoo([*common, "--methods", ",".join(chosen), *sets])]}
+    runs = [_zoo([*common, "--methods", "hmc", *sets, *(a for s in reference for a in ("--set", s))])]
+    others = [m for m in chosen if m != "hmc"]
+    if others:
+        runs.append(_zoo([*common, "--methods", ",".join(others), *sets]))
+        runs.append(_zoo([*common, "--methods", ",".join(chosen), "--evaluate-only"]))
+    return {"runs": runs}
 
 
 def write_letters(notmnist: Path, out: Path, count: int) -> Path:
@@ -272,11 +288,14 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="UTKFace's archive or folder (default: ../shared/data/utkface, else the user cache)")
     parser.add_argument("--folder", type=Path,
                         help="a folder of one's own images instead of UTKFace's: class folders under train/ and test/")
-    parser.add_argument("--epochs", type=int, default=10, help="training epochs (default 10)")
+    parser.add_argument("--epochs", type=int, default=6, help="training epochs (default 6: about 10 min of one core)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", help="the tier's methods, comma-separated (default: all 13)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="zoo's --set: a setting given to every method that has it")
+    parser.add_argument("--reference-set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for HMC alone (e.g. num_samples=400: fewer draws than the tier's 800); "
+                             "HMC is then built first on its own, the others after, and all measured together")
     parser.add_argument("--ood", type=int, default=0, metavar="N",
                         help="also measure the OOD AUROC against N notMNIST letters (0: not)")
     parser.add_argument("--no-tier", action="store_true", help="stop after saving the network")
@@ -317,10 +336,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{record['training']['cpu_s']:.0f} s CPU (load {load()})", flush=True)
     if not args.no_tier:
         tier = work / ("tier-quick" if args.quick else "tier")
-        record["tier"] = build_tier(network, folder, tier, args.methods, args.set)
+        record["tier"] = build_tier(network, folder, tier, args.methods, args.set, args.reference_set)
         print((tier / "zoo.md").read_text(encoding="utf-8"))
-        print(f"the tier took {record['tier']['wall_s']:.0f} s (load {record['tier']['load_before']} before, "
-              f"{record['tier']['load_after']} after)")
+        for run in record["tier"]["runs"]:
+            print(f"{run['wall_s']:.0f} s ({run['cpu_s']:.0f} s CPU in this process; load {run['load_before']} "
+                  f"before, {run['load_after']} after): bayescope-cli {' '.join(run['argv'])}")
         if args.ood:
             letters = write_letters(DATA / "notmnist", work / "ood-letters", args.ood)
             record["ood"] = ood_auroc(tier, folder, letters, work / "evaluation", args.ood)

@@ -30,7 +30,7 @@ def test_quick_means_one_epoch_and_the_map_head_unless_methods_are_named():
     assert (args.epochs, args.methods) == (1, "map")
     assert demo.parse_arguments(["--quick", "--methods", "map,mfvi"]).methods == "map,mfvi"
     args = demo.parse_arguments([])
-    assert (args.epochs, args.methods, args.ood, args.quick) == (10, None, 0, False)
+    assert (args.epochs, args.methods, args.ood, args.quick) == (6, None, 0, False)
 
 
 @pytest.mark.parametrize("argv", [["--epochs", "0"], ["--ood", "-1"]])
@@ -57,7 +57,9 @@ def test_a_folder_of_ones_own_trains_saves_and_builds_the_tier(tmp_path, monkeyp
     photos = tmp_path / "photos"
     _two_colours(photos, {"train": 16, "test": 6})
     work = tmp_path / "work"
-    assert demo.main(["--folder", str(photos), "--work", str(work), "--epochs", "2", "--methods", "map"]) == 0
+    reference = ["num_chains=2", "num_warmup=10", "num_samples=12", "num_leapfrog=3"]
+    assert demo.main(["--folder", str(photos), "--work", str(work), "--epochs", "2", "--methods", "hmc,map",
+                      *(a for s in reference for a in ("--reference-set", s))]) == 0
 
     sidecar = json.loads((work / "net.json").read_text())
     assert sidecar["image_size"] == 64 and sidecar["classes"] == ["blue", "red"]
@@ -67,7 +69,11 @@ def test_a_folder_of_ones_own_trains_saves_and_builds_the_tier(tmp_path, monkeyp
     assert sidecar["std"] == pytest.approx(train.std(axis=(0, 1, 2), ddof=1), abs=1e-4)
 
     record = json.loads((work / "demo.json").read_text())
-    assert record["training"]["test_images"] == 12 and record["tier"]["exit"] == 0
+    assert record["training"]["test_images"] == 12
+    # HMC alone with its own settings, then the MAP without them, then both measured together
+    runs = [r["argv"] for r in record["tier"]["runs"]]
+    assert [r[r.index("--methods") + 1] for r in runs] == ["hmc", "map", "hmc,map"]
+    assert "num_samples=12" in runs[0] and "num_samples=12" not in runs[1] and "--evaluate-only" in runs[2]
     table = (work / "tier" / "zoo.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     # the tier reads the test photos through the imported network as the script's own forward pass
@@ -76,3 +82,7 @@ def test_a_folder_of_ones_own_trains_saves_and_builds_the_tier(tmp_path, monkeyp
     assert f"{mine:.2f} %" in rows["your network (net.pt)"]
     # two colours this far apart are told apart by a head on any network's features
     assert "100.00 %" in rows["MAP"]
+    assert "| 2 × 12 |" in rows["HMC"]  # its draws: the reference's own settings were used
+    cells = [c.strip() for c in rows["MAP"].split("|")]
+    header = [c.strip() for c in table.splitlines()[0].split("|")]
+    assert cells[header.index("KL(hmc ‖ ·)")] != "n/a"  # measured against the HMC built in the first run
