@@ -94,6 +94,10 @@ def make_folders(work: Path, utkface: Path | None, quick: bool) -> Path:
             argv += ["--utkface", str(utkface)]
         if cli(argv) != 0:
             raise SystemExit("error: the age-group folders could not be made")
+    moved = set_duplicates_aside(full, work / "utkface-test-duplicates")
+    if moved:
+        print(f"{moved} test faces are byte-for-byte copies of training faces (UTKFace holds some photos twice): "
+              f"moved to {work / 'utkface-test-duplicates'}, so that the test split holds only unseen faces")
     if not quick:
         return full
     small = work / "utkface-quick"
@@ -104,6 +108,26 @@ def make_folders(work: Path, utkface: Path | None, quick: bool) -> Path:
                 if not (small / split / group.name / f.name).exists():
                     shutil.copy2(f, small / split / group.name / f.name)
     return small
+
+
+def set_duplicates_aside(folder: Path, aside: Path) -> int:
+    """Move every file of ``folder/test`` whose bytes are those of a file of ``folder/train`` to
+    ``aside/<class>/``; return how many were moved. The names split UTKFace, and some of its photos
+    are there twice under two names: bayescope refuses to measure on test images it trained on."""
+    import hashlib
+
+    def digest(path: Path) -> bytes:
+        return hashlib.sha256(path.read_bytes()).digest()
+
+    seen = {digest(p) for p in (folder / "train").rglob("*") if p.is_file()}
+    moved = 0
+    for path in sorted((folder / "test").rglob("*")):
+        if path.is_file() and digest(path) in seen:
+            target = aside / path.parent.name / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(target)
+            moved += 1
+    return moved
 
 
 def decode(folder: Path, work: Path) -> dict[str, Any]:
