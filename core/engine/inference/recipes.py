@@ -114,3 +114,16 @@ FACE_TRAINING = ("--set", "epochs=50", "--set", "lr=0.01", "--set", "batch_size=
 #: mini-batches of 4,000 faces (5 steps an epoch); every draw of the run is measured and 25 of
 #: each chain's kept (4 × 25 = 100 draws in the file, 0.2 MB).
 FACE_SG = ("--set", "batch_size=4000", "--set", "metric=curvature", "--keep-draws", "25", *FACE_PRIOR)
+
+#: The features tier (:data:`FEATURES_TIER`)'s samplers take every step on all the training images
+#: (batches of :data:`FEATURES_BATCH`, more than any folder a person brings), so an epoch is one
+#: step whatever N is and their lengths below are steps. DRAFT: tuned in the next commit.
+FEATURES_BATCH = 50_000
+FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
+FEATURES_SGLD = (*chain_settings(thin=5, init="overdispersed", epochs=5200, burn_in=200), *FEATURES_SG,
+                 "--set", "step_size=0.25")
+FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=5200, burn_in=200), *FEATURES_SG,
+                  "--set", "step_size=0.05", "--set", "friction=0.45")
+FEATURES_HMC = ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
+                "--set", "step_size=0.1", "--set", "num_warmup=100", "--set", "num_samples=500",
+                "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100")
