@@ -16,6 +16,7 @@ Stochastic Gradient MCMC", §3).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Generator
 from typing import Any
 
@@ -27,6 +28,7 @@ from core.engine.inference.base import Dataset, ProgressRecord, optimise
 from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
 from core.engine.inference.map import GRAD_TOL, MapConfig, converge, linear_layer
 from core.engine.inference.sampling import Params, Target
+from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.inference.variational import ParamLayout
 from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model
@@ -36,11 +38,11 @@ class DenseMetric:
     """A dense M (P × P, shared by the chains) over θ flattened in ``shapes``' order.
 
     L and M⁻¹ are factored in float64 and kept in float32 (half the memory and time; M⁻¹'s
-    eigenvalues, at least 1/λ_max(M), stay far above float32's rounding). Every product is
-    taken chain by chain: a chain then does the same arithmetic alone as beside others (as
-    :class:`~core.engine.inference.sampling.ModelTarget` does), and a matrix-vector product
-    reads the matrix once per chain either way, so it costs about what one product over all
-    chains would (measured 57 against 49 ms for 4 chains of 7,850 weights).
+    eigenvalues, at least 1/λ_max(M), stay far above float32's rounding). Every product is one
+    product over the chains in the run's chain slots (:mod:`~core.engine.inference.slots`, set by
+    :meth:`in_slots`; by default the chains given are all of the run's): the P × P matrix is read
+    once for all chains, not once per chain (a matrix-vector product is memory-bound), and a chain
+    does the same arithmetic alone as beside others, bit for bit, as the chains' split runs need.
     """
 
     def __init__(self, mass: torch.Tensor, shapes: dict[str, torch.Size]) -> None:
@@ -50,18 +52,25 @@ class DenseMetric:
         #: chain; set by :func:`mode_and_curvature`)
         self.about: dict[str, Any] = {}
         self.mode: Params = {}
+        #: where the chains given to a product sit among the run's chains (None: all of them)
+        self.slots: ChainSlots | None = None
         chol = torch.linalg.cholesky(mass.double())  # M = L Lᵀ
         self.inverse = torch.cholesky_inverse(chol).float()
         self.chol = chol.float()
 
+    def in_slots(self, slots: ChainSlots) -> DenseMetric:
+        """This metric (its matrices shared, not copied) for a run whose chains sit in ``slots``."""
+        placed = copy.copy(self)
+        placed.slots = slots
+        return placed
+
     def flatten(self, tree: Params) -> torch.Tensor:
         return torch.cat([tree[k].flatten(1) for k in self.shapes], dim=1).float()
 
-    @staticmethod
-    def _rows(flat: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-        """``flat @ matrix`` one row (chain) at a time, each copied to its own memory first
-        (a vector's alignment changes which summation order a vectorised kernel takes)."""
-        return torch.stack([row.clone() @ matrix for row in flat])
+    def _rows(self, flat: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        """``flat @ matrix`` for every chain (row of ``flat``): one (slots, P) × (P, P) product."""
+        slots = chain_slots(self.slots, flat.shape[0])
+        return slots.take(slots.place(flat) @ matrix)
 
     def unflatten(self, flat: torch.Tensor, like: Params) -> Params:
         return {k: v.to(like[k].dtype) for k, v in self.layout.unflatten(flat).items()}
@@ -77,11 +86,15 @@ class DenseMetric:
         return 0.5 * (r * self._rows(r, self.inverse)).sum(1)
 
     def _solve(self, tree: Params, upper: bool) -> Params:
-        """L⁻ᵀ (``upper``) or L⁻¹ times each chain's ``tree``, chain by chain (see :meth:`_rows`)."""
+        """L⁻ᵀ (``upper``) or L⁻¹ times each chain's ``tree``: one triangular solve with the
+        chains' slots as its (P, slots) right-hand side."""
         factor = self.chol.T if upper else self.chol
-        x = torch.stack([torch.linalg.solve_triangular(factor, row[:, None].clone(), upper=upper)[:, 0]
-                         for row in self.flatten(tree)])
-        return self.unflatten(x, tree)
+        flat = self.flatten(tree)
+        slots = chain_slots(self.slots, flat.shape[0])
+        x = torch.linalg.solve_triangular(factor, slots.place(flat).T.contiguous(), upper=upper)
+        # back to (chains, P) in rows: a transposed view would carry its strides, which depend on
+        # the number of slots, into the weights and so into the kernels of later products
+        return self.unflatten(slots.take(x.T.contiguous()), tree)
 
     def spread(self, z: Params) -> Params:
         """M^(-1/2) z = L⁻ᵀz, a draw of N(0, M⁻¹) from z ~ N(0, I)."""
@@ -119,6 +132,11 @@ class KronMetric:
         self.covered = {name for w, b, *_ in self.blocks for name in (w, b) if name is not None}
         self.about: dict[str, Any] = {}
         self.mode: Params = {}
+
+    def in_slots(self, slots: ChainSlots) -> KronMetric:
+        """This metric, unchanged: its small per-layer products are batched over the chains as
+        they come (not laid out in slots)."""
+        return self
 
     def _root(self, tree: Params) -> Params:
         """M^(-1/2) times each chain's ``tree`` (leading chain dim)."""

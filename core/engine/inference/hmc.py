@@ -71,6 +71,7 @@ from core.engine.inference.sampling import (
     Target,
     per_chain,
 )
+from core.engine.inference.slots import ChainSlots
 from core.engine.models import ArchSpec, build_model
 
 MetricName = Literal["diagonal", "curvature"]
@@ -441,9 +442,11 @@ def fit(
     """
     chain_ids = sampling.resolve_chains(chains, config.num_chains)
     generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
+    slots = ChainSlots.of(chain_ids, config.num_chains)  # one product over the run's chains: chain c in slot c
     start_init = "default" if config.init == "overdispersed" else config.init
     params = sampling.initial_params(arch, start_init, config.prior_std, generator)
-    target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std, shared_batch=True)
+    target = sampling.ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std, shared_batch=True,
+                                  slots=slots)
     chains = len(chain_ids)
     batch = (data.x, data.y)
     metric, extra = None, {}
@@ -451,6 +454,7 @@ def fit(
         mode, mode_logp, metric = yield from mode_and_curvature(arch, data, config.prior_std,
                                                                 config.num_warmup + config.num_samples)
         extra = {"metric": "curvature", "mode_log_posterior": mode_logp}
+        metric = metric.in_slots(slots)
         if config.init == "overdispersed":
             spread = metric.spread(sampling.normal_like(params, generator))
             params = {k: mode[k] + 2.0 * spread[k] for k in params}

@@ -18,7 +18,10 @@ held by a :class:`ChainGenerators`. Every draw has the shape of one chain, so a 
 numbers do not depend on which other chains run beside it: chains (0, 1, 2, 3) run
 together, one at a time, or as subsets on different machines (``fit(..., chains=(2, 3))``,
 then :func:`merge_chains`) give the same chains, up to the float rounding of batched
-kernels (on the same kind of device: CPU and CUDA generators differ). Nothing in a step
+kernels (on the same kind of device: CPU and CUDA generators differ). A softmax head's products
+on a batch every chain sees and the dense curvature metric's are one product over the run's
+chain slots (:mod:`~core.engine.inference.slots`: chain c in slot c, zeros in the slots of the
+chains a subset leaves out), so those chains are the same bit for bit. Nothing in a step
 couples chains: preconditioners, HMC's step-size and mass adaptation are per chain; the
 storage plan of a subset is the plan of the whole run (:func:`fit_sgmcmc`); only a
 divergence in one chain stops the run it is part of, and progress records show chain means.
@@ -44,6 +47,7 @@ from torch.func import functional_call, vmap
 from core.engine import convergence
 from core.engine.inference import softmax_target
 from core.engine.inference.base import Dataset, ProgressRecord, SampledPosterior
+from core.engine.inference.slots import ChainSlots
 from core.engine.models import ArchSpec, build_model
 
 Params = dict[str, torch.Tensor]
@@ -118,11 +122,17 @@ class ModelTarget(FunctionTarget):
     or chain by chain for a shared batch and for a convolutional network on a CPU (faster). A
     softmax regression (the paper tier's model, every feature tier's head) skips autograd: its
     log posterior and gradient are computed in closed form (:mod:`~core.engine.inference.softmax_target`;
-    the face tier's SGHMC step went from about 26 to 16 ms of CPU, 2 cores at load 10).
+    the face tier's SGHMC step went from about 26 to 16 ms of CPU, 2 cores at load 10), on a
+    shared batch as one product over the chain ``slots`` of the run (None: the chains given are
+    all of the run's; :mod:`~core.engine.inference.slots`).
     """
 
-    def __init__(self, model: nn.Module, num_data: int, prior_std: float, shared_batch: bool = False) -> None:
+    def __init__(self, model: nn.Module, num_data: int, prior_std: float, shared_batch: bool = False,
+                 slots: ChainSlots | None = None) -> None:
         self.model = model.eval()
+        #: where the chains given sit among the run's chains (None: they are all of them), for the
+        #: closed form's one product over the chains on a shared batch
+        self.slots = slots
         self.num_data = num_data
         self.prior_std = prior_std
         self.shared_batch = shared_batch
@@ -138,7 +148,7 @@ class ModelTarget(FunctionTarget):
     def log_prob_and_grad(self, params: Params, batch: Any) -> tuple[torch.Tensor, Params]:
         if self.closed_form:
             return softmax_target.log_prob_and_grad(self.model, params, batch, self.num_data, self.prior_std,
-                                                    self.shared_batch)
+                                                    self.shared_batch, self.slots)
         return super().log_prob_and_grad(params, batch)
 
     def _log_prob(self, params: Params, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -567,7 +577,7 @@ def epoch_batches(
         else:
             orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(num_chains)])
         if whole:
-            yield data.x.expand(num_chains, *data.x.shape), data.y.expand(num_chains, n)
+            yield over_chains(data.x, num_chains), over_chains(data.y, num_chains)
             continue
         for idx in orders.split(batch_size, dim=1):
             shape = tuple(idx.shape)
@@ -578,6 +588,14 @@ def epoch_batches(
             torch.index_select(data.x, 0, flat, out=x.view(-1, *data.x.shape[1:]))
             torch.index_select(data.y, 0, flat.to(data.y.device), out=y.view(-1))
             yield x, y
+
+
+def over_chains(t: torch.Tensor, num_chains: int) -> torch.Tensor:
+    """``t`` seen by every chain: (C, ...) with stride 0 along the chains, not copied. Unlike
+    ``expand``, which gives a dim of size 1 a nonzero stride, this keeps stride 0 for one chain
+    too, so that a target knows the batch is one that every chain sees (a run of one chain of a
+    full-batch run then computes as the whole run does: :mod:`~core.engine.inference.slots`)."""
+    return t.as_strided((num_chains, *t.shape), (0, *t.stride()), t.storage_offset())
 
 
 def constant_batches(batch: Any = None) -> Iterator[Any]:
@@ -725,12 +743,14 @@ def fit_sgmcmc(
     """
     chain_ids = resolve_chains(chains, config.num_chains)
     generators = ChainGenerators(seed, chain_ids, data.x.device)
+    slots = ChainSlots.of(chain_ids, config.num_chains)  # one product over the run's chains: chain c in slot c
+    metric = metric.in_slots(slots) if metric is not None else None
     overdispersed = config.init == "overdispersed"
     params = initial_params(arch, "default" if overdispersed else config.init, config.prior_std, generators)
     if overdispersed:  # θ* + 2 M^(-1/2) z: twice the posterior's spread around its mode, as HMC's chains
         spread = metric.spread(normal_like(params, generators))
         params = {k: metric.mode[k] + 2.0 * spread[k] for k in params}
-    target = ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std)
+    target = ModelTarget(build_model(arch).to(data.x.device), len(data), config.prior_std, slots=slots)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     num_steps = config.epochs * steps_per_epoch
     plan = plan_storage(

@@ -14,9 +14,13 @@ tier's SGHMC step (4 chains × 4,000 faces × 128 features × 8 classes) took ab
 of which the products are a few; ``tests/core/test_softmax_target.py`` checks this against
 autograd and a sampler's whole trajectory against the autograd path's.
 
-Each chain's products are taken on its own (a loop over the chains): a chain does the same
-arithmetic alone as beside others, bit for bit, as the chains' split runs need
-(:mod:`~core.engine.inference.sampling`, "Per-chain random streams").
+On a batch every chain sees (a full batch) the chains' products are one product each, in the
+run's chain slots (:mod:`~core.engine.inference.slots`): the logits of all slots as one
+(B, slots·K) product and the gradient as one (slots·K, D) product, so the inputs are read once,
+not once per chain, and a chain does the same arithmetic alone as beside others, bit for bit, as
+the chains' split runs need (:mod:`~core.engine.inference.sampling`, "Per-chain random streams").
+Per-chain batches (mini-batches drawn per chain, D-SGHMC's masked inputs) are taken chain by
+chain.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.models import FeatureHead, SoftmaxRegression, image_features
 
 WEIGHT, BIAS = "linear.weight", "linear.bias"
@@ -61,6 +66,30 @@ def log_likelihood_and_grad(
     return picked.sum(), residual.T @ f, residual.sum(0)
 
 
+def slotted_log_likelihood_and_grad(
+    weight: torch.Tensor, bias: torch.Tensor, f: torch.Tensor, y: torch.Tensor, slots: ChainSlots,
+    scale: float, precision: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every chain's Σ_i log softmax(W_c f_i + b_c)_{y_i} (C,) on one shared batch ``f`` (B, D),
+    ``y`` (B,), and the gradients of ``scale`` times it minus ``precision``·‖θ‖²/2 in W (C, K, D)
+    and b (C, K): the chains' weights laid out in ``slots``, one product for the logits of all
+    slots and one for their gradients, and every elementwise step on the slots' layout too (a
+    vectorised kernel may treat an element at the end of a tensor otherwise than one inside it,
+    so each chain's elements keep their place whichever chains run)."""
+    w, b = slots.place(weight), slots.place(bias)  # (S, K, D), (S, K)
+    count, classes, dim = w.shape
+    logits = torch.addmm(b.reshape(-1), f, w.reshape(-1, dim).T)  # (B, S·K)
+    log_p = torch.log_softmax(logits.view(-1, count, classes), dim=2)
+    index = y.reshape(-1, 1, 1).expand(-1, count, 1)
+    picked = log_p.gather(2, index)  # (B, S, 1)
+    residual = log_p.exp_().neg_()  # r = e_y − softmax, built in place of log_p
+    residual.scatter_add_(2, index, torch.ones_like(picked))
+    grad_w = (residual.view(-1, count * classes).T @ f).view(count, classes, dim)
+    grad_w = torch.add(scale * grad_w, w, alpha=-precision)
+    grad_b = torch.add(scale * residual.sum(0), b, alpha=-precision)
+    return slots.take(picked.sum(0)[:, 0]), slots.take(grad_w), slots.take(grad_b)
+
+
 def log_prob_and_grad(
     model: SoftmaxRegression,
     params: dict[str, torch.Tensor],
@@ -68,12 +97,14 @@ def log_prob_and_grad(
     num_data: int,
     prior_std: float,
     shared: bool,
+    slots: ChainSlots | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Log posterior (C,) of every chain and its gradient, as
     :class:`~core.engine.inference.sampling.ModelTarget` defines them, in closed form.
 
     ``batch`` is one ``(x, y)`` every chain sees (``shared``) or per-chain ``(x, y)`` of shapes
-    (C, B, ...) and (C, B).
+    (C, B, ...) and (C, B). ``slots``: where the C chains sit among the run's chains (None: they
+    are all of them), for one product over the chains on a shared batch.
     """
     x, y = batch
     if not shared and x.stride(0) == 0 and y.stride(0) == 0:  # one batch expanded over the chains
@@ -83,11 +114,16 @@ def log_prob_and_grad(
     f = head_inputs(model, x, 0 if shared else 1)
     scale = num_data / y.shape[-1]
     precision = 1.0 / prior_std**2
-    values, grad_w, grad_b = [], torch.empty_like(weight), torch.empty_like(bias)
-    for c in range(chains):
-        lik, gw, gb = log_likelihood_and_grad(weight[c], bias[c], f if shared else f[c], y if shared else y[c])
-        values.append(lik)
-        torch.add(scale * gw, weight[c], alpha=-precision, out=grad_w[c])
-        torch.add(scale * gb, bias[c], alpha=-precision, out=grad_b[c])
+    if shared:
+        lik, grad_w, grad_b = slotted_log_likelihood_and_grad(weight, bias, f, y, chain_slots(slots, chains),
+                                                              scale, precision)
+    else:
+        values, grad_w, grad_b = [], torch.empty_like(weight), torch.empty_like(bias)
+        for c in range(chains):
+            one, gw, gb = log_likelihood_and_grad(weight[c], bias[c], f[c], y[c])
+            values.append(one)
+            torch.add(scale * gw, weight[c], alpha=-precision, out=grad_w[c])
+            torch.add(scale * gb, bias[c], alpha=-precision, out=grad_b[c])
+        lik = torch.stack(values)
     prior = -0.5 * (weight.flatten(1).pow(2).sum(1) + bias.pow(2).sum(1)) / prior_std**2
-    return scale * torch.stack(values) + prior, {WEIGHT: grad_w, BIAS: grad_b}
+    return scale * lik + prior, {WEIGHT: grad_w, BIAS: grad_b}
