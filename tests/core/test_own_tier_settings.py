@@ -29,7 +29,7 @@ def test_the_features_tier_names_its_own_sampler_settings(method: str) -> None:
     assert TIERS[FEATURES_TIER].methods[method] == planned  # what zoo --tier features runs
 
 
-@pytest.mark.parametrize("method", ["sgld", "sghmc", "dsghmc"])
+@pytest.mark.parametrize("method", ["sgld", "sghmc"])
 def test_a_features_sampler_runs_the_same_steps_on_any_folder(method: str) -> None:
     """Full batches on any folder up to FEATURES_BATCH training images: an epoch is one step,
     so a folder of 300 images and one of 40,000 get the same chain length (the mixing a step buys

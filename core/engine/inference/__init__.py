@@ -29,6 +29,7 @@ from core.engine.inference.recipes import (
     FACE_SG,
     FACE_TRAINING,
     FACES,
+    FEATURES_DSGHMC,
     FEATURES_HMC,
     FEATURES_SGHMC,
     FEATURES_SGLD,
@@ -202,7 +203,7 @@ register(Method(
            # SGHMC's settings with a tenth of the descriptor's values dropped (MC dropout's rate)
            FACES: (*chain_settings(thin=27, init="overdispersed", epochs=10850, burn_in=50), *FACE_SG,
                    "--set", "step_size=4e-3", "--set", "friction=0.12", "--drop-rate", "0.1", *HALF),
-           FEATURES_TIER: (*FEATURES_SGHMC, "--drop-rate", "0.5", *HALF)},
+           FEATURES_TIER: (*FEATURES_DSGHMC, *HALF)},
 ))
 register(Method(
     "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",

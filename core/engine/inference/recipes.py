@@ -139,12 +139,19 @@ FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
 #: SGHMC at η 0.1 with friction 0.6, about critically damped (2√η = 0.63), which the metric makes
 #: safe: 64 features, 4,000 kept steps: R̂ 1.014, bulk ESS 830 (one in ~19 steps). Its draws spread
 #: 1.8 % wider than the posterior's (the stationary spread of its update on a Gaussian, √1.037).
-#: D-SGHMC takes the same, with the paper's drop rate 0.5 on the features (MC dropout's here).
+#: D-SGHMC takes its step and friction, with the paper's drop rate 0.5 on the features (MC
+#: dropout's here), on mini-batches of 1,000: its masks are drawn per image and chain, so each chain
+#: gathers and masks its own batch, and on full batches that took 1,000 s for 4,200 steps at 64
+#: features where SGHMC took 65 s. Its length is therefore in epochs, 300 with 22 of burn-in: 2,700
+#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above).
 FEATURES_SGHMC = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.1", "--set", "friction=0.6")
 #: HMC as the face tier's (dense curvature metric, 8 leapfrog steps), 100 warm-up and 400 sampling
 #: iterations, every one measured: 64 features, 500 iterations gave R̂ 1.011 (floor 1.009) and bulk
 #: ESS 1,006 of 2,000 draws, each iteration 8 gradients and 8 products with the 5,130-square metric at
 #: 512 features: it is the tier's costliest method.
+FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, burn_in=22), "--set", "batch_size=1000",
+                   "--set", "metric=curvature", "--keep-draws", "25", "--set", "step_size=0.1", "--set", "friction=0.6",
+                   "--drop-rate", "0.5")
 FEATURES_HMC = ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
                 "--set", "step_size=0.1", "--set", "num_warmup=100", "--set", "num_samples=400",
                 "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100")
