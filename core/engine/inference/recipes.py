@@ -147,8 +147,9 @@ FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
 FEATURES_SGHMC = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.1", "--set", "friction=0.6")
 #: HMC as the face tier's (dense curvature metric, 8 leapfrog steps), 100 warm-up and 400 sampling
 #: iterations, every one measured: 64 features, 500 iterations gave R̂ 1.011 (floor 1.009) and bulk
-#: ESS 1,006 of 2,000 draws, each iteration 8 gradients and 8 products with the 5,130-square metric at
-#: 512 features: it is the tier's costliest method.
+#: ESS 1,006 of 2,000 draws. At 512 features (each iteration 8 gradients and metric products, ~0.4 s
+#: of CPU) these settings gave R̂ 1.067 and bulk ESS 55 of 1,600 draws, and the SG samplers above
+#: 1.016-1.024: not yet converged there (docs/performance.md, "Building a feature tier").
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, burn_in=22), "--set", "batch_size=1000",
                    "--set", "metric=curvature", "--keep-draws", "25", "--set", "step_size=0.1", "--set", "friction=0.6",
                    "--drop-rate", "0.5")
