@@ -220,11 +220,10 @@ def shuffled_baseline(probs: np.ndarray, varies: np.ndarray, seed: int = 0) -> t
     values = probs[:, :, varies]  # (chains, draws, kept)
     if values.shape[-1] == 0 or chains < 2:
         return None, None
-    pooled = values.reshape(chains * draws, -1)
     rng = np.random.default_rng(seed)
+    orders = [rng.permutation(chains * draws) for _ in range(SHUFFLES)]
     worst, share = 1.0, 0.0
-    for _ in range(SHUFFLES):
-        r = convergence.rhat(pooled[rng.permutation(chains * draws)].reshape(chains, draws, -1))
+    for r in convergence.rhat_of_shuffles(values, orders):
         r = r[~np.isnan(r)]
         if r.size:
             worst, share = max(worst, float(r.max())), max(share, float((r > RHAT_TIGHT).mean()))

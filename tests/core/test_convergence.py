@@ -213,3 +213,22 @@ def test_the_shown_rhat_is_on_the_same_side_of_each_target_as_the_value(value):
     for target in (RHAT_STRICT, RHAT_LOOSE):
         assert (shown > target) == (value > target), (value, rhat_text(value))
     assert rhat_text(1.1018) == "1.102" and rhat_text(1.31) == "1.31" and rhat_text(1.0042) == "1.004"
+
+
+@pytest.mark.parametrize("draws", [40, 41])  # an odd count drops each chain's middle draw from its split
+def test_shuffled_chains_rhat_equals_rhat_of_each_shuffle_bit_for_bit(draws: int) -> None:
+    """The shuffled baseline ranks the pooled draws once; every order must still give exactly the
+    R̂ that ranking its own shuffle gives, ties, constant and NaN elements included."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, draws, 6, 5))
+    x[:, :, 0] = np.round(x[:, :, 0])  # many ties
+    x[:, :, 1, 0] = 0.25  # constant: NaN
+    x[0, 3, 2, 1] = np.nan  # one NaN draw: NaN
+    x[:2, :, 3] += 2.0  # two chains apart: R̂ far above 1
+    orders = [rng.permutation(4 * draws) for _ in range(5)]
+    pooled = x.reshape(4 * draws, 6, 5)
+    got = cv.rhat_of_shuffles(x, orders)
+    for order, r in zip(orders, got, strict=True):
+        assert np.array_equal(r, cv.rhat(pooled[order].reshape(x.shape)), equal_nan=True)
+    assert np.isnan(got[0][1, 0]) and np.isnan(got[0][2, 1])
+    assert cv.rhat(x)[3].min() > 1.3 > max(r[3].max() for r in got)  # apart unshuffled only

@@ -29,6 +29,11 @@ from core.engine.inference.recipes import (
     FACE_SG,
     FACE_TRAINING,
     FACES,
+    FEATURES_DSGHMC,
+    FEATURES_HMC,
+    FEATURES_SGHMC,
+    FEATURES_SGLD,
+    FEATURES_TIER,
     FROM_TIER_MAP,
     HALF,
     KRON_NETWORK_CHAINS,
@@ -174,7 +179,8 @@ register(Method(
            # 5 steps, every 25th step measured (4 × 2,000 draws: over 4 × 1,000, SGHMC's largest R̂ of
            # the probe's 8,000 was 1.0102, HMC's 1.008)
            FACES: (*chain_settings(thin=25, init="overdispersed", epochs=10050, burn_in=50), *FACE_SG,
-                   "--set", "step_size=1e-1", *HALF)},
+                   "--set", "step_size=1e-1", *HALF),
+           FEATURES_TIER: (*FEATURES_SGLD, *HALF)},
 ))
 register(Method(
     "sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)",
@@ -184,7 +190,8 @@ register(Method(
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--set", "metric=kron",
                      *NETWORK_PRIOR, "--keep-draws", "25", *HALF),
            FACES: (*chain_settings(thin=27, init="overdispersed", epochs=10850, burn_in=50), *FACE_SG,
-                   "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF)},
+                   "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
+           FEATURES_TIER: (*FEATURES_SGHMC, *HALF)},
 ))
 register(Method(
     "dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
@@ -195,7 +202,8 @@ register(Method(
                      "--set", "metric=kron", *NETWORK_PRIOR, "--keep-draws", "25", *HALF),
            # SGHMC's settings with a tenth of the descriptor's values dropped (MC dropout's rate)
            FACES: (*chain_settings(thin=27, init="overdispersed", epochs=10850, burn_in=50), *FACE_SG,
-                   "--set", "step_size=4e-3", "--set", "friction=0.12", "--drop-rate", "0.1", *HALF)},
+                   "--set", "step_size=4e-3", "--set", "friction=0.12", "--drop-rate", "0.1", *HALF),
+           FEATURES_TIER: (*FEATURES_DSGHMC, *HALF)},
 ))
 register(Method(
     "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",
@@ -211,7 +219,8 @@ register(Method(
            # measured (4 × 1,000 draws) and 100 of each chain's kept (0.8 MB: the installer's 230 MB)
            FACES: ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
                    "--set", "step_size=0.1", "--set", "num_warmup=150", "--set", "num_samples=1000",
-                   "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100", *FACE_PRIOR, *HALF)},
+                   "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100", *FACE_PRIOR, *HALF),
+           FEATURES_TIER: (*FEATURES_HMC, *HALF)},
 ))
 register(Method(
     "ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",

@@ -114,3 +114,45 @@ FACE_TRAINING = ("--set", "epochs=50", "--set", "lr=0.01", "--set", "batch_size=
 #: mini-batches of 4,000 faces (5 steps an epoch); every draw of the run is measured and 25 of
 #: each chain's kept (4 × 25 = 100 draws in the file, 0.2 MB).
 FACE_SG = ("--set", "batch_size=4000", "--set", "metric=curvature", "--keep-draws", "25", *FACE_PRIOR)
+
+#: The features tier (:data:`FEATURES_TIER`)'s samplers take every step on all the training images
+#: (batches of :data:`FEATURES_BATCH`, more than any folder a person brings: hundreds to ~50,000
+#: images), so an epoch is one step whatever N is and their lengths below are *steps*. The paper
+#: tier's settings counted epochs of 10,000-image batches, so on a folder of 8,026 images SGLD ran
+#: 6,717 steps and on 60,000 six times that; here every folder gets the same chain. That is right
+#: because the chains move by the posterior's curvature at its mode (``metric=curvature``, exact
+#: for a softmax head), so a step's reach, in units of the posterior's own spread, does not depend
+#: on N or on the feature length D; a step costs in proportion to N·D (a gradient over all images)
+#: plus (DK)² (the metric's triangular products). Chains start at twice the posterior's spread
+#: around the mode (``init=overdispersed``), as the face tier's.
+FEATURES_BATCH = 50_000
+FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
+#: Measured on ``benchmarks/bench_feature_tier.py --features 64`` (8,026 training images, 650
+#: weights, far-apart classes, so a prior-bound posterior), 4 chains, the probe's 10,000
+#: probabilities: SGLD at η 0.4 over 4,000 kept steps (every 5th measured) reached R̂ 1.010, bulk
+#: ESS 1,033 (one effective draw in ~16 steps; 4/η = 10 for a Gaussian). Its draws then spread
+#: 1/√(1 − η/4) = 5 % wider than the posterior's (no accept/reject step), where the face tier's η 0.1
+#: gives 1.3 % but mixes four times slower. 2,500 kept steps after 200 of burn-in, every 5th measured
+#: (4 × 500 draws: fewer measured draws keep the probe's R̂ pass, which every sampler pays, short).
+FEATURES_SG_LENGTH = chain_settings(thin=5, init="overdispersed", epochs=2700, burn_in=200)
+FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
+#: SGHMC at η 0.1 with friction 0.6, about critically damped (2√η = 0.63), which the metric makes
+#: safe: 64 features, 4,000 kept steps: R̂ 1.014, bulk ESS 830 (one in ~19 steps). Its draws spread
+#: 1.8 % wider than the posterior's (the stationary spread of its update on a Gaussian, √1.037).
+#: D-SGHMC takes its step and friction, with the paper's drop rate 0.5 on the features (MC
+#: dropout's here), on mini-batches of 1,000: its masks are drawn per image and chain, so each chain
+#: gathers and masks its own batch, and on full batches that took 1,000 s for 4,200 steps at 64
+#: features where SGHMC took 65 s. Its length is therefore in epochs, 300 with 22 of burn-in: 2,700
+#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above).
+FEATURES_SGHMC = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.1", "--set", "friction=0.6")
+#: HMC as the face tier's (dense curvature metric, 8 leapfrog steps), 100 warm-up and 400 sampling
+#: iterations, every one measured: 64 features, 500 iterations gave R̂ 1.011 (floor 1.009) and bulk
+#: ESS 1,006 of 2,000 draws. At 512 features (each iteration 8 gradients and metric products, ~0.4 s
+#: of CPU) these settings gave R̂ 1.067 and bulk ESS 55 of 1,600 draws, and the SG samplers above
+#: 1.016-1.024: not yet converged there (docs/performance.md, "Building a feature tier").
+FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, burn_in=22), "--set", "batch_size=1000",
+                   "--set", "metric=curvature", "--keep-draws", "25", "--set", "step_size=0.1", "--set", "friction=0.6",
+                   "--drop-rate", "0.5")
+FEATURES_HMC = ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
+                "--set", "step_size=0.1", "--set", "num_warmup=100", "--set", "num_samples=400",
+                "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100")
