@@ -163,3 +163,49 @@ def test_a_plot_maps_data_to_pixels_by_its_ranges_even_when_only_they_change(qtb
     plot.y_range = (0.0, 2.04)  # the ticks stay: only the mapping changes
     rect = plot.data_rect()
     assert plot.px(0.0, 1.02).y() == pytest.approx(rect.center().y())
+
+
+def _prediction(draws: int):
+    import torch
+
+    from core.analysis.predictive import Prediction
+    from core.analysis.uncertainty import summarise
+
+    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws)) * 2
+    samples = torch.softmax(logits, -1)
+    return Prediction(samples, summarise(samples, level=0.9))
+
+
+def _grab(plot) -> np.ndarray:
+    return _pixels(plot.grab().toImage().convertToFormat(QImage.Format.Format_ARGB32_Premultiplied))
+
+
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_a_stroke_alternating_previews_and_full_counts_paints_each_as_a_fresh_plot_would(qtbot, view):
+    """A stroke alternates a 16-draw preview and the 100-draw full count (other titles; the draws
+    as ticks, then shaded with a colour scale): each plot keeps both backdrops (axes, scale, title)
+    rather than painting its axes again on every update, and paints exactly what a new plot shown
+    the same prediction paints."""
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    names = tuple("0123456789")
+    preview, full = _prediction(16), _prediction(100)
+    fresh = {}
+    for draws, prediction in ((16, preview), (100, full)):
+        plot = cls(names)
+        qtbot.addWidget(plot)
+        plot.resize(300, 180)
+        plot.show(prediction, 0.9)
+        fresh[draws] = _grab(plot)
+    plot = cls(names)
+    qtbot.addWidget(plot)
+    plot.resize(300, 180)
+    axes_painted = []
+    paint_axes = plot._paint_axes
+    plot._paint_axes = lambda *args: (axes_painted.append(1), paint_axes(*args))
+    for draws, prediction in ((16, preview), (100, full)) * 3:
+        plot.show(prediction, 0.9)
+        assert np.array_equal(_grab(plot), fresh[draws]), f"{view} at {draws} draws"
+    changes = 2 if view in ("histograms", "interval", "entropy") else 1  # titles or scales that change
+    assert len(axes_painted) == changes
