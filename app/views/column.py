@@ -7,10 +7,11 @@ what it holds. It asks for changes through signals (remove, move, export), never
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QTextCharFormat, QTextLayout
+from PySide6.QtCore import QPointF, QRect, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QRegion, QTextCharFormat, QTextLayout
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -165,9 +166,23 @@ class RichLines(QWidget):
 
     def set_paragraphs(self, paragraphs) -> None:
         paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
-        if paragraphs != self._paragraphs:
-            self._paragraphs, self._laid_out = paragraphs, None
+        if paragraphs == self._paragraphs:
+            return
+        before = self._laid_out
+        self._paragraphs, self._laid_out = paragraphs, None
+        if before is None or before[0] != self.width() or not self.isVisible():
             self.update()
+            return
+        # Only the bands of the paragraphs that changed or moved are repainted: a stroke changes
+        # the numbers of a line or two, and drawing text costs most of the verdict's paint.
+        placed, height = self._layouts(self.width())
+        old = set(_bands(before[1], before[2]))
+        new = set(_bands(placed, height))
+        dirty = QRegion()
+        for _, top, bottom in old ^ new:
+            dirty += QRect(0, math.floor(top), self.width(), math.ceil(bottom) - math.floor(top))
+        if not dirty.isEmpty():
+            self.update(dirty)
 
     def setText(self, text: str) -> None:  # noqa: N802 (as QLabel's)
         """One plain paragraph (or none for "")."""
@@ -237,9 +252,18 @@ class RichLines(QWidget):
         painter = QPainter(self)
         painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        for layout, y in self._layouts(self.width())[0]:
-            layout.draw(painter, QPointF(0, y))
+        shown = event.rect()  # the painter is clipped to what needs painting: the rest is skipped
+        placed, height = self._layouts(self.width())
+        for layout, top, bottom in _bands(placed, height):
+            if bottom >= shown.top() and top <= shown.bottom() + 1:
+                layout.draw(painter, QPointF(0, top))
         painter.end()
+
+
+def _bands(placed: list[tuple[QTextLayout, float]], height: float) -> list[tuple[QTextLayout, float, float]]:
+    """Each laid-out paragraph with the heights it starts and ends at."""
+    ends = [y for _, y in placed[1:]] + [height] if placed else []
+    return [(layout, y, end) for (layout, y), end in zip(placed, ends, strict=True)]
 
 
 class ColumnView(QFrame):

@@ -209,3 +209,49 @@ def test_a_stroke_alternating_previews_and_full_counts_paints_each_as_a_fresh_pl
         assert np.array_equal(_grab(plot), fresh[draws]), f"{view} at {draws} draws"
     changes = 2 if view in ("histograms", "interval", "entropy") else 1  # titles or scales that change
     assert len(axes_painted) == changes
+
+
+def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
+    """A stroke changes a line or two of the verdict: only their bands are repainted, and the
+    window then shows exactly what painting the whole verdict anew shows."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.resize(260, 160)
+    paragraphs = [((("Probably an 8", "b"),), None), ((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None),
+                  ((("8 vs 6: overlap 0.12", ""),), None), ((("Conformal: 8, 90 % guaranteed", "b"),), None)]
+    lines.set_paragraphs(paragraphs)
+    lines.show()
+    qtbot.waitExposed(lines)
+    qtbot.wait(100)
+    painted: list = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(event.region().boundingRect())
+            return False
+
+    spy = Spy()
+    lines.installEventFilter(spy)
+    placed, _ = lines._layouts(lines.width())
+    second, third = placed[1][1], placed[2][1]
+    lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[2:]])
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert painted[0].top() <= second and painted[0].bottom() < third + 1  # the second paragraph's band only
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    fresh = lines.grab().toImage()
+    format_ = QImage.Format.Format_RGB32
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(fresh.convertToFormat(format_)))
+    # a paragraph that grows moves the ones below it: they are repainted too
+    painted.clear()
+    lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74 " + "and more " * 12, "")), None),
+                          *paragraphs[2:]])
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert painted[0].bottom() >= lines._layouts(lines.width())[1] - 1
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
