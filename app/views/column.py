@@ -153,11 +153,16 @@ class RichLines(QWidget):
     "<b>" reads as written.
     """
 
+    #: Paragraphs kept laid out, the most recently shown: besides the last text's, those that come
+    #: back (the preview's note while a stroke moves, gone at the full count; a verdict that
+    #: returns as the numbers move back and forth).
+    KEPT = 24
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._paragraphs: tuple[Paragraph, ...] = ()
         self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float] | None = None  # width, layouts, height
-        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # the last text's paragraphs
+        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # see KEPT
         self._font_described: str | None = None
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
@@ -210,14 +215,15 @@ class RichLines(QWidget):
         stay as they were."""
         if self._laid_out is not None and self._laid_out[0] == width:
             return self._laid_out[1], self._laid_out[2]
-        kept, placed, y, font = {}, [], 0.0, self._font_key()
+        kept, placed, y, font = self._kept, [], 0.0, self._font_key()
         for paragraph in self._paragraphs:
             key = (paragraph, width, font)
-            laid = kept.get(key) or self._kept.get(key) or self._lay_out(paragraph, width)
-            kept[key] = laid
+            laid = kept.pop(key, None) or self._lay_out(paragraph, width)
+            kept[key] = laid  # the most recently used last
             placed.append((laid[0], y))
             y += laid[1]
-        self._kept = kept
+        while len(kept) > self.KEPT:
+            kept.pop(next(iter(kept)))
         self._laid_out = (width, placed, y)
         return placed, y
 

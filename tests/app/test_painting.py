@@ -255,3 +255,22 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     assert painted[0].bottom() >= lines._layouts(lines.width())[1] - 1
     shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
     assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
+
+
+def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
+    """The preview's note is shown while a stroke moves and gone at the full count: when it comes
+    back with the next stroke its layout is the one made before (laying out text is most of the
+    verdict's cost per update)."""
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    reads = ((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None)
+    note = ((("a quick look at 16 draws while you draw; all 100 when you stop", "i"),), None)
+    lines.set_paragraphs([reads, note])
+    first, _ = lines._layouts(200)
+    lines.set_paragraphs([((("Reads ", ""), ("8", "b"), (": p̄ 0.71", "")), None)])
+    lines._layouts(200)
+    lines.set_paragraphs([reads, note])
+    again, _ = lines._layouts(200)
+    assert again[1][0] is first[1][0] and again[0][0] is first[0][0]
