@@ -274,3 +274,21 @@ def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
     lines.set_paragraphs([reads, note])
     again, _ = lines._layouts(200)
     assert again[1][0] is first[1][0] and again[0][0] is first[0][0]
+
+
+def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing(qtbot):
+    """The small-drawing note and the emptiness check read the grey levels directly: the same
+    answers as thresholding the float drawing at 0.1 and at 0, at every grey level."""
+    canvas = DrawingCanvas()
+    qtbot.addWidget(canvas)
+    assert canvas.is_empty() and canvas.ink_extent() == 0.0
+    for level in (1, 25, 26, 255):
+        ramp = np.zeros((28, 28), dtype=np.float32)
+        ramp[10:14, 3:9] = level / 255.0
+        canvas.set_array(ramp)
+        drawing = canvas.to_array()
+        ink = drawing > 0.1
+        expected = 0.0 if not ink.any() else max(
+            np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
+        assert canvas.ink_extent() == expected
+        assert canvas.is_empty() == (not drawing.any())
