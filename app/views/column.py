@@ -235,8 +235,9 @@ class RichLines(QWidget):
         return self._font_described
 
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.Type.FontChange:
-            self._font_described = None
+        if event.type() == QEvent.Type.FontChange:  # laid out again in the new font
+            self._font_described, self._laid_out = None, None
+            self.update()
         super().changeEvent(event)
 
     def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:

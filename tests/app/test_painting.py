@@ -292,3 +292,19 @@ def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing
             np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
         assert canvas.ink_extent() == expected
         assert canvas.is_empty() == (not drawing.any())
+
+
+def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
+    from PySide6.QtGui import QFont
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.set_paragraphs([((("Probably an 8", "b"),), None)])
+    before, height = lines._layouts(200)
+    font = QFont(lines.font())
+    font.setPointSizeF(font.pointSizeF() * 2)
+    lines.setFont(font)
+    after, taller = lines._layouts(200)
+    assert after[0][0] is not before[0][0] and taller > height
