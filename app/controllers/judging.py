@@ -29,12 +29,14 @@ PREVIEW_SAMPLES = 16
 #: training beside it, hand's stroke → painted p95 56–64 ms with 2 against 48–51 ms with 1;
 #: with nothing training the two are equal within noise. Full counts keep the default.
 PREVIEW_THREADS = 1
-#: A preview whose columns last took at most this many milliseconds of processor time is computed
-#: at once on the window's thread (InferenceController.request's ``inline_ms``): the four paper-tier
-#: columns take 1–2 ms at 16 draws, less than handing them to a worker thread and back, where the
-#: worker also waited for the interpreter lock while the window drew the stroke. Slower columns (a
-#: LeNet ensemble, a GPU) keep their worker, so a stroke never waits long for them.
-PREVIEW_INLINE_MS = 4.0
+#: A request whose columns last took at most this many milliseconds of processor time is computed
+#: at once on the window's thread (InferenceController.request's ``inline_ms``), a preview or a full
+#: count alike: handing it to a worker thread and back cost more than the paper tier's four columns
+#: take (3.4–4.9 ms at 16 draws, 5.6–7.7 ms at 100, load 3), and a worker started up to 8 ms late
+#: on a busy machine, then waited for the interpreter lock while the window drew the stroke. (At
+#: 4 ms the preview flipped between the two from one stroke to the next.) Slower columns (a LeNet
+#: ensemble, a GPU, many draws) keep their worker, so the window never waits long for them.
+INLINE_MS = 8.0
 
 
 class JudgingController(QObject):
@@ -85,7 +87,7 @@ class JudgingController(QObject):
         self._request_started = time.perf_counter()
         self.inference.request(self.workspace.image, requests, self.workspace.level,
                                threads=PREVIEW_THREADS if preview else None,
-                               inline_ms=PREVIEW_INLINE_MS if preview else 0.0)
+                               inline_ms=INLINE_MS)
 
     def _on_refine_timeout(self) -> None:
         if self.in_motion():

@@ -99,10 +99,14 @@ def draw_rects(painter: QPainter, rects: np.ndarray) -> None:
 def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
     rows = np.ascontiguousarray(rows, dtype=np.float64)
     if len(rows):
-        draw(shiboken6.wrapInstance(rows.ctypes.data, kind), len(rows))  # `rows` lives through the call
+        # the address from the array interface: ``rows.ctypes`` builds an object and runs an
+        # ``import ctypes`` (through PySide's import hook) on every use, twice the time
+        address = rows.__array_interface__["data"][0]
+        draw(shiboken6.wrapInstance(address, kind), len(rows))  # `rows` lives through the call
 
 
-MEAN_PEN = QPen(QColor(*MEAN), 1)  # whole-pixel widths take Qt's fast line path
+MEAN_PEN = QPen(QColor(*MEAN), 1)
+TITLE_COLOUR = QColor(FOREGROUND)  # whole-pixel widths take Qt's fast line path
 
 #: Half width and half height of the mean's diamond, in pixels.
 DIAMOND = (3.5, 4.5)
@@ -215,6 +219,8 @@ class InputPlot(QWidget):
         self._title_font = QFont(self.font())
         self._title_font.setPointSizeF(TITLE_POINT_SIZE)
         self._title_texts: dict[tuple, QStaticText] = {}  # laid out once per wording and width
+        #: background and axes by what they depend on, with the axes' labels as drawn on them
+        self._backdrops: dict[tuple, tuple[QPixmap, tuple[list, list]]] = {}
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)  # paints every pixel itself
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumHeight(64)
@@ -401,12 +407,10 @@ class InputPlot(QWidget):
         rect = self.data_rect()
         painter = QPainter(self)
         try:
-            painter.drawPixmap(0, 0, self._backdrop(rect))
-            if self._title:
+            painter.drawPixmap(0, 0, self._backdrop(rect))  # with the title
+            if self._title:  # the font and pen the title left (the entropy's labels are drawn in its font)
                 painter.setFont(self._title_font)
-                painter.setPen(QColor(FOREGROUND))
-                title = self._laid_out_title()
-                painter.drawStaticText(QPointF((self.width() - title.size().width()) / 2, 1), title)
+                painter.setPen(TITLE_COLOUR)
             painter.setClipRect(rect.adjusted(-1, -1, 1, 1))
             if self.values:
                 self.paint_data(painter)
@@ -416,12 +420,18 @@ class InputPlot(QWidget):
             painter.end()
 
     def _backdrop(self, rect: QRectF) -> QPixmap:
-        """Background, axes and what else never changes with the numbers (a colour scale:
-        :meth:`paint_backdrop`), painted once per size and labels: a new prediction repaints
-        only the title and the data over it."""
+        """Background, axes, the title and what else never changes with the numbers (a colour
+        scale: :meth:`paint_backdrop`), painted once per size, labels and title: a new prediction
+        repaints only the data over it. (Text costs most of a plot's paint: the title drawn on
+        every paint took a quarter of it.)"""
         ratio = self.devicePixelRatioF()
-        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key())
-        if key != getattr(self, "_backdrop_key", None):
+        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key(),
+               self._title_wordings)
+        kept = self._backdrops.get(key)
+        if kept is not None:
+            pixmap, drawn = kept
+            self.left.drawn, self.bottom.drawn = drawn  # the labels this one shows
+        else:
             pixmap = QPixmap(max(1, round(self.width() * ratio)), max(1, round(self.height() * ratio)))
             pixmap.setDevicePixelRatio(ratio)
             pixmap.fill(QColor(BACKGROUND))
@@ -429,10 +439,20 @@ class InputPlot(QWidget):
             try:
                 self._paint_axes(painter, rect)
                 self.paint_backdrop(painter)
+                if self._title:
+                    painter.setFont(self._title_font)
+                    painter.setPen(TITLE_COLOUR)
+                    title = self._laid_out_title()
+                    painter.drawStaticText(QPointF((self.width() - title.size().width()) / 2, 1), title)
             finally:
                 painter.end()
-            self._backdrop_pixmap, self._backdrop_key = pixmap, key
-        return self._backdrop_pixmap
+            # The last two are kept: a stroke's previews and the full count after it alternate
+            # between two (titles of 16 and of 100 draws; the draws' ticks without a colour
+            # scale, their shading with one), and rebuilding one cost ≈ 1 ms a plot.
+            if len(self._backdrops) >= 2:
+                self._backdrops.pop(next(iter(self._backdrops)))
+            self._backdrops[key] = (pixmap, (self.left.drawn, self.bottom.drawn))
+        return pixmap
 
     def paint_data(self, painter: QPainter) -> None:
         raise NotImplementedError

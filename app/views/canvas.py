@@ -38,13 +38,16 @@ class DrawingCanvas(QWidget):
     # -------------------------------------------------------------- public API
     def to_array(self) -> np.ndarray:
         """The drawing as float32 (SIDE, SIDE) in [0, 1], ink = 1."""
+        return self._grey().astype(np.float32) / 255.0
+
+    def _grey(self) -> np.ndarray:
+        """The drawing's grey levels, uint8 (SIDE, SIDE), a view of the image (no copy)."""
         img = self._image
         buf = np.frombuffer(img.constBits(), dtype=np.uint8, count=img.sizeInBytes())
-        rows = buf.reshape(img.height(), img.bytesPerLine())[:, : img.width()]
-        return rows.astype(np.float32) / 255.0
+        return buf.reshape(img.height(), img.bytesPerLine())[:, : img.width()]
 
     def is_empty(self) -> bool:
-        return not self.to_array().any()
+        return not self._grey().any()
 
     @property
     def stroking(self) -> bool:
@@ -159,7 +162,9 @@ class DrawingCanvas(QWidget):
 
     def ink_extent(self) -> float:
         """The larger side of the ink's bounding box as a fraction of the canvas (0 if empty)."""
-        ink = self.to_array() > 0.1
+        # above 0.1 of full ink: grey level 26 and up (25/255 = 0.098), read from the grey levels
+        # themselves (the float copy cost as much again on every stroke event)
+        ink = self._grey() >= 26
         if not ink.any():
             return 0.0
         rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -128,11 +128,13 @@ def prediction_sets(proba: Any, qhat: float, score: str, u: Any = None) -> np.nd
 def credible_sets(proba: Any, level: float) -> np.ndarray:
     """The smallest sets of classes (n, K) whose p̄ makes up at least ``level`` (top classes first)."""
     p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
-    order, cum = _ranked(p)
+    order = np.argsort(-p, axis=-1, kind="stable")  # as _ranked, by indexing: the window asks once a column per update
+    rows = np.arange(len(p))[:, None]
+    ranked = p[rows, order]
     # a class is in when the mass above it is still short of the level
-    before = cum - np.take_along_axis(p, order, axis=-1)
+    before = np.cumsum(ranked, axis=-1) - ranked
     out = np.zeros_like(p, dtype=bool)
-    np.put_along_axis(out, order, before < level - 1e-12, axis=-1)
+    out[rows, order] = before < level - 1e-12
     return out
 
 
@@ -148,6 +150,8 @@ class Calibration:
     scores: dict[str, np.ndarray]
     n: int
     identity: dict[str, Any]
+    #: q̂ by (level, score), found once: the window asks for it on every update of a column
+    _quantiles: dict[tuple[float, str], float] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, proba: Any, labels: Any, identity: dict[str, Any] | None = None, u: Any = None) -> Calibration:
@@ -159,7 +163,10 @@ class Calibration:
                    dict(identity or {}))
 
     def quantile(self, level: float, score: str) -> float:
-        return conformal_quantile(self.scores[score], level)
+        key = (level, score)
+        if key not in self._quantiles:
+            self._quantiles[key] = conformal_quantile(self.scores[score], level)
+        return self._quantiles[key]
 
     def sets(self, proba: Any, level: float, score: str, u: Any = None) -> np.ndarray:
         return prediction_sets(proba, self.quantile(level, score), score, u)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -381,8 +382,9 @@ class Summary:
         return {"level": self.level, "expected_coverage": self.expected_coverage,
                 "num_samples": self.num_samples}
 
-    @property
+    @cached_property
     def predicted_class(self) -> int:
+        # found once: the window's views ask for it several times a column on every update
         return int(self.mean.argmax())
 
     def class_records(self, names: Sequence[str], key: str = "class") -> list[dict[str, object]]:

@@ -163,3 +163,148 @@ def test_a_plot_maps_data_to_pixels_by_its_ranges_even_when_only_they_change(qtb
     plot.y_range = (0.0, 2.04)  # the ticks stay: only the mapping changes
     rect = plot.data_rect()
     assert plot.px(0.0, 1.02).y() == pytest.approx(rect.center().y())
+
+
+def _prediction(draws: int):
+    import torch
+
+    from core.analysis.predictive import Prediction
+    from core.analysis.uncertainty import summarise
+
+    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws)) * 2
+    samples = torch.softmax(logits, -1)
+    return Prediction(samples, summarise(samples, level=0.9))
+
+
+def _grab(plot) -> np.ndarray:
+    return _pixels(plot.grab().toImage().convertToFormat(QImage.Format.Format_ARGB32_Premultiplied))
+
+
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_a_stroke_alternating_previews_and_full_counts_paints_each_as_a_fresh_plot_would(qtbot, view):
+    """A stroke alternates a 16-draw preview and the 100-draw full count (other titles; the draws
+    as ticks, then shaded with a colour scale): each plot keeps both backdrops (axes, scale, title)
+    rather than painting its axes again on every update, and paints exactly what a new plot shown
+    the same prediction paints."""
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    names = tuple("0123456789")
+    preview, full = _prediction(16), _prediction(100)
+    fresh = {}
+    for draws, prediction in ((16, preview), (100, full)):
+        plot = cls(names)
+        qtbot.addWidget(plot)
+        plot.resize(300, 180)
+        plot.show(prediction, 0.9)
+        fresh[draws] = _grab(plot)
+    plot = cls(names)
+    qtbot.addWidget(plot)
+    plot.resize(300, 180)
+    axes_painted = []
+    paint_axes = plot._paint_axes
+    plot._paint_axes = lambda *args: (axes_painted.append(1), paint_axes(*args))
+    for draws, prediction in ((16, preview), (100, full)) * 3:
+        plot.show(prediction, 0.9)
+        assert np.array_equal(_grab(plot), fresh[draws]), f"{view} at {draws} draws"
+    changes = 2 if view in ("histograms", "interval", "entropy") else 1  # titles or scales that change
+    assert len(axes_painted) == changes
+
+
+def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
+    """A stroke changes a line or two of the verdict: only their bands are repainted, and the
+    window then shows exactly what painting the whole verdict anew shows."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.resize(260, 160)
+    paragraphs = [((("Probably an 8", "b"),), None), ((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None),
+                  ((("8 vs 6: overlap 0.12", ""),), None), ((("Conformal: 8, 90 % guaranteed", "b"),), None)]
+    lines.set_paragraphs(paragraphs)
+    lines.show()
+    qtbot.waitExposed(lines)
+    qtbot.wait(100)
+    painted: list = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(event.region().boundingRect())
+            return False
+
+    spy = Spy()
+    lines.installEventFilter(spy)
+    placed, _ = lines._layouts(lines.width())
+    second, third = placed[1][1], placed[2][1]
+    lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[2:]])
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert painted[0].top() <= second and painted[0].bottom() < third + 1  # the second paragraph's band only
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    fresh = lines.grab().toImage()
+    format_ = QImage.Format.Format_RGB32
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(fresh.convertToFormat(format_)))
+    # a paragraph that grows moves the ones below it: they are repainted too
+    painted.clear()
+    lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74 " + "and more " * 12, "")), None),
+                          *paragraphs[2:]])
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert painted[0].bottom() >= lines._layouts(lines.width())[1] - 1
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
+
+
+def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
+    """The preview's note is shown while a stroke moves and gone at the full count: when it comes
+    back with the next stroke its layout is the one made before (laying out text is most of the
+    verdict's cost per update)."""
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    reads = ((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None)
+    note = ((("a quick look at 16 draws while you draw; all 100 when you stop", "i"),), None)
+    lines.set_paragraphs([reads, note])
+    first, _ = lines._layouts(200)
+    lines.set_paragraphs([((("Reads ", ""), ("8", "b"), (": p̄ 0.71", "")), None)])
+    lines._layouts(200)
+    lines.set_paragraphs([reads, note])
+    again, _ = lines._layouts(200)
+    assert again[1][0] is first[1][0] and again[0][0] is first[0][0]
+
+
+def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing(qtbot):
+    """The small-drawing note and the emptiness check read the grey levels directly: the same
+    answers as thresholding the float drawing at 0.1 and at 0, at every grey level."""
+    canvas = DrawingCanvas()
+    qtbot.addWidget(canvas)
+    assert canvas.is_empty() and canvas.ink_extent() == 0.0
+    for level in (1, 25, 26, 255):
+        ramp = np.zeros((28, 28), dtype=np.float32)
+        ramp[10:14, 3:9] = level / 255.0
+        canvas.set_array(ramp)
+        drawing = canvas.to_array()
+        ink = drawing > 0.1
+        expected = 0.0 if not ink.any() else max(
+            np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
+        assert canvas.ink_extent() == expected
+        assert canvas.is_empty() == (not drawing.any())
+
+
+def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
+    from PySide6.QtGui import QFont
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.set_paragraphs([((("Probably an 8", "b"),), None)])
+    before, height = lines._layouts(200)
+    font = QFont(lines.font())
+    font.setPointSizeF(font.pointSizeF() * 2)
+    lines.setFont(font)
+    after, taller = lines._layouts(200)
+    assert after[0][0] is not before[0][0] and taller > height

@@ -263,7 +263,7 @@ class TestJudgingController:
 
     def test_a_preview_asks_few_draws_then_the_full_count(self, qtbot, main_window, workspace):
         from app.controllers.inference import InferenceController
-        from app.controllers.judging import PREVIEW_SAMPLES, JudgingController
+        from app.controllers.judging import INLINE_MS, PREVIEW_SAMPLES, JudgingController
         from app.controllers.session import WindowSession
         from app.views.columns import ColumnsPanel
 
@@ -272,9 +272,9 @@ class TestJudgingController:
         column = workspace.add_posterior(MODELS / "paper_softmax_mc_dropout.pt")
         workspace.set_input(np.zeros((28, 28), np.float32), "a blank")
         inference = InferenceController(main_window)
-        asked = []
-        inference.request = lambda image, requests, level, threads=None, inline_ms=0.0: asked.append(
-            [r.num_samples for r in requests]) or 1
+        asked, inline = [], []
+        inference.request = lambda image, requests, level, threads=None, inline_ms=0.0: (
+            inline.append(inline_ms), asked.append([r.num_samples for r in requests])) and 1
         judging = JudgingController(main_window, workspace, inference, columns, WindowSession(main_window),
                                     lambda: False, lambda: "")
         judging.request_predictions(preview=True)
@@ -282,6 +282,9 @@ class TestJudgingController:
         assert asked == [[PREVIEW_SAMPLES, PREVIEW_SAMPLES]] and judging.refine.isActive()
         qtbot.waitUntil(lambda: len(asked) == 2, timeout=2_000)  # the motion paused: the full count
         assert asked[1][0] == column.samples(workspace.num_samples) > PREVIEW_SAMPLES
+        # both computed on the window's thread when their columns last took little: the full count
+        # too (a worker started late on a busy machine, after the stroke's end)
+        assert inline == [INLINE_MS, INLINE_MS] and INLINE_MS > 0
 
 
 class TestWindowSession:

@@ -1,0 +1,159 @@
+"""Where the window's time goes per update, in processor time: the figures a shared machine's
+load does not swamp as it swamps ``bench_gui.py``'s wall clock.
+
+The real window is driven as ``bench_gui.py`` drives it (a press; a move 100 ms later: the
+16-draw preview; the release: the full count), and each update is timed from the mouse event
+until every column is drawn and painted. For each update it prints the processor time of the
+whole process and of the window's thread, and the window thread's share of each part: the
+canvas event (with, inside it, the model input made and the request: the engine when it runs
+on the window's thread, the columns fed their prediction), the plots' and the verdicts'
+painting, and the parts of those. Medians and 10th percentiles over the strokes.
+
+Run: ``python benchmarks/bench_gui_parts.py [--strokes 20]`` (``OMP_NUM_THREADS=1`` on a
+shared machine, as for every torch process there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+
+#: The parts timed, as (label, module, owner, attribute). A part runs inside the one it is
+#: indented under; the engine and the columns fed run inside the canvas event when the request is
+#: computed on the window's thread, after it (the worker's result arriving) otherwise.
+PARTS = (
+    ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseMoveEvent"),
+    ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseReleaseEvent"),
+    ("  worker started", "app.controllers.inference", "InferenceController", "_start"),
+    ("engine on the window's thread", "app.controllers.inference", None, "timed_predict_columns"),
+    ("columns fed their prediction", "app.views.columns", "ColumnsPanel", "show_prediction"),
+    ("  verdict text laid out", "app.views.column", "RichLines", "set_paragraphs"),
+    ("  conformal and credible sets", "app.views.column", None, "conformal_lines"),
+    ("plots painted (20)", "app.plots.input_plot", "InputPlot", "paintEvent"),
+    ("  plots' backdrops (axes, title)", "app.plots.input_plot", "InputPlot", "_backdrop"),
+    ("verdicts painted", "app.views.column", "RichLines", "paintEvent"),
+    ("canvas and preview painted", "app.views.canvas", "DrawingCanvas", "paintEvent"),
+    ("canvas and preview painted", "app.views.preview", "PreviewView", "paintEvent"),
+)
+
+
+def instrument(spent: dict[str, float]) -> None:
+    """Wrap every part so that the window thread's processor time in it adds to ``spent``
+    (before the window is built: Qt finds a widget's Python overrides once)."""
+    import importlib
+
+    window_thread = threading.get_ident()
+    for label, module, owner, name in PARTS:
+        holder = importlib.import_module(module)
+        holder = getattr(holder, owner) if owner else holder
+
+        setattr(holder, name, _timed(getattr(holder, name), label, spent, window_thread))  # looked up where called
+    # each plot's own paint_data (an override: a wrapper of the base's would never run)
+    from app.plots.input_views import INPUT_PLOTS
+
+    for cls in INPUT_PLOTS:
+        cls.paint_data = _timed(cls.paint_data, "  plots' data", spent, window_thread)
+
+
+def _timed(function, label: str, spent: dict[str, float], window_thread: int):
+    def timed(*args, **kwargs):
+        if threading.get_ident() != window_thread:
+            return function(*args, **kwargs)
+        start = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.thread_time() - start
+    return timed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strokes", type=int, default=20)
+    args = parser.parse_args()
+
+    from PySide6.QtCore import QPoint, QSettings, Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
+    spent: dict[str, float] = {}
+    instrument(spent)
+    from app.main import MainWindow
+
+    window = MainWindow()
+    window.resize(1400, 860)
+    window.show()
+    window.samples.setValue(100)
+    app.processEvents()
+    canvas, side, columns = window.canvas, window.canvas.width(), window.workspace.columns
+    finished = [0]
+    window.inference.request_finished.connect(lambda number: finished.__setitem__(0, number))
+
+    def settle(before: int, full: bool) -> None:
+        """Until the request after ``before`` is drawn (at the full count if ``full``) and painted."""
+        deadline = time.perf_counter() + 10
+        while time.perf_counter() < deadline:
+            app.processEvents()
+            if (finished[0] > before and not window.inference.busy and not window._throttle.isActive()
+                    and not (full and window._refine.isActive())
+                    and all(c.prediction is not None for c in columns)
+                    and not (full and any(c.prediction.summary.num_samples < c.samples(100) for c in columns))):
+                app.processEvents()
+                return
+            time.sleep(0.0003)
+        sys.exit("an update never arrived")
+
+    def update(event, full: bool) -> dict[str, float]:
+        spent.clear()
+        before = window.inference.last_request
+        thread, process = time.thread_time(), time.process_time()
+        event()
+        settle(before, full)
+        return {"process (all threads)": (time.process_time() - process) * 1e3,
+                "window's thread": (time.thread_time() - thread) * 1e3, **{k: v * 1e3 for k, v in spent.items()}}
+
+    rng = np.random.default_rng(0)
+    rows: dict[str, list[dict[str, float]]] = {"preview (16 draws)": [], "full count (100 draws)": []}
+    for stroke in range(args.strokes + 5):  # the first five warm up (the worker measures each request kind once)
+        x0, y0 = (int(v) for v in rng.integers(side // 5, 4 * side // 5, 2))
+        start, end = QPoint(x0, y0), QPoint(x0 + 15, y0 + 25)
+        update(partial(QTest.mousePress, canvas, Qt.MouseButton.LeftButton, pos=start), False)
+        time.sleep(0.1)
+        app.processEvents()
+        for c in columns:
+            c.prediction = None
+        preview = update(partial(QTest.mouseMove, canvas, end), False)
+        full = update(partial(QTest.mouseRelease, canvas, Qt.MouseButton.LeftButton, pos=end), True)
+        if stroke >= 5:
+            rows["preview (16 draws)"].append(preview)
+            rows["full count (100 draws)"].append(full)
+        time.sleep(0.05)
+    window.close()
+    print(f"{args.strokes} strokes, {len(columns)} columns, processor time per update in ms, median [10th percentile], "
+          f"load average {os.getloadavg()[0]:.1f}")
+    labels = ["process (all threads)", "window's thread"] + list(dict.fromkeys(label for label, *_ in PARTS))
+    labels.insert(labels.index("  plots' backdrops (axes, title)"), "  plots' data")
+    for kind, updates in rows.items():
+        print(kind)
+        for label in labels:
+            values = [u.get(label, 0.0) for u in updates]
+            if any(values):
+                print(f"  {label:40s} {np.median(values):6.2f}  [{np.percentile(values, 10):6.2f}]"
+                      f"   (in {sum(label in u for u in updates)} of {len(updates)})")
+
+
+if __name__ == "__main__":
+    main()
