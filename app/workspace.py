@@ -414,8 +414,9 @@ class Workspace(QObject):
         if key is not None:
             from core.engine.store import load_posterior
 
+            shown = next((c for c in self.columns if c.key == key), None)  # read once, not twice (12 MB for HMC)
             try:
-                self.reference = Column(key, load_posterior(key, device=self.device))
+                self.reference = Column(key, shown.posterior if shown is not None else load_posterior(key, device=self.device))
             except Exception:  # noqa: BLE001 - without its reference a tier's columns show no marks
                 self.reference = None
 
