@@ -140,3 +140,11 @@ def test_a_file_whose_records_cannot_be_read_leaves_every_column_to_the_engine(q
     win.load_columns()
     assert [Path(k) for k in win.workspace.column_keys()] == [p.resolve() for p in paths[:2]]
     assert shown and "damaged.pt" in shown[0]
+
+
+def test_a_plot_asked_for_before_the_weights_are_in_is_said_to_be_coming(qtbot, monkeypatch, shared_data):
+    win = _window(qtbot, monkeypatch, shared_data)
+    told = []
+    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.information", lambda *a: told.append(a[2]))
+    win.exports.column_plot_dialog(win.workspace.columns[0].key, "histograms")
+    assert told and "still being read" in told[0]
