@@ -67,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     # The engine (torch) and the plots take a second or two to import: say so at once.
     splash = _starting_splash()
     from app.main import MainWindow
-    from app.workers import PythonThreadCall, collect_garbage_in_gui_thread, stop_workers
+    from app.workers import (
+        PythonThreadCall,
+        collect_garbage_in_gui_thread,
+        stop_workers,
+        worker_classes,
+    )
 
     garbage_collector = collect_garbage_in_gui_thread()  # noqa: F841 — kept alive until exit
     app.aboutToQuit.connect(stop_workers)  # a cancelled face description stops its processes
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     # The window works (drawing, tabs, menus) while the engine imports in the background;
     # the columns appear when their posteriors are read.
     engine = PythonThreadCall(_import_engine)
+    engine.finished.connect(worker_classes)  # superqt, before the first prediction asks for a worker
     engine.finished.connect(window.load_columns)
     engine.start()
     if args.image:  # once the window is up: a file that cannot be read is explained over it

@@ -182,6 +182,7 @@ class MainWindow(QMainWindow):
             self.load_columns()
         elif self.session.unread.get(self.workspace.task):
             self.empty_note.setText(LOADING_NOTE)
+            self.session.show_records()  # the digit columns' titles and words, their weights to come
 
     # ------------------------------------------------------------------ menus
     def _build_menus(self) -> None:
@@ -203,6 +204,7 @@ class MainWindow(QMainWindow):
     def load_columns(self) -> None:
         """Read the current task's posteriors (the other task's wait for its tab)."""
         self.session.allowed = True
+        self.workspace.engine_loaded = True
         self.devices.set_device(app_settings.read_device(), announce=False)
         self.session.read_columns(self.workspace.task)
         if self.current_panel() is self.image_panel:
@@ -463,7 +465,7 @@ class MainWindow(QMainWindow):
 
     def _on_sampling_changed(self) -> None:
         try:  # a count whose draws cannot fit in memory is refused, with the estimate
-            for column in self.workspace.columns:
+            for column in self.workspace.ready_columns():
                 column.posterior.check_prediction(column.samples(self.samples.value()))
         except Exception as exc:  # noqa: BLE001
             QMessageBox.warning(self, "Too many samples", str(exc))

@@ -21,11 +21,13 @@ import weakref
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import shiboken6
 from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
-from superqt.utils import FunctionWorker, GeneratorWorker
+
+if TYPE_CHECKING:  # imported when the first worker is made: see worker_classes
+    from superqt.utils import FunctionWorker, GeneratorWorker
 
 #: Workers started and not yet released (see the module's docstring).
 _RUNNING: set[object] = set()
@@ -146,25 +148,34 @@ def _pool_let_go(worker: Any) -> bool:
     return not shiboken6.isValid(worker)
 
 
-class _GeneratorWorker(GeneratorWorker):
-    """superqt's generator worker, closing the generator in its own thread when it stops
-    (superqt leaves a cancelled one open, to be closed by whichever thread frees it)."""
+@cache
+def worker_classes() -> tuple[type[GeneratorWorker], type[FunctionWorker]]:
+    """superqt's generator and function workers as used here, made on first use: importing
+    superqt imports every widget it has (through qtpy, QtOpenGL too), 0.13–0.2 s of processor
+    time that the window need not wait for at launch (the launcher makes them once the engine
+    is loaded, before the first prediction asks for a worker)."""
+    from superqt.utils import FunctionWorker, GeneratorWorker
 
-    def work(self) -> Any:
-        try:
-            return super().work()
-        finally:
-            self._gen.close()
+    class _GeneratorWorker(GeneratorWorker):
+        """superqt's generator worker, closing the generator in its own thread when it stops
+        (superqt leaves a cancelled one open, to be closed by whichever thread frees it)."""
 
-    def start(self) -> None:
-        _keep_until_released(self, _pool_let_go)
-        super().start()
+        def work(self) -> Any:
+            try:
+                return super().work()
+            finally:
+                self._gen.close()
 
+        def start(self) -> None:
+            _keep_until_released(self, _pool_let_go)
+            super().start()
 
-class _FunctionWorker(FunctionWorker):
-    def start(self) -> None:
-        _keep_until_released(self, _pool_let_go)
-        super().start()
+    class _FunctionWorker(FunctionWorker):
+        def start(self) -> None:
+            _keep_until_released(self, _pool_let_go)
+            super().start()
+
+    return _GeneratorWorker, _FunctionWorker
 
 
 def generator_worker(gen: Generator) -> GeneratorWorker:
@@ -173,12 +184,12 @@ def generator_worker(gen: Generator) -> GeneratorWorker:
 
     Errors go to ``errored`` only: connect it (superqt would otherwise re-raise them).
     """
-    return _GeneratorWorker(_guarded, gen)
+    return worker_classes()[0](_guarded, gen)
 
 
 def function_worker(func: Callable[..., Any], *args: Any, **kwargs: Any) -> FunctionWorker:
     """A not-yet-started worker calling ``func(*args, **kwargs)`` once."""
-    return _FunctionWorker(_guarded_call, func, *args, **kwargs)
+    return worker_classes()[1](_guarded_call, func, *args, **kwargs)
 
 
 def _thread_ended(worker: PythonThreadCall | PythonThreadGenerator) -> bool:

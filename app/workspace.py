@@ -20,6 +20,7 @@ from core.engine.naming import posterior_title, samples_used
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
     from core.analysis.predictive import Prediction
     from core.engine.inference.base import Posterior
+    from core.engine.store_records import PosteriorRecords
 
 DIGITS = tuple("0123456789")
 
@@ -79,12 +80,24 @@ def _listed(names: tuple[str, ...], most: int = 6) -> str:
     return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else "".join(quoted)
 
 
+def reads_digits(records: PosteriorRecords) -> bool:
+    """Whether a file's records (read without the engine) are plainly a digit posterior's: grey
+    28×28 images read as MNIST's, neither face descriptors nor a person's own photos (those, and
+    anything less plain, wait for the engine, which :func:`task_of` asks)."""
+    arch = records.arch
+    return not getattr(arch, "input_dim", 0) and getattr(arch, "channels", 1) == 1 and not getattr(arch, "mean", None)
+
+
 @dataclass
 class Column:
-    """One posterior shown as a column; ``key`` is its resolved file path (never shown)."""
+    """One posterior shown as a column; ``key`` is its resolved file path (never shown).
+
+    At start-up ``posterior`` may be the file's records only (:class:`~core.engine.store_records.
+    PosteriorRecords`, read without the engine): the column shows its title and words at once and
+    predicts nothing until :meth:`Workspace.add_posterior` has read its weights (``ready``)."""
 
     key: str
-    posterior: Posterior
+    posterior: Posterior | PosteriorRecords
     prediction: Prediction | None = None
     sweep: object | None = None  # core.analysis.metrics.RotationSweep of the last sweep, if any
     #: Why the posterior could not judge the latest input it was given (a sentence), or None.
@@ -94,6 +107,11 @@ class Column:
     @property
     def source(self) -> Path:
         return Path(self.key)
+
+    @property
+    def ready(self) -> bool:
+        """Whether its weights are in: only then may it predict (a records-only column waits)."""
+        return getattr(self.posterior, "ready", True)
 
     def samples(self, requested: int) -> int:
         return samples_used(self.posterior, requested)
@@ -135,6 +153,9 @@ class Workspace(QObject):
         #: Tasks whose saved columns are still to be read (the engine imports in the background
         #: at start-up; face heads wait for the Face tab): "no column" there means "not yet".
         self.unread_tasks: set[str] = set()
+        #: Whether posterior files may be read now (the engine is loaded: ``load_columns``); before,
+        #: digit columns are shown from their files' records (:meth:`add_records`).
+        self.engine_loaded = False
         #: The column removed last, as (task, place, column), until it is restored.
         self.last_removed: tuple[str, int, Column] | None = None
         #: Where the columns' posteriors live and predict (a ``torch.device``; None: the CPU).
@@ -150,10 +171,11 @@ class Workspace(QObject):
         self.device = device
         for task in TASKS:
             for column in self._columns[task]:
-                column.posterior = column.posterior.to(device)
+                if column.ready:  # a records-only column's weights are read onto self.device
+                    column.posterior = column.posterior.to(device)
         if self.reference is not None:
             self.reference.posterior = self.reference.posterior.to(device)
-        if self.last_removed is not None:
+        if self.last_removed is not None and self.last_removed[2].ready:
             self.last_removed[2].posterior = self.last_removed[2].posterior.to(device)
 
     @property
@@ -167,6 +189,16 @@ class Workspace(QObject):
 
     def columns_of(self, task: str) -> list[Column]:
         return self._columns[task]
+
+    def ready_columns(self, task: str | None = None) -> list[Column]:
+        """The columns of ``task`` (None: the current one) whose weights are in: the ones that
+        predict, sweep and evaluate. A column shown from its file's records waits for its weights."""
+        return [c for c in self._columns[self.task if task is None else task] if c.ready]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a column of any task is shown from its file's records, its weights still to come."""
+        return any(not c.ready for task in TASKS for c in self._columns[task])
 
     def set_task(self, task: str) -> None:
         """Switch between digit, face and own-image columns (each task keeps its own); clears the input."""
@@ -207,6 +239,8 @@ class Workspace(QObject):
         for task in TASKS:
             existing = next((c for c in self._columns[task] if c.key == key), None)
             if existing is not None:
+                if not existing.ready:
+                    self._read_weights(task, existing)
                 return existing
         from core.engine.store import load_posterior
 
@@ -234,6 +268,47 @@ class Workspace(QObject):
             self.columns_changed.emit()
         return column
 
+    def add_records(self, path: str | Path, records: PosteriorRecords) -> Column:
+        """Show a digit posterior from its file's records, before the engine loads: a column with
+        its title and words that predicts nothing until :meth:`add_posterior` reads its weights
+        (:mod:`core.engine.store_records`). The records must be a digit posterior's (:func:`reads_digits`)."""
+        if not reads_digits(records):
+            raise ValueError("only a digit posterior is shown before its weights are read")
+        key = str(Path(path).expanduser().resolve())
+        columns = self._columns["digits"]
+        existing = next((c for c in columns if c.key == key), None)
+        if existing is not None:
+            return existing
+        if len(columns) >= self.MAX_COLUMNS:
+            raise ValueError(f"At most {self.MAX_COLUMNS} posteriors fit side by side: remove one first.")
+        if columns and records.num_classes != columns[0].posterior.num_classes:
+            raise ValueError("its classes differ from the columns beside it")
+        if not columns and self.task == "digits":
+            self.class_names = class_names_for("digits", records)
+        column = Column(key, records)
+        columns.append(column)
+        if self.task == "digits":
+            self.columns_changed.emit()
+        return column
+
+    def _read_weights(self, task: str, column: Column) -> None:
+        """Replace a records-only column's records by its posterior, read from its file (every
+        check of ``load_posterior``); a file that fails, or turns out other than its records said,
+        loses its column and raises as ``add_posterior`` does. Views hear of it with the task's
+        next ``columns_changed`` (the session's ``columns_read``)."""
+        from core.engine.store import load_posterior
+
+        try:
+            posterior = load_posterior(column.key, device=self.device)
+            if task_of(posterior) != task or posterior.num_classes != column.posterior.num_classes:
+                raise ValueError("The file changed while it was being read: open it again.")
+        except Exception:
+            self._columns[task].remove(column)
+            if task == self.task:
+                self.columns_changed.emit()
+            raise
+        column.posterior = posterior
+
     def remove(self, key: str) -> Column | None:
         """Remove a column of the current task; it is kept as :attr:`last_removed` for
         :meth:`restore_removed` (one step of undo)."""
@@ -258,6 +333,11 @@ class Workspace(QObject):
             return None
         column.prediction, column.failure, column.sweep = None, None, None
         columns.insert(min(index, len(columns)), column)
+        if not column.ready and self.engine_loaded:  # removed before its weights were read
+            try:
+                self._read_weights(task, column)
+            except Exception:  # noqa: BLE001 — gone or changed since: it does not come back
+                return None
         if task == self.task:
             self.columns_changed.emit()
         return column
@@ -317,6 +397,8 @@ class Workspace(QObject):
         from core.engine import tiers
         from core.engine.resources import resources_dir
 
+        if any(not c.ready for c in self.columns):
+            return  # found once the weights are in (the reference is read with the engine)
         wanted = None
         for column in self.columns:
             tier = tiers.tier_of(column.posterior.info)
@@ -332,8 +414,9 @@ class Workspace(QObject):
         if key is not None:
             from core.engine.store import load_posterior
 
+            shown = next((c for c in self.columns if c.key == key), None)  # read once, not twice (12 MB for HMC)
             try:
-                self.reference = Column(key, load_posterior(key, device=self.device))
+                self.reference = Column(key, shown.posterior if shown is not None else load_posterior(key, device=self.device))
             except Exception:  # noqa: BLE001 - without its reference a tier's columns show no marks
                 self.reference = None
 

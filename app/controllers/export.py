@@ -44,6 +44,11 @@ class ExportController(QObject):
     def column_plot_dialog(self, key: str, view: str) -> None:
         """A column's ⋯ menu asked to export one of its plots: ask where, then write it."""
         column = self.workspace.column(key)
+        if column is not None and not column.ready:
+            QMessageBox.information(self.window, "Nothing to export yet",
+                                    "This posterior's weights are still being read: its plots can be "
+                                    "exported once its numbers are shown.")
+            return
         if column is None or column.prediction is None:
             QMessageBox.information(self.window, "Nothing to export yet",
                                     "Give the columns an input first: draw, rotate or open an image.")

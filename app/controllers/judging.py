@@ -74,7 +74,7 @@ class JudgingController(QObject):
             self.columns.clear_columns(self.empty_message())
             return
         full = self.workspace.num_samples
-        judged = list(self.workspace.columns)
+        judged = self.workspace.ready_columns()  # the others' weights are still being read
         reference = self.workspace.reference
         if reference is not None and reference.key not in self.workspace.column_keys():
             judged.append(reference)  # judged beside the tier's columns, drawn as marks on theirs

@@ -50,6 +50,8 @@ class WindowSession(QObject):
         self.asked = False  # asked for on the command line: failures get a dialog
         self.ready = False  # nothing is saved before the settings were read back
         self.loading = False
+        #: The keys of the columns shown from their files' records (:meth:`show_records`).
+        self.shown_as_records: set[str] = set()
         self.geometry_timer = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
         self.geometry_timer.timeout.connect(self.save_state)
 
@@ -81,12 +83,44 @@ class WindowSession(QObject):
         self.asked = bool(posteriors)
         w.modes.setCurrentIndex(app_settings.read_int("workspace/mode", 0, 0, w.modes.count() - 1))
 
+    def show_records(self) -> None:
+        """Before the engine loads: show the digit columns from their files' records (titles,
+        words, empty plots that say their numbers are coming), their weights read by
+        :meth:`read_columns`. All or none: a file whose records cannot be read this way (gone,
+        damaged, not plainly a digit posterior) leaves every column to the engine, in order."""
+        from app.workspace import reads_digits
+        from core.engine.store_records import RecordsUnreadable, read_records
+
+        w, task = self.window, "digits"
+        if self.allowed or w.workspace.task != task or not self.unread.get(task):
+            return
+        paths = self.unread[task]
+        try:
+            records = [read_records(path) for path in paths]
+        except (RecordsUnreadable, OSError):
+            return
+        if not all(map(reads_digits, records)):
+            return
+        self.loading = True
+        try:
+            for path, found in zip(paths, records, strict=True):
+                self.shown_as_records.add(w.workspace.add_records(path, found).key)
+        except ValueError:  # more than fit, or other classes: the engine reads them and says why
+            w.workspace.columns_of(task).clear()
+            self.shown_as_records.clear()
+            w.workspace.columns_changed.emit()
+        finally:
+            self.loading = False
+
     def read_columns(self, task: str) -> None:
         """Open ``task``'s posteriors if they were not yet (once the engine is loaded)."""
         w = self.window
         if not self.allowed or task not in self.unread:
             return
-        paths = self.unread.pop(task)
+        shown = {c.key for c in w.workspace.columns_of(task)}
+        # a column shown from its records and removed meanwhile stays removed
+        paths = [p for p in self.unread.pop(task) if str(p.expanduser().resolve()) in shown
+                 or str(p.expanduser().resolve()) not in self.shown_as_records]
         from_last_time = task in self.from_last_time
         if paths:
             w.empty_note.setText(LOADING_NOTE)

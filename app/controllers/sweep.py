@@ -44,9 +44,9 @@ class SweepController(QObject):
         from core.analysis.metrics import rotation_sweeps
         from core.engine.data.corruptions import CORRUPTIONS
 
-        if self.worker is not None or not self.workspace.columns:
+        if self.worker is not None or not self.workspace.ready_columns():
             return False
-        items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.columns]
+        items = [(c.key, c.posterior, c.samples(self.workspace.num_samples)) for c in self.workspace.ready_columns()]
         kind = self.rotate_panel.sweep_kind()
         seed = None
         if kind == "rotation":

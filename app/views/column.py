@@ -83,6 +83,10 @@ OVERLAP_TIP = (
 
 #: A link to a Help paragraph: ``help:<anchor>`` (an anchor of :data:`app.help.HOW_TO_READ`).
 HELP_LINK = "help:"
+#: What a column shown from its file's records says while its weights are read (the engine
+#: starts in the background at launch): its plots stay empty until its numbers arrive.
+WAITING_NOTE = "Reading this posterior's weights: its numbers appear in a moment."
+WAITING_DIAGNOSTICS = "Available in a moment, once this posterior's weights are read."
 def warning_html(info: dict, trusted: str | None = None) -> str | None:
     """A column's red convergence line: what the file records (bold), what it means for the
     reader and what to do, and a link to its Help paragraph; None when the chains agree."""
@@ -364,6 +368,7 @@ class ColumnView(QFrame):
         self._warning = None
         self._reserve_warning = False
         self._header_for: tuple[object, str, str | None] | None = None  # posterior, title, trusted shown
+        self._waiting = False  # shown from its file's records: its weights are still being read
 
         self._verdict_holder = LabelHolder()
         self.verdict = RichLines(self._verdict_holder)
@@ -498,9 +503,13 @@ class ColumnView(QFrame):
         self._header_for = (column.posterior, title, trusted)
         fixed = fixed_sample_count(column.posterior)
         self.title.setText(f"<b>{title}</b>")
-        from core.analysis.diagnostics import diagnostics_unavailable  # the engine is loaded by now
+        self._waiting = not column.ready
+        if self._waiting:  # shown from its file's records while the engine loads
+            unavailable = WAITING_DIAGNOSTICS
+        else:  # the engine is loaded by now
+            from core.analysis.diagnostics import diagnostics_unavailable
 
-        unavailable = diagnostics_unavailable(column.posterior.info)  # two empty "n/a" plots otherwise
+            unavailable = diagnostics_unavailable(column.posterior.info)  # two empty "n/a" plots otherwise
         self.diagnostics.setEnabled(unavailable is None)
         self.diagnostics.setToolTip(unavailable or "Each chain's trace and R̂ per class: did the chains agree?")
         words = METHOD_DESCRIPTIONS.get(column.posterior.method, column.posterior.method)
@@ -537,6 +546,9 @@ class ColumnView(QFrame):
         words its convergence allows (``reference_info``: the reference's file info).
         """
         prediction = column.prediction
+        if not column.ready:
+            self.clear_column()
+            return
         if column.failure is not None:
             self.show_failure(column.failure)
             return
@@ -597,9 +609,10 @@ class ColumnView(QFrame):
         self._fit_verdict()
 
     def clear_column(self, message: str = "") -> None:
+        """Empty plots and ``message``; a column whose weights are still being read says so instead."""
         for plot in self.plots.values():
             plot.clear_view()
-        self.verdict.setText(message)
+        self.verdict.setText(WAITING_NOTE if self._waiting else message)
         if self._failed:
             self._failed = False
             self._fit_verdict()

@@ -240,8 +240,9 @@ class DatasetView(QWidget):
         return self.sets.request()
 
     def columns(self) -> list:
-        """The workspace's current columns: digit posteriors, or face heads in the Face mode."""
-        return self.workspace.columns_of(self.task)
+        """The workspace's current columns whose weights are in: digit posteriors, or face heads
+        in the Face mode (columns shown from their files' records wait for the engine)."""
+        return self.workspace.ready_columns(self.task)
 
     def items(self) -> list[EvaluationItem]:
         """Every column's posterior, in the workspace's order, titled as in its header; then the

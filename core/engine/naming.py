@@ -4,39 +4,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from core.engine.method_words import METHOD_WORDS
 
 if TYPE_CHECKING:  # the window imports this module before the engine (torch) loads
     from core.engine.inference.base import Posterior
 
-class _MethodFacts(Mapping[str, str]):
-    """One fact of every registered method, by name, read from the registry
-    (:data:`core.engine.inference.METHODS`) when first asked: the window imports this module
-    before the engine (torch) loads."""
 
-    def __init__(self, fact: str) -> None:
-        self._fact = fact
-
-    def _table(self) -> dict[str, str]:
-        from core.engine.inference import METHODS
-
-        return {name: getattr(method, self._fact) for name, method in METHODS.items()}
-
-    def __getitem__(self, name: str) -> str:
-        return self._table()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-
-#: Short name of each method as shown in headers and tables (``Method.label``).
-METHOD_LABELS: Mapping[str, str] = _MethodFacts("label")
-#: One line on each method for a person who never read the paper (``Method.description``).
-METHOD_DESCRIPTIONS: Mapping[str, str] = _MethodFacts("description")
+#: Short name of each method as shown in headers and tables (``Method.label``), and one line on
+#: each for a person who never read the paper (``Method.description``): from the table the
+#: registry's entries take theirs from, which needs no torch (the window titles its columns
+#: before the engine loads).
+METHOD_LABELS: Mapping[str, str] = {name: words[0] for name, words in METHOD_WORDS.items()}
+METHOD_DESCRIPTIONS: Mapping[str, str] = {name: words[1] for name, words in METHOD_WORDS.items()}
 
 ARCH_LABELS: dict[str, str] = {"softmax": "softmax regression", "mlp": "MLP", "lenet": "LeNet", "lenet5": "LeNet-5",
                                "resnet": "ResNet-8", "resnet18": "ResNet-18",

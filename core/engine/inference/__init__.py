@@ -45,6 +45,7 @@ from core.engine.inference.recipes import (
     SGLD_CHAINS,
     chain_settings,
 )
+from core.engine.method_words import method_words
 from core.engine.models import ArchSpec
 
 #: How a method finds its spread of belief, which sets what its training reports and how the
@@ -65,7 +66,8 @@ class Method:
     config_cls: type
     fit: Callable[[Any, ArchSpec, Dataset, int], FitGenerator]
     summary: str
-    #: Its short name in headers and tables (``"SGHMC"``).
+    #: Its short name in headers and tables (``"SGHMC"``); from :mod:`core.engine.method_words`,
+    #: as ``description``: the window shows them before the engine (torch) loads.
     label: str = ""
     #: One line on it for a person who never read the paper; the words before a colon name it.
     description: str = ""
@@ -151,14 +153,14 @@ def register(method: Method) -> Method:
 # variational families, the methods that spread belief around a trained network.
 register(Method(
     "map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate",
-    label="MAP", description="maximum a posteriori: one best set of weights, no spread of belief",
+    **method_words("map"),
     family="loss", uses_model_dropout=True,
     # to the mode by Newton steps (issue 46: the 10 epochs of Adam before stopped 2,804 nats below it)
     tiers={PAPER: CONVERGED_MAP, NETWORK: NETWORK_PRIOR, FACES: (*CONVERGED_MAP, *FACE_PRIOR)},
 ))
 register(Method(
     "mc_dropout", mc_dropout.McDropoutConfig, mc_dropout.fit, "MC dropout (Gal & Ghahramani 2016)",
-    label="MC dropout", description="Monte Carlo dropout: random units switched off at every prediction",
+    **method_words("mc_dropout"),
     family="loss", needs_dropout=True, uses_model_dropout=True, default_drop_rate=0.5,
     tiers={PAPER: ("--drop-rate", "0.5"),
            # MC dropout's prior N(0, I/l²) is the tier's at the length-scale l = 1/σ
@@ -169,7 +171,7 @@ register(Method(
 ))
 register(Method(
     "sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)",
-    label="SGLD", description="stochastic gradient Langevin dynamics: noisy gradient steps that sample weights",
+    **method_words("sgld"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGLD_CHAINS, "--set", "step_size=5e-2", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=1e-3", "--set", "metric=kron", *NETWORK_PRIOR,
@@ -184,7 +186,7 @@ register(Method(
 ))
 register(Method(
     "sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)",
-    label="SGHMC", description="stochastic gradient Hamiltonian Monte Carlo: sampling with momentum and friction",
+    **method_words("sghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGHMC_CHAINS, "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--set", "metric=kron",
@@ -195,7 +197,7 @@ register(Method(
 ))
 register(Method(
     "dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
-    label="Dropout-SGHMC", description="SGHMC with a fresh dropout mask on the inputs at every step",
+    **method_words("dsghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*DSGHMC_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1", "--drop-rate", "0.5", *HALF),
            NETWORK: (*KRON_NETWORK_CHAINS, "--set", "step_size=5e-5", "--set", "friction=0.1", "--drop-rate", "0.5",
@@ -207,7 +209,7 @@ register(Method(
 ))
 register(Method(
     "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",
-    label="HMC", description="Hamiltonian Monte Carlo: exact full-data sampling with accept/reject",
+    **method_words("hmc"),
     family="sampler", runs_chains=True,
     # the dense curvature metric (docs/zoo.md: diagonal HMC did not converge in 700 iterations);
     # every iteration measured (4 × 800 draws) and 200 of each chain's kept: over 4 × 200 draws
@@ -224,7 +226,7 @@ register(Method(
 ))
 register(Method(
     "ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
-    label="Deep ensemble", description="several networks trained from different starting points",
+    **method_words("ensemble"),
     family="loss", runs_chains=True, uses_model_dropout=True,
     # every member from its own random start to convergence by Newton steps, as the MAP (issue 46):
     # on a convex model each ends at the one mode, the MAP five times over (docs/zoo.md); LeNet-5
@@ -234,7 +236,7 @@ register(Method(
 ))
 register(Method(
     "mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop",
-    label="Mean-field VI", description="a Gaussian over the weights, each weight independent",
+    **method_words("mfvi"),
     family="elbo",
     # 60 epochs: at 30 its ELBO still rose by 0.0006 (paper) and 0.001 (network) per epoch as the
     # learning rate reached zero
@@ -243,7 +245,7 @@ register(Method(
 ))
 register(Method(
     "snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
-    label="Low-rank VI", description="a Gaussian over the weights whose covariance has a few shared directions",
+    **method_words("snvi"),
     family="elbo",
     tiers={PAPER: ("--set", "epochs=30", "--set", "rank=4"),
            NETWORK: ("--set", "epochs=60", "--set", "rank=4", *NETWORK_PRIOR),
@@ -251,7 +253,7 @@ register(Method(
 ))
 register(Method(
     "sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
-    label="Mixture VI", description="a mixture of low-rank Gaussians over the weights",
+    **method_words("sgmmvi"),
     family="elbo",
     # each component keeps at least half an equal weight (min_share 0.5, the default): left
     # free, the weights collapsed onto one component (0.010 / 0.027 / 0.964)
@@ -262,7 +264,7 @@ register(Method(
 ))
 register(Method(
     "vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)",
-    label="Variational dropout", description="dropout rates learned per weight",
+    **method_words("vdropout"),
     family="elbo",
     # the log-uniform prior of variational dropout has no scale to share
     tiers={PAPER: ("--set", "epochs=30"), NETWORK: ("--set", "epochs=30"),
@@ -270,7 +272,7 @@ register(Method(
 ))
 register(Method(
     "swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
-    label="SWAG", description="a Gaussian fitted to the weights that training visits around its best point",
+    **method_words("swag"),
     family="post_hoc", fit_from=swag.fit_from,
     # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
     tiers={PAPER: FROM_TIER_MAP, NETWORK: (*NETWORK_PRIOR, *HALF),
@@ -279,7 +281,7 @@ register(Method(
 register(Method(
     "laplace", laplace.LaplaceConfig, laplace.fit,
     "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
-    label="Laplace", description="a Gaussian around the best weights, as wide as the loss is flat there",
+    **method_words("laplace"),
     family="post_hoc", fit_from=laplace.fit_from,
     # the face tier's 1,032 weights: the exact curvature (full) costs 8.5 MB, so nothing is factored
     tiers={PAPER: ("--set", "structure=kron", "--set", "prior_precision=prior", *FROM_TIER_MAP),

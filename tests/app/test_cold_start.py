@@ -1,0 +1,150 @@
+"""The columns at launch: shown from their files' records before the engine (torch) loads, saying
+their numbers are coming; the weights read once it has, with the same words; nothing predicted
+from records (issue 49, item 4: the default columns on the window within 1.5 s of a cold start)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, Qt
+
+from app.main import MainWindow
+from app.settings import default_columns
+from app.views.column import WAITING_NOTE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LAUNCH = r"""
+import json, sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+import app.__main__ as entry
+from app.main import MainWindow
+
+seen = {}
+
+def header(window):
+    views = [window.column_views[c.key] for c in window.workspace.columns]
+    return {"ready": [c.ready for c in window.workspace.columns],
+            "titles": [v.title.text() for v in views], "tips": [v.title.toolTip() for v in views],
+            "verdicts": [v.verdict.text() for v in views], "visible": [v.isVisible() for v in views],
+            "diagnostics": [v.diagnostics.isEnabled() for v in views]}
+
+def check():
+    window = next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow))
+    if window.workspace.columns and all(c.ready for c in window.workspace.columns):
+        seen["after"] = header(window)
+        seen["reference"] = window.workspace.reference is not None
+        print(json.dumps(seen))
+        window.close()
+        QApplication.instance().quit()
+
+shown = MainWindow.show
+def show(self):
+    shown(self)
+    QApplication.processEvents()
+    seen["torch"] = "torch" in sys.modules  # the engine's thread starts after show() returns
+    seen["before"] = header(self)
+    timer = QTimer(self, interval=10)
+    timer.timeout.connect(check)
+    timer.start()
+MainWindow.show = show
+sys.exit(entry.main([]))
+"""
+
+
+def test_the_default_columns_are_on_the_shown_window_before_torch_is_imported(tmp_path):
+    """Through the launcher, in a fresh interpreter: when the window shows, every default column is
+    on it with its title and words and says its numbers are coming, and torch is not imported; once
+    the weights are in, the same titles and words, the note gone, the tier's reference found."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, env=env, timeout=180,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    before, after = seen["before"], seen["after"]
+    assert seen["torch"] is False
+    assert len(before["titles"]) == len(default_columns()) >= 4
+    assert all(before["visible"]) and not any(before["ready"])
+    assert before["verdicts"] == [WAITING_NOTE] * len(before["titles"])  # no stale or placeholder number
+    assert not any(before["diagnostics"])
+    assert "HMC, softmax regression" in before["titles"][0]
+    assert before["titles"] == after["titles"] and before["tips"] == after["tips"]
+    assert all(after["ready"]) and WAITING_NOTE not in after["verdicts"]
+    from core.analysis.diagnostics import diagnostics_unavailable
+    from core.engine.store import load_posterior
+
+    assert after["diagnostics"] == [diagnostics_unavailable(load_posterior(p).info) is None for p in default_columns()]
+    assert seen["reference"]
+
+
+def _window(qtbot, monkeypatch, shared_data, paths=None) -> MainWindow:
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow(None if paths is None else [str(p) for p in paths], defer_columns=True)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def _stroke(qtbot, canvas) -> None:
+    w, h = canvas.width(), canvas.height()
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(w // 2, h // 5))
+    for i in range(1, 9):
+        qtbot.mouseMove(canvas, QPoint(w // 2, h // 5 + i * h // 14))
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(w // 2, h * 4 // 5))
+
+
+def test_a_digit_drawn_before_the_weights_are_in_is_judged_once_they_are(qtbot, monkeypatch, shared_data):
+    win = _window(qtbot, monkeypatch, shared_data)
+    columns = list(win.workspace.columns)
+    assert columns and not any(c.ready for c in columns)
+    _stroke(qtbot, win.canvas)
+    qtbot.wait(150)  # the input is read at most once per frame
+    assert win.workspace.image is not None
+    assert all(c.prediction is None for c in columns)  # records never predict
+    assert all(win.column_views[c.key].verdict.text() == WAITING_NOTE for c in columns)
+    win.load_columns()  # what the launcher does once the engine is imported
+    assert all(c.ready for c in win.workspace.columns)
+    qtbot.waitUntil(lambda: all(c.prediction is not None for c in win.workspace.columns), timeout=60_000)
+    assert all(WAITING_NOTE not in win.column_views[c.key].verdict.text() for c in win.workspace.columns)
+
+
+def test_a_column_removed_before_its_weights_are_in_stays_removed_and_undo_reads_it(qtbot, monkeypatch,
+                                                                                  shared_data):
+    win = _window(qtbot, monkeypatch, shared_data)
+    first = win.workspace.columns[0].key
+    win.remove_column(first)
+    win.load_columns()
+    assert first not in win.workspace.column_keys() and all(c.ready for c in win.workspace.columns)
+    win.undo_remove_column()
+    assert win.workspace.column_keys()[0] == first and win.workspace.columns[0].ready
+
+
+def test_a_file_whose_records_cannot_be_read_leaves_every_column_to_the_engine(qtbot, monkeypatch, shared_data,
+                                                                            tmp_path):
+    """All or none, so the columns keep their order; the damaged file is said as before."""
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(b"not a posterior")
+    paths = [*default_columns()[:2], damaged]
+    win = _window(qtbot, monkeypatch, shared_data, paths)
+    assert not win.workspace.columns
+    shown = []
+    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.warning", lambda *a: shown.append(a[2]))
+    win.load_columns()
+    assert [Path(k) for k in win.workspace.column_keys()] == [p.resolve() for p in paths[:2]]
+    assert shown and "damaged.pt" in shown[0]
+
+
+def test_a_plot_asked_for_before_the_weights_are_in_is_said_to_be_coming(qtbot, monkeypatch, shared_data):
+    win = _window(qtbot, monkeypatch, shared_data)
+    told = []
+    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.information", lambda *a: told.append(a[2]))
+    win.exports.column_plot_dialog(win.workspace.columns[0].key, "histograms")
+    assert told and "still being read" in told[0]
