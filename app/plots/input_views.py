@@ -373,7 +373,8 @@ class CorrelationPlot(InputPlot):
         "model gives more to this class it gives less to the other: the two classes trade "
         "belief. Red (+1): they rise and fall together. White: unrelated, or a probability "
         "that does not change between draws (always the case with a single draw). Classes whose "
-        "probability hardly changes between draws are veiled in white."
+        "probability hardly changes between draws are veiled in white; when every class is, the "
+        "title says the draws agree: there is no spread to correlate."
     )
     y_down = True
     square = True
@@ -402,8 +403,13 @@ class CorrelationPlot(InputPlot):
         index = colour_index(corr, -1.0, 1.0)
         self._image = to_image(np.where(veil[:, :, None], self._veiled[index], self._table[index]))
         self.values = {"correlation": corr}
-        note = " (needs 2+ draws)" if summary.num_samples < 2 else ""
-        self.set_title(f"Class correlation{note}")
+        if summary.num_samples < 2:
+            note = " (needs 2+ draws)"
+        elif faded.all():  # e.g. an ensemble whose members all reached the one mode
+            note = " (the draws agree)"
+        else:
+            note = ""
+        self.set_title(f"Class correlation{note}", "Class correlation")
         self.update()
 
     def clear_view(self) -> None:

@@ -127,3 +127,24 @@ def test_draws_shading_carries_its_scale_and_ticks_do_not(qtbot, draws):
         assert min(bottom.red(), bottom.green(), bottom.blue()) > 235  # none: white
     else:
         assert min(top.red(), top.green(), top.blue()) > 235  # nothing painted there
+
+
+def test_correlation_of_draws_that_all_agree_says_so(qtbot):
+    """The paper tier's ensemble: five members that each reached the one mode (issue 46) give five
+    identical draws, so every class is veiled and only the diagonal shows; the title says why
+    rather than leaving a blank matrix unexplained. Draws that differ keep the plain title."""
+    from app.plots.input_views import CorrelationPlot
+
+    plot = CorrelationPlot(tuple(str(k) for k in range(10)))
+    qtbot.addWidget(plot)
+    image = np.zeros((1, 1, 28, 28), np.float32)
+    image[0, 0, 6:22, 12:16] = 1.0
+    models = resources_dir() / "models"
+    ensemble = predict_image(load_posterior(models / "paper_softmax_ensemble.pt"), torch.from_numpy(image))
+    assert ensemble.summary.num_samples == 5
+    plot.show(ensemble, 0.9)
+    assert plot.title() == "Class correlation (the draws agree)"
+    dropout = predict_image(load_posterior(models / "paper_softmax_mc_dropout.pt"), torch.from_numpy(image),
+                            num_samples=20)
+    plot.show(dropout, 0.9)
+    assert plot.title() == "Class correlation"
