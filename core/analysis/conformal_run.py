@@ -51,7 +51,11 @@ LISTED_LEVELS = (0.8, 0.9, 0.95, 0.99)
 
 
 def _files(source: dict[str, Any]) -> dict[str, Any]:
-    return {name: dict(entry) for name, entry in (source.get("files") or {}).items()}
+    """The data set's files by name with their records (size, checksum), where its source lists
+    them so (IDX files); a folder's or a network's features source counts or packs its files
+    instead, and its images are identified by their pixels alone."""
+    files = source.get("files")
+    return {name: dict(entry) for name, entry in files.items()} if isinstance(files, dict) else {}
 
 
 def calibration_images(data: Dataset, train: Dataset | None = None) -> tuple[np.ndarray, list[bytes], int]:

@@ -17,7 +17,9 @@ from PIL import Image
 from torch import nn
 
 import core.engine.data.folder as folder_module
+from core.analysis.conformal_run import calibration_of_record
 from core.commands.main import main
+from core.engine.calibration_file import read_calibration
 from core.engine.data.features import folder_features
 from core.engine.import_weights import import_own_network
 from core.engine.networks import NetworkError, network_input, open_network
@@ -274,6 +276,11 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert own.info["class_names"] == ["blue", "green", "red"] and own.info["network"]["class_names"] == CLASSES
     torch.testing.assert_close(own.predict_proba(picture.unsqueeze(0))[0],
                                _network_probabilities(model, picture[None]).flip(1), atol=1e-5, rtol=1e-4)
+    # every file comes calibrated for the window's conformal sets, from the tier's own evaluation
+    # on the test half the split chose, against the file as it was last written
+    for method in rows:
+        record = read_calibration(out / f"features_features_{method}.pt")  # refused if made for another file
+        assert record is not None and 0 < calibration_of_record(record).n < record["identity"]["of_images"]
     # a second build keeps every file and reads no image
     reads = _counting_reads(monkeypatch)
     assert main(argv) == 0 and reads == []
