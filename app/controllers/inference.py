@@ -67,9 +67,22 @@ def predict_columns(
     lets each posterior use its own randomness (a variational posterior's fixed bank of draws,
     dropout's masks). ``threads``: torch's intra-op threads for these predictions (``None``:
     its default)."""
+    from core.analysis.predictive import predict_inputs
+
     with torch_threads(threads):
         digit = _digit_input(image)
-        return [(column.key, _predict_column(image, column, level, digit)) for column in columns]
+        inputs = [_column_input(image, column, digit) for column in columns]
+        # every column that has its input judges it, the summaries in one pass over the columns
+        judged = iter(predict_inputs([(c.posterior, x, c.num_samples) for c, x in zip(columns, inputs, strict=True)
+                                      if not isinstance(x, ColumnFailure)], seed=None, level=level))
+        outcomes: list[tuple[str, Prediction | ColumnFailure]] = []
+        for column, x in zip(columns, inputs, strict=True):
+            outcome = x if isinstance(x, ColumnFailure) else next(judged)
+            if isinstance(outcome, Exception):
+                log.warning("column %s could not judge the input", column.key, exc_info=outcome)
+                outcome = ColumnFailure(failure_in_words(outcome))
+            outcomes.append((column.key, outcome))
+        return outcomes
 
 
 def timed_predict_columns(
@@ -96,14 +109,16 @@ def _digit_input(image):
         return None
 
 
-def _predict_column(image, column: ColumnRequest, level: float, digit=None) -> Prediction | ColumnFailure:
-    from core.analysis.predictive import predict_features, predict_image, predict_input
+def _column_input(image, column: ColumnRequest, digit=None):
+    """The input as ``column``'s posterior reads it, a batch of one (``digit``: the drawn or
+    picked digit's model input, made once per request); or a :class:`ColumnFailure` saying why
+    this posterior cannot judge it."""
+    from core.analysis.predictive import features_batch, image_batch
     from core.engine.data.folder import reads_photos
 
     try:
         if hasattr(image, "model_input"):  # a photo (core.engine.data.folder.Photo), read at the column's size
-            return predict_input(column.posterior, image.model_input(column.posterior.arch), column.num_samples,
-                                 seed=None, level=level)
+            return image.model_input(column.posterior.arch)
         if reads_photos(column.posterior.arch):
             raise ValueError("This posterior was trained on your own images: it judges a photo opened in the "
                              "Image tab, read as its training images were, not a drawn or picked digit")
@@ -112,9 +127,8 @@ def _predict_column(image, column: ColumnRequest, level: float, digit=None) -> P
             from core.engine.faces.heads import check_descriptor
 
             check_descriptor(column.posterior, descriptor_info())
-            return predict_features(column.posterior, image, column.num_samples, seed=None, level=level)
-        return predict_image(column.posterior, image if digit is None else digit, column.num_samples, seed=None,
-                             level=level)
+            return features_batch(image)
+        return image_batch(image if digit is None else digit)
     except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
         log.warning("column %s could not judge the input", column.key, exc_info=True)
         return ColumnFailure(failure_in_words(exc))

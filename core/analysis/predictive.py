@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from core.analysis.uncertainty import MaskSplit, Summary, mask_split, summarise, with_mask_split
+from core.analysis.uncertainty import (
+    MaskSplit,
+    Summary,
+    mask_split,
+    summarise_many,
+    with_mask_split,
+)
 from core.engine.data.preprocess import image_to_input
 from core.engine.inference.base import Posterior, SampledPosterior
 from core.engine.inference.dsghmc import InputDropoutPosterior, input_dropout
@@ -63,8 +70,7 @@ def predict_image(
     normals are drawn per stroke. A ``seed`` gives fresh masks/draws from a generator seeded
     with it (reproducible for that seed).
     """
-    x = image if isinstance(image, torch.Tensor) else image_to_input(image)
-    return predict_input(posterior, x.reshape(1, 1, *x.shape[-2:]).float(), num_samples, seed, level)
+    return predict_input(posterior, image_batch(image), num_samples, seed, level)
 
 
 def predict_features(
@@ -75,8 +81,19 @@ def predict_features(
     level: float = 0.9,
 ) -> Prediction:
     """:func:`predict_image` for one feature vector (D,), e.g. a face descriptor."""
-    x = torch.as_tensor(np.asarray(features, dtype=np.float32)).reshape(1, -1)
-    return predict_input(posterior, x, num_samples, seed, level)
+    return predict_input(posterior, features_batch(features), num_samples, seed, level)
+
+
+def image_batch(image: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """One 28×28 image (or a raw drawing, or the model input already made) as a batch of one
+    shaped for the digit models, (1, 1, 28, 28)."""
+    x = image if isinstance(image, torch.Tensor) else image_to_input(image)
+    return x.reshape(1, 1, *x.shape[-2:]).float()
+
+
+def features_batch(features: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """One feature vector (D,) as a batch of one, (1, D) float32."""
+    return torch.as_tensor(np.asarray(features, dtype=np.float32)).reshape(1, -1)
 
 
 def predict_input(
@@ -87,14 +104,48 @@ def predict_input(
     level: float = 0.9,
 ) -> Prediction:
     """Samples and summary for a batch of one input already shaped for the posterior."""
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
-    samples = check_finite(posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0], posterior)
-    summary = summarise(samples, level=level)
-    if masks_inputs(posterior):
-        if generator is None:  # the interactive path: the same masks on every call
-            generator = torch.Generator().manual_seed(int(posterior.seed) + MASK_SPLIT_SEED_OFFSET)
-        summary = with_mask_split(summary, input_mask_split(posterior, x, num_samples, generator))
-    return Prediction(samples, summary)
+    prediction = predict_inputs([(posterior, x, num_samples)], seed, level)[0]
+    if isinstance(prediction, Exception):
+        raise prediction
+    return prediction
+
+
+def predict_inputs(
+    columns: Sequence[tuple[Posterior, torch.Tensor, int | None]],
+    seed: int | None = 0,
+    level: float = 0.9,
+) -> list[Prediction | Exception]:
+    """:func:`predict_input` of several posteriors, each on its own batch of one input with its
+    own draw count (``(posterior, x, num_samples)``), their summaries computed in one pass
+    (:func:`~core.analysis.uncertainty.summarise_many`: the window's columns on one stroke).
+    Each prediction is what :func:`predict_input` gives for it alone. A posterior that raises
+    gives its exception in its place, so that one broken posterior never keeps the others
+    from judging the input."""
+    drawn: list[tuple[torch.Tensor, torch.Generator | None] | Exception] = []
+    for posterior, x, num_samples in columns:
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        try:
+            probabilities = posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0]
+            drawn.append((check_finite(probabilities, posterior), generator))
+        except Exception as exc:  # noqa: BLE001 — the caller says why, for this posterior only
+            drawn.append(exc)
+    summaries = iter(summarise_many([d[0] for d in drawn if not isinstance(d, Exception)], level=level))
+    predictions: list[Prediction | Exception] = []
+    for (posterior, x, num_samples), outcome in zip(columns, drawn, strict=True):
+        if isinstance(outcome, Exception):
+            predictions.append(outcome)
+            continue
+        (samples, generator), summary = outcome, next(summaries)
+        if masks_inputs(posterior):
+            if generator is None:  # the interactive path: the same masks on every call
+                generator = torch.Generator().manual_seed(int(posterior.seed) + MASK_SPLIT_SEED_OFFSET)
+            try:
+                summary = with_mask_split(summary, input_mask_split(posterior, x, num_samples, generator))
+            except Exception as exc:  # noqa: BLE001 — as above
+                predictions.append(exc)
+                continue
+        predictions.append(Prediction(samples, summary))
+    return predictions
 
 
 def masks_inputs(posterior: Posterior) -> bool:

@@ -7,7 +7,12 @@ import math
 import pytest
 import torch
 
-from core.analysis.predictive import MASKS_PER_DRAW, predict_input
+from core.analysis.predictive import (
+    MASKS_PER_DRAW,
+    ProbabilitiesNotFiniteError,
+    predict_input,
+    predict_inputs,
+)
 from core.analysis.uncertainty import mask_split
 from core.engine.inference.dsghmc import InputDropoutPosterior
 from core.engine.models import ArchSpec, build_model
@@ -75,3 +80,28 @@ def test_the_interactive_split_is_the_same_on_every_call():
     posterior = _posterior(torch.randn(4, 3, 36, generator=g), torch.zeros(4, 3))
     first = predict_input(posterior, _input(), seed=None).summary.masks
     assert predict_input(posterior, _input(), seed=None).summary.masks == first
+
+
+@pytest.mark.parametrize("seed", [5, None])
+def test_several_posteriors_judged_at_once_each_as_alone_and_one_broken_one_in_its_place(seed):
+    """``predict_inputs`` (the window's columns on one input, summarised in one pass): each
+    prediction, its masks' split included, is the one ``predict_input`` gives alone (each posterior
+    its own generator from the seed); a posterior whose probabilities are not numbers gives its
+    error in its place and the others still judge."""
+    g = torch.Generator().manual_seed(0)
+    masked = _posterior(torch.randn(10, 3, 36, generator=g) * 3, torch.zeros(10, 3))
+    clean = _posterior(torch.randn(4, 3, 36, generator=g), torch.zeros(4, 3), mask_at_prediction=False)
+    broken = _posterior(torch.full((4, 3, 36), float("nan")), torch.zeros(4, 3), mask_at_prediction=False)
+    x = _input()
+    got = predict_inputs([(masked, x, None), (broken, x, None), (clean, x, 3), (masked, x, 4)], seed=seed, level=0.8)
+    assert isinstance(got[1], ProbabilitiesNotFiniteError)
+    for (posterior, count), prediction in zip([(masked, None), (clean, 3), (masked, 4)], [got[0], got[2], got[3]],
+                                              strict=True):
+        alone = predict_input(posterior, x, count, seed=seed, level=0.8)
+        assert torch.equal(prediction.samples, alone.samples)
+        assert prediction.summary.masks == alone.summary.masks
+        assert torch.equal(prediction.summary.mean, alone.summary.mean)
+        assert (prediction.summary.total, prediction.summary.epistemic) == (alone.summary.total, alone.summary.epistemic)
+    assert got[0].summary.masks is not None and got[2].summary.masks is None
+    with pytest.raises(ProbabilitiesNotFiniteError):
+        predict_input(broken, x, seed=seed)

@@ -21,6 +21,7 @@ from core.analysis.uncertainty import (
     predictive_covariance,
     predictive_entropy,
     summarise,
+    summarise_many,
     top_two,
     top_two_overlap,
     variance_decomposition,
@@ -183,3 +184,43 @@ def test_summarise_equals_the_helpers_it_stands_for(s, seed):
     assert got.overlap == float(top_two_overlap(samples))
     assert got.uncertain == bool(is_uncertain(got.overlap)) and got.num_samples == s and got.level == 0.8
     assert got.mean.dtype == got.correlation.dtype == got.histograms.dtype == torch.float32
+
+
+def _fields_equal(a, b) -> bool:
+    """Every field of two summaries the same: tensors bit for bit (dtype included), floats as
+    floats (a −0.0 is not a 0.0 here), the rest by ==."""
+    from dataclasses import fields
+
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, torch.Tensor):
+            if not (x.dtype == y.dtype and torch.equal(x, y)):
+                return False
+        elif isinstance(x, float):
+            if not (x == y and math.copysign(1, x) == math.copysign(1, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def test_summarise_many_gives_each_posterior_its_own_summary_bit_for_bit():
+    """The window summarises a request's columns in one pass (issue 49): stacked with others of
+    its shape, a posterior's summary is the one it gets alone, in its place in the list; draws of
+    other counts or classes (S, K) are summarised in their own pass; the tensors are each their own."""
+    g = torch.Generator().manual_seed(7)
+    shapes = [(16, 10), (16, 10), (100, 10), (16, 10), (1, 10), (8, 3), (100, 10), (16, 10)]
+    arrays = [torch.softmax(3 * torch.randn(*shape, generator=g), -1) for shape in shapes]
+    arrays[1][:, 4] = 0.0  # a class without mass
+    arrays[3] = torch.round(arrays[3] * 4) / 4  # ties between classes and draws
+    arrays[6] = arrays[6].double()
+    for level in (0.5, 0.9):
+        many = summarise_many(arrays, level=level)
+        assert len(many) == len(arrays)
+        for samples, got in zip(arrays, many, strict=True):
+            assert _fields_equal(got, summarise(samples, level=level))
+    assert many[0].mean.data_ptr() != many[1].mean.data_ptr()
+    assert many[0].bin_edges.data_ptr() != many[1].bin_edges.data_ptr()
+    assert summarise_many([]) == []
+    with pytest.raises(ValueError, match="shape"):
+        summarise_many([arrays[0], arrays[0][0]])
