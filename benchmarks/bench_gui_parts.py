@@ -35,9 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 PARTS = (
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseMoveEvent"),
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseReleaseEvent"),
+    ("  drawing read as the model's 28×28 input", "app.views.modes", "DrawPanel", "current_input"),
+    ("  what the model sees shown", "app.views.input_side", "InputSide", "show_seen"),
     ("  worker started", "app.controllers.inference", "InferenceController", "_start"),
     ("engine on the window's thread", "app.controllers.inference", None, "timed_predict_columns"),
+    ("  summaries (one pass over the columns)", "core.analysis.predictive", None, "summarise_many"),
+    ("  finite check", "core.analysis.predictive", None, "check_finite"),
     ("columns fed their prediction", "app.views.columns", "ColumnsPanel", "show_prediction"),
+    ("  headers", "app.views.column", "ColumnView", "set_header"),
+    ("  verdict in words", "app.views.column", None, "plain_verdict"),
     ("  verdict text laid out", "app.views.column", "RichLines", "set_paragraphs"),
     ("  conformal and credible sets", "app.views.column", None, "conformal_lines"),
     ("plots painted (20)", "app.plots.input_plot", "InputPlot", "paintEvent"),
@@ -57,13 +63,15 @@ def instrument(spent: dict[str, float]) -> None:
     for label, module, owner, name in PARTS:
         holder = importlib.import_module(module)
         holder = getattr(holder, owner) if owner else holder
-
+        if not hasattr(holder, name):  # a part the code measured does not have (an older checkout)
+            continue
         setattr(holder, name, _timed(getattr(holder, name), label, spent, window_thread))  # looked up where called
     # each plot's own paint_data (an override: a wrapper of the base's would never run)
     from app.plots.input_views import INPUT_PLOTS
 
     for cls in INPUT_PLOTS:
         cls.paint_data = _timed(cls.paint_data, "  plots' data", spent, window_thread)
+        cls.show = _timed(cls.show, "  plots fed their numbers", spent, window_thread)
 
 
 def _timed(function, label: str, spent: dict[str, float], window_thread: int):
@@ -146,6 +154,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     labels = ["process (all threads)", "window's thread"] + list(dict.fromkeys(label for label, *_ in PARTS))
     labels.insert(labels.index("  plots' backdrops (axes, title)"), "  plots' data")
+    labels.insert(labels.index("  verdict in words"), "  plots fed their numbers")
     for kind, updates in rows.items():
         print(kind)
         for label in labels:

@@ -194,13 +194,14 @@ def test_while_drawing_columns_show_a_preview_that_says_so_then_the_full_count(q
     with torch_threads():
         default_threads = torch.get_num_threads()
     threads_used = {}  # draws asked → torch's intra-op threads while predicting them
-    predict = core.analysis.predictive.predict_image
+    predict = core.analysis.predictive.predict_inputs
 
-    def spying(posterior, image, num_samples, **kwargs):
-        threads_used[num_samples] = torch.get_num_threads()
-        return predict(posterior, image, num_samples, **kwargs)
+    def spying(columns, *args, **kwargs):
+        for _, _, num_samples in columns:
+            threads_used[num_samples] = torch.get_num_threads()
+        return predict(columns, *args, **kwargs)
 
-    monkeypatch.setattr(core.analysis.predictive, "predict_image", spying)
+    monkeypatch.setattr(core.analysis.predictive, "predict_inputs", spying)
     canvas = window.canvas
     qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.5, 0.2)))
     qtbot.mouseMove(canvas, QPoint(*at(canvas, 0.5, 0.5)))
