@@ -489,29 +489,33 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     aleatoric_variance = _over_draws(p * (1 - p))
     epistemic_variance = _over_draws(centred * centred)
     correlation = _correlation_stacked(centred)
+    # the top two classes and their overlap in torch, as top_two and top_two_overlap find them,
+    # for all C at once (row by row along the classes, as for one)
+    histograms = torch.from_numpy(hist)
+    tops = torch.from_numpy(mean).topk(2, dim=-1).indices  # (C, 2)
+    pairs = torch.from_numpy(hist[np.arange(c)[:, None], tops.numpy()])  # (C, 2, bins)
+    overlaps = bhattacharyya_coefficient(pairs[:, 0], pairs[:, 1]).tolist()
+    # each overlap as a float32 tensor, as is_uncertain(overlap) makes of one float
+    uncertain = is_uncertain(torch.tensor(overlaps, dtype=torch.float32), threshold).tolist()
+    singles = {name: torch.from_numpy(values.astype(np.float32)) for name, values in (
+        ("mean", mean), ("lower", ordered[:, j - 1]), ("upper", ordered[:, m - 1]),
+        ("total_variance", total_variance), ("aleatoric_variance", aleatoric_variance),
+        ("epistemic_variance", epistemic_variance), ("correlation", correlation))}
     summaries, edges = [], torch.linspace(0, 1, bins + 1)
-    for i in range(c):
-        histograms = torch.from_numpy(hist[i].copy())
-        first, second = (int(t) for t in torch.from_numpy(mean[i].copy()).topk(2).indices)
-        overlap = float(bhattacharyya_coefficient(histograms[first], histograms[second]))
+    for i, (first, second) in enumerate(tops.tolist()):
         t, a = float(total[i]), float(aleatoric[i])
         summaries.append(Summary(
-            mean=_single(mean[i]),
-            lower=_single(ordered[i, j - 1]),
-            upper=_single(ordered[i, m - 1]),
-            histograms=histograms,
+            # each summary owns its tensors, as before (a view would carry all C into a pickle)
+            **{name: values[i] if c == 1 else values[i].clone() for name, values in singles.items()},
+            histograms=histograms[i] if c == 1 else histograms[i].clone(),
             bin_edges=edges if i == 0 else edges.clone(),  # each its own, as before
             total=t,
             aleatoric=a,
             epistemic=max(t - a, 0.0) + 0.0,  # max(−0.0, 0.0) is −0.0
             num_samples=s,
-            total_variance=_single(total_variance[i]),
-            aleatoric_variance=_single(aleatoric_variance[i]),
-            epistemic_variance=_single(epistemic_variance[i]),
-            correlation=_single(correlation[i]),
             top_two=(first, second),
-            overlap=overlap,
-            uncertain=bool(is_uncertain(overlap, threshold)),
+            overlap=overlaps[i],
+            uncertain=uncertain[i],
             level=level,
         ))
     return summaries
