@@ -6,8 +6,10 @@ The real window is driven as ``bench_gui.py`` drives it (a press; a move 100 ms 
 until every column is drawn and painted. For each update it prints the processor time of the
 whole process and of the window's thread, and the window thread's share of each part: the
 canvas event (with, inside it, the model input made and the request: the engine when it runs
-on the window's thread, the columns fed their prediction), the plots' and the verdicts'
-painting, and the parts of those. Medians and 10th percentiles over the strokes.
+on the window's thread, with its summaries and finite checks; the columns fed their prediction:
+headers, the plots' numbers, the verdict's words and layout, the conformal sets), the plots' and
+the verdicts' painting, and the parts of those. Medians and 10th percentiles over the strokes.
+A part that the checkout it runs from lacks is left out (so an older checkout can be compared).
 
 Run: ``python benchmarks/bench_gui_parts.py [--strokes 20]`` (``OMP_NUM_THREADS=1`` on a
 shared machine, as for every torch process there).
