@@ -135,3 +135,21 @@ def test_no_test_photo_of_the_real_archive_is_a_training_photo(archive_digests):
     _, drawn = stratified_split(source.names, source.groups)
     assert len(drawn) == 4741 and sum(digests[source.names[i]] in train for i in drawn) == 108
     assert (len(sides.train), len(sides.test), len(sides.seen), len(sides.repeated)) == (18966, 4623, 108, 10)
+
+
+def test_the_face_test_set_holds_no_training_photo(archive_digests):
+    """``evaluate --dataset utkface-test`` and the Dataset tab read these faces (when the archive's
+    descriptors are cached here; describing 4,623 faces is not a unit test's work)."""
+    from core.engine.faces.testset import load_face_test_set
+
+    faces = drain(load_face_test_set(ARCHIVE, cache_only=True))
+    if faces is None:
+        pytest.skip("the test faces' descriptors are not in the user cache (bayescope-cli train --dataset utkface)")
+    _, digests = archive_digests
+    source = open_utkface(ARCHIVE)
+    train = {digests[source.names[i]] for i in stratified_split(source.names, source.groups)[0]}
+    held = [digests[name] for name in faces.names]
+    assert not train & set(held) and len(set(held)) == len(held)
+    record = faces.data.source
+    assert record["split_faces"] == 4623 and len(faces) == 4623 - record["dropped"]
+    assert (record["left_out_as_training_photos"], record["left_out_as_repeated_photos"]) == (108, 10)
