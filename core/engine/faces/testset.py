@@ -1,8 +1,8 @@
 """The faces test split as a data set to evaluate face heads on, with the photos behind it.
 
 UTKFace's test split (:func:`core.engine.data.utkface.split_unseen`, seed 0, 20 % of every age
-group, no photo that is a training photo too) is what the bundled face heads report their accuracy on. :func:`load_face_test_set`
-returns it as a :class:`~core.engine.inference.base.Dataset` of descriptors (N, D) with age-group
+group, no photo that is a training photo too) is what the bundled face heads report their
+accuracy on. :func:`load_face_test_set` returns it as a :class:`~core.engine.inference.base.Dataset` of descriptors (N, D) with age-group
 labels, plus the name of each face's photo, so the Dataset tab can show the photos behind
 a confusion cell (:meth:`FaceTestSet.photos`) and send one to the Face mode.
 
