@@ -1,7 +1,8 @@
 """A network of one's own on UTKFace, end to end: the demonstration of docs/zoo.md's feature tier.
 
 1. ``bayescope-cli utkface-folders``: UTKFace's faces as eight age-group folders, ``train/`` and
-   ``test/`` (the descriptor heads' split: 20 % of every group, seed 0; docs/faces.md).
+   ``test/`` (the descriptor heads' split: 20 % of every group, seed 0, no photo on both sides;
+   docs/faces.md).
 2. A small convolutional network (four conv–batch-norm–ReLU–max-pool blocks, 16-32-64-128 channels,
    global average pooling, a 64-wide hidden layer, then its last layer ``fc`` to the eight groups)
    trained here, on this CPU, on the training split at 64 px colour, with flips and shifted crops;
@@ -88,16 +89,13 @@ def make_folders(work: Path, utkface: Path | None, quick: bool) -> Path:
     from core.commands.main import main as cli
 
     full = work / "utkface-age-groups"
-    if not (full / "test").is_dir() or not any((full / "test").iterdir()):
-        argv = ["utkface-folders", "--out", str(full)]
-        if utkface:
-            argv += ["--utkface", str(utkface)]
-        if cli(argv) != 0:
-            raise SystemExit("error: the age-group folders could not be made")
-    moved = set_duplicates_aside(full, work / "utkface-test-duplicates")
-    if moved:
-        print(f"{moved} test faces are byte-for-byte copies of training faces (UTKFace holds some photos twice): "
-              f"moved to {work / 'utkface-test-duplicates'}, so that the test split holds only unseen faces")
+    # every time: a folder already there keeps its files, and loses any test photo that is a
+    # training photo's copy (or another test photo's), which the command leaves out of test/
+    argv = ["utkface-folders", "--out", str(full)]
+    if utkface:
+        argv += ["--utkface", str(utkface)]
+    if cli(argv) != 0:
+        raise SystemExit("error: the age-group folders could not be made")
     if not quick:
         return full
     small = work / "utkface-quick"
@@ -108,26 +106,6 @@ def make_folders(work: Path, utkface: Path | None, quick: bool) -> Path:
                 if not (small / split / group.name / f.name).exists():
                     shutil.copy2(f, small / split / group.name / f.name)
     return small
-
-
-def set_duplicates_aside(folder: Path, aside: Path) -> int:
-    """Move every file of ``folder/test`` whose bytes are those of a file of ``folder/train`` to
-    ``aside/<class>/``; return how many were moved. The names split UTKFace, and some of its photos
-    are there twice under two names: bayescope refuses to measure on test images it trained on."""
-    import hashlib
-
-    def digest(path: Path) -> bytes:
-        return hashlib.sha256(path.read_bytes()).digest()
-
-    seen = {digest(p) for p in (folder / "train").rglob("*") if p.is_file()}
-    moved = 0
-    for path in sorted((folder / "test").rglob("*")):
-        if path.is_file() and digest(path) in seen:
-            target = aside / path.parent.name / path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            path.replace(target)
-            moved += 1
-    return moved
 
 
 def decode(folder: Path, work: Path) -> dict[str, Any]:

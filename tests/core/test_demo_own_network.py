@@ -86,15 +86,3 @@ def test_a_folder_of_ones_own_trains_saves_and_builds_the_tier(tmp_path, monkeyp
     cells = [c.strip() for c in rows["MAP"].split("|")]
     header = [c.strip() for c in table.splitlines()[0].split("|")]
     assert cells[header.index("KL(hmc ‖ ·)")] != "n/a"  # measured against the HMC built in the first run
-
-
-def test_test_faces_that_are_copies_of_training_faces_are_set_aside(tmp_path):
-    folder = tmp_path / "faces"
-    for split, name, content in (("train", "a.jpg", b"face one"), ("train", "b.jpg", b"face two"),
-                                 ("test", "c.jpg", b"face one"), ("test", "d.jpg", b"face three")):
-        (folder / split / "25-37").mkdir(parents=True, exist_ok=True)
-        (folder / split / "25-37" / name).write_bytes(content)
-    assert demo.set_duplicates_aside(folder, tmp_path / "aside") == 1
-    assert sorted(p.name for p in (folder / "test").rglob("*.jpg")) == ["d.jpg"]
-    assert (tmp_path / "aside" / "25-37" / "c.jpg").read_bytes() == b"face one"
-    assert demo.set_duplicates_aside(folder, tmp_path / "aside") == 0  # a second run finds none

@@ -728,14 +728,14 @@ def test_age_folders_hold_the_heads_split_and_read_back_as_colour_classes(real_f
     """Real faces laid out by ``utkface-folders``: the folder reader reads them back as eight
     colour classes in the groups' order, with exactly the descriptor heads' test faces."""
     from core.engine.data.folder import load_image_folder
-    from core.engine.data.utkface import AGE_FOLDERS, stratified_split
+    from core.engine.data.utkface import AGE_FOLDERS, split_unseen
 
     out = tmp_path / "ages"
     assert main(["utkface-folders", "--utkface", str(real_faces), "--out", str(out)]) == 0
     said = capsys.readouterr().out
     assert "train: " in said and "test: " in said
     source = open_utkface(real_faces)
-    _, test_idx = stratified_split(source.names, source.groups)
+    test_idx = split_unseen(source).test
     expected_test = sorted(f"{AGE_FOLDERS[source.groups[i]]}/{Path(source.names[i]).name}" for i in test_idx)
     written_test = sorted(p.relative_to(out / "test").as_posix() for p in (out / "test").rglob("*.jpg"))
     assert written_test == expected_test

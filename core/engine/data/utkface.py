@@ -13,6 +13,13 @@ images, and reports every file it skips with the reason. :func:`load_utkface` co
 faces' descriptors (cached, resumable: :mod:`core.engine.faces.extract`) and returns the fixed,
 seeded, stratified train/test split as two :class:`~core.engine.inference.base.Dataset` of
 descriptors with their class counts.
+
+**The split is by name, and no photo is on both sides** (:func:`split_unseen`, the one split every
+reader of UTKFace takes). UTKFace holds some photos twice under two names (375 photos, 765 files
+of the 128-pixel archive), so a split of the names alone puts 108 test files that are byte-for-byte
+copies of training files into the test split. The test side leaves out every photo whose bytes
+(SHA-256) are a training photo's, and keeps one of several identical test photos (the first by
+name). The training side is the name split unchanged, so heads trained on it stay valid.
 """
 
 from __future__ import annotations
@@ -75,7 +82,9 @@ class UtkfaceSource:
 
     Implements :class:`core.engine.faces.extract.ImageSource`. ``names`` are the members' paths in
     the archive (or relative to the folder), sorted; ``key`` is the SHA-256 of the archive
-    file, or of the sorted names and bytes of the folder's files.
+    file, or of the sorted names and bytes of the folder's files; ``contents`` the SHA-256 of each
+    face's bytes (read when the source is opened; empty for a source made without them, whose
+    :meth:`content_digests` then reads the faces).
     """
 
     path: Path
@@ -84,6 +93,23 @@ class UtkfaceSource:
     ages: np.ndarray
     key: str
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    contents: tuple[bytes, ...] = ()
+
+    def content_digests(self) -> tuple[bytes, ...]:
+        """The SHA-256 of every face's bytes, in ``names`` order (read once, then kept)."""
+        if len(self.contents) != len(self.names):
+            digests = dict.fromkeys(range(len(self.names)), b"")
+            for i, blob in self.read(set(range(len(self.names)))):
+                digests[i] = hashlib.sha256(blob).digest()
+            self.contents = tuple(digests[i] for i in range(len(self.names)))
+        return self.contents
+
+    def subset(self, indices: np.ndarray, key: str) -> UtkfaceSource:
+        """The faces at ``indices`` (in that order) as a source of their own, under ``key``."""
+        indices = np.asarray(indices, dtype=np.int64)
+        contents = tuple(self.contents[i] for i in indices) if len(self.contents) == len(self.names) else ()
+        return UtkfaceSource(self.path, self.kind, tuple(self.names[i] for i in indices), self.ages[indices], key,
+                             self.skipped, contents)
 
     @property
     def groups(self) -> np.ndarray:
@@ -146,7 +172,7 @@ def _accept(name: str, size: int, skipped: list[tuple[str, str]]) -> int | None:
 
 
 def _open_archive(path: Path) -> UtkfaceSource:
-    entries: list[tuple[str, int]] = []
+    entries: list[tuple[str, int, bytes]] = []
     skipped: list[tuple[str, str]] = []
     try:
         with tarfile.open(path, "r:*") as tar:
@@ -158,20 +184,24 @@ def _open_archive(path: Path) -> UtkfaceSource:
                     continue
                 age = _accept(member.name, member.size, skipped)
                 if age is not None:
-                    entries.append((member.name, age))
+                    # the listing decompresses every member anyway: hashing its bytes here costs
+                    # about a second for UTKFace's archive, a second pass would cost the whole read
+                    fh = tar.extractfile(member)
+                    digest = hashlib.sha256(fh.read()).digest() if fh is not None else b""
+                    entries.append((member.name, age, digest))
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise DatasetContentError(f"{path}: not a readable tar archive ({exc})") from None
     entries.sort()
-    if len({n for n, _ in entries}) != len(entries):
+    if len({n for n, _, _ in entries}) != len(entries):
         raise DatasetContentError(f"{path}: the archive holds the same file name twice")
     return UtkfaceSource(
-        path, "archive", tuple(n for n, _ in entries), np.asarray([a for _, a in entries], dtype=np.int64),
-        _sha256_file(path), skipped,
+        path, "archive", tuple(n for n, _, _ in entries), np.asarray([a for _, a, _ in entries], dtype=np.int64),
+        _sha256_file(path), skipped, tuple(d for _, _, d in entries),
     )
 
 
 def _open_folder(folder: Path) -> UtkfaceSource:
-    entries: list[tuple[str, int]] = []
+    entries: list[tuple[str, int, bytes]] = []
     skipped: list[tuple[str, str]] = []
     h = hashlib.sha256()
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
@@ -183,12 +213,12 @@ def _open_folder(folder: Path) -> UtkfaceSource:
         age = _accept(entry.name, entry.stat().st_size, skipped)
         if age is None:
             continue
-        data = entry.read_bytes()
-        h.update(entry.name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
-        entries.append((entry.name, age))
+        digest = hashlib.sha256(entry.read_bytes()).digest()
+        h.update(entry.name.encode("utf-8", "surrogateescape") + b"\0" + digest)
+        entries.append((entry.name, age, digest))
     return UtkfaceSource(
-        folder, "folder", tuple(n for n, _ in entries), np.asarray([a for _, a in entries], dtype=np.int64),
-        h.hexdigest(), skipped,
+        folder, "folder", tuple(n for n, _, _ in entries), np.asarray([a for _, a, _ in entries], dtype=np.int64),
+        h.hexdigest(), skipped, tuple(d for _, _, d in entries),
     )
 
 
@@ -277,6 +307,59 @@ def stratified_split(
     return np.flatnonzero(~test_mask), np.flatnonzero(test_mask)
 
 
+@dataclass(frozen=True)
+class UnseenSplit:
+    """UTKFace's faces on each side of the split (indices in name order), and the faces the name
+    split drew to test that are left out because their photo is there already."""
+
+    train: np.ndarray
+    test: np.ndarray
+    #: Drawn to test, left out: byte-for-byte a training face's photo (under another name).
+    seen: np.ndarray
+    #: Drawn to test, left out: byte-for-byte the photo of a test face earlier in name order.
+    repeated: np.ndarray
+
+    def record(self) -> dict[str, int]:
+        """What the test side left out, for a data set's provenance."""
+        return {"left_out_as_training_photos": len(self.seen), "left_out_as_repeated_photos": len(self.repeated)}
+
+
+def unseen_test(train: np.ndarray, drawn: np.ndarray, contents: tuple[bytes, ...] | list[bytes]) -> UnseenSplit:
+    """The test faces among ``drawn`` whose photo is neither a training face's (``train``) nor
+    that of a test face before it: one copy of a photo counts once, and never on both sides.
+
+    ``contents`` are the faces' content digests (an empty one, an unreadable file, matches nothing).
+    Of identical test photos the first in ``drawn``'s order (name order) is kept, whatever age
+    its name gives: which of two names is right cannot be told from the photo.
+    """
+    trained = {contents[i] for i in train if contents[i]}
+    kept: list[int] = []
+    seen: list[int] = []
+    repeated: list[int] = []
+    first: set[bytes] = set()
+    for i in drawn:
+        digest = contents[i]
+        if digest and digest in trained:
+            seen.append(int(i))
+        elif digest and digest in first:
+            repeated.append(int(i))
+        else:
+            first.add(digest)
+            kept.append(int(i))
+    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return UnseenSplit(np.asarray(train, dtype=np.int64), as_array(kept), as_array(seen), as_array(repeated))
+
+
+def split_unseen(
+    source: UtkfaceSource, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED
+) -> UnseenSplit:
+    """UTKFace's split, the one every reader of it takes: :func:`stratified_split` of the names
+    (the training side as it is), and of the faces it draws to test only those whose photo is
+    not already on either side (:func:`unseen_test`, by the SHA-256 of each file's bytes)."""
+    train, drawn = stratified_split(source.names, source.groups, test_fraction, seed)
+    return unseen_test(train, drawn, source.content_digests())
+
+
 def class_counts(labels: np.ndarray, num_classes: int = len(AGE_GROUP_NAMES)) -> list[int]:
     return np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes).tolist()
 
@@ -304,14 +387,15 @@ def split_datasets(
 ) -> FaceSplit:
     """Two data sets of descriptors (N, D) with age-group labels, the split fixed by ``seed``.
 
-    The split is made over every face the names give (so it does not depend on the
-    descriptor); faces without a descriptor (unreadable), or, with ``detected_only``, those
+    The split is :func:`split_unseen`, made over every face the names give (so it does not depend
+    on the descriptor); faces without a descriptor (unreadable), or, with ``detected_only``, those
     the detector missed, are then dropped from either side and counted in ``source``.
     """
     if tuple(table.names) != tuple(source.names):
         raise ValueError("the descriptors were computed for other images than this source's")
     labels = source.groups
-    train_idx, test_idx = stratified_split(source.names, labels, test_fraction, seed)
+    sides = split_unseen(source, test_fraction, seed)
+    train_idx, test_idx = sides.train, sides.test
     keep = table.usable()
     keep &= np.isin(table.status, [STATUS_DETECTED] if detected_only else [STATUS_DETECTED, STATUS_ASSUMED])
     x_all = torch.from_numpy(np.ascontiguousarray(table.descriptors, dtype=np.float32))
@@ -328,7 +412,7 @@ def split_datasets(
     def part(split: str, idx: np.ndarray) -> Dataset:
         used = idx[keep[idx]]
         info = dict(common, split=split, split_faces=len(idx), dropped=int(len(idx) - len(used)),
-                    class_counts=class_counts(labels[used]))
+                    class_counts=class_counts(labels[used]), **(sides.record() if split == "test" else {}))
         return Dataset(x_all[used], y_all[used], f"{NAME}-{table.info.name}-{split}", AGE_GROUP_NAMES, info)
 
     return FaceSplit(part("train", train_idx), part("test", test_idx), table, source)
@@ -352,8 +436,10 @@ def write_age_folders(
 ) -> Generator[ProgressRecord, None, dict[str, list[int]]]:
     """Lay the faces out as class folders, ``out/train/<group>/<file>`` and
     ``out/test/<group>/<file>`` (:data:`AGE_FOLDERS`: ``00-02`` … ``60+``), with the split of the
-    descriptor heads (:func:`stratified_split`, same fraction and seed): a network trained
-    from these pixels and a head trained on descriptors are tested on the same faces.
+    descriptor heads (:func:`split_unseen`, same fraction and seed): a network trained
+    from these pixels and a head trained on descriptors are tested on the same faces, and no
+    photo lies in ``test/`` that is in ``train/`` (or twice in ``test/``); such a copy written
+    there by an older version is removed.
 
     The image bytes are copied as they are (no decoding). A file already there with the same
     size is kept, so a stopped run goes on; each file is written to a temporary name and
@@ -367,24 +453,37 @@ def write_age_folders(
             raise NotADirectoryError(f"{out / split} is a file, where the {split} faces' folders go: choose another "
                                      "folder, or move that file")
     labels = source.groups
-    train_idx, test_idx = stratified_split(source.names, labels, test_fraction, seed)
-    split_of = {int(i): "train" for i in train_idx} | {int(i): "test" for i in test_idx}
+    sides = split_unseen(source, test_fraction, seed)
+    split_of = {int(i): "train" for i in sides.train} | {int(i): "test" for i in sides.test}
+    left_out = {int(i) for i in np.concatenate([sides.seen, sides.repeated])}
     counts = {"train": [0] * len(AGE_GROUP_NAMES), "test": [0] * len(AGE_GROUP_NAMES)}
     for split in counts:
         for group in AGE_FOLDERS:
             (out / split / group).mkdir(parents=True, exist_ok=True)
     total = len(source.names)
     for done, (i, data) in enumerate(source.read(set(range(total))), start=1):
-        split, group = split_of[i], int(labels[i])
-        target = out / split / AGE_FOLDERS[group] / Path(source.names[i]).name
-        counts[split][group] += 1
-        if not (target.is_file() and target.stat().st_size == len(data)):
-            partial = target.with_name(target.name + ".partial")
-            partial.write_bytes(data)
-            partial.replace(target)
+        group = int(labels[i])
+        if i in left_out:
+            # a copy an older bayescope wrote into test/ goes: its photo is in the folders already
+            stale = out / "test" / AGE_FOLDERS[group] / Path(source.names[i]).name
+            if stale.is_file() and stale.read_bytes() == data:
+                stale.unlink()
+        else:
+            split = split_of[i]
+            target = out / split / AGE_FOLDERS[group] / Path(source.names[i]).name
+            counts[split][group] += 1
+            _write_face(target, data)
         if done % 200 == 0 or done == total:
             yield ProgressRecord(done, total, {}, "writing faces")
     return counts
+
+
+def _write_face(target: Path, data: bytes) -> None:
+    """``data`` at ``target`` through a temporary name, unless a file of that size is there."""
+    if not (target.is_file() and target.stat().st_size == len(data)):
+        partial = target.with_name(target.name + ".partial")
+        partial.write_bytes(data)
+        partial.replace(target)
 
 
 def _whole_cached(source: UtkfaceSource, descriptor: str, root: Path | None) -> bool:
@@ -426,10 +525,7 @@ def load_utkface(
         # keep a spread of ages: every k-th face of the name order (names start with the age)
         step = max(1, len(source.names) // limit)
         keep = np.arange(0, len(source.names), step)[:limit]
-        source = UtkfaceSource(
-            source.path, source.kind, tuple(source.names[i] for i in keep), source.ages[keep],
-            f"{source.key}-every{step}-first{limit}", source.skipped,
-        )
+        source = source.subset(keep, f"{source.key}-every{step}-first{limit}")
     if whole is not None:
         table = replace(whole, names=source.names, descriptors=whole.descriptors[keep], status=whole.status[keep],
                         boxes=whole.boxes[keep], source_key=source.key)

@@ -1,8 +1,8 @@
 """The faces test split as a data set to evaluate face heads on, with the photos behind it.
 
-UTKFace's test split (:func:`core.engine.data.utkface.stratified_split`, seed 0, 20 % of every age
-group) is what the bundled face heads report their accuracy on. :func:`load_face_test_set`
-returns it as a :class:`~core.engine.inference.base.Dataset` of descriptors (N, D) with age-group
+UTKFace's test split (:func:`core.engine.data.utkface.split_unseen`, seed 0, 20 % of every age
+group, no photo that is a training photo too) is what the bundled face heads report their
+accuracy on. :func:`load_face_test_set` returns it as a :class:`~core.engine.inference.base.Dataset` of descriptors (N, D) with age-group
 labels, plus the name of each face's photo, so the Dataset tab can show the photos behind
 a confusion cell (:meth:`FaceTestSet.photos`) and send one to the Face mode.
 
@@ -43,7 +43,7 @@ from core.engine.data.utkface import (
     UtkfaceSource,
     class_counts,
     open_utkface,
-    stratified_split,
+    split_unseen,
 )
 from core.engine.faces._worker import STATUS_ASSUMED, STATUS_DETECTED
 from core.engine.faces.age_groups import AGE_GROUP_NAMES
@@ -170,18 +170,18 @@ def descriptors_cached(path: str | os.PathLike | None = None, descriptor: str = 
 def _test_source(source: UtkfaceSource, order: np.ndarray | None = None) -> tuple[UtkfaceSource, np.ndarray]:
     """The test faces alone as a source (its own cache key), and their indices in ``source``;
     with ``order`` (positions in the split), those faces in that order."""
-    _, test = stratified_split(source.names, source.groups, TEST_FRACTION, SPLIT_SEED)
-    key = f"{source.key}-test{TEST_FRACTION:g}-seed{SPLIT_SEED}"
+    test = split_unseen(source, TEST_FRACTION, SPLIT_SEED).test
+    # "unseen": the split without the photos that are training photos too; the key of the name
+    # split alone (4,741 faces of the archive, before) named another set of faces
+    key = f"{source.key}-test{TEST_FRACTION:g}-seed{SPLIT_SEED}-unseen"
     if order is not None:
         test, key = test[order], f"{key}-spread{SPREAD_SEED}"
-    subset = UtkfaceSource(source.path, source.kind, tuple(source.names[i] for i in test), source.ages[test],
-                           key, source.skipped)
-    return subset, test
+    return source.subset(test, key), test
 
 
 def _split_order(source: UtkfaceSource) -> np.ndarray:
     """:func:`spread_order` of the test split's faces (positions in the split)."""
-    _, test = stratified_split(source.names, source.groups, TEST_FRACTION, SPLIT_SEED)
+    test = split_unseen(source, TEST_FRACTION, SPLIT_SEED).test
     return spread_order(source.groups[test])
 
 
@@ -241,6 +241,7 @@ def load_face_test_set(
         "detected_only": False,
         "descriptor_outcomes": table.status_counts(),
         "split_faces": len(test),
+        **split_unseen(source, TEST_FRACTION, SPLIT_SEED).record(),
         "faces_asked": int(count),
         "dropped": int(count - keep.sum()),
         "class_counts": class_counts(labels),
