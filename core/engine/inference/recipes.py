@@ -158,7 +158,10 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, bur
 #: R̂ 1.021. Eight chains share each read of the 105 MB metric (6.9 ms of CPU a chain and step
 #: against 10.1 with four). These settings (a target acceptance of 0.7 lets the step grow to 0.10–0.13):
 #: 8 × 250 draws, R̂ 1.014, bulk ESS 834, 575 s of CPU at load 5–10: ESS ≥ 400 met, R̂ ≤ 1.01 not
-#: quite (a floor of the largest of 10,000 values; about 350 sampling iterations should reach it)
+#: quite (a floor of the largest of 10,000 values; about 350 sampling iterations should reach it).
+#: The steps are counted, not the trajectory's length: at 64 features ε adapts to ~0.25 and 24 steps
+#: come near a whole period of the posterior's motion (R̂ 1.021, ESS 690, where 4 × 500 × 8 gave
+#: 1.011 / 1,006); a length in the posterior's units, steps per chain from its own ε, would fit both
 #: (docs/performance.md, "Building a feature tier"; ``benchmarks/measure_hmc_feature_head.py``).
 FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
                 "--set", "step_size=0.1", "--set", "target_accept=0.7", "--set", "num_warmup=75",
