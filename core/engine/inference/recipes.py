@@ -145,14 +145,24 @@ FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
 #: features where SGHMC took 65 s. Its length is therefore in epochs, 300 with 22 of burn-in: 2,700
 #: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above).
 FEATURES_SGHMC = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.1", "--set", "friction=0.6")
-#: HMC as the face tier's (dense curvature metric, 8 leapfrog steps), 100 warm-up and 400 sampling
-#: iterations, every one measured: 64 features, 500 iterations gave R̂ 1.011 (floor 1.009) and bulk
-#: ESS 1,006 of 2,000 draws. At 512 features (each iteration 8 gradients and metric products, ~0.4 s
-#: of CPU) these settings gave R̂ 1.067 and bulk ESS 55 of 1,600 draws, and the SG samplers above
-#: 1.016-1.024: not yet converged there (docs/performance.md, "Building a feature tier").
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, burn_in=22), "--set", "batch_size=1000",
                    "--set", "metric=curvature", "--keep-draws", "25", "--set", "step_size=0.1", "--set", "friction=0.6",
                    "--drop-rate", "0.5")
-FEATURES_HMC = ("--set", "num_chains=4", "--set", "metric=curvature", "--set", "init=overdispersed",
-                "--set", "step_size=0.1", "--set", "num_warmup=100", "--set", "num_samples=400",
-                "--set", "thin=1", "--set", "num_leapfrog=8", "--keep-draws", "100")
+#: HMC with the dense curvature metric at the mode, as the face tier's, and trajectories long enough
+#: for 5,130 weights: the step adapts to about 0.1 there (ε shrinks as P^(−1/4)), so 8 leapfrog steps
+#: moved about one posterior standard deviation a proposal and random-walked (512 features, 4 chains,
+#: 100 + 400 × 8: R̂ 1.067, bulk ESS 55 of 1,600 draws, ≈ 440 s of CPU). The curvature at the mode is
+#: the right metric there (the draws it whitens have variances 0.8–1.3 in every coordinate; one
+#: averaged over a Gaussian around the mode was worse); the trajectory was too short: 16 steps at the
+#: same number of gradients gave ESS 107 and R̂ 1.036, 32 steps with 8 chains (50 + 125) ESS 417 and
+#: R̂ 1.021. Eight chains share each read of the 105 MB metric (6.9 ms of CPU a chain and step
+#: against 10.1 with four). These settings (a target acceptance of 0.7 lets the step grow to 0.10–0.13):
+#: 8 × 250 draws, R̂ 1.014, bulk ESS 834, 575 s of CPU at load 5–10: ESS ≥ 400 met, R̂ ≤ 1.01 not
+#: quite (a floor of the largest of 10,000 values; about 350 sampling iterations should reach it).
+#: The steps are counted, not the trajectory's length: at 64 features ε adapts to ~0.25 and 24 steps
+#: come near a whole period of the posterior's motion (R̂ 1.021, ESS 690, where 4 × 500 × 8 gave
+#: 1.011 / 1,006); a length in the posterior's units, steps per chain from its own ε, would fit both
+#: (docs/performance.md, "Building a feature tier"; ``benchmarks/measure_hmc_feature_head.py``).
+FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
+                "--set", "step_size=0.1", "--set", "target_accept=0.7", "--set", "num_warmup=75",
+                "--set", "num_samples=250", "--set", "thin=1", "--set", "num_leapfrog=24", "--keep-draws", "50")

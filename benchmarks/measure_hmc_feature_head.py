@@ -1,0 +1,195 @@
+"""Does the features tier's HMC converge on a 512-feature head, and at what CPU cost? (issue 45)
+
+Builds the features of ``benchmarks/bench_feature_tier.py``'s synthetic folder in memory (16×16
+colour images of 10 classes, a pattern per class plus noise of 60 grey levels, through a random
+linear map to ``--features`` numbers and a ReLU; ``--overlap`` draws the class patterns within
+±3 grey levels of one grey, so that the classes overlap), splits them 8,026 for training and
+the first 1,000 of the rest as the probe, and runs :func:`core.engine.inference.hmc.fit` with
+the features tier's settings (:data:`core.engine.inference.recipes.FEATURES_HMC`) changed by
+``--set NAME=VALUE``. Prints the process's CPU time (mode, curvature and sampling), the
+acceptance and step size, and R̂ and bulk and tail ESS on the probe's 10,000 class
+probabilities as the tier measures them (:func:`core.engine.convergence.summarise`, skipping
+probabilities that move by less than 10⁻⁶).
+
+``--whiten`` also asks whether the curvature at the mode is the posterior's covariance: with
+M = L Lᵀ the metric, the draws z = Lᵀ(θ − θ̄) of a Gaussian posterior of precision M have unit
+variance in every direction. It prints the quantiles of the coordinates' variances and the
+largest eigenvalues of the draws' covariance, beside the edge (1 + √(P/n))² that n independent
+draws of a unit Gaussian would reach in P dimensions (autocorrelated draws reach further).
+``--averaged R`` does the same for the curvature averaged over a Gaussian around the mode,
+found by R rounds of M ← E_{θ ~ N(θ*, M⁻¹)}[H(θ)] + I/σ² over 16 draws (the precision a
+Gaussian with its mean held at the mode would take in variational inference).
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/measure_hmc_feature_head.py [--features 512]
+[--overlap] [--set num_leapfrog=16 --set num_samples=200 ...] [--whiten] [--averaged 2]``. One
+thread: on this shared machine two threads were slower (docs/performance.md). Compare CPU
+times, not wall clock, and note the load average printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SIDE = 16
+TRAIN = 8026  # what the features tier keeps for training of bench_feature_tier.py's 10,000 images
+PROBE = 1000
+
+
+def feature_sets(features: int, overlap: bool, images: int = 10_000, classes: int = 10, seed: int = 0):
+    """(train features, labels, probe features, labels) of the benchmark's synthetic folder."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    if overlap:
+        patterns = 128 + rng.normal(0, 3, (classes, SIDE, SIDE, 3))
+    else:
+        patterns = rng.integers(0, 256, (classes, SIDE, SIDE, 3))
+    labels = np.arange(images) % classes
+    pixels = np.empty((images, 3, SIDE, SIDE), np.float32)
+    for i in range(images):
+        image = np.clip(patterns[labels[i]] + rng.normal(0, 60, (SIDE, SIDE, 3)), 0, 255).astype(np.uint8)
+        pixels[i] = image.transpose(2, 0, 1) / 255.0
+    torch.manual_seed(0)
+    body = torch.nn.Linear(3 * SIDE * SIDE, features)
+    with torch.no_grad():
+        f = torch.relu(body(((torch.from_numpy(pixels) - 0.5) / 0.25).flatten(1)))
+    order = np.random.default_rng(seed + 1).permutation(images)
+    train, rest = order[:TRAIN], order[TRAIN:TRAIN + PROBE]
+    y = torch.from_numpy(labels)
+    return f[train], y[train], f[rest], y[rest]
+
+
+def recipe_config(sets: list[str]):
+    """The features tier's HMC settings with ``sets`` applied, as an HmcConfig."""
+    from core.engine.inference import recipes
+    from core.engine.inference.hmc import HmcConfig
+
+    pairs = [recipes.FEATURES_HMC[i + 1] for i, a in enumerate(recipes.FEATURES_HMC) if a == "--set"] + sets
+    fields = HmcConfig.__dataclass_fields__
+    values = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        kind = type(fields[name].default)
+        values[name] = text if kind is str else (text.lower() == "true" if kind is bool else kind(text))
+    return HmcConfig(**values, memory_budget_mb=4096)
+
+
+def whitened(draws, chol) -> dict:
+    """Variances of z = Lᵀ(θ − θ̄) over the pooled draws (n, P): quantiles and top eigenvalues."""
+    import torch
+
+    x = draws.double() - draws.double().mean(0)
+    z = x @ chol.double()
+    n, p = z.shape
+    var = z.var(0)
+    top = torch.linalg.eigvalsh(z @ z.T / (n - 1))[-3:].flip(0)
+    return {"variance quantiles 0/1/50/99/100 %": [round(float(q), 2) for q in
+                                                  torch.quantile(var.float(), torch.tensor([0, .01, .5, .99, 1.]))],
+            "largest eigenvalues": [round(float(v), 1) for v in top],
+            "edge for independent draws": round((1 + math.sqrt(p / n)) ** 2, 1)}
+
+
+def averaged_curvature(mode, metric, f, prior_std: float, rounds: int, draws: int = 16):
+    """R rounds of M ← E_{N(θ*, M⁻¹)}[H] + I/σ² (see the module's docstring)."""
+    import torch
+
+    from core.engine.inference.curvature import DenseMetric
+
+    phi = torch.cat([f, torch.ones(len(f), 1)], 1)
+    generator = torch.Generator().manual_seed(0)
+    w0, b0 = mode["linear.weight"][0], mode["linear.bias"][0]
+    k, d1 = w0.shape[0], phi.shape[1]
+    for _ in range(rounds):
+        spread = metric.spread({name: torch.randn((draws, *s), generator=generator)
+                                for name, s in metric.shapes.items()})
+        lam = torch.zeros(len(f), k, k)
+        for s in range(draws):
+            p = torch.softmax(f @ (w0 + spread["linear.weight"][s]).T + b0 + spread["linear.bias"][s], -1)
+            lam += torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+        lam /= draws
+        h = torch.zeros(k, k, d1, d1)
+        for a in range(k):
+            for b in range(a, k):
+                h[a, b] = h[b, a] = phi.T @ (phi * lam[:, a, b, None])
+        index = torch.arange(k * d1).reshape(k, d1)
+        perm = torch.cat([index[:, :-1].reshape(-1), index[:, -1]])  # weight row by row, then bias
+        flat = h.permute(0, 2, 1, 3).reshape(k * d1, k * d1).double()[perm][:, perm]
+        flat = (flat + flat.T) / 2
+        flat.diagonal().add_(1.0 / prior_std**2)
+        metric = DenseMetric(flat, metric.shapes)
+    return metric
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--features", type=int, default=512)
+    parser.add_argument("--overlap", action="store_true", help="class patterns within ±3 grey levels")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--whiten", action="store_true")
+    parser.add_argument("--averaged", type=int, default=0, metavar="ROUNDS")
+    parser.add_argument("--json", help="append the figures to this file")
+    args = parser.parse_args()
+
+    import torch
+
+    from core.engine import convergence
+    from core.engine.inference import hmc
+    from core.engine.inference.base import Dataset
+    from core.engine.inference.curvature import mode_and_curvature
+    from core.engine.models import ArchSpec
+
+    f, y, probe, probe_y = feature_sets(args.features, args.overlap)
+    data = Dataset(f, y, name="synthetic features")
+    arch = ArchSpec("softmax", num_classes=10, input_dim=args.features)
+    config = recipe_config(args.set)
+    load_before = os.getloadavg()
+    started = time.process_time()
+    posterior = next_value(hmc.fit(config, arch, data, args.seed))
+    cpu = time.process_time() - started
+    w = posterior.samples["linear.weight"].float()
+    b = posterior.samples["linear.bias"].float()
+    probs = torch.softmax(torch.einsum("nd,cskd->csnk", probe, w) + b[:, :, None, :], -1).numpy()
+    measured = convergence.summarise(probs, 1e-6)
+    accuracy = float((probs.mean((0, 1)).argmax(-1) == probe_y.numpy()).mean())
+    out = {"features": args.features, "overlap": args.overlap, "settings": args.set, "chains": config.num_chains,
+           "draws": int(w.shape[0] * w.shape[1]), "cpu_s": round(cpu, 1), "rhat": round(measured.rhat_max, 4),
+           "ess_bulk": round(measured.ess_bulk_min, 1), "ess_tail": round(measured.ess_tail_min, 1),
+           "acceptance": round(posterior.info["acceptance_rate"], 3),
+           "step_size": [round(s, 4) for s in posterior.info["step_size"]], "accuracy": accuracy,
+           "load_before": load_before, "load_after": os.getloadavg()}
+    if args.whiten or args.averaged:
+        flat = torch.cat([w.flatten(2), b], 2).flatten(0, 1)
+        mode, _, metric = next_value(mode_and_curvature(arch, data, config.prior_std))
+        out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
+        if args.averaged:
+            averaged = averaged_curvature(mode, metric, f, config.prior_std, args.averaged)
+            out[f"whitened by the averaged curvature ({args.averaged} rounds)"] = whitened(flat, averaged.chol)
+    print(json.dumps(out, indent=1))
+    if args.json:
+        with open(args.json, "a") as fh:
+            fh.write(json.dumps(out) + "\n")
+    return 0
+
+
+def next_value(generator):
+    """The return value of a progress generator, its records dropped."""
+    try:
+        while True:
+            next(generator)
+    except StopIteration as stop:
+        return stop.value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
