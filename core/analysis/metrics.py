@@ -51,6 +51,9 @@ SAMPLE_BUDGET = 4096
 #: of softmax regression are 25 MB: at 5 images a step, reading them cost more than the
 #: arithmetic); small enough to stay far below any machine's memory.
 STEP_BYTES = 96 << 20
+#: Bytes of float32 probabilities one call of a posterior with stored draws returns (at most
+#: the size of its weights, if they are larger): see :func:`step_images`.
+FORWARD_BYTES = 4 << 20
 #: Bytes of float64 probabilities scored at once: the scores' passes over the draws then run
 #: in the processor's cache instead of main memory (2-4x faster on the 2-core machine).
 SCORE_BYTES = 4 << 20
@@ -413,7 +416,18 @@ def step_images(posterior: Posterior, num_samples: int, block: int, fixed: bool 
     number of draw blocks of ``block`` images when the posterior draws at prediction."""
     fixed = draws_fixed(posterior) if fixed is None else fixed
     images = max(1, int(STEP_BYTES // _image_bytes(posterior, num_samples, fixed)))
-    return images if fixed else max(1, images // block) * block
+    if fixed:
+        # stored draws predict a step in one call, whose outputs (logits, their softmax) are
+        # S·K values an image: kept to FORWARD_BYTES they stay in the cache and the allocator's
+        # heap between the forward pass's own passes over them; larger, a cheap model's forward
+        # ran at half its speed (the face tier's HMC, 128 inputs: 265 ms at 1,548 images a
+        # step against 135 at 516). Never smaller than the weights, read once a step (the paper
+        # tier's HMC: 25 MB of weights, slower at 200 images a step than at 605).
+        weights = 4.0 * num_samples * posterior.arch.parameter_count()
+        outputs = 4.0 * num_samples * posterior.num_classes
+        images = min(images, max(1, int(max(FORWARD_BYTES, weights) // outputs)))
+        return images
+    return max(1, images // block) * block
 
 
 def score_images(num_samples: int, num_classes: int) -> int:
