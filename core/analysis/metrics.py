@@ -512,9 +512,8 @@ def predict_dataset(
                     break
                 if step_buffer is None:
                     # the step's probabilities in one buffer made once for the run, each block
-                    # copied in as it comes: blocks kept in a list and joined left holes in the
-                    # heap between a block's temporaries and the parts that outlived them, and
-                    # the process kept 2-3x a block's memory (glibc's allocator)
+                    # copied in as it comes (blocks kept in a list and joined held the step's
+                    # probabilities twice; the memory estimate counts this one buffer)
                     step_buffer = torch.empty(drawn.shape[0], step, k, dtype=drawn.dtype)
                 step_buffer[:, first - start : first - start + drawn.shape[1]].copy_(drawn)
                 del drawn
