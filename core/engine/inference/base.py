@@ -502,22 +502,21 @@ class SampledPosterior(Posterior):
         return cls(method, arch, config, seed, dataset, tensors, info)
 
 
-def dropout_input_size(model: nn.Module, arch: ArchSpec) -> int:
-    """Values one image hands the dropout layers of ``model`` (the sum of their inputs'
-    sizes), found once per architecture by one image's forward pass with hooks on them."""
-    key = (type(model).__name__, arch.name, arch.input_shape, arch.features, arch.hidden, arch.num_classes)
+def dropout_input_size(arch: ArchSpec) -> int:
+    """Values one image hands the dropout layers of ``arch``'s model (the sum of their inputs'
+    sizes), found once per architecture by one image's pass, with hooks on them, through a
+    model of its own (a posterior's model may be predicting on another thread meanwhile)."""
+    key = repr(arch)
     if key not in _DROPOUT_INPUTS:
+        model = build_model(arch)
         sizes: list[int] = []
-        hooks = [m.register_forward_hook(lambda _m, args, _out: sizes.append(args[0][0].numel()))
-                 for m in model.modules() if isinstance(m, nn.Dropout)]
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.register_forward_hook(lambda _m, args, _out: sizes.append(args[0][0].numel()))
         # a features head reads the network's features (N, D), not images
         shape = (arch.features,) if arch.name == FEATURES else arch.input_shape
-        try:
-            with torch.no_grad():
-                model(torch.zeros(1, *shape, device=next(model.parameters()).device))
-        finally:
-            for hook in hooks:
-                hook.remove()
+        with torch.no_grad():
+            model(torch.zeros(1, *shape))
         _DROPOUT_INPUTS[key] = sum(sizes)
     return _DROPOUT_INPUTS[key]
 
@@ -554,7 +553,7 @@ class DropoutPosterior(Posterior):
         ``x * mask / keep``): on softmax regression the input's copies are most of a draw's
         memory, 4 of them where the layers' outputs count 2."""
         s = self.effective_num_samples(num_samples)
-        per_draw = self.arch.activations_per_image() + 2 * dropout_input_size(self.model, self.arch)
+        per_draw = self.arch.activations_per_image() + 2 * dropout_input_size(self.arch)
         return 4.0 * (self.arch.parameter_count() + s * batch_size * per_draw)
 
     def predict_proba(self, x, num_samples=None, generator=None):
