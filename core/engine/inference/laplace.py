@@ -556,7 +556,10 @@ class LaplacePosterior(Posterior):
         # each generator draws its bank anew, and the triangular solve lays the (P_S, P_S)
         # Cholesky factor out anew in float64 (8.5 MB for the face head's 1,032 weights)
         solve = 8.0 * last * last if "cholesky" in self.tensors else 0.0
-        return 4.0 * (s * (self.arch.parameter_count() + last) + batch_size * per_image) + solve
+        # the deviations are drawn in float64: the normal draws, their scaling, the products
+        # that make them and the result, each S·P_S values
+        deviations = 32.0 * s * last
+        return 4.0 * (s * (self.arch.parameter_count() + last) + batch_size * per_image) + solve + deviations
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {"mean": self.mean, **{k: v.float() if k != "prior_precision" else v for k, v in self.tensors.items()}}
