@@ -51,12 +51,23 @@ SAMPLE_BUDGET = 4096
 #: of softmax regression are 25 MB: at 5 images a step, reading them cost more than the
 #: arithmetic); small enough to stay far below any machine's memory.
 STEP_BYTES = 96 << 20
+#: Bytes of float32 probabilities one call of a posterior with stored draws returns (at most
+#: the size of its weights, if they are larger): see :func:`step_images`.
+FORWARD_BYTES = 4 << 20
 #: Bytes of float64 probabilities scored at once: the scores' passes over the draws then run
 #: in the processor's cache instead of main memory (2-4x faster on the 2-core machine).
 SCORE_BYTES = 4 << 20
 #: Bytes per draw-image-class the scoring holds besides the float32 probabilities: the
 #: float64 copy and one float64 temporary (:class:`_PartScorer`'s buffers).
 SCORE_TEMPORARY_BYTES = 16
+#: Blocks' worth of memory a run that draws at prediction may hold: one block's buffers and
+#: what the allocator keeps of the blocks before it (measured: the rise of the process's peak
+#: was 2.4-3x one block's buffers for D-SGHMC's input masks and MC dropout on the face tier,
+#: and one block's with a fixed mmap threshold, ``MALLOC_MMAP_THRESHOLD_``).
+ALLOCATOR_HOLD = 3
+#: Bytes per draw-image the top two classes' histograms hold while scored: the pair of
+#: probabilities in float64 and their bins as int64.
+SCORE_PAIR_BYTES = 32
 
 #: The per-example uncertainty scores, each "higher = more uncertain".
 SCORES: tuple[str, ...] = (
@@ -405,7 +416,18 @@ def step_images(posterior: Posterior, num_samples: int, block: int, fixed: bool 
     number of draw blocks of ``block`` images when the posterior draws at prediction."""
     fixed = draws_fixed(posterior) if fixed is None else fixed
     images = max(1, int(STEP_BYTES // _image_bytes(posterior, num_samples, fixed)))
-    return images if fixed else max(1, images // block) * block
+    if fixed:
+        # stored draws predict a step in one call, whose outputs (logits, their softmax) are
+        # S·K values an image: kept to FORWARD_BYTES they stay in the cache and the allocator's
+        # heap between the forward pass's own passes over them; larger, a cheap model's forward
+        # ran at half its speed (the face tier's HMC, 128 inputs: 265 ms at 1,548 images a
+        # step against 135 at 516). Never smaller than the weights, read once a step (the paper
+        # tier's HMC: 25 MB of weights, slower at 200 images a step than at 605).
+        weights = 4.0 * num_samples * posterior.arch.parameter_count()
+        outputs = 4.0 * num_samples * posterior.num_classes
+        images = min(images, max(1, int(max(FORWARD_BYTES, weights) // outputs)))
+        return images
+    return max(1, images // block) * block
 
 
 def score_images(num_samples: int, num_classes: int) -> int:
@@ -415,14 +437,27 @@ def score_images(num_samples: int, num_classes: int) -> int:
 
 def evaluation_step_bytes(posterior: Posterior, num_samples: int, block: int, images: int) -> float:
     """Peak bytes of :func:`predict_dataset` on ``images`` images besides its results: the
-    weights a prediction reads or draws, one step's activations and probabilities, and the
-    scoring of a part of them."""
+    weights a prediction reads or draws, one step's prediction, and the scoring of a part.
+
+    A posterior with stored draws predicts a step in one call. One that draws at prediction
+    predicts a step block by block into one buffer of the step's probabilities; a block's
+    own buffers (masks, masked copies of the inputs, drawn outputs) are freed before the
+    next, but the allocator keeps freed buffers in its heap for reuse (glibc's dynamic mmap
+    threshold), so the process holds up to :data:`ALLOCATOR_HOLD` blocks' worth, never more
+    than the step's blocks and one."""
     fixed = draws_fixed(posterior)
     step = min(step_images(posterior, num_samples, block, fixed), max(images, 1))
     k = posterior.num_classes
-    weights = posterior.prediction_bytes(num_samples, 0) if not fixed else 4.0 * num_samples * posterior.arch.parameter_count()
     scored = min(step, score_images(num_samples, k))
-    return weights + step * _image_bytes(posterior, num_samples, fixed) + SCORE_TEMPORARY_BYTES * num_samples * k * scored
+    scoring = (SCORE_TEMPORARY_BYTES * k + SCORE_PAIR_BYTES) * num_samples * scored
+    if fixed:
+        weights = 4.0 * num_samples * posterior.arch.parameter_count()
+        return weights + step * _image_bytes(posterior, num_samples, fixed) + scoring
+    one = min(block, step)
+    weights = posterior.prediction_bytes(num_samples, 0)
+    drawn = posterior.prediction_bytes(num_samples, one) - weights + 4.0 * num_samples * k * one
+    held = min(ALLOCATOR_HOLD, math.ceil(step / one) + 1)
+    return weights + held * drawn + 4.0 * num_samples * k * step + scoring
 
 
 def result_bytes(images: int, num_classes: int, num_chains: int) -> float:
@@ -460,18 +495,30 @@ def predict_dataset(
     scores = torch.empty(len(SCORES), n, dtype=torch.float64)  # a row per score
     chain_preds: torch.Tensor | None = None
     scorer: _PartScorer | None = None
+    step_buffer: torch.Tensor | None = None
     total_steps = math.ceil(n / step)
     for i, start in enumerate(range(0, n, step)):
         stop = min(start + step, n)
         if fixed:
             samples = posterior.predict_proba(data.x[start:stop], num_samples=num_samples, generator=generator)
         else:
-            parts = []
-            for first in range(start, stop, block):
+            firsts = range(start, stop, block)
+            for first in firsts:
                 g = batch_generator(first // block) if batch_generator is not None else generator
-                parts.append(posterior.predict_proba(data.x[first : min(first + block, stop)],
-                                                     num_samples=num_samples, generator=g))
-            samples = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+                drawn = posterior.predict_proba(data.x[first : min(first + block, stop)],
+                                                num_samples=num_samples, generator=g)
+                if len(firsts) == 1:  # one block: nothing to join
+                    samples = drawn
+                    break
+                if step_buffer is None:
+                    # the step's probabilities in one buffer made once for the run, each block
+                    # copied in as it comes (blocks kept in a list and joined held the step's
+                    # probabilities twice; the memory estimate counts this one buffer)
+                    step_buffer = torch.empty(drawn.shape[0], step, k, dtype=drawn.dtype)
+                step_buffer[:, first - start : first - start + drawn.shape[1]].copy_(drawn)
+                del drawn
+            else:
+                samples = step_buffer[:, : stop - start]
         if scorer is None:
             if samples.shape[0] != s:
                 if callable(getattr(posterior, "chain_ids", None)):

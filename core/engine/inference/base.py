@@ -43,6 +43,7 @@ from torch import nn
 from core.engine.device import current_device, generator_on, on_device, seeded_generator, to_host
 from core.engine.memory import check_fits
 from core.engine.models import (
+    FEATURES,
     ArchSpec,
     build_model,
     dropout_generator,
@@ -501,6 +502,28 @@ class SampledPosterior(Posterior):
         return cls(method, arch, config, seed, dataset, tensors, info)
 
 
+def dropout_input_size(arch: ArchSpec) -> int:
+    """Values one image hands the dropout layers of ``arch``'s model (the sum of their inputs'
+    sizes), found once per architecture by one image's pass, with hooks on them, through a
+    model of its own (a posterior's model may be predicting on another thread meanwhile)."""
+    key = repr(arch)
+    if key not in _DROPOUT_INPUTS:
+        model = build_model(arch)
+        sizes: list[int] = []
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.register_forward_hook(lambda _m, args, _out: sizes.append(args[0][0].numel()))
+        # a features head reads the network's features (N, D), not images
+        shape = (arch.features,) if arch.name == FEATURES else arch.input_shape
+        with torch.no_grad():
+            model(torch.zeros(1, *shape))
+        _DROPOUT_INPUTS[key] = sum(sizes)
+    return _DROPOUT_INPUTS[key]
+
+
+_DROPOUT_INPUTS: dict[tuple, int] = {}
+
+
 class DropoutPosterior(Posterior):
     """MC dropout (Gal & Ghahramani 2016): one weight set, dropout kept on at prediction.
 
@@ -525,8 +548,13 @@ class DropoutPosterior(Posterior):
         self._masks: dict[tuple[int, ...], list[torch.Tensor]] = {}
 
     def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        """The weights once and, per draw and image, every layer's output and, at each dropout
+        layer, its mask and the masked product before its division (``Dropout.forward``'s
+        ``x * mask / keep``): on softmax regression the input's copies are most of a draw's
+        memory, 4 of them where the layers' outputs count 2."""
         s = self.effective_num_samples(num_samples)
-        return 4.0 * (self.arch.parameter_count() + s * batch_size * self.arch.activations_per_image())
+        per_draw = self.arch.activations_per_image() + 2 * dropout_input_size(self.arch)
+        return 4.0 * (self.arch.parameter_count() + s * batch_size * per_draw)
 
     def predict_proba(self, x, num_samples=None, generator=None):
         s = self.effective_num_samples(num_samples)

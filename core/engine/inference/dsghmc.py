@@ -164,6 +164,15 @@ class InputDropoutPosterior(SampledPosterior):
     def predict_proba(self, x, num_samples=None, generator=None):
         return _logits_to_proba(self.predict_logits(x, num_samples, generator))
 
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        """:meth:`SampledPosterior`'s estimate and, with masks drawn at prediction, per draw and
+        image the boolean mask (one byte a value) beside the input's two float copies the
+        layers' outputs already count (``x * mask`` and its division by the keep rate)."""
+        nbytes = super().prediction_bytes(num_samples, batch_size)
+        if self.mask_at_prediction and self.input_drop_rate > 0:
+            nbytes += 1.0 * self.effective_num_samples(num_samples) * batch_size * self.arch.input_size
+        return nbytes
+
 
 def fit(
     config: DsghmcConfig, arch: ArchSpec, data: Dataset, seed: int, chains: Sequence[int] | None = None
