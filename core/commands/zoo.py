@@ -302,7 +302,16 @@ def _train(argv: list[str]) -> int:
 
 
 def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
-    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure."""
+    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure.
+    The methods share what they would each compute alike: the samplers' mode and curvature
+    (:mod:`~core.engine.inference.build_cache`)."""
+    from core.engine.inference.build_cache import shared_within_build
+
+    with shared_within_build():
+        return _build_methods(tier, methods, folder, args)
+
+
+def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
     from core.engine.store import load_posterior, save_posterior
 
     for i, method in enumerate(methods, 1):
