@@ -93,3 +93,10 @@ def test_fingerprint_tells_inputs_apart_by_value():
     changed[5] = 5.5
     assert build_cache.fingerprint(x) != build_cache.fingerprint(changed)
     assert build_cache.fingerprint(ARCH) != build_cache.fingerprint(dataclasses.replace(ARCH, num_classes=3))
+
+
+def test_fingerprint_takes_any_tensor():
+    for t in (torch.tensor(2.5), torch.zeros(0, 3), torch.tensor([True, False]), torch.arange(12).reshape(3, 4).T):
+        assert build_cache.fingerprint(t) == build_cache.fingerprint(t.clone())
+    assert build_cache.fingerprint(torch.tensor(2.5)) != build_cache.fingerprint(torch.tensor(2.25))
+    assert build_cache.fingerprint(torch.arange(12).reshape(3, 4).T) != build_cache.fingerprint(torch.arange(12).reshape(4, 3))

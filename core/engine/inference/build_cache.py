@@ -52,8 +52,8 @@ def fingerprint(value: Any) -> Any:
     parts; anything else by its ``repr``."""
     if isinstance(value, torch.Tensor):
         t = value.detach()
-        data = t.cpu().contiguous().view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
-        digest = hashlib.sha256(data.numpy().tobytes()).hexdigest()
+        data = t.cpu().contiguous().reshape(-1).view(torch.uint8)  # its bytes, hashed without a copy
+        digest = hashlib.sha256(memoryview(data.numpy())).hexdigest()
         return ("tensor", str(t.dtype), tuple(t.shape), str(t.device), digest)
     if isinstance(value, (list, tuple)):
         return tuple(fingerprint(v) for v in value)
