@@ -364,11 +364,14 @@ def summarise_with_shuffles(draws: np.ndarray, min_spread: float,
 
     summary = Convergence(worst(per_element, np.max), worst(bulk_ess, np.min), worst(ess_tail(x), np.min),
                           per_element)
-    kept_shape = (c, n, int(varies.sum()))
     bulk_kept, tail_kept, bad_kept = bulk[:, varies], tail[:, varies], bad[varies]
-    shuffled = [np.where(bad_kept, np.nan, np.fmax(_rhat_plain(split_chains(bulk_kept[order].reshape(kept_shape))),
-                                                   _rhat_plain(split_chains(tail_kept[order].reshape(kept_shape)))))
-                for order in orders]
+    shuffled = []
+    for order in orders:
+        # the draws of each split chain gathered straight into the split layout (split_chains of
+        # the dealt-out chains, without the copy in between)
+        dealt = order.reshape(c, n)
+        split = np.concatenate([dealt[:, : n // 2], dealt[:, n // 2 :]])
+        shuffled.append(np.where(bad_kept, np.nan, np.fmax(_rhat_plain(bulk_kept[split]), _rhat_plain(tail_kept[split]))))
     return summary, shuffled
 
 
