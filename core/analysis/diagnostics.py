@@ -186,14 +186,16 @@ def diagnose_progress(
         raise ValueError(f"{probe.name} holds no images to compare the chains on")
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
     probs = yield from probe_draws_progress(posterior, images, seed)
-    summary = convergence.summarise(probs, MIN_SPREAD)
-    varies = convergence.spread(probs) > MIN_SPREAD
+    # R̂, ESS and the shuffled baseline from one ranking of the draws (the same figures as
+    # summarise and shuffled_baseline give apart)
+    orders = shuffle_orders(probs, seed) if chains >= 2 else []
+    summary, shuffled = convergence.summarise_with_shuffles(probs, MIN_SPREAD, orders)
     rhat = summary.rhat  # (images, classes), NaN where a probability does not vary
     per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
     measured = rhat[~np.isnan(rhat)]
     above = float((measured > RHAT_LOOSE).mean()) if measured.size else None
     tight = float((measured > RHAT_TIGHT).mean()) if measured.size else None
-    shuffled_max, shuffled_tight = shuffled_baseline(probs, varies, seed)
+    shuffled_max, shuffled_tight = worst_of_shuffles(shuffled) if shuffled and shuffled[0].size else (None, None)
     return {
         "status": "measured",
         "chains": chains,
@@ -216,14 +218,23 @@ def shuffled_baseline(probs: np.ndarray, varies: np.ndarray, seed: int = 0) -> t
     """The largest R̂ and the largest share above :data:`RHAT_TIGHT` over :data:`SHUFFLES`
     shuffles of ``probs`` (chains, draws, images, classes) pooled over chains and draws, on the
     probabilities that vary (``varies``): what perfectly mixed chains of these draws give."""
-    chains, draws = probs.shape[:2]
+    chains = probs.shape[0]
     values = probs[:, :, varies]  # (chains, draws, kept)
     if values.shape[-1] == 0 or chains < 2:
         return None, None
+    return worst_of_shuffles(convergence.rhat_of_shuffles(values, shuffle_orders(probs, seed)))
+
+
+def shuffle_orders(probs: np.ndarray, seed: int = 0) -> list[np.ndarray]:
+    """The :data:`SHUFFLES` orders in which :func:`shuffled_baseline` deals out the pooled draws."""
     rng = np.random.default_rng(seed)
-    orders = [rng.permutation(chains * draws) for _ in range(SHUFFLES)]
+    return [rng.permutation(probs.shape[0] * probs.shape[1]) for _ in range(SHUFFLES)]
+
+
+def worst_of_shuffles(rhats: list[np.ndarray]) -> tuple[float, float]:
+    """The largest R̂ and the largest share above :data:`RHAT_TIGHT` over the shuffles' R̂s."""
     worst, share = 1.0, 0.0
-    for r in convergence.rhat_of_shuffles(values, orders):
+    for r in rhats:
         r = r[~np.isnan(r)]
         if r.size:
             worst, share = max(worst, float(r.max())), max(share, float((r > RHAT_TIGHT).mean()))

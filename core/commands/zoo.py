@@ -302,7 +302,16 @@ def _train(argv: list[str]) -> int:
 
 
 def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
-    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure."""
+    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure.
+    The methods share what they would each compute alike: the samplers' mode and curvature
+    (:mod:`~core.engine.inference.build_cache`)."""
+    from core.engine.inference.build_cache import shared_within_build
+
+    with shared_within_build():
+        return _build_methods(tier, methods, folder, args)
+
+
+def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
     from core.engine.store import load_posterior, save_posterior
 
     for i, method in enumerate(methods, 1):
@@ -565,8 +574,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
     ``train`` arguments pointed at them. Returns the tier, its sets (no OOD set) and whether the
     network's own head is a column (its classes are the folder's)."""
     from core.commands.import_ import _numbers
-    from core.engine.data.features import folder_features, listing_stamp
-    from core.engine.data.folder import list_images
+    from core.engine.data.features import folder_features
     from core.engine.import_weights import head_posterior, import_own_network, read_class_names
     from core.engine.runner import drain
     from core.engine.store import save_posterior
@@ -587,7 +595,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
         bar.close()
     say(f"{len(data.train):,} training and {len(data.test):,} test images, "
         f"{'computed now' if data.computed else 'features read from the cache'} ({data.cache})")
-    args.listing = listing_stamp(list_images(args.dataset))
+    args.listing = data.stamp  # the listing the features were read for, not a second one
     names, theirs = tuple(split.input.class_names), tuple(data.class_names)
     own = set(names) == set(theirs)
     if own and names != theirs:  # the same classes in another order: the head's rows follow the folder's

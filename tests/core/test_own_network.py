@@ -20,7 +20,8 @@ import core.engine.data.folder as folder_module
 from core.analysis.conformal_run import calibration_of_record
 from core.commands.main import main
 from core.engine.calibration_file import read_calibration
-from core.engine.data.features import folder_features
+from core.engine.data import features as features_module
+from core.engine.data.features import folder_features, listing_stamp
 from core.engine.import_weights import import_own_network
 from core.engine.networks import NetworkError, network_input, open_network
 from core.engine.runner import drain
@@ -204,6 +205,7 @@ def test_features_are_cached_reused_and_invalidated(tmp_path, cache, monkeypatch
     decoded = [r for r in reads if r.endswith(".png")]
     assert first.computed and len(decoded) == 2 * 24 and len(first.train) + len(first.test) == 24  # decoded, hashed
     assert first.train.x.shape[1] == 6 and first.train.source["split_rule"].startswith("0.2 of the images to test")
+    assert first.stamp == listing_stamp(folder_module.list_images(photos))
     assert isinstance(np.load(first.cache / "features.npy", mmap_mode="r"), np.memmap)
     # the cached features are the network's own on each image
     picture = folder_module.read_image(photos / "red" / "0.png", SIDE, 3)
@@ -218,7 +220,7 @@ def test_features_are_cached_reused_and_invalidated(tmp_path, cache, monkeypatch
     # a changed folder: one image more is another key, and every image is read again
     Image.open(photos / "red" / "0.png").save(photos / "red" / "extra.png")
     third = drain(folder_features(split, photos), lambda r: None)
-    assert third.computed and third.cache != first.cache and len(reads) == 2 * 25
+    assert third.computed and third.cache != first.cache and len(reads) == 2 * 25 and third.stamp != first.stamp
     # an edited image (same name, new contents and time) is another key as well
     reads.clear()
     Image.fromarray(np.zeros((SIDE + 4, SIDE + 4, 3), dtype=np.uint8)).save(photos / "green" / "3.png")
@@ -281,9 +283,15 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     for method in rows:
         record = read_calibration(out / f"features_features_{method}.pt")  # refused if made for another file
         assert record is not None and 0 < calibration_of_record(record).n < record["identity"]["of_images"]
-    # a second build keeps every file and reads no image
+    # the files record the folder's listing, as listed once for the features
+    assert hmc.info["zoo"]["listing"] == listing_stamp(folder_module.list_images(photos))
+    # a second build keeps every file, reads no image and lists the folder once
     reads = _counting_reads(monkeypatch)
-    assert main(argv) == 0 and reads == []
+    listed = []
+    for module in (features_module, folder_module):
+        monkeypatch.setattr(module, "list_images",
+                            lambda *a, _real=module.list_images, **k: listed.append(1) or _real(*a, **k))
+    assert main(argv) == 0 and reads == [] and len(listed) == 1
 
 
 def test_nothing_imports_torchvision(tmp_path, cache):

@@ -8,10 +8,12 @@ import torch
 from core.engine.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
 from core.engine.inference.dsghmc import InputDropoutPosterior
 from core.engine.inference.sampling import (
+    ChainGenerators,
     FunctionTarget,
     SampleBudgetError,
     SampleBudgetWarning,
     SamplerDivergedError,
+    chain_rand,
     plan_storage,
 )
 from core.engine.models import ArchSpec
@@ -149,6 +151,23 @@ def test_input_dropout_keeps_the_expected_input():
     assert (masked == 0).float().mean() == pytest.approx(0.3, abs=0.005)
     assert masked[masked != 0].unique().tolist() == pytest.approx([2.0 / 0.7])
     assert masked.mean() == pytest.approx(2.0, rel=0.01)
+
+
+@pytest.mark.parametrize("per_chain", [False, True])
+@pytest.mark.parametrize("drop_rate", [0.5, 0.3])
+def test_input_dropout_is_the_mask_of_its_uniform_draws_bit_for_bit(per_chain, drop_rate):
+    """The in-place mask is ``x * (u < keep) / keep`` of the same uniform draws u, bit for bit
+    (the formula it replaced), on inputs of both signs and for one generator or per-chain ones."""
+    x = torch.randn(3, 40, 17, generator=torch.Generator().manual_seed(1))
+
+    def generator():
+        return ChainGenerators(5, [0, 2, 3]) if per_chain else torch.Generator().manual_seed(5)
+
+    u = chain_rand(x.shape, generator())
+    keep = 1.0 - drop_rate
+    expected = x * (u < keep) / keep
+    assert torch.equal(dsghmc.input_dropout(x, drop_rate, generator()), expected)
+    assert not torch.equal(expected, x)  # the mask dropped something
 
 
 def test_dsghmc_step_masks_each_iteration_afresh():

@@ -25,6 +25,7 @@ import torch
 from core.engine.device import seeded_generator
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, ProgressRecord, optimise
+from core.engine.inference.build_cache import once_per_build
 from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
 from core.engine.inference.map import GRAD_TOL, MapConfig, converge, linear_layer
 from core.engine.inference.sampling import Params, Target
@@ -216,6 +217,20 @@ def curvature_metric(arch: ArchSpec, mode: Params, data: Dataset, prior_std: flo
     return DenseMetric(h, {k: v.shape[1:] for k, v in mode.items()})
 
 
+def _curvature_inputs(arch: ArchSpec, data: Dataset, prior_std: float, total: int = 0) -> tuple[Any, ...]:
+    return arch, data, float(prior_std)
+
+
+def _copy_curvature(result: tuple[Params, float, DenseMetric]) -> tuple[Params, float, DenseMetric]:
+    """θ*, its log posterior and the metric for one more caller: θ* and the metric's records
+    copied, its P × P matrices shared (nothing writes into them)."""
+    mode, logp, metric = result
+    fresh = copy.copy(metric)
+    fresh.about, fresh.mode = copy.deepcopy(metric.about), {k: v.clone() for k, v in metric.mode.items()}
+    return {k: v.clone() for k, v in mode.items()}, logp, fresh
+
+
+@once_per_build(_curvature_inputs, _copy_curvature)  # a tier's samplers share one θ* and M (build_cache)
 def mode_and_curvature(
     arch: ArchSpec, data: Dataset, prior_std: float, total: int = 0
 ) -> Generator[ProgressRecord, None, tuple[Params, float, DenseMetric]]:

@@ -134,6 +134,11 @@ FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvatu
 #: 1/√(1 − η/4) = 5 % wider than the posterior's (no accept/reject step), where the face tier's η 0.1
 #: gives 1.3 % but mixes four times slower. 2,500 kept steps after 200 of burn-in, every 5th measured
 #: (4 × 500 draws: fewer measured draws keep the probe's R̂ pass, which every sampler pays, short).
+#: At 512 features (``bench_feature_tier.py``'s 8,026 × 512, one SGHMC run of twice the kept steps, R̂
+#: on prefixes of its draws) this length gives R̂ 1.019 (bulk ESS 441); 3,750 kept steps 1.014 (701),
+#: 5,000 kept steps 1.011 (935), against 1.005 for the same draws shuffled: R̂ 1.01 needs about
+#: 5,500 kept steps there with today's metric, which the 15-minute tier has no room for
+#: (docs/performance.md, "Building a feature tier").
 FEATURES_SG_LENGTH = chain_settings(thin=5, init="overdispersed", epochs=2700, burn_in=200)
 FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
 #: SGHMC at η 0.1 with friction 0.6, about critically damped (2√η = 0.63), which the metric makes
