@@ -413,6 +413,7 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             sets: TierSets | None = None) -> list[dict[str, Any]]:
     """One row per method: convergence, test-set quality, OOD detection and distance to the reference,
     on ``sets`` (by default the tier's own, :attr:`Tier.data`)."""
+    from core.analysis.conformal_run import calibrate_evaluation
     from core.analysis.evaluation import evaluate, evaluation_tables
     from core.analysis.fidelity import fidelity_to_reference
     from core.commands.info import convergence_record, summary
@@ -445,7 +446,11 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
                                      probe_set(test), seed=args.seed, on_progress=bar_callback(bar))
             record_interval_masses(masses, paths)
         if tier.own:  # after the last rewrite of the files: a calibration names its file's SHA-256
-            calibrate_from_tier_evaluation(ev, test, paths, args.seed)
+            # A person's own tier then shows conformal sets in the window without a command to
+            # run (the bundled tiers' are made by ``calibrate``, docs/zoo.md): from the tier's own
+            # evaluation of its test split, no second pass. The folder's split already leaves the
+            # training images out, so none are checked against.
+            calibrate_evaluation(ev, test, paths, seed=args.seed)
     finally:
         bar.close()
     auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none without OOD images
@@ -471,20 +476,6 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             "command": "bayescope-cli " + " ".join(records["info"].get("zoo", {}).get("arguments", [])),
         })
     return rows
-
-
-def calibrate_from_tier_evaluation(ev: Any, test: Any, paths: dict[str, Path], seed: int) -> None:
-    """Each file's conformal calibration, from the tier's own evaluation on its test split (the
-    hash-chosen half, as ``evaluate --calibrate`` takes it: no second pass), written beside it. A
-    person's own tier then shows conformal sets in the window without a command to run; the
-    bundled tiers' calibrations are made by ``calibrate`` (docs/zoo.md). The folder's split
-    already leaves the training images out, so none are checked against."""
-    from core.analysis.conformal_run import calibrate_from_evaluation
-    from core.engine.calibration_file import write_calibration
-
-    for method, result in ev.results.items():
-        _, record = calibrate_from_evaluation(result.posterior, test, result.data, None, seed=seed)
-        write_calibration(paths[method], record)
 
 
 def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], train: Any,
