@@ -168,6 +168,10 @@ class Tier:
     def model_name(self) -> str:
         return self.model_label or self.model[self.model.index("--model") + 1]
 
+    def file_name(self, method: str) -> str:
+        """``method``'s file name (:func:`core.engine.tiers.file_name`; the bundled files')."""
+        return tiers.file_name(self.name, self.model_name, method)
+
     def path(self, folder: Path, method: str) -> Path:
         """``method``'s file in ``folder`` (:func:`core.engine.tiers.tier_file`)."""
         return tiers.tier_file(folder, self.name, self.model_name, method)
