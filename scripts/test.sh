@@ -6,4 +6,6 @@ venv=$(bash "$root/scripts/venv.sh")
 cd "$root"
 "$venv/bin/ruff" check core app tests benchmarks
 "$venv/bin/lint-imports" --no-cache  # the layers of docs/architecture.md (pyproject.toml)
-QT_QPA_PLATFORM=offscreen "$venv/bin/python" -m pytest "$@"
+# Two workers (CI has two cores), one torch thread each (tests/conftest.py); each file on one
+# worker, so a module's fixtures (a trained model, a window) are built once.
+QT_QPA_PLATFORM=offscreen "$venv/bin/python" -m pytest -n 2 --dist loadfile "$@"

@@ -6,6 +6,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers (scripts/test.sh runs two on CI's two cores): one torch thread each,
+    # set before torch is imported, and inherited by the fresh interpreters tests start. Two
+    # threads per worker oversubscribe the cores, and torch's threads then wait on each other.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -16,6 +22,28 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "mnist").is_dir():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def one_ray_at_a_time():
+    """The module's Ray clusters alone on this machine: under pytest-xdist's two workers (or
+    beside another checkout's suite) a second module's clusters wait for them. A local Ray looks
+    for a running cluster to join, and two at once crowd two cores past their health checks.
+    (A lock file, not xdist's groups: ``--dist loadgroup`` ignores them under pytest 9.2,
+    pytest-xdist issue 1386.)"""
+    import tempfile
+
+    try:
+        import fcntl
+    except ImportError:  # Windows: one suite at a time there
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "bayescope-tests-ray.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _two_halves(n: int, rng) -> tuple:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Generator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from core.analysis.conformal import (
 from core.analysis.conformal import calibration_mask as pixel_hash_mask
 from core.analysis.evaluation import FACE_TEST_SET, Evaluation
 from core.analysis.metrics import predict_dataset
-from core.engine.calibration_file import how_to_calibrate, read_calibration
+from core.engine.calibration_file import how_to_calibrate, read_calibration, write_calibration
 from core.engine.data.split import pack_fingerprints, unpack
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 
@@ -125,6 +126,38 @@ def calibrate_from_evaluation(
     return calibration_record(posterior, data, train, chosen, prints, overlap,
                               np.asarray(predictions.mean_proba)[chosen], np.asarray(predictions.labels)[chosen],
                               predictions.num_samples, seed)
+
+
+def calibrate_evaluation(
+    ev: Evaluation, data: Dataset, paths: Mapping[str, str | os.PathLike],
+    train: Mapping[str, Dataset | None] | None = None, seed: int = 0,
+) -> dict[str, tuple[Calibration, Path]]:
+    """Each posterior's calibration from the evaluation ``ev`` of ``data`` (its test set; one
+    pass for both halves, :func:`calibrate_from_evaluation`), written beside its file.
+
+    Parameters
+    ----------
+    ev, data
+        The evaluation and the data set it predicted.
+    paths
+        Each result's posterior file, by the name ``ev.results`` gives it.
+    train
+        The training images to leave out, by result name (none where absent or None: a
+        folder's split already leaves them out).
+    seed
+        The seed recorded for the APS randomisation.
+
+    Returns
+    -------
+    dict
+        By result name: the calibration and the sidecar file written.
+    """
+    written = {}
+    for name, result in ev.results.items():
+        calibration, record = calibrate_from_evaluation(result.posterior, data, result.data,
+                                                        (train or {}).get(name), seed=seed)
+        written[name] = calibration, write_calibration(paths[name], record)
+    return written
 
 
 def encode_scores(scores: Any) -> dict[str, str]:
@@ -244,7 +277,8 @@ def column_calibration(posterior_path: str | os.PathLike,
         return None, f"No conformal set: {exc}"
 
 
-__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibrate_from_evaluation",
+__all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibrate_evaluation",
+           "calibrate_from_evaluation",
            "calibration_images", "calibration_of_record", "calibration_record",
            "column_calibration", "decode_scores", "encode_scores", "guarantee_words", "measured_coverage",
            "same_files"]

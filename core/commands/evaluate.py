@@ -174,14 +174,12 @@ def _number(value: float | None) -> str:
 def _calibrate_here(ev: Evaluation, data: Dataset, args: argparse.Namespace, shape: dict) -> None:
     """``--calibrate``: each posterior's calibration from this evaluation's predictions on the
     hash-chosen half of ``data``, written beside its file."""
-    from core.analysis.conformal_run import calibrate_from_evaluation
+    from core.analysis.conformal_run import calibrate_evaluation
     from core.commands.calibrate import training_images
-    from core.engine.calibration_file import write_calibration
 
-    for (name, result), path in zip(ev.results.items(), args.posterior, strict=True):
-        train = training_images(result.posterior, args.data_dir, shape)
-        calibration, record = calibrate_from_evaluation(result.posterior, data, result.data, train, seed=args.seed)
-        written = write_calibration(path, record)
+    train = {name: training_images(result.posterior, args.data_dir, shape) for name, result in ev.results.items()}
+    paths = dict(zip(ev.results, args.posterior, strict=True))
+    for name, (calibration, written) in calibrate_evaluation(ev, data, paths, train, seed=args.seed).items():
         say(f"{name}: calibrated on {calibration.n:,} of {len(data):,} images; wrote {written}")
 
 

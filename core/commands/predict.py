@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -116,13 +117,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     say(f"{posterior.describe()}  ({plural(summary.num_samples, 'sample')})")
     say(f"predicted class: {names[summary.predicted_class]}")
-    say(f"{'class':>5}  {'mean':>6}  {summary.interval_label}")
-    for row in result["classes"]:
-        say(f"{row['class']:>5}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
+    say_classes(summary, result["classes"], "class", 5)
+    return 0
+
+
+def say_classes(summary: Summary, rows: list[dict[str, Any]], key: str, width: int) -> None:
+    """Each class's (``key``: class or age group) mean probability and credible interval, a note
+    where the draws are too few for the interval's level, and the uncertainty in words."""
+    say(f"{key:>{width}}  {'mean':>6}  {summary.interval_label}")
+    for row in rows:
+        say(f"{row[key]:>{width}}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
     if summary.num_samples > 1 and summary.expected_coverage < summary.level:
         say(interval_note(summary.num_samples, summary.level))
     say_uncertainty(summary)
-    return 0
 
 
 def say_uncertainty(summary: Summary) -> None:
@@ -183,10 +190,5 @@ def run_predict(args: argparse.Namespace) -> int:
     say(f"face at x {box.left}–{box.right}, y {box.top}–{box.bottom} of the "
         f"{found['size'][0]}×{found['size'][1]} image{others}")
     say(f"predicted age group: {names[summary.predicted_class]} years")
-    say(f"{'group':>6}  {'mean':>6}  {summary.interval_label}")
-    for row in result["groups"]:
-        say(f"{row['group']:>6}  {row['mean']:6.3f}  [{row['lower']:.3f}, {row['upper']:.3f}]")
-    if summary.num_samples > 1 and summary.expected_coverage < summary.level:
-        say(interval_note(summary.num_samples, summary.level))
-    say_uncertainty(summary)
+    say_classes(summary, result["groups"], "group", 6)
     return 0

@@ -15,13 +15,14 @@ method has a prior), so that the columns of a comparison differ in method only:
   TorchScript or torch.export, split at its last linear layer: :mod:`core.engine.networks`) over a
   folder of their images (``--dataset``, split by each file's hash), every method with the paper
   tier's settings and full-batch HMC as the reference. The network is imported first (its own head,
-  ``features_features_network.pt``, is one more column when its classes are the folder's) and each
+  ``features_network.pt``, is one more column when its classes are the folder's) and each
   image passes through it once: the features are kept in the user cache
   (:mod:`core.engine.data.features`), so every method, and a second build, reads them from there.
 
 Each method runs as ``bayescope-cli train`` with the arguments its registry entry names for the
 tier (``Method.tiers``, gathered in :data:`TIERS`; so a file is
-the same as that command's), into ``DIR/<tier>_<model>_<method>.pt``. A file already there
+the same as that command's), into ``DIR/<tier>_<model>_<method>.pt`` (a features tier's
+``DIR/features_<method>.pt``: :func:`core.engine.tiers.file_name`). A file already there
 and made with the same arguments is kept, so an interrupted rebuild goes on where it stopped.
 Then every file is evaluated on the tier's test set (accuracy, NLL, ECE: MNIST's test digits, or
 UTKFace's test faces) and on its out-of-distribution set where it has one (notMNIST letters against
@@ -168,7 +169,12 @@ class Tier:
         return self.model_label or self.model[self.model.index("--model") + 1]
 
     def file_name(self, method: str) -> str:
+        """``method``'s file name (:func:`core.engine.tiers.file_name`; the bundled files')."""
         return tiers.file_name(self.name, self.model_name, method)
+
+    def path(self, folder: Path, method: str) -> Path:
+        """``method``'s file in ``folder`` (:func:`core.engine.tiers.tier_file`)."""
+        return tiers.tier_file(folder, self.name, self.model_name, method)
 
 
 def tier_methods(tier: str, like: str | None = None) -> dict[str, tuple[str, ...]]:
@@ -237,7 +243,7 @@ MAP_FILE = "{map}"
 
 def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
     """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
-    given = [str(out.parent / tier.file_name("map")) if a == MAP_FILE else a for a in tier.methods[method]]
+    given = [str(tier.path(out.parent, "map")) if a == MAP_FILE else a for a in tier.methods[method]]
     argv = ["train", *tier.model, *given, *_overrides(method, args), "--seed", str(args.seed), "--out", str(out)]
     data_dir = tier.data.locate(args.data_dir)
     if data_dir:
@@ -315,7 +321,7 @@ def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.
     from core.engine.store import load_posterior, save_posterior
 
     for i, method in enumerate(methods, 1):
-        path = folder / tier.file_name(method)
+        path = tier.path(folder, method)
         argv = train_arguments(tier, method, path, args)
         listing = getattr(args, "listing", None)
         kept = _kept(path, argv, listing)
@@ -422,13 +428,14 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             sets: TierSets | None = None) -> list[dict[str, Any]]:
     """One row per method: convergence, test-set quality, OOD detection and distance to the reference,
     on ``sets`` (by default the tier's own, :attr:`Tier.data`)."""
+    from core.analysis.conformal_run import calibrate_evaluation
     from core.analysis.evaluation import evaluate, evaluation_tables
     from core.analysis.fidelity import fidelity_to_reference
     from core.commands.info import convergence_record, summary
     from core.engine.runner import drain
     from core.engine.store import file_records, load_posterior
 
-    paths = {m: folder / tier.file_name(m) for m in methods}
+    paths = {m: tier.path(folder, m) for m in methods}
     posteriors = {m: load_posterior(p) for m, p in paths.items()}
     sets = tier.data.load(args) if sets is None else sets
     test, ood = sets.test, sets.ood
@@ -454,7 +461,11 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
                                      probe_set(test), seed=args.seed, on_progress=bar_callback(bar))
             record_interval_masses(masses, paths)
         if tier.own:  # after the last rewrite of the files: a calibration names its file's SHA-256
-            calibrate_from_tier_evaluation(ev, test, paths, args.seed)
+            # A person's own tier then shows conformal sets in the window without a command to
+            # run (the bundled tiers' are made by ``calibrate``, docs/zoo.md): from the tier's own
+            # evaluation of its test split, no second pass. The folder's split already leaves the
+            # training images out, so none are checked against.
+            calibrate_evaluation(ev, test, paths, seed=args.seed)
     finally:
         bar.close()
     auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none without OOD images
@@ -480,20 +491,6 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
             "command": "bayescope-cli " + " ".join(records["info"].get("zoo", {}).get("arguments", [])),
         })
     return rows
-
-
-def calibrate_from_tier_evaluation(ev: Any, test: Any, paths: dict[str, Path], seed: int) -> None:
-    """Each file's conformal calibration, from the tier's own evaluation on its test split (the
-    hash-chosen half, as ``evaluate --calibrate`` takes it: no second pass), written beside it. A
-    person's own tier then shows conformal sets in the window without a command to run; the
-    bundled tiers' calibrations are made by ``calibrate`` (docs/zoo.md). The folder's split
-    already leaves the training images out, so none are checked against."""
-    from core.analysis.conformal_run import calibrate_from_evaluation
-    from core.engine.calibration_file import write_calibration
-
-    for method, result in ev.results.items():
-        _, record = calibrate_from_evaluation(result.posterior, test, result.data, None, seed=seed)
-        write_calibration(paths[method], record)
 
 
 def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], train: Any,
@@ -602,7 +599,7 @@ def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Ti
         order = [names.index(n) for n in theirs]
         posterior = head_posterior(split, "map", split.weight[order], split.bias[order], posterior.dataset)
         posterior.info["class_names"] = list(theirs)
-    imported = folder / tier.file_name(NETWORK_COLUMN)
+    imported = tier.path(folder, NETWORK_COLUMN)
     posterior.info["name"] = f"your network ({Path(args.network).name})"
     posterior.info["zoo"] = {"tier": tier.name, "arguments": ["import", "--network", str(args.network),
                                                               "--head", split.head]}
@@ -842,7 +839,7 @@ def run(args: argparse.Namespace) -> int:
         code = build(tier, methods, folder, args)
         if code != 0:
             return code
-        if not all(_kept(folder / tier.file_name(m), train_arguments(tier, m, folder / tier.file_name(m), args),
+        if not all(_kept(tier.path(folder, m), train_arguments(tier, m, tier.path(folder, m), args),
                          getattr(args, "listing", None)) for m in methods):
             say("not measured: a run has chains still to run")
             return 0

@@ -64,8 +64,24 @@ def tier_words(info: dict[str, Any]) -> str | None:
 
 
 def file_name(tier: str, model: str, method: str) -> str:
-    """The file a tier's method is saved as: ``<tier>_<model>_<method>.pt``."""
-    return f"{tier}_{model}_{method}.pt"
+    """The file a tier's method is saved as: ``<tier>_<model>_<method>.pt``, the name said once
+    where the model is called as its tier is (a features tier's head: ``features_<method>.pt``)."""
+    return f"{tier}_{method}.pt" if model == tier else f"{tier}_{model}_{method}.pt"
+
+
+def former_file_name(tier: str, model: str, method: str) -> str | None:
+    """The name earlier versions gave the file, where it differs (``features_features_<method>.pt``)."""
+    return f"{tier}_{model}_{method}.pt" if model == tier else None
+
+
+def tier_file(folder: Path, tier: str, model: str, method: str) -> Path:
+    """The file of ``method`` of the tier in ``folder``: :func:`file_name`, or the former name in a
+    folder built under the former names, so that its files are read and a rebuild goes on in it
+    (keeping each file made with the same arguments) instead of starting over."""
+    former = former_file_name(tier, model, method)
+    if former is not None and any(folder.glob(former_file_name(tier, model, "*") or "")):
+        return folder / former
+    return folder / file_name(tier, model, method)
 
 
 def tier_of(info: dict[str, Any]) -> str | None:
@@ -80,5 +96,4 @@ def reference_candidates(tier: str, model: str, beside: Path, bundled: Path) -> 
     method = REFERENCES.get(tier)
     if method is None:
         return []
-    name = file_name(tier, model, method)
-    return [beside / name, bundled / name]
+    return [tier_file(beside, tier, model, method), bundled / file_name(tier, model, method)]

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QCoreApplication, QThreadPool
@@ -61,3 +66,24 @@ def window(qtbot, monkeypatch, shared_data):
     win.show()
     qtbot.waitExposed(win)
     return win
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fresh_interpreter(tmp_path) -> Callable[..., str]:
+    """Run a script in a fresh Python (as a person's launch is: nothing imported yet), off screen,
+    with this checkout's code and its own settings, state and cache folders; assert it exited
+    with 0 and return the last line it printed."""
+
+    def run(script: str, *args: str, timeout: float = 180) -> str:
+        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+               "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+               "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
+                             timeout=timeout, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip().splitlines()[-1]
+
+    return run

@@ -68,8 +68,8 @@ def test_it_estimates_lists_the_layers_builds_with_progress_and_adds_a_group(qtb
     qtbot.waitUntil(lambda: not panel.running, timeout=30_000)
     folder = built.args[0]
     assert folder.parent == settings.own_tiers_dir()
-    assert {p.name for p in folder.glob("*.pt")} == {"features_features_map.pt", "features_features_mfvi.pt",
-                                                      "features_features_network.pt"}
+    assert {p.name for p in folder.glob("*.pt")} == {"features_map.pt", "features_mfvi.pt",
+                                                      "features_network.pt"}
     assert shares and max(shares) == 1000 and shares == sorted(shares)  # a progress bar that only moves on
     assert texts and ("left" in texts[0] or "of" in texts[0])
     assert panel.status.text().startswith("Built 3 posteriors") and "Add posterior" in panel.status.text()
@@ -95,7 +95,7 @@ def test_cancel_stops_the_build_and_keeps_the_files_made(qtbot, dialog, tmp_path
     with qtbot.waitSignal(panel.running_changed, timeout=60_000):
         panel.cancel_button.click()
     out = panel.out_folder()
-    assert (out / "features_features_map.pt").is_file() and not (out / "features_features_mfvi.pt").exists()
+    assert (out / "features_map.pt").is_file() and not (out / "features_mfvi.pt").exists()
     assert panel.status.text().startswith("Cancelled. Kept: 2 posteriors")  # the network's own column and the MAP
     assert panel.build_button.isEnabled() and not panel.cancel_button.isEnabled()
 

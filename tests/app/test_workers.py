@@ -97,15 +97,18 @@ def test_garbage_holding_a_widget_is_collected_in_the_gui_thread(qtbot):
         collector.timer.stop()
 
 
-def test_a_worker_that_starts_during_a_one_thread_preview_keeps_the_default_thread_count(qtbot):
+def test_a_worker_that_starts_during_a_one_thread_preview_keeps_the_default_thread_count(qtbot, monkeypatch,
+                                                                                       request):
     """torch.set_num_threads also sets the count a thread reads when it first runs torch work:
     a pool thread starting then would have kept 1 thread for its life."""
     import torch
 
-    with torch_threads():
-        default = torch.get_num_threads()
-    if default < 2:
-        pytest.skip("torch runs on one thread on this machine: nothing to keep apart")
+    # torch's default of a machine of two cores, whatever this process's is (one thread under
+    # pytest-xdist's workers would leave nothing to keep apart)
+    default, before = 2, torch.get_num_threads()
+    monkeypatch.setattr("app.workers._default_threads", lambda: default)
+    torch.set_num_threads(default)
+    request.addfinalizer(lambda: torch.set_num_threads(before))
     preview_holds, worker_done = threading.Event(), threading.Event()
     seen = {}
 

@@ -37,6 +37,8 @@ from core.commands.main import main
 from core.engine.cluster import RAY_MISSING
 from core.engine.store import load_posterior
 
+pytestmark = pytest.mark.usefixtures("one_ray_at_a_time")  # tests/conftest.py
+
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'bayescope[cluster]')")
 

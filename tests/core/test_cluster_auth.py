@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from test_cluster import HAS_RAY, LOOPBACK_RAY, SGLD, LoopbackCluster
 
+pytestmark = pytest.mark.usefixtures("one_ray_at_a_time")  # tests/conftest.py
+
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'bayescope[cluster]')")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -505,3 +505,38 @@ def test_reading_a_folder_reports_progress_and_picks_the_command_lines_network(t
     assert (arch.name, arch.channels, arch.image_size) == ("resnet", 3, data.image_size)
     assert arch.num_classes == len(data.train.class_names) and arch.mean == data.mean
     assert folder_architecture(data, "mlp", 0.2, 50).hidden == 50
+
+
+def test_calibrate_and_evaluate_calibrate_on_a_class_folder_agree(tmp_path, digits, capsys):
+    """``calibrate --dataset FOLDER`` (it once failed on the folder's file count) and
+    ``evaluate --calibrate`` calibrate the same held-out half of the folder's test split with the
+    same scores: one from its own pass, one from the evaluation's predictions."""
+    from core.analysis.conformal import calibration_mask, image_fingerprints
+    from core.analysis.conformal_run import calibration_of_record
+    from core.engine.calibration_file import read_calibration, sidecar_path
+
+    folder = tmp_path / "digits"
+    _digit_folder(folder, digits, classes=(0, 1, 2), per_class=20)
+    out = tmp_path / "map.pt"
+    assert main(["train", "--dataset", str(folder), "--method", "map", "--set", "epochs=1",
+                 "--set", "batch_size=16", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "--posterior", str(out), "--dataset", str(folder)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    record = read_calibration(out)
+    # the images are the hash-chosen half of the folder's test split (the files the split rule
+    # names, read again with Pillow here), identified by their pixels: the folder lists no IDX files
+    test_files = hashed_test_files(folder)
+    pixels = np.stack([np.asarray(Image.open(folder / rel)) for rel in sorted(test_files)])
+    prints = image_fingerprints(torch.from_numpy(pixels).float().div(255).unsqueeze(1))
+    assert record["identity"]["of_images"] == len(test_files)
+    assert record["identity"]["images"] == int(calibration_mask(prints).sum()) > 0
+    assert record["identity"]["dataset_files"] == {}
+    own_pass = calibration_of_record(record)
+    sidecar_path(out).unlink()
+    assert main(["evaluate", "--posterior", str(out), "--dataset", str(folder), "--calibrate",
+                 "--out", str(tmp_path / "report")]) == 0
+    assert f"map: calibrated on {own_pass.n:,} of {len(test_files):,} images" in capsys.readouterr().out
+    from_evaluation = calibration_of_record(read_calibration(out))
+    for score, values in own_pass.scores.items():
+        np.testing.assert_allclose(from_evaluation.scores[score], values, rtol=1e-5, atol=1e-6)

@@ -265,7 +265,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert rows["network"]["label"] == "your network (net.pt2)"
     assert rows["hmc"]["chains"] == 2 and rows["map"]["to_hmc_kl"] is not None
     assert "--set num_leapfrog=4" in rows["hmc"]["command"] and "num_leapfrog" not in rows["map"]["command"]
-    hmc = load_posterior(out / "features_features_hmc.pt")
+    hmc = load_posterior(out / "features_hmc.pt")
     assert hmc.info["zoo"]["tier"] == "features" and hmc.info["network"]["sha256"] == hmc.arch.network
     assert hmc.info["class_names"] == sorted(CLASSES) and hmc.arch.image_size == SIDE and list(hmc.arch.mean) == MEAN
     assert hmc.info["training_data"]["split_rule"].startswith("0.2 of the images to test, each by a hash")
@@ -274,14 +274,14 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     probs = hmc.predict_proba(picture.unsqueeze(0), num_samples=8)
     assert probs.shape == (8, 1, 3) and torch.allclose(probs.sum(-1), torch.ones(8, 1))
     # the network's own column: its classes (red, green, blue) in the folder's order (blue, green, red)
-    own = load_posterior(out / "features_features_network.pt")
+    own = load_posterior(out / "features_network.pt")
     assert own.info["class_names"] == ["blue", "green", "red"] and own.info["network"]["class_names"] == CLASSES
     torch.testing.assert_close(own.predict_proba(picture.unsqueeze(0))[0],
                                _network_probabilities(model, picture[None]).flip(1), atol=1e-5, rtol=1e-4)
     # every file comes calibrated for the window's conformal sets, from the tier's own evaluation
     # on the test half the split chose, against the file as it was last written
     for method in rows:
-        record = read_calibration(out / f"features_features_{method}.pt")  # refused if made for another file
+        record = read_calibration(out / f"features_{method}.pt")  # refused if made for another file
         assert record is not None and 0 < calibration_of_record(record).n < record["identity"]["of_images"]
     # the files record the folder's listing, as listed once for the features
     assert hmc.info["zoo"]["listing"] == listing_stamp(folder_module.list_images(photos))

@@ -73,8 +73,8 @@ def test_the_observed_build_is_the_commands_own_run(tmp_path, cache):
     phases = {p.record.phase for p in items if p.record is not None and p.stage.kind == "features"}
     assert "network features" in phases  # every image through the network once, reported
     out = tmp_path / "tier"
-    assert {p.name for p in out.glob("*.pt")} == {"features_features_map.pt", "features_features_mfvi.pt",
-                                                   "features_features_network.pt"}
+    assert {p.name for p in out.glob("*.pt")} == {"features_map.pt", "features_mfvi.pt",
+                                                   "features_network.pt"}
     assert (out / "zoo.json").is_file()
     # the same build again keeps every file, as the command does
     code, items = drain_all(zoo.observed_build(argv))
@@ -89,8 +89,8 @@ def test_cancelling_the_build_keeps_the_files_made_so_far(tmp_path, cache):
             break
     gen.close()
     out = tmp_path / "tier"
-    assert (out / "features_features_map.pt").is_file() and not (out / "features_features_mfvi.pt").exists()
-    assert load_posterior(out / "features_features_map.pt").info["zoo"]["tier"] == "features"
+    assert (out / "features_map.pt").is_file() and not (out / "features_mfvi.pt").exists()
+    assert load_posterior(out / "features_map.pt").info["zoo"]["tier"] == "features"
     assert not [t for t in threading.enumerate() if t.name == "bayescope-observed"]
     # going on: the MAP is kept, MF-VI trained
     code, items = drain_all(zoo.observed_build(argv))
@@ -112,3 +112,25 @@ def test_the_estimate_measures_features_then_each_method(tmp_path, cache):
     assert estimate.done_share(first, 0.0) == pytest.approx(estimate.stages[0][1] / estimate.seconds)
     drain_all(zoo.observed_build(zoo.own_tier_arguments(*argv[3:6:2], tmp_path / "t2", methods=["map"])))
     assert drain_all(zoo.estimate_own_tier(argv))[0].stages[0] == ("features", 0.0)  # cached: no image read
+
+
+def test_a_tier_built_under_the_former_file_names_is_read_and_kept(tmp_path, cache, monkeypatch):
+    """Earlier versions named a features tier's files ``features_features_<method>.pt``: a folder
+    built so is read as it is, its reference found, and a rebuild keeps its files and names."""
+    from core.engine import tiers
+
+    argv = _tier(tmp_path)
+    former = {"features_features_map.pt", "features_features_mfvi.pt", "features_features_network.pt"}
+    with monkeypatch.context() as earlier:
+        earlier.setattr(tiers, "file_name", lambda tier, model, method: f"{tier}_{model}_{method}.pt")
+        assert drain_all(zoo.observed_build(argv))[0] == 0
+    out = tmp_path / "tier"
+    assert {p.name for p in out.glob("*.pt")} == former
+    code, items = drain_all(zoo.observed_build(argv))
+    assert code == 0 and [(p.stage.method, p.stage.kept) for p in items if p.stage.kind == "method"] == [
+        ("map", True), ("mfvi", True)]
+    assert {p.name for p in out.glob("*.pt")} == former
+    bundled = tmp_path / "bundled"
+    assert tiers.reference_candidates("features", "features", out, bundled) == [
+        out / "features_features_hmc.pt", bundled / "features_hmc.pt"]
+    assert tiers.reference_candidates("features", "features", tmp_path, bundled)[0] == tmp_path / "features_hmc.pt"
