@@ -61,6 +61,8 @@ class DiagnosticsWindow(QDialog):
             burn_in, shaded, unit = int(config["num_warmup"]), "warm-up", "iteration"
             leapfrog = config.get("num_leapfrog")
             along = f"iteration ({leapfrog} leapfrog steps each)" if leapfrog else unit
+            if leapfrog and float(config.get("trajectory_length") or 0) > 0:  # steps per chain from its ε
+                along = f"iteration (up to {leapfrog} leapfrog steps each)"
         name = TRACE_NAMES.get(key, "")
         if key == "log_posterior" and info.get("num_steps") is not None:  # a mini-batch sampler's, not exact
             name = "log posterior (mini-batch)"

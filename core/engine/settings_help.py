@@ -315,6 +315,13 @@ COMMON: dict[str, SettingHelp] = {
         "training set, so time grows in proportion.",
         unit="steps", minimum=1, maximum=10_000,
     ),
+    "trajectory_length": SettingHelp(
+        "Trajectory length",
+        "How far one proposal travels, in the posterior's own spread (with the curvature metric): "
+        "each chain then takes as many leapfrog steps as its step size needs, at most the "
+        "leapfrog steps above. 0 takes that many steps always.",
+        minimum=0.0, maximum=100.0, decimals=2, advanced=True,
+    ),
     "step_size_jitter": SettingHelp(
         "Step-size randomness",
         "Each iteration multiplies the step size by a random factor between 1 − j and 1 + j "

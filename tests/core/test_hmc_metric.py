@@ -114,6 +114,42 @@ def test_curvature_hmc_matches_the_quadrature_of_a_logistic_posterior():
     assert (predictive - exact).abs().max() < 0.006
 
 
+def test_a_trajectory_length_gives_each_chain_its_own_steps_bit_for_bit():
+    """With L_c per chain, chain c ends where a run of L_c steps for every chain ends it (the
+    same bits: the chains that stopped keep their state while the others go on)."""
+    cov = torch.linalg.inv(_spd(6, 1, 10.0)).numpy()
+    target = GaussianTarget(cov)
+    g = torch.Generator().manual_seed(3)
+    theta = torch.randn(4, 6, generator=g)
+    momentum = {"theta": torch.randn(4, 6, generator=g)}
+    logp, grad = target.log_prob_and_grad({"theta": theta}, None)
+    metric = hmc.DiagonalMetric({"theta": torch.ones(4, 6)})
+    eps = torch.tensor([0.3, 0.1, 0.2, 0.25])
+    steps = torch.tensor([2, 5, 3, 5])
+    mixed = hmc.leapfrog({"theta": theta}, momentum, grad, eps, metric, steps, target, None)
+    for length in (2, 3, 5):
+        fixed = hmc.leapfrog({"theta": theta}, momentum, grad, eps, metric, length, target, None)
+        rows = steps == length
+        assert torch.equal(mixed[0]["theta"][rows], fixed[0]["theta"][rows])
+        assert torch.equal(mixed[1]["theta"][rows], fixed[1]["theta"][rows])
+        assert torch.equal(mixed[2][rows], fixed[2][rows])
+        assert torch.equal(mixed[3]["theta"][rows], fixed[3]["theta"][rows])
+
+
+def test_curvature_hmc_with_a_trajectory_length_matches_the_quadrature_of_a_logistic_posterior():
+    """As with a fixed L: a chain's steps drawn from its own adapted step size keep the target
+    exact (L_c is fixed once ε_c is, and the jitter is drawn independently of the state)."""
+    config = hmc.HmcConfig(num_chains=8, num_warmup=100, num_samples=250, num_leapfrog=12, step_size=0.3,
+                           trajectory_length=1.5, metric="curvature", init="overdispersed")
+    predictive, exact = _fit(hmc.fit, config)
+    assert (predictive - exact).abs().max() < 0.006
+
+
+def test_a_negative_trajectory_length_is_refused():
+    with pytest.raises(ValueError, match="trajectory_length"):
+        hmc.HmcConfig(trajectory_length=-1.0)
+
+
 def test_curvature_fit_records_the_mode_and_its_metric():
     from tests.core.test_samplers import logistic_problem
 

@@ -200,6 +200,9 @@ RUNS = {  # full batch (batch_size ≥ 300 examples) with the curvature metric: 
              "step_size": 1e-3, "metric": "curvature", "init": "overdispersed"},
     "hmc": {"num_chains": 4, "num_warmup": 12, "num_samples": 8, "num_leapfrog": 5, "step_size": 0.3,
             "metric": "curvature", "init": "overdispersed"},
+    # each chain's leapfrog steps from its own step size: chains stop at different steps
+    "hmc-trajectory": {"num_chains": 4, "num_warmup": 12, "num_samples": 8, "num_leapfrog": 12, "step_size": 0.3,
+                       "trajectory_length": 1.5, "metric": "curvature", "init": "overdispersed"},
 }
 
 

@@ -92,7 +92,16 @@ class HmcConfig:
     thin
         Iterations between stored draws.
     num_leapfrog
-        L, leapfrog steps per proposal.
+        L, leapfrog steps per proposal (with ``trajectory_length``, the most a proposal takes).
+    trajectory_length
+        T > 0: each chain takes L_c = ⌈T/ε_c⌉ steps (at most ``num_leapfrog``), ε_c its own step
+        size before the jitter, so that a proposal travels about T in the metric's units whatever
+        step warm-up adapts to: with the curvature metric T is in posterior standard deviations
+        (a whitened Gaussian's half period is π). A fixed L instead travels ε·L, which on a head of
+        5,130 weights (ε ≈ 0.1) is too short and on one of 650 (ε ≈ 0.25) comes near a whole
+        period, where a chain keeps returning near its start. L_c depends on chain c's own ε
+        only, so a chain computes the same bits alone as beside others. 0 (default): every
+        proposal takes ``num_leapfrog`` steps.
     step_size
         ε₀, the starting step size (and the fixed one when ``adapt_step_size`` is off).
     step_size_jitter
@@ -121,6 +130,7 @@ class HmcConfig:
     num_leapfrog: int = 20
     step_size: float = 1e-3
     step_size_jitter: float = 0.5
+    trajectory_length: float = 0.0
     target_accept: float = 0.8
     adapt_step_size: bool = True
     adapt_mass: bool = True
@@ -138,6 +148,8 @@ class HmcConfig:
             raise ValueError("thin, num_leapfrog and step_size must be positive")
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must lie in (0, 1)")
+        if not self.trajectory_length >= 0:
+            raise ValueError("trajectory_length must be 0 (off) or positive")
         if not 0 <= self.step_size_jitter < 1:
             raise ValueError("step_size_jitter must lie in [0, 1)")
         if self.prior_std <= 0 or self.max_energy_error <= 0:
@@ -200,16 +212,30 @@ def leapfrog(
     grad: Params,
     step_size: torch.Tensor,
     metric: Metric,
-    num_steps: int,
+    num_steps: int | torch.Tensor,
     target: Target,
     batch: Any,
 ) -> tuple[Params, Params, torch.Tensor, Params]:
-    """L leapfrog steps of every chain; returns (θ*, r*, log p(θ*), ∇log p(θ*))."""
+    """L leapfrog steps of every chain; returns (θ*, r*, log p(θ*), ∇log p(θ*)).
+
+    ``num_steps``: one L for all chains, or L_c per chain (C,): chain c then stops after its
+    L_c-th step (its θ, r, log p and gradient kept as they were there) while the others go on;
+    its numbers are the same bits as a run of L_c steps."""
+    if not isinstance(num_steps, torch.Tensor):
+        return _leapfrog(params, momentum, grad, step_size, metric, num_steps, target, batch, None)
+    return _leapfrog(params, momentum, grad, step_size, metric, int(num_steps.max()), target, batch, num_steps)
+
+
+def _leapfrog(
+    params: Params, momentum: Params, grad: Params, step_size: torch.Tensor, metric: Metric, most: int,
+    target: Target, batch: Any, per_chain_steps: torch.Tensor | None,
+) -> tuple[Params, Params, torch.Tensor, Params]:
     theta = dict(params)
     r = dict(momentum)
     g = grad
     logp = torch.zeros(step_size.shape)
-    for _ in range(num_steps):
+    for i in range(most):
+        before = (dict(theta), dict(r), logp, g)
         for k in theta:
             r[k] = r[k] + 0.5 * per_chain(step_size, theta[k]) * g[k]  # ∇log p = −∇U
         velocity = metric.velocity(r)
@@ -218,6 +244,13 @@ def leapfrog(
         logp, g = target.log_prob_and_grad(theta, batch)
         for k in theta:
             r[k] = r[k] + 0.5 * per_chain(step_size, theta[k]) * g[k]
+        if per_chain_steps is not None and bool((per_chain_steps <= i).any()):  # some chains are done
+            moving = per_chain_steps > i
+            old_theta, old_r, old_logp, old_g = before
+            theta = {k: torch.where(per_chain(moving, v), v, old_theta[k]) for k, v in theta.items()}
+            r = {k: torch.where(per_chain(moving, v), v, old_r[k]) for k, v in r.items()}
+            g = {k: torch.where(per_chain(moving, v), v, old_g[k]) for k, v in g.items()}
+            logp = torch.where(moving, logp, old_logp)
     return theta, r, logp, g
 
 
@@ -233,12 +266,15 @@ def step(
     momentum = state.metric.momentum(sampling.normal_like(state.params, generator))
     h0 = -state.log_posterior + state.metric.kinetic(momentum)
     step_size = state.step_size
+    num_steps: int | torch.Tensor = config.num_leapfrog
+    if config.trajectory_length > 0:  # from ε before its jitter: the jitter varies the length too
+        num_steps = torch.ceil(config.trajectory_length / step_size).clamp(1, config.num_leapfrog).to(torch.int64)
     if config.step_size_jitter > 0:
         u = sampling.chain_rand(step_size.shape, generator, step_size.dtype, step_size.device)
         step_size = step_size * (1.0 + config.step_size_jitter * (2.0 * u - 1.0))
     theta, r, logp, grad = leapfrog(
         state.params, momentum, state.grad, step_size, state.metric,
-        config.num_leapfrog, target, batch,
+        num_steps, target, batch,
     )
     h1 = -logp + state.metric.kinetic(r)
     error = h1 - h0
