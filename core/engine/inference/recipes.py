@@ -164,10 +164,14 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, bur
 #: against 10.1 with four). These settings (a target acceptance of 0.7 lets the step grow to 0.10–0.13):
 #: 8 × 250 draws, R̂ 1.014, bulk ESS 834, 575 s of CPU at load 5–10: ESS ≥ 400 met, R̂ ≤ 1.01 not
 #: quite (a floor of the largest of 10,000 values; about 350 sampling iterations should reach it).
-#: The steps are counted, not the trajectory's length: at 64 features ε adapts to ~0.25 and 24 steps
-#: come near a whole period of the posterior's motion (R̂ 1.021, ESS 690, where 4 × 500 × 8 gave
-#: 1.011 / 1,006); a length in the posterior's units, steps per chain from its own ε, would fit both
-#: (docs/performance.md, "Building a feature tier"; ``benchmarks/measure_hmc_feature_head.py``).
+#: The trajectory's length is set, not its steps (``trajectory_length`` 2.5 posterior spreads, each
+#: chain ⌈2.5/ε_c⌉ steps, at most 32): 24 fixed steps came near a whole period of the posterior's
+#: motion at 64 features, where ε adapts to ~0.25 (R̂ 1.021, bulk ESS 690, 71 s of CPU). With the
+#: length, measured by the lead (`measure_hmc_feature_head.py`, one thread, load 1.3–5): 64
+#: features ≈ 10 steps, R̂ 1.019, bulk ESS 1,346, 38 s; 512 features ε 0.115–0.130, 20–22 steps,
+#: R̂ 1.015, bulk ESS 754, 539 s (the 24 fixed steps: 1.014 / 834 / 575 s). R̂ ≤ 1.01 is not
+#: reached at either size with 8 × 250 draws (docs/performance.md, "Building a feature tier").
 FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
                 "--set", "step_size=0.1", "--set", "target_accept=0.7", "--set", "num_warmup=75",
-                "--set", "num_samples=250", "--set", "thin=1", "--set", "num_leapfrog=24", "--keep-draws", "50")
+                "--set", "num_samples=250", "--set", "thin=1", "--set", "trajectory_length=2.5",
+                "--set", "num_leapfrog=32", "--keep-draws", "50")
