@@ -115,6 +115,19 @@ def test_hmcs_trace_runs_over_its_iterations_with_the_warm_up_shaded(qtbot):
     assert not window.warning.isVisible()
 
 
+def test_hmc_with_a_trajectory_length_says_up_to_its_most_steps(qtbot):
+    """With ``trajectory_length`` each chain takes its own number of steps (at most
+    ``num_leapfrog``): the axis must not claim a fixed count."""
+    from app.views.diagnostics import DiagnosticsWindow
+    from core.engine.store import load_posterior
+
+    posterior = load_posterior(MODELS / "paper_softmax_hmc.pt")
+    posterior.config = {**posterior.config, "trajectory_length": 2.5, "num_leapfrog": 32}
+    window = DiagnosticsWindow(posterior, "HMC", tuple(str(k) for k in range(10)))
+    qtbot.addWidget(window)
+    assert window.trace.getPlotItem().getAxis("bottom").labelText == "iteration (up to 32 leapfrog steps each)"
+
+
 def test_a_variational_column_says_where_its_fit_ended(qtbot, window):
     """Variational dropout names the share of weights its α limit decides; the mixture its weights."""
     for name, words in (("paper_softmax_vdropout.pt", "of the weights: for those the limit, not the data"),
