@@ -105,8 +105,8 @@ def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
         draw(shiboken6.wrapInstance(address, kind), len(rows))  # `rows` lives through the call
 
 
-MEAN_PEN = QPen(QColor(*MEAN), 1)
-TITLE_COLOUR = QColor(FOREGROUND)  # whole-pixel widths take Qt's fast line path
+MEAN_PEN = QPen(QColor(*MEAN), 1)  # whole-pixel widths take Qt's fast line path
+TITLE_COLOUR = QColor(FOREGROUND)
 
 #: Half width and half height of the mean's diamond, in pixels.
 DIAMOND = (3.5, 4.5)

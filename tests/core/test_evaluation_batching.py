@@ -352,38 +352,6 @@ def test_the_scores_of_several_chains_are_the_uncertainty_modules_whatever_their
     assert torch.equal(chain_preds, own)
 
 
-#: Run in a fresh interpreter: in a long test session the allocator already holds memory from
-#: earlier tests, so the evaluation may take nothing new and its rise reads 0 (seen in CI).
-_MEASURE_RUN = """
-import gc, json, sys
-from core.analysis.evaluation import evaluate, resolve_dataset, run_bytes
-from core.analysis.metrics import SAMPLE_BUDGET, chain_ids
-from core.engine.resources import bundled_posteriors
-from core.engine.runner import drain
-from core.engine.store import load_posterior
-
-def memory_mb(field):
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith(field + ":"))
-
-path = next(p for p in bundled_posteriors() if p.name == "network_lenet5_sghmc.pt")
-posterior = load_posterior(path)
-data = resolve_dataset("mnist-test", sys.argv[1]).first(120)
-s = len(chain_ids(posterior))
-estimate, _ = run_bytes([("p", posterior, max(1, SAMPLE_BUDGET // s))], [len(data)], None)
-gc.collect()
-try:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")  # the peak (VmHWM) starts again at the present size
-except OSError:
-    print(json.dumps(None))
-    raise SystemExit(0)
-base = memory_mb("VmRSS")
-drain(evaluate({"p": posterior}, data))
-print(json.dumps({"rise": (memory_mb("VmHWM") - base) * 2**20, "estimate": estimate}))
-"""
-
-
 def test_a_lenet_run_takes_no_more_than_the_memory_check_lets_it(shared_data):
     """A run the memory check lets through fits: the check passes a run whose estimate
     (run_bytes, weighed before the first image) is within USABLE_FRACTION of the memory
@@ -393,25 +361,9 @@ def test_a_lenet_run_takes_no_more_than_the_memory_check_lets_it(shared_data):
     clear_refs): 73-120 MB against an estimate of 109 MB (the allocator keeps a step's
     mid-sized buffers for the next). Its 4.2 GB in bench_evaluate was the benchmark's own
     forward call of 1,024 images; evaluate holds about a tenth of a GB."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from core.engine.memory import USABLE_FRACTION
 
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the peak resident memory is read from Linux's /proc")
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _MEASURE_RUN, str(shared_data)], capture_output=True, text=True,
-                          env=env, cwd=root, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
-    if measured is None:
-        pytest.skip("this system does not let a process reset its peak memory")
-    rise, estimate = measured["rise"], measured["estimate"]
+    rise, estimate = _measure_alone("network_lenet5_sghmc.pt", 120, shared_data)
     assert 0 < rise <= estimate / USABLE_FRACTION, (rise / 2**20, estimate / 2**20)
     assert estimate < 400 * 2**20  # a step of 18 images: far from the benchmark's 4 GB
 
@@ -464,6 +416,34 @@ print(json.dumps({"rise": (memory_mb("VmHWM") - base) * 2**20, "estimate": estim
 """
 
 
+def _measure_alone(name: str, images: int, shared_data) -> tuple[float, float]:
+    """The rise of the peak resident memory over an evaluation of the bundled ``name`` on
+    ``images`` images, and the estimate run_bytes weighs, measured by :data:`_MEASURE_METHOD` in a
+    fresh interpreter (in a long test session the allocator already holds memory from earlier
+    tests, so the rise would read 0: seen in CI). Skips where Linux's /proc cannot tell."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from core.engine.resources import bundled_face_posteriors
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the peak resident memory is read from Linux's /proc")
+    if not any(p.name == name for p in [*bundled_posteriors(), *bundled_face_posteriors()]):
+        pytest.skip(f"{name} is not bundled in this checkout")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _MEASURE_METHOD, str(shared_data), name, str(images)],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    if measured is None:
+        pytest.skip("this system does not let a process reset its peak memory")
+    return measured["rise"], measured["estimate"]
+
+
 @pytest.mark.parametrize("name, images", [
     ("paper_softmax_mc_dropout.pt", 400), ("paper_softmax_dsghmc.pt", 400), ("paper_softmax_laplace.pt", 2000),
     ("faces_softmax_mc_dropout.pt", 2000), ("faces_softmax_dsghmc.pt", 2000), ("faces_softmax_laplace.pt", 4741),
@@ -480,28 +460,8 @@ def test_a_run_takes_no_more_than_its_estimate(name, images, shared_data):
     within 5x the rise, which itself varied 2-4 fold from run to run of the same code
     (glibc keeps freed blocks' buffers or not; D-SGHMC on the paper tier: 21-113 MB against
     90 estimated)."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from core.engine.memory import USABLE_FRACTION
 
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the peak resident memory is read from Linux's /proc")
-    from core.engine.resources import bundled_face_posteriors
-
-    if not any(p.name == name for p in [*bundled_posteriors(), *bundled_face_posteriors()]):
-        pytest.skip(f"{name} is not bundled in this checkout")
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _MEASURE_METHOD, str(shared_data), name, str(images)],
-                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
-    if measured is None:
-        pytest.skip("this system does not let a process reset its peak memory")
-    rise, estimate = measured["rise"], measured["estimate"]
+    rise, estimate = _measure_alone(name, images, shared_data)
     assert 0 < rise <= estimate / USABLE_FRACTION, (rise / 2**20, estimate / 2**20)
     assert estimate <= 5 * rise, (rise / 2**20, estimate / 2**20)

@@ -29,9 +29,7 @@ from core.engine.data.utkface import (
     write_age_folders,
 )
 from core.engine.runner import drain
-
-ROOT = Path(__file__).resolve().parents[2]
-ARCHIVE = ROOT.parent / "shared" / "data" / "utkface" / "UTKFace-128.tar.gz"
+from tests.core.test_faces import ARCHIVE
 
 
 def _sha(data: bytes) -> bytes:

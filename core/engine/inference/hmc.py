@@ -221,15 +221,8 @@ def leapfrog(
     ``num_steps``: one L for all chains, or L_c per chain (C,): chain c then stops after its
     L_c-th step (its θ, r, log p and gradient kept as they were there) while the others go on;
     its numbers are the same bits as a run of L_c steps."""
-    if not isinstance(num_steps, torch.Tensor):
-        return _leapfrog(params, momentum, grad, step_size, metric, num_steps, target, batch, None)
-    return _leapfrog(params, momentum, grad, step_size, metric, int(num_steps.max()), target, batch, num_steps)
-
-
-def _leapfrog(
-    params: Params, momentum: Params, grad: Params, step_size: torch.Tensor, metric: Metric, most: int,
-    target: Target, batch: Any, per_chain_steps: torch.Tensor | None,
-) -> tuple[Params, Params, torch.Tensor, Params]:
+    per_chain_steps = num_steps if isinstance(num_steps, torch.Tensor) else None
+    most = int(num_steps.max()) if per_chain_steps is not None else num_steps
     theta = dict(params)
     r = dict(momentum)
     g = grad
