@@ -124,7 +124,7 @@ def decode(folder: Path, work: Path) -> dict[str, Any]:
     started = time.process_time()
     pixels = np.zeros((len(listing.paths), 3, SIDE, SIDE), dtype=np.uint8)
     readable = np.zeros(len(listing.paths), dtype=bool)
-    for i, array, _ in decode_stream(listing.paths, SIDE, 3, workers=0):
+    for i, array, _, _ in decode_stream(listing.paths, SIDE, 3, workers=0):
         if array is not None:
             pixels[i], readable[i] = array, True
     labels = np.asarray(listing.labels, dtype=np.int64)

@@ -217,6 +217,8 @@ def folder_in_words(data: FolderData) -> tuple[str, str]:
     words = (f"Found {images:,} {kind} images in {len(names):,} classes: {shown}. The network sees them "
              f"at {data.image_size}×{data.image_size} pixels; {len(data.train):,} train it and "
              f"{len(data.test):,} are kept aside to check it.")
+    if data.copies:  # the split's own note: copies left out of the test images, photos in two classes
+        words += f" {data.copies[0].upper()}{data.copies[1:]}."
     if not data.unreadable:
         return words, ""
     count = len(data.unreadable)

@@ -40,9 +40,10 @@ def _png(path: Path, value: int, side: int = 8) -> Path:
     return path
 
 
-def _classes(root: Path, counts: dict[str, int]) -> Path:
-    """Class folders of small grey PNGs, each image a grey level of its own."""
-    value = 0
+def _classes(root: Path, counts: dict[str, int], first: int = 0) -> Path:
+    """Class folders of small grey PNGs, each image a grey level of its own (from ``first`` on: two
+    folders made with different ``first`` hold no copy of one another)."""
+    value = first
     for name, count in counts.items():
         (root / name).mkdir(parents=True, exist_ok=True)
         for i in range(count):
@@ -94,7 +95,7 @@ def test_one_image_linked_into_two_classes_is_refused(tmp_path):
 
 def test_a_class_folder_linked_from_elsewhere_is_read_once(tmp_path):
     elsewhere = _classes(tmp_path / "store", {"bird": 4})
-    root = _classes(tmp_path / "set", {"cat": 4})
+    root = _classes(tmp_path / "set", {"cat": 4}, first=100)
     os.symlink(elsewhere / "bird", root / "bird")
     data = load_image_folder(root)
     assert data.train.class_names == ("bird", "cat")
@@ -263,7 +264,7 @@ def test_a_class_folder_deleted_while_it_is_read_is_refused(tmp_path):
 
 def test_an_empty_test_class_folder_beside_train_is_no_class_of_its_own(tmp_path):
     _classes(tmp_path / "set" / "train", {"cat": 3, "dog": 3})
-    _classes(tmp_path / "set" / "test", {"cat": 2})
+    _classes(tmp_path / "set" / "test", {"cat": 2}, first=100)
     (tmp_path / "set" / "test" / "dog").mkdir()
     data = load_image_folder(tmp_path / "set")
     assert data.train.class_names == ("cat", "dog") and len(data.test) == 2

@@ -55,7 +55,7 @@ import torch
 from PIL import Image
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.engine.data.preprocess import ImageLoadError, upright_image
+from core.engine.data.preprocess import ImageLoadError, reading_image, upright_image
 from core.engine.data.split import (
     FILES_RULE,
     FOLDERS_RULE,
@@ -63,8 +63,11 @@ from core.engine.data.split import (
     SEEDED_RULE,
     WHOLE_RULE,
     SplitRule,
+    bytes_fingerprint,
     content_fingerprints,
+    copies_note,
     file_key,
+    leave_out_copies,
     pack,
     pack_fingerprints,
 )
@@ -281,7 +284,13 @@ def _reason(exc: Exception, name: str) -> str:
 
 
 class ImageFiles(torch.utils.data.Dataset):
-    """File paths → ``(index, uint8 (C, S, S) array or None, reason)``; never raises for a file."""
+    """File paths → ``(index, uint8 (C, S, S) array or None, reason, content fingerprint or
+    None)``; never raises for a file.
+
+    Each file is read once: its bytes are hashed (:func:`core.engine.data.split.bytes_fingerprint`,
+    what the split's copy check and the identity record use) and decoded from memory, so that
+    knowing the contents costs no second read of the folder.
+    """
 
     def __init__(self, paths: Sequence[Path], side: int, channels: int) -> None:
         self.paths, self.side, self.channels = list(paths), side, channels
@@ -289,11 +298,17 @@ class ImageFiles(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, i: int) -> tuple[int, np.ndarray | None, str]:
+    def __getitem__(self, i: int) -> tuple[int, np.ndarray | None, str, bytes | None]:
+        path = self.paths[i]
         try:
-            return i, read_image(self.paths[i], self.side, self.channels), ""
+            with reading_image(path.name, ImageLoadError):
+                data = path.read_bytes()
         except ImageLoadError as exc:
-            return i, None, _reason(exc, self.paths[i].name)
+            return i, None, _reason(exc, path.name), None
+        try:
+            return i, read_image(io.BytesIO(data), self.side, self.channels, name=path.name), "", bytes_fingerprint(data)
+        except ImageLoadError as exc:
+            return i, None, _reason(exc, path.name), bytes_fingerprint(data)
 
 
 def _as_list(batch: list) -> list:
@@ -301,7 +316,8 @@ def _as_list(batch: list) -> list:
 
 
 def decode_stream(paths: Sequence[Path], side: int, channels: int, workers: int | None = None):
-    """Yield ``(index, array or None, reason)`` for every path, decoded by a DataLoader."""
+    """Yield ``(index, array or None, reason, fingerprint or None)`` for every path, decoded by a
+    DataLoader (:class:`ImageFiles`)."""
     if workers is None:
         workers = min(4, (os.cpu_count() or 1) - 1) if len(paths) >= WORKERS_FROM else 0
     loader = torch.utils.data.DataLoader(
@@ -709,10 +725,16 @@ class FolderData:
     std: tuple[float, ...]
     unreadable: list[dict[str, str]]
     files: int
+    #: What the split left out of the test images as copies, and photos in two classes (one line).
+    copies: str | None = None
 
     def summary(self) -> str | None:
         """One line on the unreadable files (the first few named), or None when all were read."""
         return unreadable_summary(self.unreadable, self.files)
+
+    def notes(self) -> list[str]:
+        """The lines a reader says: the unreadable files, and the copies left out of the test images."""
+        return [line for line in (self.summary(), self.copies) if line]
 
 
 def unreadable_summary(unreadable: list[dict[str, str]], files: int) -> str | None:
@@ -943,7 +965,9 @@ def read_image_folder(
     ok = np.zeros(n, dtype=bool)
     reasons: dict[int, str] = {}
     sums = np.zeros((n, 2, channels))  # per image: the sum and the sum of squares of each channel
-    for done, (i, array, reason) in enumerate(decode_stream(listing.paths, side, channels, workers), start=1):
+    prints: list[bytes | None] = [None] * n
+    for done, (i, array, reason, digest) in enumerate(decode_stream(listing.paths, side, channels, workers), start=1):
+        prints[i] = digest
         if array is None:
             reasons[i] = reason
         else:
@@ -977,6 +1001,9 @@ def read_image_folder(
     ok &= ~left
     if need_train:  # an evaluation reads test images only: a class held all in test is no gap there
         _check_every_class_read(listing, ok, is_test, unreadable)
+    # no photo on both sides, none twice among the test images: the training side stays the rule's
+    copies = leave_out_copies(is_test, ok, labels, prints)
+    ok &= ~copies.left_out
     train = ok & ~is_test
     pixels = side * side * int(train.sum())
     mean, std = _statistics(sums[train, 0].sum(0), sums[train, 1].sum(0), pixels)
@@ -988,7 +1015,9 @@ def read_image_folder(
         "normalisation": {"mean": list(mean), "std": list(std), "measured_on": "train"},
         "split_rule": rule.words(),
         "listing_sha256": _manifest_digest(listing), "streamed": stream,
-        "identity": listing_identity(listing, keys, rule, train, ok & is_test, left),
+        "identity": listing_identity(listing, keys, rule, train, ok & is_test, left, known_prints=prints),
+        "copies": copies.record(lambda i: listing.relative(listing.paths[i])),
+        "copies_note": copies_note(copies, lambda i: listing.relative(listing.paths[i])),
     }
 
     def part(split: str, mask: np.ndarray) -> Dataset:
@@ -1001,7 +1030,8 @@ def read_image_folder(
         return Dataset(x, y, f"{path.stem or path.name}-{split}", listing.class_names,
                        {**source, "split": split, "images": len(index)})
 
-    return FolderData(part("train", ~is_test), part("test", is_test), channels, side, mean, std, unreadable, n)
+    return FolderData(part("train", ~is_test), part("test", is_test), channels, side, mean, std, unreadable, n,
+                      source["copies_note"])
 
 
 def _check_every_class_read(listing: ImageList, ok: np.ndarray, is_test: np.ndarray,

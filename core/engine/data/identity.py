@@ -41,12 +41,10 @@ from core.engine.data.split import (
     SplitRule,
     content_fingerprints,
     fingerprint,
+    named,
     unpack,
 )
 from core.engine.naming import plural
-
-#: Paths named in a note before "and N more".
-SHOWN_PATHS = 5
 
 
 class DataMismatchError(ValueError):
@@ -177,11 +175,6 @@ class DataCheck:
                 "seen_in_training": list(self.seen), "note": self.note}
 
 
-def _named(paths: Sequence[str]) -> str:
-    shown = ", ".join(paths[:SHOWN_PATHS])
-    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
-
-
 def folder_record(record: Mapping[str, Any] | None) -> bool:
     """Whether a ``training_data`` record is of a person's images (a folder, manifest or CIFAR)."""
     return isinstance(record, Mapping) and "layout" in record
@@ -252,7 +245,7 @@ def compare_folder(path: str | os.PathLike, record: Mapping[str, Any] | None, wh
                      f"its images keep their split ({now_rule.words()})")
     if seen:
         parts.append(f"{plural(len(seen), 'test image')} {'was' if len(seen) == 1 else 'were'} among {who}'s "
-                     f"training images and {'is' if len(seen) == 1 else 'are'} left out: {_named(seen)}")
+                     f"training images and {'is' if len(seen) == 1 else 'are'} left out: {named(seen)}")
     check.note = "; ".join(parts) or None
     if seen and len(seen) == len(test_index):
         check.refusal = (f"every test image of {path.name} ({len(seen)}) was among {who}'s training images, so "
@@ -307,6 +300,9 @@ def read_test_split(path: str | os.PathLike, records: Mapping[str, Mapping[str, 
         kwargs = {"split_rule": check.split, "test_fraction": check.split.test_fraction, "seed": check.split.seed}
     data = load_image_split(path, split, image_size, channels, leave_out=check.leave_out, **kwargs)
     data.source["data_check"] = check.to_dict()
+    # the split's own copies (test images that are copies of training or earlier test images) said beside it
+    notes = [n for n in (check.note, data.source.get("copies_note")) if n]
+    data.source["data_check"]["note"] = "; ".join(notes) or None
     return data
 
 
