@@ -39,11 +39,11 @@ from core.engine.data.folder import (
     TEST_FRACTION,
     check_training_classes,
     folder_architecture,
-    image_folder,
     load_image_folder,
     streamed_refusal,
 )
 from core.engine.data.identity import start_classes
+from core.engine.data.listing import image_folder
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress

@@ -20,13 +20,12 @@ from core.engine.data.datasets import (
 from core.engine.data.folder import (
     SHOWN_UNREADABLE,
     FolderData,
-    NoImagesError,
     NoReadableImageError,
-    NotAFolderError,
     OneClassError,
     streamed_refusal,
 )
 from core.engine.data.idx import IdxFormatError
+from core.engine.data.listing import NoImagesError, NotAFolderError
 from core.engine.data.locate import DatasetMissingError
 from core.engine.files import NotSavedError
 from core.engine.inference import METHODS

@@ -23,18 +23,10 @@ from PIL import Image
 
 from core.commands.main import main
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.engine.data.folder import (
-    EmptyClassError,
-    StreamedImages,
-    check_training_classes,
-    fit_square,
-    image_folder,
-    load_image_folder,
-    open_photo,
-    photo_input,
-    read_image,
-)
+from core.engine.data.folder import check_training_classes, load_image_folder
 from core.engine.data.idx import read_idx, write_idx
+from core.engine.data.images import StreamedImages, fit_square, open_photo, photo_input, read_image
+from core.engine.data.listing import EmptyClassError, image_folder
 from core.engine.store import load_posterior
 
 # ----------------------------------------------------------------------------- material

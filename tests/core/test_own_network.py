@@ -17,11 +17,13 @@ from PIL import Image
 from torch import nn
 
 import core.engine.data.folder as folder_module
+import core.engine.data.images as images_module
 from core.analysis.conformal_run import calibration_of_record
 from core.commands.main import main
 from core.engine.calibration_file import read_calibration
 from core.engine.data import features as features_module
 from core.engine.data.features import folder_features, listing_stamp
+from core.engine.data.listing import list_images
 from core.engine.import_weights import import_own_network
 from core.engine.networks import NetworkError, network_input, open_network
 from core.engine.runner import drain
@@ -181,7 +183,7 @@ def _counting_reads(monkeypatch) -> list[str]:
     import core.engine.data.split as split_module
 
     reads: list[str] = []
-    for module, name in ((folder_module, "read_image"), (split_module, "content_fingerprint")):
+    for module, name in ((images_module, "read_image"), (split_module, "content_fingerprint")):
         real = getattr(module, name)
 
         def counted(path, *args, _real=real, **kwargs):
@@ -207,10 +209,10 @@ def test_features_are_cached_reused_and_invalidated(tmp_path, cache, monkeypatch
     # each image read once: decoded and hashed from the same bytes
     assert first.computed and len(decoded) == 24 and len(first.train) + len(first.test) == 24
     assert first.train.x.shape[1] == 6 and first.train.source["split_rule"].startswith("0.2 of the images to test")
-    assert first.stamp == listing_stamp(folder_module.list_images(photos))
+    assert first.stamp == listing_stamp(list_images(photos))
     assert isinstance(np.load(first.cache / "features.npy", mmap_mode="r"), np.memmap)
     # the cached features are the network's own on each image
-    picture = folder_module.read_image(photos / "red" / "0.png", SIDE, 3)
+    picture = images_module.read_image(photos / "red" / "0.png", SIDE, 3)
     one = split.features(torch.from_numpy(picture.astype(np.float32) / 255).unsqueeze(0))[0]
     assert any(torch.allclose(one, row, atol=1e-5) for row in torch.cat([first.train.x, first.test.x]))
     # a second build reads no image (neither decodes nor hashes one) and gives the same features
@@ -282,7 +284,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert hmc.info["class_names"] == sorted(CLASSES) and hmc.arch.image_size == SIDE and list(hmc.arch.mean) == MEAN
     assert hmc.info["training_data"]["split_rule"].startswith("0.2 of the images to test, each by a hash")
     # the posteriors judge photos: images through the network, then the head
-    picture = torch.from_numpy(folder_module.read_image(photos / "blue" / "1.png", SIDE, 3).astype(np.float32) / 255)
+    picture = torch.from_numpy(images_module.read_image(photos / "blue" / "1.png", SIDE, 3).astype(np.float32) / 255)
     probs = hmc.predict_proba(picture.unsqueeze(0), num_samples=8)
     assert probs.shape == (8, 1, 3) and torch.allclose(probs.sum(-1), torch.ones(8, 1))
     # the network's own column: its classes (red, green, blue) in the folder's order (blue, green, red)
@@ -296,7 +298,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
         record = read_calibration(out / f"features_{method}.pt")  # refused if made for another file
         assert record is not None and 0 < calibration_of_record(record).n < record["identity"]["of_images"]
     # the files record the folder's listing, as listed once for the features
-    assert hmc.info["zoo"]["listing"] == listing_stamp(folder_module.list_images(photos))
+    assert hmc.info["zoo"]["listing"] == listing_stamp(list_images(photos))
     # a second build keeps every file, reads no image and lists the folder once
     reads = _counting_reads(monkeypatch)
     listed = []

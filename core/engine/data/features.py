@@ -38,15 +38,17 @@ from core.engine.data.datasets import DatasetContentError
 from core.engine.data.folder import (
     SPLIT_SEED,
     TEST_FRACTION,
-    NoImagesError,
     NoReadableImageError,
+    unreadable_summary,
+)
+from core.engine.data.images import decode_stream
+from core.engine.data.listing import (
+    NoImagesError,
     NotAFolderError,
-    decode_stream,
     find_cifar,
     image_keys,
     list_images,
     listing_identity,
-    unreadable_summary,
 )
 from core.engine.data.split import (
     FINGERPRINT_BYTES,

@@ -1,7 +1,7 @@
 """A data set's identity, recorded with a posterior and compared with what a folder holds now.
 
 Training records, in ``info["training_data"]`` (the read folder's ``source``), what identifies a
-person's images and their split (:func:`core.engine.data.folder.listing_identity`): the
+person's images and their split (:func:`core.engine.data.listing.listing_identity`): the
 listing digest, the split rule and its parameters, the class names in output order, every
 file's key and the contents of the training images. Everything that reads such a folder for a
 posterior again (``evaluate``, ``join``, the Dataset tab, the training dialog) compares the
@@ -190,7 +190,7 @@ def compare_folder(path: str | os.PathLike, record: Mapping[str, Any] | None, wh
     :class:`DataCheck`; a record that is not of a person's images (a data set of IDX files, or
     None) gives an empty check (the folder's default split, nothing to say).
     """
-    from core.engine.data.folder import find_cifar, image_keys, list_images, listing_digest
+    from core.engine.data.listing import find_cifar, image_keys, list_images, listing_digest
 
     if not folder_record(record):
         return DataCheck(who)
