@@ -110,14 +110,7 @@ def test_no_photo_is_on_both_sides_of_a_folder_with_copies(photos):
 
 def test_a_copy_in_another_class_folder_is_left_out_and_the_conflict_named(tmp_path, capsys):
     root = tmp_path / "pets"
-    for class_name in CLASSES:
-        (root / class_name).mkdir(parents=True)
-        for i in range(12):
-            (root / class_name / f"{i:02d}.png").write_bytes(png(level_of_photo(3 * i + CLASSES.index(class_name))))
-    # a training cat, copied as a test dog: one name of the dog folder the rule draws to test
-    trained = next(f"{i:02d}.png" for i in range(12) if not is_test_by_rule("cat", f"cat/{i:02d}.png"))
-    copy = next(f"copy{i}.png" for i in range(100) if is_test_by_rule("dog", f"dog/copy{i}.png"))
-    (root / "dog" / copy).write_bytes((root / "cat" / trained).read_bytes())
+    trained, copy = _folder_with_a_copy(root)  # a training cat, copied as a test dog
 
     data = load_image_folder(root, SIDE, 1, workers=0)
     cat = level_of_photo(3 * int(trained[:2]))
@@ -204,3 +197,28 @@ def test_given_splits_and_manifests_leave_copies_out_too(tmp_path, layout):
         copied_into_test = level_of_photo(0)
     assert (copied_into_test - 10) // 6 not in photos_in(data.test.x)
     assert data.test.source["copies"]["left_out_as_training_photos"] == 1
+
+
+def _folder_with_a_copy(root: Path) -> tuple[str, str]:
+    """Three classes of distinct photos and one training cat copied into dog under a test name."""
+    for class_name in CLASSES:
+        (root / class_name).mkdir(parents=True)
+        for i in range(12):
+            (root / class_name / f"{i:02d}.png").write_bytes(png(level_of_photo(3 * i + CLASSES.index(class_name))))
+    trained = next(f"{i:02d}.png" for i in range(12) if not is_test_by_rule("cat", f"cat/{i:02d}.png"))
+    copy = next(f"copy{i}.png" for i in range(100) if is_test_by_rule("dog", f"dog/copy{i}.png"))
+    (root / "dog" / copy).write_bytes((root / "cat" / trained).read_bytes())
+    return trained, copy
+
+
+def test_the_training_dialog_and_an_evaluation_say_what_was_left_out(tmp_path):
+    from core.engine.data.identity import read_test_split
+    from core.engine.training_words import folder_in_words
+
+    trained, copy = _folder_with_a_copy(tmp_path / "pets")
+    words, _ = folder_in_words(load_image_folder(tmp_path / "pets", SIDE, 1, workers=0))
+    assert f"Left out of the test images, so that no photo is on both sides or counts twice: 1 byte-for-byte copy " \
+           f"of training images (dog/{copy})" in words
+    test = read_test_split(tmp_path / "pets", {"a posterior": None}, SIDE, 1)
+    assert level_of_photo(3 * int(trained[:2])) not in [v * 6 + 10 for v in photos_in(test.x)]
+    assert f"(the same bytes: cat/{trained} and dog/{copy})" in test.source["data_check"]["note"]
