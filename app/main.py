@@ -525,7 +525,7 @@ class MainWindow(QMainWindow):
     def show_photo_array(self, image: np.ndarray, label: str) -> None:
         """Judge one of a person's images (a thumbnail of the Dataset tab, as the models read it)
         in the Image tab, with the columns of their images."""
-        from core.engine.data.folder import photo_from_array
+        from core.engine.data.images import photo_from_array
 
         self.session.read_columns("images")
         self.image_panel.set_judges_photos(True)

@@ -32,7 +32,7 @@ TASKS = ("digits", "faces", "images")
 def task_of(posterior: Posterior) -> str:
     """"faces" for a posterior of face descriptors, "images" for one trained on a person's own
     images (colour, or grey standardised to them), else "digits"."""
-    from core.engine.data.folder import reads_photos
+    from core.engine.data.images import reads_photos
     from core.engine.faces.heads import is_face_posterior
 
     if is_face_posterior(posterior):
@@ -358,7 +358,7 @@ class Workspace(QObject):
         the aligned face crop as the preview; for one's own images a ``Photo`` and what the
         first column sees of it (RGB uint8) as the preview.
         """
-        # a photo of one's own (core.engine.data.folder.Photo) stays as it is: each column reads it
+        # a photo of one's own (core.engine.data.images.Photo) stays as it is: each column reads it
         self.image = image if image is None or hasattr(image, "model_input") else np.asarray(image, dtype=np.float32)
         self.preview = self.image if preview is None else preview
         self.input_label = label

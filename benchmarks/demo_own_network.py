@@ -6,7 +6,7 @@
 2. A small convolutional network (four conv–batch-norm–ReLU–max-pool blocks, 16-32-64-128 channels,
    global average pooling, a 64-wide hidden layer, then its last layer ``fc`` to the eight groups)
    trained here, on this CPU, on the training split at 64 px colour, with flips and shifted crops;
-   its images are decoded by bayescope's own reader (:func:`core.engine.data.folder.read_image`),
+   its images are decoded by bayescope's own reader (:func:`core.engine.data.images.read_image`),
    so it sees what the feature tier will feed it. The standardisation (mean and standard deviation
    per channel) is measured on the training split.
 3. Saved with ``torch.jit.save`` and a sidecar ``net.json`` (image size, mean, std, class names).
@@ -112,7 +112,7 @@ def decode(folder: Path, work: Path) -> dict[str, Any]:
     """Every image of ``folder`` at :data:`SIDE` px colour as bayescope reads it, (N, 3, S, S)
     uint8 per split, kept in ``work`` under a key of the folder's listing."""
     from core.engine.data.features import folder_listing, listing_stamp
-    from core.engine.data.folder import decode_stream
+    from core.engine.data.images import decode_stream
 
     listing = folder_listing(folder)
     if listing.splits is None:
@@ -124,7 +124,7 @@ def decode(folder: Path, work: Path) -> dict[str, Any]:
     started = time.process_time()
     pixels = np.zeros((len(listing.paths), 3, SIDE, SIDE), dtype=np.uint8)
     readable = np.zeros(len(listing.paths), dtype=bool)
-    for i, array, _ in decode_stream(listing.paths, SIDE, 3, workers=0):
+    for i, array, _, _ in decode_stream(listing.paths, SIDE, 3, workers=0):
         if array is not None:
             pixels[i], readable[i] = array, True
     labels = np.asarray(listing.labels, dtype=np.int64)

@@ -1,7 +1,7 @@
 """Does a variational fit predict with the noise it was trained with? (docs/zoo.md, issue 23)
 
 Mean-field VI and variational dropout train through
-:class:`~core.engine.inference.variational.LocalReparameterisation`, which gives every example
+:class:`~core.engine.inference.local_reparam.LocalReparameterisation`, which gives every example
 the noise of its own weight draw, and predict by drawing whole weights. For each diagonal
 variational file given, this prints the MNIST test NLL and accuracy of the mean predictive of S
 passes three ways:
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 
 from core.analysis.metrics import accuracy, negative_log_likelihood  # noqa: E402
 from core.engine.data.datasets import load_split  # noqa: E402
-from core.engine.inference.variational import LocalReparameterisation  # noqa: E402
+from core.engine.inference.local_reparam import LocalReparameterisation  # noqa: E402
 from core.engine.store import load_posterior  # noqa: E402
 
 

@@ -60,7 +60,7 @@ def predict_columns(
     image, columns: Sequence[ColumnRequest], level: float, threads: int | None = None
 ) -> list[tuple[str, Prediction | ColumnFailure]]:
     """``image``: a 28×28 array, a face descriptor (D,) or a photo of one's own
-    (:class:`core.engine.data.folder.Photo`, read by each column at its own size).
+    (:class:`core.engine.data.images.Photo`, read by each column at its own size).
 
     ``(key, prediction)`` per column, or ``(key, ColumnFailure)`` for a column whose
     posterior raised: one broken posterior never keeps the others from judging. ``seed=None``
@@ -114,10 +114,10 @@ def _column_input(image, column: ColumnRequest, digit=None):
     picked digit's model input, made once per request); or a :class:`ColumnFailure` saying why
     this posterior cannot judge it."""
     from core.analysis.predictive import features_batch, image_batch
-    from core.engine.data.folder import reads_photos
+    from core.engine.data.images import reads_photos
 
     try:
-        if hasattr(image, "model_input"):  # a photo (core.engine.data.folder.Photo), read at the column's size
+        if hasattr(image, "model_input"):  # a photo (core.engine.data.images.Photo), read at the column's size
             return image.model_input(column.posterior.arch)
         if reads_photos(column.posterior.arch):
             raise ValueError("This posterior was trained on your own images: it judges a photo opened in the "

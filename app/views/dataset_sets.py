@@ -69,7 +69,7 @@ def readable_by(task: str, spec: str, ood: bool) -> bool:
 
 def is_images_folder(spec: str) -> bool:
     """Whether ``spec`` is a folder (or CSV manifest) of a person's images."""
-    from core.engine.data.folder import image_folder
+    from core.engine.data.listing import image_folder
 
     return image_folder(spec)
 

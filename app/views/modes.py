@@ -426,7 +426,7 @@ class ImagePanel(ModePanel):
     """An image file: opened with the button or Ctrl+I, or dropped on the window.
 
     It judges a digit (the file read as MNIST's digits were prepared) while the columns are
-    digit posteriors, and a photo (:class:`core.engine.data.folder.Photo`, which each column
+    digit posteriors, and a photo (:class:`core.engine.data.images.Photo`, which each column
     reads at its own size and channels, as its training images were read) while they are
     posteriors of a person's own images: the window says which with :meth:`set_judges_photos`.
 
@@ -477,7 +477,7 @@ class ImagePanel(ModePanel):
     def load(self, path: Path) -> None:
         """Read an image file; raises ``ImageLoadError`` (or, while digits are judged,
         ``EmptyDrawingError``) with a sentence."""
-        from core.engine.data.folder import open_photo
+        from core.engine.data.images import open_photo
 
         photo = open_photo(path)
         try:
@@ -491,7 +491,7 @@ class ImagePanel(ModePanel):
         self._set(digit, f"the image {Path(path).name}", grey)
 
     def set_photo(self, photo, label: str) -> None:
-        """Show a :class:`core.engine.data.folder.Photo` (e.g. one of a person's images picked in
+        """Show a :class:`core.engine.data.images.Photo` (e.g. one of a person's images picked in
         the Dataset tab) for the posteriors of one's own images; it shows no digit."""
         self._photo, self._digit_problem = photo, "This image is one of your own, not a digit."
         self._set(None, label, None)

@@ -28,7 +28,7 @@ from core.engine.naming import (
 )
 
 if TYPE_CHECKING:
-    from core.engine.data.folder import Photo
+    from core.engine.data.images import Photo
 
 #: In provenance, lists of more values than this (per-step training traces) are left out.
 MAX_LIST = 32
@@ -82,7 +82,7 @@ def _model_input(image: np.ndarray | torch.Tensor) -> np.ndarray:
 def refuse_own_images(posteriors: Sequence[Posterior], what: str) -> None:
     """Refuse, in a sentence, posteriors of a person's own images where a digit is judged: the
     digit would reach them as MNIST's preprocessing makes it, not as their training images were read."""
-    from core.engine.data.folder import reads_photos
+    from core.engine.data.images import reads_photos
 
     if any(reads_photos(p.arch) for p in posteriors):
         raise ValueError(f"{what}, but a posterior here was trained on your own images; judge an image "
@@ -92,7 +92,7 @@ def refuse_own_images(posteriors: Sequence[Posterior], what: str) -> None:
 def _check_one_kind(posteriors: Sequence[Posterior], photo: bool, num_samples: int) -> None:
     """Refuse, in a sentence, posteriors that judge different kinds of input (one's own photos
     and digits), or a kind other than the input's."""
-    from core.engine.data.folder import reads_photos
+    from core.engine.data.images import reads_photos
 
     own = [p for p in posteriors if reads_photos(p.arch)]
     digits = [p for p in posteriors if not reads_photos(p.arch)]
@@ -151,7 +151,7 @@ def compare(
         twice, or the same object twice, gives one column.
     image
         A 28×28 model input in [0, 1], or a raw drawing (light ink on dark) that is
-        preprocessed as MNIST was; or a photo (:class:`core.engine.data.folder.Photo`) for
+        preprocessed as MNIST was; or a photo (:class:`core.engine.data.images.Photo`) for
         posteriors of one's own images, each reading it at its own size and channels.
     num_samples, level, seed
         As ``bayescope-cli predict --samples --level --seed``. ``seed=None`` lets each

@@ -55,8 +55,9 @@ from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.ood_sets import ood_set_rows
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
-from core.engine.data.folder import image_folder, load_image_split
+from core.engine.data.folder import load_image_split
 from core.engine.data.identity import check_not_trained_on, match_classes, read_test_split
+from core.engine.data.listing import image_folder
 from core.engine.data.locate import (
     DOWNLOAD_ON_COMMAND_LINE,
     DatasetMissingError,

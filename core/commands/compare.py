@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out ``bayescope-cli compare``: print one line per column; return the exit code."""
     from core.analysis.evaluation import resolve_image
-    from core.engine.data.folder import open_photo, reads_photos
+    from core.engine.data.images import open_photo, reads_photos
     from core.engine.resources import default_posterior_path
     from core.engine.store import load_posterior
 

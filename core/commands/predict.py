@@ -29,7 +29,7 @@ from core.analysis.predictive import (
 )
 from core.analysis.uncertainty import Summary, interval_note, summarise, with_mask_split
 from core.commands.console import add_device_argument, check_seed, chosen_device, say
-from core.engine.data.folder import photo_input, reads_photos
+from core.engine.data.images import photo_input, reads_photos
 from core.engine.data.preprocess import (
     EmptyDrawingError,
     image_to_input,

@@ -39,11 +39,11 @@ from core.engine.data.folder import (
     TEST_FRACTION,
     check_training_classes,
     folder_architecture,
-    image_folder,
     load_image_folder,
     streamed_refusal,
 )
 from core.engine.data.identity import start_classes
+from core.engine.data.listing import image_folder
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
@@ -149,9 +149,8 @@ def _read_features(args: argparse.Namespace, arch: ArchSpec) -> tuple[Dataset, D
         data = drain(folder_features(split, args.dataset, test_fraction=args.test_fraction), bar_callback(bar))
     finally:
         bar.close()
-    summary = data.summary()
-    if summary:
-        say(f"note: {summary}", sys.stderr)
+    for note in data.notes():
+        say(f"note: {note}", sys.stderr)
     say(f"{len(data.class_names)} classes, {len(data.train)} training and {len(data.test)} test images as "
         f"{split.feature_dim} features of {split.path.name} at {split.head} "
         f"({'computed now' if data.computed else 'read from the cache'}: {data.cache})")
@@ -209,9 +208,8 @@ def _read_image_folder(args: argparse.Namespace, method: Any, config: Any, arch:
     if refusal:
         hint = "use --limit N or another method" if args.method == "hmc" else "use --device cpu or --limit N"
         raise ValueError(f"{args.dataset} is {refusal}; {hint}")
-    summary = data.summary()
-    if summary:
-        say(f"note: {summary}", sys.stderr)
+    for note in data.notes():
+        say(f"note: {note}", sys.stderr)
     streamed = " (streamed from disk)" if data.train.source.get("streamed") else ""
     say(f"{data.train.source['layout']}: {len(data.train.class_names)} classes, {len(data.train)} training and "
         f"{len(data.test)} test images, {'colour' if data.channels == 3 else 'grey'} "

@@ -20,13 +20,12 @@ from core.engine.data.datasets import (
 from core.engine.data.folder import (
     SHOWN_UNREADABLE,
     FolderData,
-    NoImagesError,
     NoReadableImageError,
-    NotAFolderError,
     OneClassError,
     streamed_refusal,
 )
 from core.engine.data.idx import IdxFormatError
+from core.engine.data.listing import NoImagesError, NotAFolderError
 from core.engine.data.locate import DatasetMissingError
 from core.engine.files import NotSavedError
 from core.engine.inference import METHODS
@@ -217,6 +216,8 @@ def folder_in_words(data: FolderData) -> tuple[str, str]:
     words = (f"Found {images:,} {kind} images in {len(names):,} classes: {shown}. The network sees them "
              f"at {data.image_size}×{data.image_size} pixels; {len(data.train):,} train it and "
              f"{len(data.test):,} are kept aside to check it.")
+    if data.copies:  # the split's own note: copies left out of the test images, photos in two classes
+        words += f" {data.copies[0].upper()}{data.copies[1:]}."
     if not data.unreadable:
         return words, ""
     count = len(data.unreadable)

@@ -144,7 +144,7 @@ def test_another_set_of_classes_is_refused_in_a_sentence_and_the_menu_groups_by_
 
 def test_columns_of_different_sizes_each_read_the_photo_at_their_own(tmp_path, colour_posterior):
     from app.controllers.inference import ColumnFailure, ColumnRequest, predict_columns
-    from core.engine.data.folder import open_photo
+    from core.engine.data.images import open_photo
     from core.engine.store import load_posterior
 
     trained, red = colour_posterior

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from core.commands.main import main
-from core.engine.data.folder import load_image_folder, read_image
+from core.engine.data.folder import load_image_folder
 from core.engine.data.identity import compare_folder
 from core.engine.data.idx import read_idx
+from core.engine.data.images import read_image
 from core.engine.resources import bundled_posteriors, resources_dir
 from core.engine.store import load_posterior, save_posterior
 

@@ -23,18 +23,10 @@ from PIL import Image
 
 from core.commands.main import main
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.engine.data.folder import (
-    EmptyClassError,
-    StreamedImages,
-    check_training_classes,
-    fit_square,
-    image_folder,
-    load_image_folder,
-    open_photo,
-    photo_input,
-    read_image,
-)
+from core.engine.data.folder import check_training_classes, load_image_folder
 from core.engine.data.idx import read_idx, write_idx
+from core.engine.data.images import StreamedImages, fit_square, open_photo, photo_input, read_image
+from core.engine.data.listing import EmptyClassError, image_folder
 from core.engine.store import load_posterior
 
 # ----------------------------------------------------------------------------- material
@@ -65,12 +57,13 @@ def photos(shared_data) -> dict[str, list[bytes]]:
     raise AssertionError("UTKFace holds too few photos")
 
 
-def _digit_folder(root: Path, digits, classes=(0, 1, 2), per_class=6) -> dict[str, list[np.ndarray]]:
-    """Class folders of digit PNGs (the second half of each class one folder deeper)."""
+def _digit_folder(root: Path, digits, classes=(0, 1, 2), per_class=6, first=0) -> dict[str, list[np.ndarray]]:
+    """Class folders of digit PNGs (the second half of each class one folder deeper), from the
+    ``first`` of each class's digits on (another ``first`` gives other photos, not copies)."""
     x, y = digits
     written: dict[str, list[np.ndarray]] = {}
     for c in classes:
-        images = x[y == c][:per_class]
+        images = x[y == c][first:first + per_class]
         folder = root / f"digit {c}"
         for i, image in enumerate(images):
             place = folder / "more" if i >= per_class // 2 else folder
@@ -148,7 +141,7 @@ def test_the_split_holds_out_each_file_by_its_own_hash_the_same_way_every_time(t
 
 def test_train_and_test_folders_give_the_split(tmp_path, digits):
     _digit_folder(tmp_path / "d" / "train", digits, classes=(3, 4), per_class=4)
-    _digit_folder(tmp_path / "d" / "test", digits, classes=(4,), per_class=2)
+    _digit_folder(tmp_path / "d" / "test", digits, classes=(4,), per_class=2, first=4)
     data = load_image_folder(tmp_path / "d")
     assert data.train.class_names == ("digit 3", "digit 4")
     assert len(data.train) == 8 and data.test.y.tolist() == [1, 1]  # test's only class is train's second
@@ -158,10 +151,10 @@ def test_train_and_test_folders_give_the_split(tmp_path, digits):
 def test_non_ascii_names_and_a_corrupt_file_are_read_and_listed(tmp_path, digits):
     x, _ = digits
     root = tmp_path / "Ziffern ä"
-    for name in ("nul", "ünö", "日本"):
+    for k, name in enumerate(("nul", "ünö", "日本")):
         (root / name).mkdir(parents=True)
         for i in range(3):
-            Image.fromarray(x[i]).save(root / name / f"ñ{i}.png")
+            Image.fromarray(x[3 * k + i]).save(root / name / f"ñ{i}.png")
     (root / "ünö" / "kaputt.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
     buffer = io.BytesIO()
     Image.fromarray(x[0]).save(buffer, format="PNG")

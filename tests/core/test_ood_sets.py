@@ -41,6 +41,7 @@ def _image_folder(root: Path, count: int = 40) -> Path:
     for i in range(count):
         image = np.zeros((36, 36, 3), np.uint8)
         a, b = sorted(rng.integers(2, 34, 2))
+        b = max(b, a + 1)  # never an empty square: two black images would be one photo, counted once
         image[a:b, a:b] = rng.integers(120, 255, 3)
         Image.fromarray(image).save(root / f"square_{i:02d}.png")
     return root

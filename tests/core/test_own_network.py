@@ -17,11 +17,13 @@ from PIL import Image
 from torch import nn
 
 import core.engine.data.folder as folder_module
+import core.engine.data.images as images_module
 from core.analysis.conformal_run import calibration_of_record
 from core.commands.main import main
 from core.engine.calibration_file import read_calibration
 from core.engine.data import features as features_module
 from core.engine.data.features import folder_features, listing_stamp
+from core.engine.data.listing import list_images
 from core.engine.import_weights import import_own_network
 from core.engine.networks import NetworkError, network_input, open_network
 from core.engine.runner import drain
@@ -176,15 +178,16 @@ def test_a_network_that_cannot_be_split_is_told_how_to_export_it(tmp_path, cache
 
 
 def _counting_reads(monkeypatch) -> list[str]:
-    """Every image decoded (read_image) or whose bytes are hashed (content_fingerprint), by path."""
+    """Every image decoded (read_image, from a path or from bytes read once and hashed) or whose
+    bytes are hashed on their own (content_fingerprint), by name."""
     import core.engine.data.split as split_module
 
     reads: list[str] = []
-    for module, name in ((folder_module, "read_image"), (split_module, "content_fingerprint")):
+    for module, name in ((images_module, "read_image"), (split_module, "content_fingerprint")):
         real = getattr(module, name)
 
         def counted(path, *args, _real=real, **kwargs):
-            reads.append(str(path))
+            reads.append(str(kwargs.get("name") or path))
             return _real(path, *args, **kwargs)
 
         monkeypatch.setattr(module, name, counted)
@@ -203,12 +206,13 @@ def test_features_are_cached_reused_and_invalidated(tmp_path, cache, monkeypatch
     reads = _counting_reads(monkeypatch)
     first = drain(folder_features(split, photos), lambda r: None)
     decoded = [r for r in reads if r.endswith(".png")]
-    assert first.computed and len(decoded) == 2 * 24 and len(first.train) + len(first.test) == 24  # decoded, hashed
+    # each image read once: decoded and hashed from the same bytes
+    assert first.computed and len(decoded) == 24 and len(first.train) + len(first.test) == 24
     assert first.train.x.shape[1] == 6 and first.train.source["split_rule"].startswith("0.2 of the images to test")
-    assert first.stamp == listing_stamp(folder_module.list_images(photos))
+    assert first.stamp == listing_stamp(list_images(photos))
     assert isinstance(np.load(first.cache / "features.npy", mmap_mode="r"), np.memmap)
     # the cached features are the network's own on each image
-    picture = folder_module.read_image(photos / "red" / "0.png", SIDE, 3)
+    picture = images_module.read_image(photos / "red" / "0.png", SIDE, 3)
     one = split.features(torch.from_numpy(picture.astype(np.float32) / 255).unsqueeze(0))[0]
     assert any(torch.allclose(one, row, atol=1e-5) for row in torch.cat([first.train.x, first.test.x]))
     # a second build reads no image (neither decodes nor hashes one) and gives the same features
@@ -220,33 +224,43 @@ def test_features_are_cached_reused_and_invalidated(tmp_path, cache, monkeypatch
     # a changed folder: one image more is another key, and every image is read again
     Image.open(photos / "red" / "0.png").save(photos / "red" / "extra.png")
     third = drain(folder_features(split, photos), lambda r: None)
-    assert third.computed and third.cache != first.cache and len(reads) == 2 * 25 and third.stamp != first.stamp
+    assert third.computed and third.cache != first.cache and len(reads) == 25 and third.stamp != first.stamp
     # an edited image (same name, new contents and time) is another key as well
     reads.clear()
     Image.fromarray(np.zeros((SIDE + 4, SIDE + 4, 3), dtype=np.uint8)).save(photos / "green" / "3.png")
     os.utime(photos / "green" / "3.png", ns=(10**18, 10**18))
     fourth = drain(folder_features(split, photos), lambda r: None)
-    assert fourth.computed and fourth.cache not in (first.cache, third.cache) and len(reads) == 2 * 25
+    assert fourth.computed and fourth.cache not in (first.cache, third.cache) and len(reads) == 25
     # a changed network (other weights, same file name) is another key
     reads.clear()
     torch.manual_seed(1)
     other = _open(save_torchscript(TinyCNN(), tmp_path / "net.pt"))
     assert other.sha256 != split.sha256
     fifth = drain(folder_features(other, photos), lambda r: None)
-    assert fifth.computed and fifth.cache != fourth.cache and len(reads) == 2 * 25
+    assert fifth.computed and fifth.cache != fourth.cache and len(reads) == 25
     assert not torch.equal(fifth.train.x, fourth.train.x)
 
 
 def test_the_split_is_the_projects_hash_split(tmp_path, cache):
     from core.engine.data.folder import load_image_folder
+    from core.engine.data.split import file_key, split_draw
 
     network = save_torchscript(TinyCNN(), tmp_path / "net.pt")
     photos = colour_folder(tmp_path / "photos", per_class=10)
+    # a training image copied into another class under a name the rule draws to test: left out of
+    # the test images by both readers alike (the one rule of split.leave_out_copies), and named
+    trained = next(i for i in range(10) if split_draw(file_key("red", f"red/{i}.png"), 0) >= 0.2)
+    copy = next(f"copy{i}.png" for i in range(200) if split_draw(file_key("green", f"green/copy{i}.png"), 0) < 0.2)
+    (photos / "green" / copy).write_bytes((photos / "red" / f"{trained}.png").read_bytes())
     split = import_own_network(network)[1]
     data = drain(folder_features(split, photos), lambda r: None)
     pixels = load_image_folder(photos, SIDE, 3)
     assert data.train.source["identity"]["train_images"] == pixels.train.source["identity"]["train_images"]
     assert data.test.source["identity"]["test_images"] == pixels.test.source["identity"]["test_images"]
+    assert len(data.test) == len(pixels.test) and len(data.train) == len(pixels.train)
+    assert data.test.source["copies"] == pixels.test.source["copies"]
+    assert data.test.source["copies"]["training_photos"] == [f"green/{copy}"]
+    assert data.notes() == [data.copies] and f"(the same bytes: green/{copy} and red/{trained}.png)" in data.copies
 
 
 def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
@@ -270,7 +284,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
     assert hmc.info["class_names"] == sorted(CLASSES) and hmc.arch.image_size == SIDE and list(hmc.arch.mean) == MEAN
     assert hmc.info["training_data"]["split_rule"].startswith("0.2 of the images to test, each by a hash")
     # the posteriors judge photos: images through the network, then the head
-    picture = torch.from_numpy(folder_module.read_image(photos / "blue" / "1.png", SIDE, 3).astype(np.float32) / 255)
+    picture = torch.from_numpy(images_module.read_image(photos / "blue" / "1.png", SIDE, 3).astype(np.float32) / 255)
     probs = hmc.predict_proba(picture.unsqueeze(0), num_samples=8)
     assert probs.shape == (8, 1, 3) and torch.allclose(probs.sum(-1), torch.ones(8, 1))
     # the network's own column: its classes (red, green, blue) in the folder's order (blue, green, red)
@@ -284,7 +298,7 @@ def test_a_tiny_feature_tier_end_to_end(tmp_path, cache, monkeypatch):
         record = read_calibration(out / f"features_{method}.pt")  # refused if made for another file
         assert record is not None and 0 < calibration_of_record(record).n < record["identity"]["of_images"]
     # the files record the folder's listing, as listed once for the features
-    assert hmc.info["zoo"]["listing"] == listing_stamp(folder_module.list_images(photos))
+    assert hmc.info["zoo"]["listing"] == listing_stamp(list_images(photos))
     # a second build keeps every file, reads no image and lists the folder once
     reads = _counting_reads(monkeypatch)
     listed = []

@@ -21,15 +21,10 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from core.commands.main import main
+from core.engine.data.cifar import CIFAR_PIXELS, cifar_bytes
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
-from core.engine.data.folder import (
-    CIFAR_PIXELS,
-    cifar_bytes,
-    image_folder,
-    load_image_folder,
-    read_image_folder,
-    read_manifest,
-)
+from core.engine.data.folder import load_image_folder, read_image_folder
+from core.engine.data.listing import image_folder, read_manifest
 
 # ----------------------------------------------------------------------------- material
 
@@ -40,9 +35,10 @@ def _png(path: Path, value: int, side: int = 8) -> Path:
     return path
 
 
-def _classes(root: Path, counts: dict[str, int]) -> Path:
-    """Class folders of small grey PNGs, each image a grey level of its own."""
-    value = 0
+def _classes(root: Path, counts: dict[str, int], first: int = 0) -> Path:
+    """Class folders of small grey PNGs, each image a grey level of its own (from ``first`` on: two
+    folders made with different ``first`` hold no copy of one another)."""
+    value = first
     for name, count in counts.items():
         (root / name).mkdir(parents=True, exist_ok=True)
         for i in range(count):
@@ -94,7 +90,7 @@ def test_one_image_linked_into_two_classes_is_refused(tmp_path):
 
 def test_a_class_folder_linked_from_elsewhere_is_read_once(tmp_path):
     elsewhere = _classes(tmp_path / "store", {"bird": 4})
-    root = _classes(tmp_path / "set", {"cat": 4})
+    root = _classes(tmp_path / "set", {"cat": 4}, first=100)
     os.symlink(elsewhere / "bird", root / "bird")
     data = load_image_folder(root)
     assert data.train.class_names == ("bird", "cat")
@@ -263,7 +259,7 @@ def test_a_class_folder_deleted_while_it_is_read_is_refused(tmp_path):
 
 def test_an_empty_test_class_folder_beside_train_is_no_class_of_its_own(tmp_path):
     _classes(tmp_path / "set" / "train", {"cat": 3, "dog": 3})
-    _classes(tmp_path / "set" / "test", {"cat": 2})
+    _classes(tmp_path / "set" / "test", {"cat": 2}, first=100)
     (tmp_path / "set" / "test" / "dog").mkdir()
     data = load_image_folder(tmp_path / "set")
     assert data.train.class_names == ("cat", "dog") and len(data.test) == 2
@@ -405,7 +401,7 @@ def test_cifar_is_estimated_before_it_is_read_and_refused_with_the_estimate(tmp_
     assert cifar_bytes({"train": 12, "test": 2}, 3, 32) == 14 * 3072 * 5 + 14 * 4 * (3072 + 2 * 3072)
     assert cifar_bytes({"train": 50_000, "test": 10_000}, 3, 32) < 1.1e9  # CIFAR-10 whole: was ~2.8 GB
     read = []
-    monkeypatch.setattr("core.engine.data.folder.read_cifar_files", lambda *a: read.append(a))
+    monkeypatch.setattr("core.engine.data.cifar.read_cifar_files", lambda *a: read.append(a))
     monkeypatch.setattr(memory, "available_bytes", lambda: 100_000)
     with pytest.raises(MemoryEstimateError, match=r"reading the 14 CIFAR images of c would need about 731.1 kB"):
         load_image_folder(folder)
@@ -421,7 +417,8 @@ def test_cifar_is_read_at_about_five_times_its_size_not_seventeen(tmp_path):
     folder = _cifar(tmp_path / "c", [(i % 10,) for i in range(14_000)], [(i % 10,) for i in range(2_000)])
     size = sum(f.stat().st_size for f in folder.iterdir())
     script = (  # small chunks, so that what is measured is what the images take, not one chunk's copies
-        "import resource, sys; import core.engine.data.folder as f; f.CIFAR_CHUNK = 64;"
+        "import resource, sys; import core.engine.data.cifar as c; import core.engine.data.folder as f;"
+        "c.CIFAR_CHUNK = 64;"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
         "data = f.load_image_folder(sys.argv[1]);"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)")

@@ -160,7 +160,8 @@ def test_a_variational_posterior_s_kept_weights_predict_bit_for_bit_as_made_afre
     rows, at every count, after a new generator's bank replaced the old one, and pickled."""
     import pickle
 
-    from core.engine.inference.variational import ParamLayout, VariationalPosterior
+    from core.engine.inference.param_layout import ParamLayout
+    from core.engine.inference.variational import VariationalPosterior
 
     model = build_model(spec)
     p = ParamLayout.of(model).size

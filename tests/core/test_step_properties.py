@@ -65,8 +65,8 @@ from core.engine.inference import (
 )
 from core.engine.inference.base import Dataset, optimise
 from core.engine.inference.curvature import DenseMetric, KronMetric
+from core.engine.inference.elbo import apply_gradients
 from core.engine.inference.sampling import Params, RmsPreconditioner
-from core.engine.inference.variational import apply_gradients
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain
 

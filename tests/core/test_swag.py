@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from core.engine.inference import get_method
+from core.engine.inference.gaussian_family import mixture_sample
 from core.engine.inference.swag import SwagConfig, swag_moments, swag_tensors
-from core.engine.inference.variational import mixture_sample
 from core.engine.models import ArchSpec
 from core.engine.store import load_posterior, save_posterior
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, Normal, StudentT, kl_divergence
 
-from core.engine.inference.variational import (
+from core.engine.inference.elbo import elbo_terms
+from core.engine.inference.gaussian_family import (
     LowRankMixture,
     Prior,
-    elbo_terms,
     gaussian_kl_to_prior,
     lowrank_entropy,
     lowrank_log_prob,

@@ -12,11 +12,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from core.engine.inference import get_method
 from core.engine.inference.base import Dataset, accuracy
-from core.engine.inference.variational import (
-    LocalReparameterisation,
-    ParamLayout,
-    VariationalPosterior,
-)
+from core.engine.inference.local_reparam import LocalReparameterisation
+from core.engine.inference.param_layout import ParamLayout
+from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model, num_parameters
 from core.engine.runner import drain
 from core.engine.store import load_posterior, save_posterior

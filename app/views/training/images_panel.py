@@ -16,11 +16,8 @@ from app.views.training import runs
 from app.views.training.fields import WrappedLabel, browse_row, form_label
 from app.views.training.folder_reader import FolderReader
 from core.engine.data.datasets import DatasetContentError
-from core.engine.data.folder import (
-    FolderData,
-    check_training_classes,
-    listing_digest,
-)
+from core.engine.data.folder import FolderData, check_training_classes
+from core.engine.data.listing import listing_digest
 from core.engine.data.locate import DatasetMissingError, find_dataset
 from core.engine.inference.base import Posterior
 from core.engine.models import COLOUR_IMAGE_SIZE, IMAGE_SIZE, ArchSpec

@@ -38,7 +38,8 @@ from pathlib import Path
 import torch
 
 from core.commands.reproduce import Reproduction, register
-from core.engine.inference.variational import LowRankMixture, SamplingMode, fit_density
+from core.engine.inference.elbo import fit_density
+from core.engine.inference.gaussian_family import LowRankMixture, SamplingMode
 
 D = torch.float64
 GAUSSIAN_RANKS = (1, 2, 4, 8)

@@ -8,12 +8,15 @@ and standard deviation it reads, and the folder's listing (every file's path bel
 class, size and modification time). A changed network or folder (an image added, removed,
 edited, moved to another class) therefore has another key and its features are computed anew;
 an unchanged one is read back without decoding or reading a single image. The cache also keeps
-each file's content fingerprint (:func:`core.engine.data.split.content_fingerprint`), from which
+each file's content fingerprint (:func:`core.engine.data.split.bytes_fingerprint`, hashed as the
+file is decoded), from which
 the split's identity record is made as :func:`~core.engine.data.folder.read_image_folder` makes
 it, so that the Dataset tab and ``evaluate`` tell training images from test images alike.
 
 The split is the project's: each file by a hash of its class and path
-(:mod:`core.engine.data.split`), or the folder's own ``train/`` and ``test/``.
+(:mod:`core.engine.data.split`), or the folder's own ``train/`` and ``test/``, with every test
+image that is a copy of a training image or of an earlier test image left out
+(:func:`~core.engine.data.split.leave_out_copies`, from the cached fingerprints).
 """
 
 from __future__ import annotations
@@ -35,22 +38,25 @@ from core.engine.data.datasets import DatasetContentError
 from core.engine.data.folder import (
     SPLIT_SEED,
     TEST_FRACTION,
-    NoImagesError,
     NoReadableImageError,
+    unreadable_summary,
+)
+from core.engine.data.images import decode_stream
+from core.engine.data.listing import (
+    NoImagesError,
     NotAFolderError,
-    decode_stream,
     find_cifar,
     image_keys,
     list_images,
     listing_identity,
-    unreadable_summary,
 )
 from core.engine.data.split import (
     FINGERPRINT_BYTES,
     FOLDERS_RULE,
     HASH_RULE,
     SplitRule,
-    content_fingerprints,
+    copies_note,
+    leave_out_copies,
 )
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.networks import SplitNetwork
@@ -80,9 +86,15 @@ class FeatureData:
     #: :func:`listing_stamp` of the folder as it was listed for these features (a tier's files
     #: record it; listing 10,000 images again for it took 3.6 s of CPU)
     stamp: str = ""
+    #: What the split left out of the test images as copies, and photos in two classes (one line).
+    copies: str | None = None
 
     def summary(self) -> str | None:
         return unreadable_summary(self.unreadable, self.files)
+
+    def notes(self) -> list[str]:
+        """The lines a reader says: the unreadable files, and the copies left out of the test images."""
+        return [line for line in (self.summary(), self.copies) if line]
 
 
 def listing_stamp(listing: Any) -> str:
@@ -136,7 +148,9 @@ def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[Prog
                 batch.clear()
 
         yield ProgressRecord(0, n, {}, phase="network features")
-        for done, (i, array, reason) in enumerate(decode_stream(listing.paths, side, channels), start=1):
+        prints: list[bytes | None] = [None] * n
+        for done, (i, array, reason, digest) in enumerate(decode_stream(listing.paths, side, channels), start=1):
+            prints[i] = digest
             if array is None:
                 reasons[i] = reason
             else:
@@ -150,7 +164,6 @@ def _compute(network: SplitNetwork, listing: Any, entry: Path) -> Generator[Prog
         flush(features)
         features.flush()
         del features  # unmapped before the folder is renamed (Windows keeps mapped files locked)
-        prints = content_fingerprints(listing.paths)
         packed = np.zeros((n, FINGERPRINT_BYTES + 1), dtype=np.uint8)  # the last byte: 1 when known
         for i, p in enumerate(prints):
             if p is not None:
@@ -243,7 +256,10 @@ def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fr
     else:
         rule = SplitRule(HASH_RULE, test_fraction, seed)
         is_test = rule.test_mask(keys, labels)
-    train, test = readable & ~is_test, readable & is_test
+    # no photo on both sides, none twice among the test images (the rule every reader takes)
+    copies = leave_out_copies(is_test, readable, labels, prints)
+    train, test = readable & ~is_test, readable & is_test & ~copies.left_out
+    name_of = lambda i: listing.relative(listing.paths[i])  # noqa: E731
     source: dict[str, Any] = {
         "dataset": None, "folder": str(path.resolve()), "layout": listing.layout,
         "class_names": list(listing.class_names), "files": len(keys), "ignored": listing.ignored,
@@ -252,6 +268,7 @@ def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fr
         "features": {"network_sha256": network.sha256, "head": network.head, "dimension": network.feature_dim,
                      "cache": str(entry)},
         "identity": listing_identity(listing, keys, rule, train, test, known_prints=prints),
+        "copies": copies.record(name_of), "copies_note": copies_note(copies, name_of),
     }
 
     def part(split: str, mask: np.ndarray) -> Dataset:
@@ -263,4 +280,4 @@ def folder_features(network: SplitNetwork, folder: str | os.PathLike, *, test_fr
                        {**source, "split": split, "images": len(index)})
 
     return FeatureData(part("train", train), part("test", test), tuple(listing.class_names), entry, computed,
-                       meta["unreadable"], len(keys), stamp)
+                       meta["unreadable"], len(keys), stamp, source["copies_note"])

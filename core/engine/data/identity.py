@@ -1,7 +1,7 @@
 """A data set's identity, recorded with a posterior and compared with what a folder holds now.
 
 Training records, in ``info["training_data"]`` (the read folder's ``source``), what identifies a
-person's images and their split (:func:`core.engine.data.folder.listing_identity`): the
+person's images and their split (:func:`core.engine.data.listing.listing_identity`): the
 listing digest, the split rule and its parameters, the class names in output order, every
 file's key and the contents of the training images. Everything that reads such a folder for a
 posterior again (``evaluate``, ``join``, the Dataset tab, the training dialog) compares the
@@ -41,12 +41,10 @@ from core.engine.data.split import (
     SplitRule,
     content_fingerprints,
     fingerprint,
+    named,
     unpack,
 )
 from core.engine.naming import plural
-
-#: Paths named in a note before "and N more".
-SHOWN_PATHS = 5
 
 
 class DataMismatchError(ValueError):
@@ -177,11 +175,6 @@ class DataCheck:
                 "seen_in_training": list(self.seen), "note": self.note}
 
 
-def _named(paths: Sequence[str]) -> str:
-    shown = ", ".join(paths[:SHOWN_PATHS])
-    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
-
-
 def folder_record(record: Mapping[str, Any] | None) -> bool:
     """Whether a ``training_data`` record is of a person's images (a folder, manifest or CIFAR)."""
     return isinstance(record, Mapping) and "layout" in record
@@ -197,7 +190,7 @@ def compare_folder(path: str | os.PathLike, record: Mapping[str, Any] | None, wh
     :class:`DataCheck`; a record that is not of a person's images (a data set of IDX files, or
     None) gives an empty check (the folder's default split, nothing to say).
     """
-    from core.engine.data.folder import find_cifar, image_keys, list_images, listing_digest
+    from core.engine.data.listing import find_cifar, image_keys, list_images, listing_digest
 
     if not folder_record(record):
         return DataCheck(who)
@@ -252,7 +245,7 @@ def compare_folder(path: str | os.PathLike, record: Mapping[str, Any] | None, wh
                      f"its images keep their split ({now_rule.words()})")
     if seen:
         parts.append(f"{plural(len(seen), 'test image')} {'was' if len(seen) == 1 else 'were'} among {who}'s "
-                     f"training images and {'is' if len(seen) == 1 else 'are'} left out: {_named(seen)}")
+                     f"training images and {'is' if len(seen) == 1 else 'are'} left out: {named(seen)}")
     check.note = "; ".join(parts) or None
     if seen and len(seen) == len(test_index):
         check.refusal = (f"every test image of {path.name} ({len(seen)}) was among {who}'s training images, so "
@@ -307,6 +300,9 @@ def read_test_split(path: str | os.PathLike, records: Mapping[str, Mapping[str, 
         kwargs = {"split_rule": check.split, "test_fraction": check.split.test_fraction, "seed": check.split.seed}
     data = load_image_split(path, split, image_size, channels, leave_out=check.leave_out, **kwargs)
     data.source["data_check"] = check.to_dict()
+    # the split's own copies (test images that are copies of training or earlier test images) said beside it
+    notes = [n for n in (check.note, data.source.get("copies_note")) if n]
+    data.source["data_check"]["note"] = "; ".join(notes) or None
     return data
 
 

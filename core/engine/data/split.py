@@ -11,6 +11,15 @@ Posterior files written before this rule record the per-class seeded draw
 (:func:`seeded_split`, :data:`SEEDED_RULE`); it is kept only to read their folders as they
 were split, since adding one image to a class re-draws that whole draw.
 
+**No photo is on both sides** (:func:`unseen_test`, :func:`leave_out_copies`): of the images a
+rule draws to test, one whose bytes are a training image's (a copy under another name, in another
+class folder, at another depth) or those of a test image before it is left out, so that a copy
+neither inflates a test figure nor counts twice. The training side is the rule's, unchanged, so
+weights trained on it stay valid. UTKFace's split (:func:`core.engine.data.utkface.split_unseen`)
+and a person's own folders (:mod:`core.engine.data.folder`, :mod:`core.engine.data.features`)
+take this one rule; :func:`copies_note` says in one line what it left out, and which photos sit
+in two classes at once (a labelling conflict).
+
 The set of keys a split holds is recorded compactly (:func:`pack`): 48 bits of each key's
 SHA-256, sorted, in base64 (8 characters a file), enough to tell which images of a folder
 were training images without storing their names (two of 60,000 keys share 48 bits with a
@@ -23,7 +32,7 @@ import base64
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from core.engine.naming import plural
 
 #: The rule of this version: a file's own hash decides its split.
 HASH_RULE = "hash of each file's class and path"
@@ -45,6 +56,8 @@ FILES_RULE = "the files' own train and test batches"
 
 #: Bytes of each key's SHA-256 kept in a packed set.
 FINGERPRINT_BYTES = 6
+#: Paths named in a note before "and N more".
+SHOWN_PATHS = 5
 
 
 def file_key(class_name: str, relative: str, split_folders: bool = False) -> str:
@@ -104,12 +117,144 @@ def content_fingerprint(path: str | os.PathLike) -> bytes | None:
         return None
 
 
+def bytes_fingerprint(data: bytes) -> bytes:
+    """:func:`content_fingerprint` of bytes already read (the decoder hashes what it decodes)."""
+    return hashlib.sha256(data).digest()[:FINGERPRINT_BYTES]
+
+
 def content_fingerprints(paths: Sequence[str | os.PathLike]) -> list[bytes | None]:
     """:func:`content_fingerprint` of every path, read by a few threads (hashing releases the GIL)."""
     if len(paths) < 64:
         return [content_fingerprint(p) for p in paths]
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         return list(pool.map(content_fingerprint, paths, chunksize=64))
+
+
+# ----------------------------------------------------------------------------- copies
+
+
+@dataclass(frozen=True)
+class UnseenSplit:
+    """The images on each side of a split (indices), and those a rule drew to test that are left
+    out because their photo is there already."""
+
+    train: np.ndarray
+    test: np.ndarray
+    #: Drawn to test, left out: byte-for-byte a training image (under another name or class).
+    seen: np.ndarray
+    #: Drawn to test, left out: byte-for-byte a test image earlier in the drawn order.
+    repeated: np.ndarray
+
+    def record(self) -> dict[str, int]:
+        """What the test side left out, for a data set's provenance."""
+        return {"left_out_as_training_photos": len(self.seen), "left_out_as_repeated_photos": len(self.repeated)}
+
+
+def unseen_test(train: Sequence[int] | np.ndarray, drawn: Sequence[int] | np.ndarray,
+                contents: Sequence[bytes | None]) -> UnseenSplit:
+    """The test images among ``drawn`` whose photo is neither a training image's (``train``) nor
+    that of a test image before it: one copy of a photo counts once, and never on both sides.
+
+    ``contents`` are the images' content digests, any length (an empty one or None, an unreadable
+    file, matches nothing). Of identical test photos the first in ``drawn``'s order is kept,
+    whatever its class: which of two labels is right cannot be told from the photo.
+    """
+    trained = {contents[i] for i in train if contents[i]}
+    kept: list[int] = []
+    seen: list[int] = []
+    repeated: list[int] = []
+    first: set[bytes] = set()
+    for i in drawn:
+        digest = contents[i]
+        if digest and digest in trained:
+            seen.append(int(i))
+        elif digest and digest in first:
+            repeated.append(int(i))
+        else:
+            if digest:
+                first.add(digest)
+            kept.append(int(i))
+    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return UnseenSplit(np.asarray(train, dtype=np.int64), as_array(kept), as_array(seen), as_array(repeated))
+
+
+@dataclass(frozen=True)
+class Copies:
+    """What :func:`leave_out_copies` found: the test images it left out (a mask over the listed
+    files), the split behind it, and the photos that sit in two classes at once (pairs of
+    indices, the first of each photo's files with every file of it in another class)."""
+
+    left_out: np.ndarray
+    sides: UnseenSplit
+    conflicts: tuple[tuple[int, int], ...] = ()
+
+    def record(self, name_of: Callable[[int], str]) -> dict[str, Any]:
+        """The provenance record (``source["copies"]``): counts and the files by name."""
+        return {**self.sides.record(),
+                "training_photos": [name_of(int(i)) for i in self.sides.seen],
+                "repeated_photos": [name_of(int(i)) for i in self.sides.repeated],
+                "in_two_classes": [[name_of(a), name_of(b)] for a, b in self.conflicts]}
+
+
+def leave_out_copies(is_test: np.ndarray, usable: np.ndarray, labels: np.ndarray,
+                     contents: Sequence[bytes | None]) -> Copies:
+    """:func:`unseen_test` over a listed folder: the training side is every usable image the rule
+    put in training (unchanged), the drawn ones every usable test image in listing order.
+
+    Also finds every photo whose copies carry different labels (among all usable images, either
+    side), which no split can mend: the same photo cannot be of two classes.
+    """
+    is_test, usable = np.asarray(is_test, dtype=bool), np.asarray(usable, dtype=bool)
+    sides = unseen_test(np.flatnonzero(usable & ~is_test), np.flatnonzero(usable & is_test), contents)
+    left = np.zeros(len(is_test), dtype=bool)
+    left[sides.seen] = True
+    left[sides.repeated] = True
+    first_of: dict[bytes, int] = {}
+    conflicts: list[tuple[int, int]] = []
+    reported: set[tuple[bytes, int]] = set()
+    for i in np.flatnonzero(usable):
+        digest = contents[i]
+        if not digest:
+            continue
+        j = first_of.setdefault(digest, int(i))
+        if labels[i] != labels[j] and (digest, int(labels[i])) not in reported:
+            reported.add((digest, int(labels[i])))
+            conflicts.append((j, int(i)))
+    return Copies(left, sides, tuple(conflicts))
+
+
+def named(paths: Sequence[str]) -> str:
+    """The first :data:`SHOWN_PATHS` paths, then "and N more"."""
+    shown = ", ".join(paths[:SHOWN_PATHS])
+    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
+
+
+def _copies(count: int) -> str:
+    return "copy" if count == 1 else "copies"
+
+
+def copies_note(copies: Copies | None, name_of: Callable[[int], str]) -> str | None:
+    """What the split left out of the test images and why, and any photo in two classes, in one
+    line (None: nothing to say)."""
+    if copies is None:
+        return None
+    parts = []
+    seen, repeated = copies.sides.seen, copies.sides.repeated
+    if len(seen) or len(repeated):
+        kinds = [f"{len(seen)} byte-for-byte {_copies(len(seen))} of training images "
+                 f"({named([name_of(int(i)) for i in seen])})" if len(seen) else "",
+                 f"{len(repeated)} {_copies(len(repeated))} of other test images "
+                 f"({named([name_of(int(i)) for i in repeated])})" if len(repeated) else ""]
+        parts.append(f"left out of the test images, so that no photo is on both sides or counts twice: "
+                     f"{' and '.join(k for k in kinds if k)}")
+    if copies.conflicts:
+        pairs = [f"{name_of(a)} and {name_of(b)}" for a, b in copies.conflicts]
+        count = len(copies.conflicts)
+        parts.append(f"{plural(count, 'photo')} {'is' if count == 1 else 'are'} in two classes at once "
+                     f"(the same bytes: {'; '.join(pairs[:SHOWN_PATHS])}"
+                     f"{f' and {count - SHOWN_PATHS} more' if count > SHOWN_PATHS else ''}); a photo has one class, "
+                     "so keep each in one class folder")
+    return "; ".join(parts) or None
 
 
 def pack(keys: Iterable[str]) -> str:

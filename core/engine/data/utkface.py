@@ -19,7 +19,8 @@ reader of UTKFace takes). UTKFace holds some photos twice under two names (375 p
 of the 128-pixel archive), so a split of the names alone puts 108 test files that are byte-for-byte
 copies of training files into the test split. The test side leaves out every photo whose bytes
 (SHA-256) are a training photo's, and keeps one of several identical test photos (the first by
-name). The training side is the name split unchanged, so heads trained on it stay valid.
+name). The training side is the name split unchanged, so heads trained on it stay valid. The rule
+is :func:`core.engine.data.split.unseen_test`, which a person's own folders take as well.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import platformdirs
 import torch
 
 from core.engine.data.datasets import DatasetContentError, DatasetNotFoundError
+from core.engine.data.split import UnseenSplit, unseen_test
 from core.engine.faces._worker import STATUS_ASSUMED, STATUS_DETECTED
 from core.engine.faces.age_groups import AGE_GROUP_NAMES, MAX_AGE, age_group
 from core.engine.faces.descriptor import DEFAULT_DESCRIPTOR
@@ -307,55 +309,13 @@ def stratified_split(
     return np.flatnonzero(~test_mask), np.flatnonzero(test_mask)
 
 
-@dataclass(frozen=True)
-class UnseenSplit:
-    """UTKFace's faces on each side of the split (indices in name order), and the faces the name
-    split drew to test that are left out because their photo is there already."""
-
-    train: np.ndarray
-    test: np.ndarray
-    #: Drawn to test, left out: byte-for-byte a training face's photo (under another name).
-    seen: np.ndarray
-    #: Drawn to test, left out: byte-for-byte the photo of a test face earlier in name order.
-    repeated: np.ndarray
-
-    def record(self) -> dict[str, int]:
-        """What the test side left out, for a data set's provenance."""
-        return {"left_out_as_training_photos": len(self.seen), "left_out_as_repeated_photos": len(self.repeated)}
-
-
-def unseen_test(train: np.ndarray, drawn: np.ndarray, contents: tuple[bytes, ...] | list[bytes]) -> UnseenSplit:
-    """The test faces among ``drawn`` whose photo is neither a training face's (``train``) nor
-    that of a test face before it: one copy of a photo counts once, and never on both sides.
-
-    ``contents`` are the faces' content digests (an empty one, an unreadable file, matches nothing).
-    Of identical test photos the first in ``drawn``'s order (name order) is kept, whatever age
-    its name gives: which of two names is right cannot be told from the photo.
-    """
-    trained = {contents[i] for i in train if contents[i]}
-    kept: list[int] = []
-    seen: list[int] = []
-    repeated: list[int] = []
-    first: set[bytes] = set()
-    for i in drawn:
-        digest = contents[i]
-        if digest and digest in trained:
-            seen.append(int(i))
-        elif digest and digest in first:
-            repeated.append(int(i))
-        else:
-            first.add(digest)
-            kept.append(int(i))
-    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    return UnseenSplit(np.asarray(train, dtype=np.int64), as_array(kept), as_array(seen), as_array(repeated))
-
-
 def split_unseen(
     source: UtkfaceSource, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED
 ) -> UnseenSplit:
     """UTKFace's split, the one every reader of it takes: :func:`stratified_split` of the names
     (the training side as it is), and of the faces it draws to test only those whose photo is
-    not already on either side (:func:`unseen_test`, by the SHA-256 of each file's bytes)."""
+    not already on either side (:func:`core.engine.data.split.unseen_test`, the rule a person's
+    folders take too, by the SHA-256 of each file's bytes)."""
     train, drawn = stratified_split(source.names, source.groups, test_fraction, seed)
     return unseen_test(train, drawn, source.content_digests())
 

@@ -120,7 +120,7 @@ class Dataset:
         return len(self.y)
 
     def subset(self, index: torch.Tensor | slice) -> Dataset:
-        # images streamed from disk (core.engine.data.folder.StreamedImages) stay there
+        # images streamed from disk (core.engine.data.images.StreamedImages) stay there
         x = self.x.subset(index) if hasattr(self.x, "subset") else self.x[index]
         return Dataset(x, self.y[index], self.name, self.class_names, dict(self.source))
 

@@ -56,7 +56,7 @@ from core.engine.inference.map import (
     log_posterior_and_grad,
     train_to_mode,
 )
-from core.engine.inference.variational import ParamLayout, stacked_logits
+from core.engine.inference.param_layout import ParamLayout, stacked_logits
 from core.engine.memory import check_fits, format_bytes
 from core.engine.models import ArchSpec, build_model
 

@@ -22,20 +22,18 @@ import torch
 from torch.func import functional_call
 
 from core.engine.inference.base import Dataset, FitGenerator
-from core.engine.inference.variational import (
+from core.engine.inference.elbo import (
     GaussianVIConfig,
-    LocalReparameterisation,
-    LowRankMixture,
-    Prior,
     VariationalState,
     apply_gradients,
-    gaussian_kl_to_prior,
     info_from,
     initial_mean,
     make_state,
     mixture_step,
-    run_fit,
 )
+from core.engine.inference.gaussian_family import LowRankMixture, Prior, gaussian_kl_to_prior
+from core.engine.inference.local_reparam import LocalReparameterisation
+from core.engine.inference.variational import run_fit
 from core.engine.models import ArchSpec
 
 

@@ -28,17 +28,16 @@ import torch
 
 from core.engine.device import seeded_generator
 from core.engine.inference.base import Dataset, FitGenerator
-from core.engine.inference.variational import (
-    LowRankMixture,
+from core.engine.inference.elbo import (
     LowRankVIConfig,
-    Prior,
     VariationalState,
     factor_groups,
     initial_mean,
     make_state,
     mixture_step,
-    run_fit,
 )
+from core.engine.inference.gaussian_family import LowRankMixture, Prior
+from core.engine.inference.variational import run_fit
 from core.engine.models import ArchSpec
 
 

@@ -41,7 +41,8 @@ from core.engine.inference.map import (
     log_posterior_and_grad,
     train_to_mode,
 )
-from core.engine.inference.variational import ParamLayout, VariationalPosterior
+from core.engine.inference.param_layout import ParamLayout
+from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
 
 

@@ -10,7 +10,7 @@ trick,
 
 which is exactly one example's outputs under a weight draw; a convolution draws one whole kernel
 per example, as prediction does (per-position noise would train another model than the one
-predicted: :class:`~core.engine.inference.variational.LocalReparameterisation`). It uses
+predicted: :class:`~core.engine.inference.local_reparam.LocalReparameterisation`). It uses
 the log-uniform prior p(|w|) ∝ 1/|w|, whose KL has no closed form; the paper's fit
 (their eq. 7 fit, valid for α ≤ 1, so α is projected onto (0, 1] after every step) is
 
@@ -46,16 +46,16 @@ from torch import nn
 from torch.func import functional_call
 
 from core.engine.inference.base import Dataset, FitGenerator
-from core.engine.inference.variational import (
-    LocalReparameterisation,
-    ParamLayout,
+from core.engine.inference.elbo import (
     VariationalState,
     apply_gradients,
     info_from,
     initial_mean,
     make_state,
-    run_fit,
 )
+from core.engine.inference.local_reparam import LocalReparameterisation
+from core.engine.inference.param_layout import ParamLayout
+from core.engine.inference.variational import run_fit
 from core.engine.models import ArchSpec
 
 AlphaSharing = Literal["per_weight", "per_unit"]
