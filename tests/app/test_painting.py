@@ -211,6 +211,42 @@ def test_a_stroke_alternating_previews_and_full_counts_paints_each_as_a_fresh_pl
     assert len(axes_painted) == changes
 
 
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_what_a_plot_keeps_from_its_layout_follows_a_resize_a_new_font_and_new_numbers(qtbot, view):
+    """A plot maps the classes' positions to pixels once per layout (``InputPlot.geometry``) and
+    only the numbers on each paint: after a resize, a font change, another draw count (ticks of
+    another length) or the reference's marks coming and going, it paints what a new plot shown
+    the same at that size paints, so nothing kept from the layout before shows."""
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    names = tuple("0123456789")
+    small = QFont()
+    small.setPointSizeF(7.0)
+
+    def shown(plot, size, prediction, reference=None, font=None):
+        if font is not None:
+            plot.setFont(font)
+        plot.resize(*size)
+        if view == "interval":
+            plot.set_reference(reference, "exact inference")
+        plot.show(prediction, 0.9)
+        return _grab(plot)
+
+    kept = cls(names)
+    qtbot.addWidget(kept)
+    steps = [((300, 180), _prediction(16), None, None), ((360, 240), _prediction(8), None, None),
+             ((360, 240), _prediction(16), _prediction(100).summary, None),
+             ((250, 150), _prediction(100), None, small), ((250, 150), _prediction(16), _prediction(8).summary, None)]
+    for size, prediction, reference, font in steps:
+        fresh = cls(names)
+        qtbot.addWidget(fresh)
+        if font is not None or kept.font() != fresh.font():
+            fresh.setFont(kept.font() if font is None else font)
+        expected = shown(fresh, size, prediction, reference)
+        assert np.array_equal(shown(kept, size, prediction, reference, font), expected), (view, size)
+
+
 def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
     """A stroke changes a line or two of the verdict: only their bands are repainted, and the
     window then shows exactly what painting the whole verdict anew shows."""
