@@ -212,7 +212,7 @@ class InputPlot(QWidget):
         self.values: dict[str, np.ndarray] = {}
         self._title = ""
         self._title_wordings: tuple[str, ...] = ("",)
-        self._tip_note = ""
+        self._tip_note: str | None = None  # none set yet
         self._layout_key: tuple | None = None
         self._data_rect = QRectF()
         self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
@@ -381,8 +381,9 @@ class InputPlot(QWidget):
 
     def set_tip_note(self, text: str) -> None:
         """Words about the numbers shown now, added to the plot's tooltip."""
-        self._tip_note = text
-        self._update_tooltip()
+        if text != self._tip_note:  # the same on most updates of a stroke: the tooltip stands
+            self._tip_note = text
+            self._update_tooltip()
 
     def _update_tooltip(self) -> None:
         notes = [self._tip_note, *(a.toolTip() for a in self.class_axes()), "Click the title for its help."]

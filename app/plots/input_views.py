@@ -493,6 +493,7 @@ class CorrelationPlot(InputPlot):
         self.setMinimumHeight(104)
         self._table = lookup_table(diverging_lut())
         self._veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
+        self._tables = np.concatenate([self._table, self._veiled])
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -503,8 +504,9 @@ class CorrelationPlot(InputPlot):
         # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
-        index = colour_index(corr, -1.0, 1.0)
-        self._image = to_image(np.where(veil[:, :, None], self._veiled[index], self._table[index]))
+        # one lookup in the table and its veiled copy stacked: rows 256 and up are veiled
+        index = colour_index(corr, -1.0, 1.0) + np.where(veil, 256, 0)
+        self._image = to_image(self._tables[index])
         self.values = {"correlation": corr}
         if summary.num_samples < 2:
             note = " (needs 2+ draws)"

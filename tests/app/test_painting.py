@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
+from PySide6.QtTest import QTest
 
 from app.plots.input_plot import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
@@ -328,6 +329,47 @@ def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing
             np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
         assert canvas.ink_extent() == expected
         assert canvas.is_empty() == (not drawing.any())
+
+
+def test_the_model_input_from_the_ink_box_is_the_one_from_the_whole_drawing(qtbot):
+    """The Draw tab hands the preprocessing only the box around the drawing's ink (any grey level
+    above 0): the same 28×28 input bit for bit as from the whole float drawing, for strokes drawn
+    with the mouse at several brush sizes, faint greys below the ink threshold beside them, ink
+    against every edge; a blank or only faintly grey canvas is refused with the same sentence."""
+    from core.engine.data.preprocess import EmptyDrawingError, to_mnist
+
+    canvas = DrawingCanvas()
+    qtbot.addWidget(canvas)
+    canvas.show()
+    rng = np.random.default_rng(5)
+    side = canvas.SIDE
+    for case in range(12):
+        canvas.clear()
+        canvas.brush_size = int(rng.integers(3, 40))
+        for _ in range(int(rng.integers(1, 4))):
+            start = QPoint(*(int(v) for v in rng.integers(0, side, 2)))
+            end = QPoint(*(int(v) for v in rng.integers(0, side, 2)))
+            QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=start)
+            QTest.mouseMove(canvas, (start + end) / 2)
+            QTest.mouseMove(canvas, end)
+            QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=end)
+        drawing = canvas.to_array()
+        if case % 3 == 0:  # faint grey (below the ink threshold of 0.05) far from the ink, and at an edge
+            drawing[0, int(rng.integers(0, side))] = 12 / 255.0
+            drawing[int(rng.integers(0, side)), side - 1] = 3 / 255.0
+            canvas.set_array(drawing)
+            drawing = canvas.to_array()
+        assert canvas.ink_array().shape[0] < side or drawing[[0, -1]].any()
+        assert np.array_equal(to_mnist(canvas.ink_array()), to_mnist(drawing)), case
+    for faint in (0, 12):
+        blank = np.zeros((side, side), dtype=np.float32)
+        blank[100:140, 50:60] = faint / 255.0
+        canvas.set_array(blank)
+        with pytest.raises(EmptyDrawingError) as whole:
+            to_mnist(canvas.to_array())
+        with pytest.raises(EmptyDrawingError) as cut:
+            to_mnist(canvas.ink_array())
+        assert str(cut.value) == str(whole.value)
 
 
 def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
