@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import shiboken6
-from PySide6.QtCore import QEvent, QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -214,6 +214,7 @@ class InputPlot(QWidget):
         self._title_wordings: tuple[str, ...] = ("",)
         self._tip_note: str | None = None  # none set yet
         self._layout_key: tuple | None = None
+        self._shown_backdrop: tuple | None = None  # the layout and backdrop_key() last painted
         self._data_rect = QRectF()
         self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
         self._geometry: dict[object, object] = {}  # what derives from the layout alone: see geometry()
@@ -294,8 +295,27 @@ class InputPlot(QWidget):
         plot's width is drawn, the shortest cut with "…" only when even it does not fit."""
         wordings = wordings or ("",)
         if wordings != self._title_wordings:
+            had_title = bool(self._title)
             self._title, self._title_wordings = wordings[0], wordings
+            if bool(self._title) != had_title:  # a title that comes or goes moves the data
+                self.update()
+            else:  # another wording: the title's band
+                self.update(self.title_rect().toAlignedRect())
+
+    def update_data(self) -> None:
+        """Schedule the repaint of what new numbers change (:meth:`data_region`), not of the axes
+        around them, which the window keeps as they were painted (20 plots copying their whole
+        backdrop on every update of a stroke); everything while the backdrop on screen is not the
+        one for this layout and these numbers (a colour scale that comes or goes)."""
+        if self._shown_backdrop != (self._layout_key, self.backdrop_key()):
             self.update()
+        else:
+            self.update(self.data_region())
+
+    def data_region(self) -> QRect:
+        """What painting new numbers changes: the data area and the pixel around it that the data
+        are clipped to (subclasses add what else shows the numbers)."""
+        return self.data_rect().adjusted(-2, -2, 2, 2).toAlignedRect()
 
     #: Pixels kept right of the data for a colour scale (:meth:`paint_colour_scale`); 0: none.
     scale_room = 0.0
@@ -441,6 +461,7 @@ class InputPlot(QWidget):
         ratio = self.devicePixelRatioF()
         key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key(),
                self._title_wordings)
+        self._shown_backdrop = (self._layout_key, self.backdrop_key())
         kept = self._backdrops.get(key)
         if kept is not None:
             pixmap, drawn = kept

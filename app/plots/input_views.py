@@ -18,7 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 
 from app.plots.input_plot import (
@@ -106,7 +106,7 @@ class DrawsPlot(InputPlot):
         values["top"] = np.asarray(summary.predicted_class)
         self.values = values
         self.set_title(f"Draws per class · {plural(s, 'draw')}")
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
@@ -199,7 +199,7 @@ class IntervalPlot(InputPlot):
         if self.reference is not None:
             note += "\n\n" + self.REFERENCE_NOTE.format(who=self.reference_who)
         self.set_tip_note(note)
-        self.update()
+        self.update_data()
 
     REFERENCE_NOTE = (
         "Black marks: the same input judged by {who}: its average (—) and its interval (the thin "
@@ -349,7 +349,7 @@ class EntropyPlot(InputPlot):
         if 1 < summary.num_samples < FEW_DRAWS:
             notes.append(self.FEW_DRAWS_NOTE.format(draws=draws))
         self.set_tip_note("\n\n".join(notes))
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
@@ -408,6 +408,10 @@ class EntropyPlot(InputPlot):
                 text = f"{name} n/a"
             painter.drawText(box, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
 
+    def data_region(self) -> QRect:
+        # the row labels show the numbers too (drawn over the axis, left of the data)
+        return super().data_region().united(QRect(0, 0, math.ceil(self._data_rect.left()), self.height()))
+
     def _overlay_places(self) -> tuple[QLineF, list[QRectF]]:
         """Where ln K's dashed line goes, and the box of each row's label."""
         most = QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1]))
@@ -438,7 +442,7 @@ class VariancePlot(InputPlot):
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
         self.values = {"aleatoric": summary.aleatoric_variance.numpy(), "epistemic": summary.epistemic_variance.numpy()}
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
@@ -515,7 +519,7 @@ class CorrelationPlot(InputPlot):
         else:
             note = ""
         self.set_title(f"Class correlation{note}", "Class correlation")
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()

@@ -166,13 +166,13 @@ def test_a_plot_maps_data_to_pixels_by_its_ranges_even_when_only_they_change(qtb
     assert plot.px(0.0, 1.02).y() == pytest.approx(rect.center().y())
 
 
-def _prediction(draws: int):
+def _prediction(draws: int, seed: int | None = None):
     import torch
 
     from core.analysis.predictive import Prediction
     from core.analysis.uncertainty import summarise
 
-    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws)) * 2
+    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws if seed is None else seed)) * 2
     samples = torch.softmax(logits, -1)
     return Prediction(samples, summarise(samples, level=0.9))
 
@@ -246,6 +246,57 @@ def test_what_a_plot_keeps_from_its_layout_follows_a_resize_a_new_font_and_new_n
             fresh.setFont(kept.font() if font is None else font)
         expected = shown(fresh, size, prediction, reference)
         assert np.array_equal(shown(kept, size, prediction, reference, font), expected), (view, size)
+
+
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_new_numbers_repaint_the_data_only_and_the_window_shows_what_a_full_paint_would(qtbot, view):
+    """New numbers of the same kind repaint the plot's data area (and the entropy's labels that
+    show them), not the axes around it; a new title wording adds its band, a colour scale that
+    comes or goes the whole plot. After every step of a stroke (previews of 16 and 8 draws, the
+    full count's shading and its scale, the reference's marks coming and going) the window holds
+    exactly what painting the whole plot anew gives."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    plot = cls(tuple("0123456789"))
+    qtbot.addWidget(plot)
+    plot.resize(300, 180)
+    plot.show(_prediction(16), 0.9)
+    plot.setVisible(True)
+    qtbot.waitExposed(plot)
+    qtbot.wait(50)
+    painted: list = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(event.region().boundingRect())
+            return False
+
+    spy = Spy()
+    plot.installEventFilter(spy)
+    format_ = QImage.Format.Format_RGB32
+    # (prediction, reference marks, whether the plot's kind of picture stays: same draw count,
+    # same marks, so that only the data may be repainted when the title keeps its words too)
+    steps = [(_prediction(16, 1), None, True), (_prediction(16, 2), None, True), (_prediction(100), None, False),
+             (_prediction(100, 3), None, True), (_prediction(16), _prediction(100).summary, False),
+             (_prediction(16, 4), _prediction(100, 5).summary, True), (_prediction(8), None, False)]
+    for step, (prediction, reference, same_kind) in enumerate(steps):
+        painted.clear()
+        if view == "interval":
+            plot.set_reference(reference, "exact inference")
+        title = plot._title_wordings
+        plot.show(prediction, 0.9)
+        qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+        qtbot.wait(20)
+        shown = QApplication.primaryScreen().grabWindow(plot.winId()).toImage()
+        assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(plot.grab().toImage().convertToFormat(format_))), (view, step)
+        whole = painted[0].contains(plot.rect())
+        if same_kind and plot._title_wordings == title:
+            assert not whole, (view, step)  # the data only
 
 
 def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
