@@ -274,10 +274,12 @@ class RichLines(QWidget):
         painter = QPainter(self)
         painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        shown = event.rect()  # the painter is clipped to what needs painting: the rest is skipped
-        placed, height = self._layouts(self.width())
+        # the painter is clipped to what needs painting: a paragraph outside it is skipped, also
+        # one between two changed paragraphs (the region, not its bounding rectangle)
+        shown, width = event.region(), self.width()
+        placed, height = self._layouts(width)
         for layout, top, bottom in _bands(placed, height):
-            if bottom >= shown.top() and top <= shown.bottom() + 1:
+            if shown.intersects(QRect(0, math.floor(top), width, max(1, math.ceil(bottom) - math.floor(top)))):
                 layout.draw(painter, QPointF(0, top))
         painter.end()
 

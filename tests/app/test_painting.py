@@ -345,6 +345,47 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
 
 
+def test_a_paragraph_between_two_changed_ones_is_not_drawn_again(qtbot):
+    """The verdict draws only the paragraphs in the region to repaint, not all within its bounding
+    rectangle: a stroke changes the numbers of the first lines and of the reference's line, with
+    the unchanged ones between them left as they are on screen (which then shows what a full
+    paint gives)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.resize(260, 160)
+    paragraphs = [((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None), ((("a quick look at 16 draws", "i"),), None),
+                  ((("Conformal: 8, 90 % guaranteed", "b"),), None), ((("differs by 0.12", ""),), None)]
+    lines.set_paragraphs(paragraphs)
+    lines.show()
+    qtbot.waitExposed(lines)
+    qtbot.wait(100)
+    drawn: list[str] = []
+    original = RichLines._layouts
+
+    def spied(self, width):
+        placed, height = original(self, width)
+        for layout, _ in placed:
+            text = layout.text()
+            layout.draw = lambda painter, at, _layout=layout, _text=text: (drawn.append(_text),
+                                                                         type(_layout).draw(_layout, painter, at))
+        return placed, height
+
+    lines._layouts = spied.__get__(lines)
+    lines.set_paragraphs([((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[1:3],
+                          ((("differs by 0.15", ""),), None)])
+    qtbot.waitUntil(lambda: bool(drawn), timeout=2000)
+    qtbot.wait(20)
+    assert drawn == ["Reads 8: p̄ 0.74", "differs by 0.15"]
+    format_ = QImage.Format.Format_RGB32
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    del lines._layouts
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
+
+
 def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
     """The preview's note is shown while a stroke moves and gone at the full count: when it comes
     back with the next stroke its layout is the one made before (laying out text is most of the
