@@ -314,8 +314,9 @@ class InputPlot(QWidget):
 
     def data_region(self) -> QRect:
         """What painting new numbers changes: the data area and the pixel around it that the data
-        are clipped to (subclasses add what else shows the numbers)."""
-        return self.data_rect().adjusted(-2, -2, 2, 2).toAlignedRect()
+        are clipped to (subclasses add what else shows the numbers); kept with the layout, which
+        a resize or new ranges make anew (and repaint whole)."""
+        return self.geometry("data region", lambda: self._data_rect.adjusted(-2, -2, 2, 2).toAlignedRect())
 
     #: Pixels kept right of the data for a colour scale (:meth:`paint_colour_scale`); 0: none.
     scale_room = 0.0

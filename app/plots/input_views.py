@@ -410,7 +410,8 @@ class EntropyPlot(InputPlot):
 
     def data_region(self) -> QRect:
         # the row labels show the numbers too (drawn over the axis, left of the data)
-        return super().data_region().united(QRect(0, 0, math.ceil(self._data_rect.left()), self.height()))
+        return self.geometry("labels region", lambda: super(EntropyPlot, self).data_region().united(
+            QRect(0, 0, math.ceil(self._data_rect.left()), self.height())))
 
     def _overlay_places(self) -> tuple[QLineF, list[QRectF]]:
         """Where ln K's dashed line goes, and the box of each row's label."""
