@@ -385,6 +385,7 @@ class ColumnView(QFrame):
         self.verdict = RichLines(self._verdict_holder)
         self.verdict.setObjectName("verdict")
         self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
+        self._verdict_tip: str | None = None  # the tooltip a prediction gave it last
         # The verdict's height follows the column's width, never its text: a label that grew or
         # shrank as a note line came and went would re-lay out and repaint every plot below.
         self._longest = max(class_names, key=len)
@@ -607,7 +608,8 @@ class ColumnView(QFrame):
                                     class_names, level)
         verdict += sets
         tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
-        if self.verdict.toolTip() != tip:
+        if self._verdict_tip != tip:  # asking Qt for the tooltip copied it (≈ 1 kB) every update
+            self._verdict_tip = tip
             self.verdict.setToolTip(tip)
         self.verdict.set_paragraphs(verdict)
 
