@@ -147,8 +147,9 @@ class DrawsPlot(InputPlot):
         draw_lines(painter, whiskers)
         top, ratio = int(v["top"]), self.devicePixelRatioF()
         tops = self.geometry("diamonds", lambda: (rows - DIAMOND[1]).tolist())
+        marks = (diamond(MEAN, ratio), diamond(BAR_TOP, ratio))
         for row, (x, y) in enumerate(zip((a * v["mean"] + b - DIAMOND[0]).tolist(), tops, strict=True)):
-            painter.drawPixmap(QPointF(x, y), diamond(BAR_TOP if row == top else MEAN, ratio))
+            painter.drawPixmap(QPointF(x, y), marks[row == top])
 
     def _tick_lines(self, rows: np.ndarray, draws: int) -> np.ndarray:
         """Rows (x, top, x, bottom) of ``draws`` ticks per class, their x to be filled: ticks 11
