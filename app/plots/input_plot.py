@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import shiboken6
-from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -212,10 +212,12 @@ class InputPlot(QWidget):
         self.values: dict[str, np.ndarray] = {}
         self._title = ""
         self._title_wordings: tuple[str, ...] = ("",)
-        self._tip_note = ""
+        self._tip_note: str | None = None  # none set yet
         self._layout_key: tuple | None = None
+        self._shown_backdrop: tuple | None = None  # the layout and backdrop_key() last painted
         self._data_rect = QRectF()
         self._affine = (1.0, 0.0, 1.0, 0.0)  # pixel x = a·x + b, pixel y = c·y + d: set with the data rectangle
+        self._geometry: dict[object, object] = {}  # what derives from the layout alone: see geometry()
         self._title_font = QFont(self.font())
         self._title_font.setPointSizeF(TITLE_POINT_SIZE)
         self._title_texts: dict[tuple, QStaticText] = {}  # laid out once per wording and width
@@ -234,6 +236,11 @@ class InputPlot(QWidget):
         # preferred heights add up to (height for width), and a column must fit the first
         # launch's 860-pixel window without scrolling (ten pixels more a plot cut its last plot)
         return QSize(240, self.minimumHeight())
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.FontChange:  # the axes and what derives from them, in the new font
+            self._layout_key = None
+        super().changeEvent(event)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
@@ -288,8 +295,28 @@ class InputPlot(QWidget):
         plot's width is drawn, the shortest cut with "…" only when even it does not fit."""
         wordings = wordings or ("",)
         if wordings != self._title_wordings:
+            had_title = bool(self._title)
             self._title, self._title_wordings = wordings[0], wordings
+            if bool(self._title) != had_title:  # a title that comes or goes moves the data
+                self.update()
+            else:  # another wording: the title's band
+                self.update(self.title_rect().toAlignedRect())
+
+    def update_data(self) -> None:
+        """Schedule the repaint of what new numbers change (:meth:`data_region`), not of the axes
+        around them, which the window keeps as they were painted (20 plots copying their whole
+        backdrop on every update of a stroke); everything while the backdrop on screen is not the
+        one for this layout and these numbers (a colour scale that comes or goes)."""
+        if self._shown_backdrop != (self._layout_key, self.backdrop_key()):
             self.update()
+        else:
+            self.update(self.data_region())
+
+    def data_region(self) -> QRect:
+        """What painting new numbers changes: the data area and the pixel around it that the data
+        are clipped to (subclasses add what else shows the numbers); kept with the layout, which
+        a resize or new ranges make anew (and repaint whole)."""
+        return self.geometry("data region", lambda: self._data_rect.adjusted(-2, -2, 2, 2).toAlignedRect())
 
     #: Pixels kept right of the data for a colour scale (:meth:`paint_colour_scale`); 0: none.
     scale_room = 0.0
@@ -367,6 +394,7 @@ class InputPlot(QWidget):
             if (self.left.choice, self.bottom.choice) == before:
                 break
         self._data_rect = rect
+        self._geometry = {}
         sx, sy = rect.width() / (x1 - x0), rect.height() / (y1 - y0)
         self._affine = (sx, rect.left() - x0 * sx, *((sy, rect.top() - y0 * sy) if self.y_down else
                                                      (-sy, rect.bottom() + y0 * sy)))
@@ -374,8 +402,9 @@ class InputPlot(QWidget):
 
     def set_tip_note(self, text: str) -> None:
         """Words about the numbers shown now, added to the plot's tooltip."""
-        self._tip_note = text
-        self._update_tooltip()
+        if text != self._tip_note:  # the same on most updates of a stroke: the tooltip stands
+            self._tip_note = text
+            self._update_tooltip()
 
     def _update_tooltip(self) -> None:
         notes = [self._tip_note, *(a.toolTip() for a in self.class_axes()), "Click the title for its help."]
@@ -389,6 +418,16 @@ class InputPlot(QWidget):
         a, b, c, d = self._affine
         return a * x + b, c * y + d
 
+    def geometry(self, name: object, build):
+        """What ``build()`` derives from this layout alone (the pixels of the classes' positions, of
+        the fixed bars' edges), made once per layout: a stroke's paints then map only the numbers
+        that change, in one array operation per plot instead of one per drawn part (a plot's data
+        paint was a few dozen small numpy calls, the most of its time)."""
+        made = self._geometry.get(name)
+        if made is None:
+            made = self._geometry[name] = build()
+        return made
+
     def px(self, x: float, y: float) -> QPointF:
         """The pixel of data point (x, y)."""
         return QPointF(*self.to_px(float(x), float(y)))
@@ -396,10 +435,6 @@ class InputPlot(QWidget):
     def span(self, x0: float, y0: float, x1: float, y1: float) -> QRectF:
         """The pixel rectangle of a data rectangle."""
         return QRectF(self.px(x0, y0), self.px(x1, y1)).normalized()
-
-    def segments(self, x0, y0, x1, y1) -> np.ndarray:
-        """Pixel lines (rows x0, y0, x1, y1) of data segments (x0, y0)–(x1, y1), arrays of equal length."""
-        return np.stack([*self.to_px(x0, y0), *self.to_px(x1, y1)], axis=1)
 
     # ------------------------------------------------------------------ painting
 
@@ -427,6 +462,7 @@ class InputPlot(QWidget):
         ratio = self.devicePixelRatioF()
         key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key(),
                self._title_wordings)
+        self._shown_backdrop = (self._layout_key, self.backdrop_key())
         kept = self._backdrops.get(key)
         if kept is not None:
             pixmap, drawn = kept
@@ -525,24 +561,3 @@ class InputPlot(QWidget):
                 painter.drawText(QRectF(rect.left(), self.height() - QFontMetricsF(base).height() - 1,
                                         rect.width(), QFontMetricsF(base).height()),
                                  Qt.AlignmentFlag.AlignHCenter, axis.label)
-
-    def paint_interval(self, painter: QPainter, at: np.ndarray, low: np.ndarray, high: np.ndarray,
-                       across: bool) -> None:
-        """Whiskers from ``low`` to ``high`` at positions ``at``, with beams 0.25 wide;
-        ``across``: horizontal whiskers (one per row), else vertical ones."""
-        painter.setPen(MEAN_PEN)
-        # the whisker, then its two beams: values v0→v1 at positions p0→p1
-        v0, v1 = np.concatenate([low, low, high]), np.concatenate([high, low, high])
-        p0, p1 = np.concatenate([at, at - 0.125, at - 0.125]), np.concatenate([at, at + 0.125, at + 0.125])
-        draw_lines(painter, self.segments(v0, p0, v1, p1) if across else self.segments(p0, v0, p1, v1))
-
-    def paint_bars(self, painter: QPainter, fill: QColor, x0: np.ndarray, y0, x1, y1) -> None:
-        """Filled data rectangles between corners (x0, y0) and (x1, y1), all in one colour,
-        without outline: one per entry of ``x0``, the others arrays as long or numbers."""
-        (a, b), (c, d) = self.to_px(x0, y0), self.to_px(x1, y1)
-        rects = np.empty((len(x0), 4))
-        rects[:, 0], rects[:, 1] = np.minimum(a, c), np.minimum(b, d)
-        rects[:, 2], rects[:, 3] = np.abs(c - a), np.abs(d - b)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(fill)
-        draw_rects(painter, rects)

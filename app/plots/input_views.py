@@ -18,12 +18,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 
 from app.plots.input_plot import (
     DIAMOND,
     FEW_DRAWS,
+    MEAN_PEN,
     PROBABILITY_TICKS,
     TICK_LENGTH,
     Axis,
@@ -32,6 +33,7 @@ from app.plots.input_plot import (
     colours,
     diamond,
     draw_lines,
+    draw_rects,
     lookup_table,
     to_image,
 )
@@ -50,6 +52,16 @@ from core.engine.naming import FADE_SD, plural
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
     from core.analysis.predictive import Prediction
+
+# Made once: a stroke paints 20 plots many times a second.
+BAR_COLOUR, BAR_TOP_COLOUR = QColor(*BAR), QColor(*BAR_TOP)
+UNCERTAINTY_COLOURS = {name: QColor(*rgb) for name, rgb in UNCERTAINTY.items()}
+DRAW_PEN = QPen(BAR_COLOUR, 1)  # whole-pixel widths take Qt's fast line path
+REFERENCE_MEAN_PEN = QPen(QColor(*REFERENCE), 2.5)
+REFERENCE_MEAN_PEN.setCapStyle(Qt.PenCapStyle.FlatCap)
+REFERENCE_PEN = QPen(QColor(*REFERENCE), 1.5)
+MOST_PEN = QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine)
+FOREGROUND_COLOUR = QColor(FOREGROUND)
 
 
 class DrawsPlot(InputPlot):
@@ -94,7 +106,7 @@ class DrawsPlot(InputPlot):
         values["top"] = np.asarray(summary.predicted_class)
         self.values = values
         self.set_title(f"Draws per class · {plural(s, 'draw')}")
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
@@ -109,20 +121,43 @@ class DrawsPlot(InputPlot):
 
     def paint_data(self, painter: QPainter) -> None:
         v, k = self.values, len(self.class_names)
+        a, b, c, d = self._affine
+        rows = self.geometry("rows", lambda: c * np.arange(k) + d)  # each class's row, in pixels
         if "heat" in v:
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
             painter.drawImage(self.span(0, -0.5, 1, k - 0.5), self._heat)
         else:
-            half = min(5.5, self._data_rect.height() / k * 0.4)  # ticks 11 px tall, less in small plots
-            painter.setPen(QPen(QColor(*BAR), 1))  # whole-pixel widths take Qt's fast line path
-            x, y = (a.ravel() for a in self.to_px(v["ticks"], np.arange(k)[None, :].repeat(len(v["ticks"]), 0)))
-            draw_lines(painter, np.stack([x, y - half, x, y + half], axis=1))
-        rows = np.arange(k)
-        self.paint_interval(painter, rows, v["lower"], v["upper"], across=True)
+            ticks = v["ticks"]  # (S, K): one tick per draw, in its class's row
+            lines = self.geometry(("ticks", len(ticks)), lambda: self._tick_lines(rows, len(ticks)))
+            lines[:, 0] = lines[:, 2] = (a * ticks + b).ravel()
+            painter.setPen(DRAW_PEN)
+            draw_lines(painter, lines)
+        # the interval as whiskers across each row, with their beams: values low→high at row,
+        # low→low and high→high at row ∓ 0.125 (one array for the three)
+        edges = self.geometry("whiskers", lambda: c * np.concatenate(
+            [np.arange(k), np.arange(k) - 0.125, np.arange(k) + 0.125]) + d)
+        low, high = a * v["lower"] + b, a * v["upper"] + b
+        whiskers = np.empty((3 * k, 4))
+        whiskers[:, 0] = np.concatenate([low, low, high])
+        whiskers[:, 2] = np.concatenate([high, low, high])
+        whiskers[:k, 1] = whiskers[:k, 3] = edges[:k]
+        whiskers[k:, 1] = np.tile(edges[k:2 * k], 2)
+        whiskers[k:, 3] = np.tile(edges[2 * k:], 2)
+        painter.setPen(MEAN_PEN)
+        draw_lines(painter, whiskers)
         top, ratio = int(v["top"]), self.devicePixelRatioF()
-        x, y = self.to_px(v["mean"], rows)
-        for c, (a, b) in enumerate(zip((x - DIAMOND[0]).tolist(), (y - DIAMOND[1]).tolist(), strict=True)):
-            painter.drawPixmap(QPointF(a, b), diamond(BAR_TOP if c == top else MEAN, ratio))
+        tops = self.geometry("diamonds", lambda: (rows - DIAMOND[1]).tolist())
+        marks = (diamond(MEAN, ratio), diamond(BAR_TOP, ratio))
+        for row, (x, y) in enumerate(zip((a * v["mean"] + b - DIAMOND[0]).tolist(), tops, strict=True)):
+            painter.drawPixmap(QPointF(x, y), marks[row == top])
+
+    def _tick_lines(self, rows: np.ndarray, draws: int) -> np.ndarray:
+        """Rows (x, top, x, bottom) of ``draws`` ticks per class, their x to be filled: ticks 11
+        pixels tall, less in small plots."""
+        half = min(5.5, self._data_rect.height() / len(rows) * 0.4)
+        lines = np.empty((draws * len(rows), 4))
+        lines[:, 1], lines[:, 3] = np.tile(rows - half, draws), np.tile(rows + half, draws)
+        return lines
 
 
 class IntervalPlot(InputPlot):
@@ -165,7 +200,7 @@ class IntervalPlot(InputPlot):
         if self.reference is not None:
             note += "\n\n" + self.REFERENCE_NOTE.format(who=self.reference_who)
         self.set_tip_note(note)
-        self.update()
+        self.update_data()
 
     REFERENCE_NOTE = (
         "Black marks: the same input judged by {who}: its average (—) and its interval (the thin "
@@ -186,23 +221,56 @@ class IntervalPlot(InputPlot):
         self.set_title("Mean and interval")
 
     def paint_data(self, painter: QPainter) -> None:
-        v = self.values
-        at, mean = np.arange(len(v["mean"]), dtype=float), v["mean"]
-        top = at == int(v["top"])
-        self.paint_bars(painter, QColor(*BAR), at[~top] - 0.35, 0.0, at[~top] + 0.35, mean[~top])
-        self.paint_bars(painter, QColor(*BAR_TOP), at[top] - 0.35, 0.0, at[top] + 0.35, mean[top])
-        self.paint_interval(painter, at, v["lower"], v["upper"], across=False)
-        if self.reference is not None:
-            r = self.reference
-            pen = QPen(QColor(*REFERENCE), 2.5)
-            pen.setCapStyle(Qt.PenCapStyle.FlatCap)
-            painter.setPen(pen)
-            draw_lines(painter, self.segments(at - 0.45, r["mean"], at + 0.45, r["mean"]))
-            painter.setPen(QPen(QColor(*REFERENCE), 1.5))
-            side = at + 0.45
-            draw_lines(painter, np.concatenate([self.segments(side, r["lower"], side, r["upper"]),
-                                                self.segments(side - 0.08, r["lower"], side, r["lower"]),
-                                                self.segments(side - 0.08, r["upper"], side, r["upper"])]))
+        v, r = self.values, self.reference
+        k = len(v["mean"])
+        x = self.geometry("x", self._x_pixels)
+        a, b, c, d = self._affine
+        y = c * np.concatenate([v["mean"], v["lower"], v["upper"], *((r["mean"], r["lower"], r["upper"]) if r else ())]) + d
+        mean, low, high = y[:k], y[k:2 * k], y[2 * k:3 * k]
+        base = c * 0.0 + d
+        bars = x["bars"].copy()  # (x, y, width, height) from the axis to each mean
+        bars[:, 1], bars[:, 3] = np.minimum(base, mean), np.abs(mean - base)
+        top = np.arange(k) == int(v["top"])
+        painter.setPen(Qt.PenStyle.NoPen)
+        for fill, shown in ((BAR_COLOUR, ~top), (BAR_TOP_COLOUR, top)):
+            painter.setBrush(fill)
+            draw_rects(painter, bars[shown])
+        # whiskers low→high at each class, beams at low and at high
+        whiskers = x["whiskers"].copy()
+        whiskers[:, 1], whiskers[:, 3] = np.concatenate([low, low, high]), np.concatenate([high, low, high])
+        painter.setPen(MEAN_PEN)
+        draw_lines(painter, whiskers)
+        if r is not None:
+            ref_mean, ref_low, ref_high = y[3 * k:4 * k], y[4 * k:5 * k], y[5 * k:]
+            means = x["reference"].copy()
+            means[:, 1] = means[:, 3] = ref_mean
+            painter.setPen(REFERENCE_MEAN_PEN)
+            draw_lines(painter, means)
+            # its interval right of each bar, with beams reaching back to it at low and high
+            marks = x["reference_interval"].copy()
+            marks[:, 1] = np.concatenate([ref_low, ref_low, ref_high])
+            marks[:, 3] = np.concatenate([ref_high, ref_low, ref_high])
+            painter.setPen(REFERENCE_PEN)
+            draw_lines(painter, marks)
+
+    def _x_pixels(self) -> dict[str, np.ndarray]:
+        """The pixel columns of everything drawn at a class: bars 0.7 wide, whiskers and their beams
+        0.25 wide, the reference's mean 0.9 wide and its interval at the right of that."""
+        a, b = self._affine[:2]
+        at = np.arange(len(self.class_names), dtype=float)
+        left, right = a * (at - 0.35) + b, a * (at + 0.35) + b
+        bars = np.empty((len(at), 4))
+        bars[:, 0], bars[:, 2] = np.minimum(left, right), np.abs(right - left)
+        whiskers = np.empty((3 * len(at), 4))
+        whiskers[:, 0] = a * np.concatenate([at, at - 0.125, at - 0.125]) + b
+        whiskers[:, 2] = a * np.concatenate([at, at + 0.125, at + 0.125]) + b
+        side = at + 0.45
+        reference = np.empty((len(at), 4))
+        reference[:, 0], reference[:, 2] = a * (at - 0.45) + b, a * (at + 0.45) + b
+        interval = np.empty((3 * len(at), 4))
+        interval[:, 0] = a * np.concatenate([side, side - 0.08, side - 0.08]) + b
+        interval[:, 2] = a * np.concatenate([side, side, side]) + b
+        return {"bars": bars, "whiskers": whiskers, "reference": reference, "reference_interval": interval}
 
 
 class EntropyPlot(InputPlot):
@@ -282,15 +350,30 @@ class EntropyPlot(InputPlot):
         if 1 < summary.num_samples < FEW_DRAWS:
             notes.append(self.FEW_DRAWS_NOTE.format(draws=draws))
         self.set_tip_note("\n\n".join(notes))
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
         self.set_title("Uncertainty (nats)")
 
     def paint_data(self, painter: QPainter) -> None:
-        for i, (name, nats) in enumerate(zip(self.names, self.values["nats"].tolist(), strict=True)):
-            self.paint_bars(painter, QColor(*UNCERTAINTY[name]), np.zeros(1), i - 0.3, nats, i + 0.3)
+        a, b = self._affine[:2]
+        bars = self.geometry(("bars", self.names), self._bar_rows).copy()  # (x, y, width, height)
+        zero, ends = a * 0.0 + b, a * self.values["nats"] + b
+        bars[:, 0], bars[:, 2] = np.minimum(zero, ends), np.abs(ends - zero)
+        painter.setPen(Qt.PenStyle.NoPen)
+        for name, bar in zip(self.names, bars, strict=True):
+            painter.setBrush(UNCERTAINTY_COLOURS[name])
+            draw_rects(painter, bar[None])
+
+    def _bar_rows(self) -> np.ndarray:
+        """Each row's bar, 0.6 tall, its y and height in pixels (x and width follow the numbers)."""
+        c, d = self._affine[2:]
+        rows = np.arange(len(self.names), dtype=float)
+        y0, y1 = c * (rows - 0.3) + d, c * (rows + 0.3) + d
+        bars = np.empty((len(rows), 4))
+        bars[:, 1], bars[:, 3] = np.minimum(y0, y1), np.abs(y1 - y0)
+        return bars
 
     def _most_label(self) -> QRectF:
         """Where "ln K" is written: atop its dashed line, reaching up into the title's band."""
@@ -313,19 +396,29 @@ class EntropyPlot(InputPlot):
 
     def paint_overlay(self, painter: QPainter) -> None:
         # the most possible, ln K, dashed over the bars
-        painter.setPen(QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine))
-        painter.drawLine(QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1])))
+        most, labels = self.geometry(("overlay", self.names), self._overlay_places)
+        painter.setPen(MOST_PEN)
+        painter.drawLine(most)
         # The values go into the axis labels (text beside the bars collides in narrow columns);
         # drawn here, not with the axis, which is painted once.
-        painter.setPen(QColor(FOREGROUND))
-        right, height = self._data_rect.left() - TICK_LENGTH - 2, QFontMetricsF(self.font()).height()
-        for i, name in enumerate(self.names):
-            text = f"{name} {self.values['nats'][i]:.3f}" if self.values else name
-            if self.values and name in ("epistemic", "weights") and not getattr(self, "epistemic_defined", True):
+        painter.setPen(FOREGROUND_COLOUR)
+        nats = self.values["nats"].tolist() if self.values else None
+        for i, (name, box) in enumerate(zip(self.names, labels, strict=True)):
+            text = f"{name} {nats[i]:.3f}" if nats else name
+            if nats and name in ("epistemic", "weights") and not getattr(self, "epistemic_defined", True):
                 text = f"{name} n/a"
-            y = self.px(0.0, i).y()
-            painter.drawText(QRectF(0, y - height / 2, right, height),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
+            painter.drawText(box, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
+
+    def data_region(self) -> QRect:
+        # the row labels show the numbers too (drawn over the axis, left of the data)
+        return self.geometry("labels region", lambda: super(EntropyPlot, self).data_region().united(
+            QRect(0, 0, math.ceil(self._data_rect.left()), self.height())))
+
+    def _overlay_places(self) -> tuple[QLineF, list[QRectF]]:
+        """Where ln K's dashed line goes, and the box of each row's label."""
+        most = QLineF(self.px(self.most, self.y_range[0]), self.px(self.most, self.y_range[1]))
+        right, height = self._data_rect.left() - TICK_LENGTH - 2, QFontMetricsF(self.font()).height()
+        return most, [QRectF(0, self.px(0.0, i).y() - height / 2, right, height) for i in range(len(self.names))]
 
 
 class VariancePlot(InputPlot):
@@ -351,17 +444,33 @@ class VariancePlot(InputPlot):
     def show(self, prediction: Prediction, level: float) -> None:
         summary = prediction.summary
         self.values = {"aleatoric": summary.aleatoric_variance.numpy(), "epistemic": summary.epistemic_variance.numpy()}
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()
         self.set_title("Variance per class")
 
     def paint_data(self, painter: QPainter) -> None:
-        a, e = self.values["aleatoric"], self.values["epistemic"]
-        at = np.arange(len(a), dtype=float)
-        self.paint_bars(painter, QColor(*UNCERTAINTY["aleatoric"]), at - 0.35, 0.0, at + 0.35, a)
-        self.paint_bars(painter, QColor(*UNCERTAINTY["epistemic"]), at - 0.35, a, at + 0.35, a + e)
+        aleatoric, epistemic = self.values["aleatoric"], self.values["epistemic"]
+        k = len(aleatoric)
+        c, d = self._affine[2:]
+        columns = self.geometry("columns", self._bar_columns)
+        # aleatoric from 0, epistemic stacked on it: their edges mapped in one operation
+        base, low, high = c * 0.0 + d, *np.split(c * np.concatenate([aleatoric, aleatoric + epistemic]) + d, 2)
+        painter.setPen(Qt.PenStyle.NoPen)
+        for fill, y0, y1 in ((UNCERTAINTY_COLOURS["aleatoric"], base, low), (UNCERTAINTY_COLOURS["epistemic"], low, high)):
+            bars = np.empty((k, 4))
+            bars[:, 0], bars[:, 2] = columns
+            bars[:, 1], bars[:, 3] = np.minimum(y0, y1), np.abs(y1 - y0)
+            painter.setBrush(fill)
+            draw_rects(painter, bars)
+
+    def _bar_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each class's bar, 0.7 wide: its left edge and width in pixels."""
+        a, b = self._affine[:2]
+        at = np.arange(len(self.class_names), dtype=float)
+        left, right = a * (at - 0.35) + b, a * (at + 0.35) + b
+        return np.minimum(left, right), np.abs(right - left)
 
 
 class CorrelationPlot(InputPlot):
@@ -390,6 +499,7 @@ class CorrelationPlot(InputPlot):
         self.setMinimumHeight(104)
         self._table = lookup_table(diverging_lut())
         self._veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
+        self._tables = np.concatenate([self._table, self._veiled])
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -400,8 +510,9 @@ class CorrelationPlot(InputPlot):
         # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
         faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
-        index = colour_index(corr, -1.0, 1.0)
-        self._image = to_image(np.where(veil[:, :, None], self._veiled[index], self._table[index]))
+        # one lookup in the table and its veiled copy stacked: rows 256 and up are veiled
+        index = colour_index(corr, -1.0, 1.0) + np.where(veil, 256, 0)
+        self._image = to_image(self._tables[index])
         self.values = {"correlation": corr}
         if summary.num_samples < 2:
             note = " (needs 2+ draws)"
@@ -410,7 +521,7 @@ class CorrelationPlot(InputPlot):
         else:
             note = ""
         self.set_title(f"Class correlation{note}", "Class correlation")
-        self.update()
+        self.update_data()
 
     def clear_view(self) -> None:
         super().clear_view()

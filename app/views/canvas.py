@@ -40,6 +40,18 @@ class DrawingCanvas(QWidget):
         """The drawing as float32 (SIDE, SIDE) in [0, 1], ink = 1."""
         return self._grey().astype(np.float32) / 255.0
 
+    def ink_array(self) -> np.ndarray:
+        """The drawing cut to the box around every pixel with any ink, float32 in [0, 1] as in
+        :meth:`to_array`. :func:`core.engine.data.preprocess.to_mnist` reads only the box of the
+        ink above its threshold, which lies inside this one, so it makes the same model input from
+        it, bit for bit, without the whole 280×280 float copy and its checks (≈ 1 ms of every
+        stroke event). A blank canvas gives one blank pixel (an empty drawing all the same)."""
+        grey = self._grey()
+        rows, cols = np.flatnonzero(grey.any(1)), np.flatnonzero(grey.any(0))
+        if not len(rows):
+            return np.zeros((1, 1), dtype=np.float32)
+        return grey[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
+
     def _grey(self) -> np.ndarray:
         """The drawing's grey levels, uint8 (SIDE, SIDE), a view of the image (no copy)."""
         img = self._image

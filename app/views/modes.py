@@ -87,7 +87,7 @@ class DrawPanel(ModePanel):
 
     def current_input(self) -> tuple[np.ndarray | None, str]:
         try:
-            return to_mnist(self.canvas.to_array()), "your drawing"
+            return to_mnist(self.canvas.ink_array()), "your drawing"
         except EmptyDrawingError:
             return None, ""
 

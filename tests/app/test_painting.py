@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
+from PySide6.QtTest import QTest
 
 from app.plots.input_plot import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
@@ -165,13 +166,13 @@ def test_a_plot_maps_data_to_pixels_by_its_ranges_even_when_only_they_change(qtb
     assert plot.px(0.0, 1.02).y() == pytest.approx(rect.center().y())
 
 
-def _prediction(draws: int):
+def _prediction(draws: int, seed: int | None = None):
     import torch
 
     from core.analysis.predictive import Prediction
     from core.analysis.uncertainty import summarise
 
-    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws)) * 2
+    logits = torch.randn(draws, 10, generator=torch.Generator().manual_seed(draws if seed is None else seed)) * 2
     samples = torch.softmax(logits, -1)
     return Prediction(samples, summarise(samples, level=0.9))
 
@@ -209,6 +210,93 @@ def test_a_stroke_alternating_previews_and_full_counts_paints_each_as_a_fresh_pl
         assert np.array_equal(_grab(plot), fresh[draws]), f"{view} at {draws} draws"
     changes = 2 if view in ("histograms", "interval", "entropy") else 1  # titles or scales that change
     assert len(axes_painted) == changes
+
+
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_what_a_plot_keeps_from_its_layout_follows_a_resize_a_new_font_and_new_numbers(qtbot, view):
+    """A plot maps the classes' positions to pixels once per layout (``InputPlot.geometry``) and
+    only the numbers on each paint: after a resize, a font change, another draw count (ticks of
+    another length) or the reference's marks coming and going, it paints what a new plot shown
+    the same at that size paints, so nothing kept from the layout before shows."""
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    names = tuple("0123456789")
+    small = QFont()
+    small.setPointSizeF(7.0)
+
+    def shown(plot, size, prediction, reference=None, font=None):
+        if font is not None:
+            plot.setFont(font)
+        plot.resize(*size)
+        if view == "interval":
+            plot.set_reference(reference, "exact inference")
+        plot.show(prediction, 0.9)
+        return _grab(plot)
+
+    kept = cls(names)
+    qtbot.addWidget(kept)
+    steps = [((300, 180), _prediction(16), None, None), ((360, 240), _prediction(8), None, None),
+             ((360, 240), _prediction(16), _prediction(100).summary, None),
+             ((250, 150), _prediction(100), None, small), ((250, 150), _prediction(16), _prediction(8).summary, None)]
+    for size, prediction, reference, font in steps:
+        fresh = cls(names)
+        qtbot.addWidget(fresh)
+        if font is not None or kept.font() != fresh.font():
+            fresh.setFont(kept.font() if font is None else font)
+        expected = shown(fresh, size, prediction, reference)
+        assert np.array_equal(shown(kept, size, prediction, reference, font), expected), (view, size)
+
+
+@pytest.mark.parametrize("view", ["histograms", "interval", "entropy", "variance", "correlation"])
+def test_new_numbers_repaint_the_data_only_and_the_window_shows_what_a_full_paint_would(qtbot, view):
+    """New numbers of the same kind repaint the plot's data area (and the entropy's labels that
+    show them), not the axes around it; a new title wording adds its band, a colour scale that
+    comes or goes the whole plot. After every step of a stroke (previews of 16 and 8 draws, the
+    full count's shading and its scale, the reference's marks coming and going) the window holds
+    exactly what painting the whole plot anew gives."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from app.plots.input_views import INPUT_PLOTS
+
+    cls = next(c for c in INPUT_PLOTS if c.view_key == view)
+    plot = cls(tuple("0123456789"))
+    qtbot.addWidget(plot)
+    plot.resize(300, 180)
+    plot.show(_prediction(16), 0.9)
+    plot.setVisible(True)
+    qtbot.waitExposed(plot)
+    qtbot.wait(50)
+    painted: list = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(event.region().boundingRect())
+            return False
+
+    spy = Spy()
+    plot.installEventFilter(spy)
+    format_ = QImage.Format.Format_RGB32
+    # (prediction, reference marks, whether the plot's kind of picture stays: same draw count,
+    # same marks, so that only the data may be repainted when the title keeps its words too)
+    steps = [(_prediction(16, 1), None, True), (_prediction(16, 2), None, True), (_prediction(100), None, False),
+             (_prediction(100, 3), None, True), (_prediction(16), _prediction(100).summary, False),
+             (_prediction(16, 4), _prediction(100, 5).summary, True), (_prediction(8), None, False)]
+    for step, (prediction, reference, same_kind) in enumerate(steps):
+        painted.clear()
+        if view == "interval":
+            plot.set_reference(reference, "exact inference")
+        title = plot._title_wordings
+        plot.show(prediction, 0.9)
+        qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+        qtbot.wait(20)
+        shown = QApplication.primaryScreen().grabWindow(plot.winId()).toImage()
+        assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(plot.grab().toImage().convertToFormat(format_))), (view, step)
+        whole = painted[0].contains(plot.rect())
+        if same_kind and plot._title_wordings == title:
+            assert not whole, (view, step)  # the data only
 
 
 def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
@@ -257,6 +345,47 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
 
 
+def test_a_paragraph_between_two_changed_ones_is_not_drawn_again(qtbot):
+    """The verdict draws only the paragraphs in the region to repaint, not all within its bounding
+    rectangle: a stroke changes the numbers of the first lines and of the reference's line, with
+    the unchanged ones between them left as they are on screen (which then shows what a full
+    paint gives)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.views.column import RichLines
+
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    lines.resize(260, 160)
+    paragraphs = [((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None), ((("a quick look at 16 draws", "i"),), None),
+                  ((("Conformal: 8, 90 % guaranteed", "b"),), None), ((("differs by 0.12", ""),), None)]
+    lines.set_paragraphs(paragraphs)
+    lines.show()
+    qtbot.waitExposed(lines)
+    qtbot.wait(100)
+    drawn: list[str] = []
+    original = RichLines._layouts
+
+    def spied(self, width):
+        placed, height = original(self, width)
+        for layout, _ in placed:
+            text = layout.text()
+            layout.draw = lambda painter, at, _layout=layout, _text=text: (drawn.append(_text),
+                                                                         type(_layout).draw(_layout, painter, at))
+        return placed, height
+
+    lines._layouts = spied.__get__(lines)
+    lines.set_paragraphs([((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[1:3],
+                          ((("differs by 0.15", ""),), None)])
+    qtbot.waitUntil(lambda: bool(drawn), timeout=2000)
+    qtbot.wait(20)
+    assert drawn == ["Reads 8: p̄ 0.74", "differs by 0.15"]
+    format_ = QImage.Format.Format_RGB32
+    shown = QApplication.primaryScreen().grabWindow(lines.winId()).toImage()
+    del lines._layouts
+    assert np.array_equal(_pixels(shown.convertToFormat(format_)), _pixels(lines.grab().toImage().convertToFormat(format_)))
+
+
 def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
     """The preview's note is shown while a stroke moves and gone at the full count: when it comes
     back with the next stroke its layout is the one made before (laying out text is most of the
@@ -292,6 +421,47 @@ def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing
             np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
         assert canvas.ink_extent() == expected
         assert canvas.is_empty() == (not drawing.any())
+
+
+def test_the_model_input_from_the_ink_box_is_the_one_from_the_whole_drawing(qtbot):
+    """The Draw tab hands the preprocessing only the box around the drawing's ink (any grey level
+    above 0): the same 28×28 input bit for bit as from the whole float drawing, for strokes drawn
+    with the mouse at several brush sizes, faint greys below the ink threshold beside them, ink
+    against every edge; a blank or only faintly grey canvas is refused with the same sentence."""
+    from core.engine.data.preprocess import EmptyDrawingError, to_mnist
+
+    canvas = DrawingCanvas()
+    qtbot.addWidget(canvas)
+    canvas.show()
+    rng = np.random.default_rng(5)
+    side = canvas.SIDE
+    for case in range(12):
+        canvas.clear()
+        canvas.brush_size = int(rng.integers(3, 40))
+        for _ in range(int(rng.integers(1, 4))):
+            start = QPoint(*(int(v) for v in rng.integers(0, side, 2)))
+            end = QPoint(*(int(v) for v in rng.integers(0, side, 2)))
+            QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=start)
+            QTest.mouseMove(canvas, (start + end) / 2)
+            QTest.mouseMove(canvas, end)
+            QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=end)
+        drawing = canvas.to_array()
+        if case % 3 == 0:  # faint grey (below the ink threshold of 0.05) far from the ink, and at an edge
+            drawing[0, int(rng.integers(0, side))] = 12 / 255.0
+            drawing[int(rng.integers(0, side)), side - 1] = 3 / 255.0
+            canvas.set_array(drawing)
+            drawing = canvas.to_array()
+        assert canvas.ink_array().shape[0] < side or drawing[[0, -1]].any()
+        assert np.array_equal(to_mnist(canvas.ink_array()), to_mnist(drawing)), case
+    for faint in (0, 12):
+        blank = np.zeros((side, side), dtype=np.float32)
+        blank[100:140, 50:60] = faint / 255.0
+        canvas.set_array(blank)
+        with pytest.raises(EmptyDrawingError) as whole:
+            to_mnist(canvas.to_array())
+        with pytest.raises(EmptyDrawingError) as cut:
+            to_mnist(canvas.ink_array())
+        assert str(cut.value) == str(whole.value)
 
 
 def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
