@@ -24,9 +24,9 @@ SCORE_BYTES = 4 << 20
 #: Bytes per draw-image-class the scoring holds besides the float32 probabilities: the
 #: float64 copy and one float64 temporary (:class:`PartScorer`'s buffers).
 SCORE_TEMPORARY_BYTES = 16
-#: Bytes per draw-image the top two classes' histograms hold while scored: the pair of
-#: probabilities in float64 and their bins as int64.
-SCORE_PAIR_BYTES = 32
+#: Bytes per draw-image the scoring holds besides: the top two classes' pair of probabilities
+#: in float64 and their bins as int64, and the normaliser of each draw's logits.
+SCORE_PAIR_BYTES = 40
 
 #: The per-example uncertainty scores, each "higher = more uncertain".
 SCORES: tuple[str, ...] = (
@@ -77,6 +77,8 @@ class PartScorer:
         self.s, self.k, self.bins = s, k, bins
         self.ones = torch.ones(1, s, dtype=torch.float64)
         self.ones_k = torch.ones(k, dtype=torch.float64)
+        self.ones_s = torch.ones(s, dtype=torch.float64)
+        self.ones_sk = torch.ones(s * k, dtype=torch.float64)
         present, counts = torch.unique(chains, return_counts=True)  # chains that received a sample
         self.num_chains = len(present)
         self.chain_counts = counts.double().unsqueeze(1)
@@ -86,18 +88,24 @@ class PartScorer:
         edges = [0, *torch.cumsum(counts, 0).tolist()]
         self.chain_rows = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)] if runs else None
         self.member = (chains.unsqueeze(0) == present.unsqueeze(1)).double()  # (C, S)
-        self.draws = torch.empty(s, images * k, dtype=torch.float64)
-        self.temporary = torch.empty(s, images * k, dtype=torch.float64)
+        # flat, so that a part of fewer images is one contiguous (S, n·K) block, which the
+        # softmax of logits views as (S·n, K) rows
+        self.draws = torch.empty(s * images * k, dtype=torch.float64)
+        self.temporary = torch.empty(s * images * k, dtype=torch.float64)
         self.sums = torch.empty(3 * images * k, dtype=torch.float64)  # (3, n·K) of a part, contiguous
         self.cells = bins * torch.arange(2 * images).view(images, 2)  # each image's two histograms
 
-    def score(self, part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    def score(self, part: torch.Tensor, logits: bool = False,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """p̄ (n, K), the scores (len(SCORES), n) in the order of :data:`SCORES` and each
-        chain's arg-max (C, n) of probabilities ``part`` (S, n, K), never negative; None
-        where some p̄ is not finite (a draw that is not a number makes its image's p̄ one),
-        for the caller to word."""
+        chain's arg-max (C, n) of ``part`` (S, n, K): class probabilities, never negative, or
+        with ``logits`` the draws' logits, whose softmax is taken here in float64
+        (:meth:`_softmax`). None where some p̄ is not finite (a draw that is not a number
+        makes its image's p̄ one), for the caller to word."""
+        if logits:
+            return self._score_logits(part)
         s, n, k = part.shape
-        d = self.draws[:, : n * k]
+        d = self.draws[: s * n * k].view(s, n * k)
         d.view(s, n, k).copy_(part)  # float64 before any sum, as the uncertainty module does
         chain_sums = None
         if 1 < self.num_chains < s and self.chain_rows is not None:
@@ -136,7 +144,7 @@ class PartScorer:
         overlap = (fractions[:, 0] * fractions[:, 1]).sqrt_().sum(-1).double()
         sums = self.sums[: 3 * n * k].view(3, n * k)
         torch.clamp_min(mean.view(1, -1), _TINY, out=sums[:1]).log_().mul_(mean.view(1, -1))
-        t = self.temporary[:, : n * k]
+        t = self.temporary[: s * n * k].view(s, n * k)
         torch.clamp_min(d, _TINY, out=t)  # p log p: 0 · log(_TINY) is 0 where 0 · log 0 would be NaN
         torch.mm(self.ones, t.log_().mul_(d), out=sums[1:2])
         # Σ_s (p − p̄)² as Σ_s p² − S·p̄²: one pass over the draws fewer; its rounding, about
@@ -159,7 +167,105 @@ class PartScorer:
         ])
         return mean, scores, chain_preds
 
-    def _one_draw(self, p: torch.Tensor, order: ClassOrder) -> torch.Tensor:
+    def _score_logits(self, part: torch.Tensor, shift: bool = False,
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """:meth:`score` of logits ``part`` (S, n, K), taken in their own memory order.
+
+        Stored draws' logits come from one product of the images with every draw's weights,
+        laid out image by image, (n, S, K) in memory: they are scored so, where laying them out
+        draw by draw cost as much again as the softmax. Each image's draws are then one
+        contiguous row of S·K values, so the per-image sums over draws and classes (of p z and
+        of p²) are one matrix-vector product, and p̄ a sum over the middle dimension.
+
+        The logits are exponentiated as they are, or with ``shift`` (where that fails: see
+        :meth:`_softmax`) less each draw's largest.
+        """
+        s, n, k = part.shape
+        z = self.draws[: s * n * k].view(n, s * k)
+        p = self.temporary[: s * n * k].view(n, s * k)
+        z.view(n, s, k).copy_(part.transpose(0, 1))  # float64 before anything else
+        log_norms = self._softmax(z, p, shift)
+        if log_norms is None:
+            return None if shift else self._score_logits(part, shift=True)
+        draws = p.view(n, s, k)
+        chain_sums = None
+        if 1 < self.num_chains < s and self.chain_rows is not None:
+            chain_sums = torch.stack([draws[:, r].sum(1) for r in self.chain_rows])  # (C, n, K)
+            mean = chain_sums.sum(0).div_(s)
+        elif 1 < self.num_chains < s:  # chains whose draws are not runs of rows: their 0/1 weights
+            chain_sums = torch.einsum("cs,nsk->cnk", self.member, draws)
+            mean = chain_sums.sum(0).div_(s)
+        else:
+            mean = draws.sum(1).div_(s)
+        if not math.isfinite(float(mean.sum())):
+            return None
+        order = ClassOrder(mean)
+        # each draw's entropy log Z − Σ_k p_k z_k, summed over the draws: Σ_s log Z_s less the
+        # sum of the row p·z (no logarithm a value, one a draw)
+        entropy_sum = (log_norms @ self.ones_s).sub_(torch.mul(p, z, out=z) @ self.ones_sk[: s * k])
+        if not shift and not math.isfinite(float(entropy_sum.sum())):  # 0 · (−∞) where a logit is −∞
+            return self._score_logits(part, shift=True)
+        if s == 1:
+            return mean, self._one_draw(mean, order, entropy_sum), order.first.unsqueeze(0)
+        if self.num_chains == 1:
+            chain_preds = order.first.unsqueeze(0)
+        elif chain_sums is None:  # one draw a chain (an ensemble's members): its own p
+            chain_preds = first_argmax(draws.transpose(0, 1))
+        else:
+            chain_preds = first_argmax(chain_sums.div_(self.chain_counts.unsqueeze(1)))
+        top = order.top_two()
+        pair = draws.gather(-1, top.unsqueeze(1).expand(n, s, 2))  # (n, S, 2)
+        which = pair.mul_(self.bins).clamp_(0, self.bins - 1).long()
+        which += self.cells[:n].unsqueeze(1)
+        counts = torch.bincount(which.view(-1), minlength=2 * n * self.bins).view(n, 2, self.bins)
+        fractions = counts.float() / s
+        overlap = (fractions[:, 0] * fractions[:, 1]).sqrt_().sum(-1).double()
+        plogp = self.sums[: n * k].view(n, k)
+        total = (torch.clamp_min(mean, _TINY, out=plogp).log_().mul_(mean) @ self.ones_k).neg_() + 0.0
+        # an entropy is never negative; the two sums' rounding could take a 0 a little below it
+        aleatoric = entropy_sum.div_(s).clamp_min_(0)
+        # Σ_k Var_s p_k = (Σ_s Σ_k p² − S Σ_k p̄²) / S, as the probabilities' path takes it
+        squares = torch.mul(p, p, out=z) @ self.ones_sk[: s * k]
+        variance = squares.sub_(mean.square() @ self.ones_k * s).div_(s).clamp_min_(0)
+        scores = torch.stack([
+            total,
+            aleatoric,
+            (total - aleatoric).clamp_min_(0) + 0.0,
+            variance,
+            1 - order.largest,
+            overlap,
+        ])
+        return mean, scores, chain_preds
+
+    def _softmax(self, z: torch.Tensor, p: torch.Tensor, shift: bool) -> torch.Tensor | None:
+        """The softmax of float64 logits ``z`` (rows of K classes) into ``p``, and log Z of each
+        row (its draw and image) shaped as ``z``'s rows without their classes; ``z`` is left as
+        the logits the entropies need (log p = z − log Z). None where the logits need a
+        ``shift`` they were not given, or, shifted, are not numbers or +∞ (the softmax of
+        float32 logits is not one there either).
+
+        Each draw's entropy is then log Z − Σ_k p_k z_k: one logarithm a draw instead of one a
+        class, and exact to rounding where the logarithm of a float32 probability is not (it
+        carries that probability's rounding, about 6e-8 of it). Unshifted, Z must lie within
+        e^±:data:`UNSHIFTED` (no overflow, no underflow, a cancellation of log Z and Σ p z
+        below 1e-14); finding each draw's largest logit costs torch as much as the exponential,
+        so it is done only for the parts that need it.
+        """
+        k = self.k
+        rows = z.view(-1, k)
+        if shift:
+            rows.sub_(rows.amax(1, keepdim=True))
+            rows.clamp_min_(-_HUGE)  # −∞ (a class that cannot be) gives p = 0 and p·z = 0, not NaN
+        torch.exp(z, out=p)
+        norms = p.view(-1, k) @ self.ones_k
+        low, high = torch.aminmax(norms)
+        # shifted, Z lies in [1, K] unless a logit was NaN or +∞; NaN fails either comparison
+        if not (float(low) > _UNSHIFTED_LOW and float(high) < _UNSHIFTED_HIGH):
+            return None
+        p.view(-1, k).div_(norms.unsqueeze(1))
+        return norms.log_().view(*z.shape[:-1], -1)
+
+    def _one_draw(self, p: torch.Tensor, order: ClassOrder, entropy: torch.Tensor | None = None) -> torch.Tensor:
         """The scores of one draw p (n, K), as :meth:`score` computes them for S draws with the
         parts that are 0 by construction left out: the same bits, without the S·N·K passes and
         the histograms that cost a one-draw posterior (MAP) more than its forward pass. Its
@@ -167,9 +273,12 @@ class PartScorer:
         one-draw histograms overlap fully (1) where the two classes share a bin, else not at all
         (the top two values decide it, whichever of two equal classes topk would name)."""
         n, k = p.shape
-        row = self.sums[: n * k].view(n, k)
-        torch.clamp_min(p, _TINY, out=row).log_().mul_(p)
-        total = (row @ self.ones_k).neg_() + 0.0  # never −0
+        if entropy is None:
+            row = self.sums[: n * k].view(n, k)
+            torch.clamp_min(p, _TINY, out=row).log_().mul_(p)
+            total = (row @ self.ones_k).neg_() + 0.0  # never −0
+        else:  # from the logits (:meth:`_score_logits`), never below 0
+            total = entropy.clamp_min(0)
         pair = torch.stack([order.largest, order.second_value()], 1)
         which = (pair.clamp_(0, 1) * self.bins).long().clamp_max_(self.bins - 1)
         zero = torch.zeros(n, dtype=torch.float64)
@@ -269,6 +378,14 @@ def _plogp(p: torch.Tensor) -> torch.Tensor:
 #: The smallest positive float64: p·log p of a p below it is below 1e-305, so flooring p there
 #: changes no entropy, and 0 · log(_TINY) is 0 where 0 · log 0 would be NaN.
 _TINY = float(torch.finfo(torch.float64).tiny)
+#: Logits whose normaliser Z = Σ_k e^z_k lies within e^±UNSHIFTED are exponentiated as they
+#: are: |log Z| and the p-weighted mean Σ_k p_k z_k are then below about UNSHIFTED, so the
+#: entropy log Z − Σ p z loses at most a few 1e-14 to their cancellation, and no e^z that
+#: carries Z overflows or leaves the normal float64 range.
+UNSHIFTED = 64.0
+_UNSHIFTED_LOW, _UNSHIFTED_HIGH = math.exp(-UNSHIFTED), math.exp(UNSHIFTED)
+#: A floor for shifted logits: −∞ (a class with no mass) becomes a number whose e^z is 0.
+_HUGE = 1e300
 
 
 

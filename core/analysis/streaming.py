@@ -114,7 +114,8 @@ def _image_bytes(posterior: Posterior, num_samples: int, fixed: bool) -> float:
 
     A posterior with stored draws predicts a step at once from one shared input, so per image
     it holds the input twice (as read and standardised) and, per draw, the activations of the
-    layers after the first and the S·K outputs three times (logits, biased logits, softmax);
+    layers after the first and the S·K logits twice (the product and its bias added; their
+    softmax is the scorer's, in float64);
     one that draws at prediction holds what its own estimate says
     (:meth:`~core.engine.inference.base.Posterior.prediction_bytes`).
     """
@@ -123,7 +124,7 @@ def _image_bytes(posterior: Posterior, num_samples: int, fixed: bool) -> float:
         arch = posterior.arch
         d = arch.input_dim or arch.input_size
         later = max(arch.activations_per_image() - 2 * d, 0)
-        activations = 4.0 * (2 * d + num_samples * (later + 3 * k))
+        activations = 4.0 * (2 * d + num_samples * (later + 2 * k))
     else:
         activations = posterior.prediction_bytes(num_samples, 2) - posterior.prediction_bytes(num_samples, 1)
     return activations + 4.0 * num_samples * k
@@ -214,7 +215,10 @@ def predict_dataset(
     for i, start in enumerate(range(0, n, step)):
         stop = min(start + step, n)
         if fixed:
-            samples = posterior.predict_proba(data.x[start:stop], num_samples=num_samples, generator=generator)
+            # stored draws: their logits, whose softmax the scorer takes in float64 (the float32
+            # softmax cost the face tier's HMC as much as its whole forward pass, and the
+            # logarithm of its rounded probabilities, one a class, as much again)
+            samples = posterior.predict_logits(data.x[start:stop], num_samples=num_samples)
         else:
             firsts = range(start, stop, block)
             for first in firsts:
@@ -244,9 +248,10 @@ def predict_dataset(
             chain_preds = torch.empty(scorer.num_chains, n, dtype=torch.long)
         for a in range(0, stop - start, part):
             b = min(a + part, stop - start)
-            scored = scorer.score(samples[:, a:b])
+            scored = scorer.score(samples[:, a:b], logits=fixed)
             if scored is None:  # never an argmax of NaN, never a NaN in a metric
-                bad = int((~torch.isfinite(samples)).any(0).flatten(1).any(1).sum())
+                proba = torch.softmax(samples.double(), -1) if fixed else samples
+                bad = int((~torch.isfinite(proba)).any(0).flatten(1).any(1).sum())
                 raise ProbabilitiesNotFiniteError(
                     f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the "
                     f"images {start + 1:,} to {stop:,} of {data.name} (its outputs overflow), so they cannot be "

@@ -8,7 +8,8 @@ arg-max of the mean of its draws. Posteriors with stored draws, which no generat
 predict in the new step's calls there: a float32 matrix product of a few rows rounds
 otherwise than the same rows in a larger one (MKL picks another kernel below about 64
 rows, up to 3e-7 in a probability), a difference of the forward pass, not of the batching
-(docs/performance.md).
+(docs/performance.md). Their probabilities are the float64 softmax of their float32 logits,
+as evaluate now scores them (exact against mpmath: ``tests/core/test_scores_from_logits.py``).
 """
 
 from __future__ import annotations
@@ -55,8 +56,12 @@ def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
     chains = chain_ids(posterior)
     block = max(1, SAMPLE_BUDGET // len(chains))
     if draws_fixed(posterior):
+        # stored draws are scored from their logits, whose softmax is exact in float64 (not the
+        # float32 probabilities' rounding): the reference takes torch's own float64 softmax of
+        # the same logits, and the uncertainty module's p log p of it
         calls = calls or len(data)
-        samples = torch.cat([posterior.predict_proba(data.x[i : i + calls]) for i in range(0, len(data), calls)], 1)
+        samples = torch.cat([torch.softmax(posterior.predict_logits(data.x[i : i + calls]).double(), -1)
+                             for i in range(0, len(data), calls)], 1)
     else:
         draw = batch_generator(seed, set_index)
         samples = torch.cat([posterior.predict_proba(data.x[i : i + block], generator=draw(i // block))
