@@ -16,7 +16,8 @@ first ``--images`` MNIST test images), in this process, one torch thread:
   (:func:`core.analysis.evaluation.evaluation_tables`: accuracy, NLL, ECE, Brier, AUROC ...),
   and how many images' predicted class or chains' predictions changed.
 
-The product keeps float64 scoring (the 1e-12 bound of ``tests/core/test_evaluation_batching.py``);
+The product keeps float64 scoring (the 1e-12 bound of ``tests/core/test_evaluation_batching.py``;
+stored draws since from their logits, exact against mpmath: ``tests/core/test_scores_from_logits.py``);
 this script measures the alternative for whoever decides.
 
 Run: ``python benchmarks/bench_score_precision.py [--data-dir ../shared/data] [--images 10000]
@@ -56,15 +57,17 @@ def float32_scorer(wide_sums: bool = True):
             self.temporary = torch.empty(s, images * num_classes, dtype=torch.float32)
             self.wide = torch.empty(s, images * num_classes, dtype=torch.float64)
 
-        def score(self, part):
+        def score(self, part, logits=False):
             s, n, k = part.shape
             if s == 1 or self.num_chains == s:  # one draw, or one draw a chain: nothing to gain
-                return super().score(part)
+                return super().score(part, logits)
+            if logits:  # stored draws hand their logits: the float32 softmax, as predict_proba takes it
+                part = torch.softmax(part, -1)
             p = part.reshape(s, n * k)  # float32 as predicted (a copy only of a strided part)
             # p̄ and each chain's sums: float32 rows multiplied in float32 but summed by the
             # product's float32 accumulator would lose digits over hundreds of draws, so the
             # sums over the draws run in float64 on the float32 values (one conversion pass)
-            d = self.draws[:, : n * k]
+            d = self.draws[: s * n * k].view(s, n * k)
             if wide_sums:
                 d.copy_(p)
                 mean = ((self.ones @ d) / s).view(n, k)

@@ -224,8 +224,9 @@ class PartScorer:
         total = (torch.clamp_min(mean, _TINY, out=plogp).log_().mul_(mean) @ self.ones_k).neg_() + 0.0
         # an entropy is never negative; the two sums' rounding could take a 0 a little below it
         aleatoric = entropy_sum.div_(s).clamp_min_(0)
-        # Σ_k Var_s p_k = (Σ_s Σ_k p² − S Σ_k p̄²) / S, as the probabilities' path takes it
-        squares = torch.mul(p, p, out=z) @ self.ones_sk[: s * k]
+        # Σ_k Var_s p_k = (Σ_s Σ_k p² − S Σ_k p̄²) / S, as the probabilities' path takes it; the
+        # image's Σ p² as its row's squared norm, one read of the row (half a product and a sum)
+        squares = torch.linalg.vector_norm(p, dim=1).square_()
         variance = squares.sub_(mean.square() @ self.ones_k * s).div_(s).clamp_min_(0)
         scores = torch.stack([
             total,
