@@ -98,7 +98,7 @@ def measure_one(path: str, data_dir: str, images: int, samples: int | None, thre
 
     torch.set_num_threads(threads)
     from core.analysis.evaluation import evaluate, resolve_dataset, run_bytes
-    from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, step_images
+    from core.analysis.streaming import SAMPLE_BUDGET, chain_ids, draws_fixed, step_images
     from core.engine.device import resolve_device
     from core.engine.runner import drain
     from core.engine.store import load_posterior

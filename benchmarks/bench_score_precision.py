@@ -16,7 +16,8 @@ first ``--images`` MNIST test images), in this process, one torch thread:
   (:func:`core.analysis.evaluation.evaluation_tables`: accuracy, NLL, ECE, Brier, AUROC ...),
   and how many images' predicted class or chains' predictions changed.
 
-The product keeps float64 scoring (the 1e-12 bound of ``tests/core/test_evaluation_batching.py``);
+The product keeps float64 scoring (the 1e-12 bound of ``tests/core/test_evaluation_batching.py``;
+stored draws since from their logits, exact against mpmath: ``tests/core/test_scores_from_logits.py``);
 this script measures the alternative for whoever decides.
 
 Run: ``python benchmarks/bench_score_precision.py [--data-dir ../shared/data] [--images 10000]
@@ -46,25 +47,27 @@ def float32_scorer(wide_sums: bool = True):
     row of ones) or in float32 (a float32 product, the result then widened)."""
     import torch
 
-    from core.analysis import metrics
+    from core.analysis import scoring
 
-    class Float32Scorer(metrics._PartScorer):
-        def __init__(self, chains, num_classes, images, bins=metrics.DEFAULT_BINS) -> None:
+    class Float32Scorer(scoring.PartScorer):
+        def __init__(self, chains, num_classes, images, bins=scoring.DEFAULT_BINS) -> None:
             super().__init__(chains, num_classes, images, bins)
             s = len(chains)
             self.ones32 = torch.ones(1, s, dtype=torch.float32)
             self.temporary = torch.empty(s, images * num_classes, dtype=torch.float32)
             self.wide = torch.empty(s, images * num_classes, dtype=torch.float64)
 
-        def score(self, part):
+        def score(self, part, logits=False):
             s, n, k = part.shape
             if s == 1 or self.num_chains == s:  # one draw, or one draw a chain: nothing to gain
-                return super().score(part)
+                return super().score(part, logits)
+            if logits:  # stored draws hand their logits: the float32 softmax, as predict_proba takes it
+                part = torch.softmax(part, -1)
             p = part.reshape(s, n * k)  # float32 as predicted (a copy only of a strided part)
             # p̄ and each chain's sums: float32 rows multiplied in float32 but summed by the
             # product's float32 accumulator would lose digits over hundreds of draws, so the
             # sums over the draws run in float64 on the float32 values (one conversion pass)
-            d = self.draws[:, : n * k]
+            d = self.draws[: s * n * k].view(s, n * k)
             if wide_sums:
                 d.copy_(p)
                 mean = ((self.ones @ d) / s).view(n, k)
@@ -72,12 +75,12 @@ def float32_scorer(wide_sums: bool = True):
                 mean = ((self.ones32 @ p).double() / s).view(n, k)
             if not math.isfinite(float(mean.sum())):
                 return None
-            order = metrics.ClassOrder(mean)
+            order = scoring.ClassOrder(mean)
             if self.num_chains == 1:
                 chain_preds = order.first.unsqueeze(0)
             else:
                 sums = self.member @ d if wide_sums else (self.member.float() @ p).double()
-                chain_preds = metrics.first_argmax((sums / self.chain_counts).view(-1, n, k))
+                chain_preds = scoring.first_argmax((sums / self.chain_counts).view(-1, n, k))
             top = order.top_two()
             # the same bins as float64 values give: a float32 value is exactly a float64 one
             pair = p.view(s, n, k).gather(-1, top.unsqueeze(0).expand(s, n, 2)).double()
@@ -88,7 +91,7 @@ def float32_scorer(wide_sums: bool = True):
             overlap = (fractions[:, 0] * fractions[:, 1]).sqrt_().sum(-1).double()
             t = self.temporary[:, : n * k]
             sums = self.sums[: 3 * n * k].view(3, n * k)
-            torch.clamp_min(mean.view(1, -1), metrics._TINY, out=sums[:1]).log_().mul_(mean.view(1, -1))
+            torch.clamp_min(mean.view(1, -1), scoring._TINY, out=sums[:1]).log_().mul_(mean.view(1, -1))
             # p log p in float32 (its logarithm a third of float64's), summed in float64
             wide = self.wide[:, : n * k]
             torch.clamp_min(p, float(torch.finfo(torch.float32).tiny), out=t).log_().mul_(p)
@@ -129,27 +132,27 @@ def measure(path: Path, data, repeats: int) -> dict:
     import numpy as np
     from bench_evaluate import _forward_seconds
 
-    from core.analysis import metrics
+    from core.analysis import scoring, streaming
     from core.analysis.evaluation import evaluate
     from core.engine.runner import drain
     from core.engine.store import load_posterior
 
     posterior = load_posterior(path)
-    s = len(metrics.chain_ids(posterior))
-    block = max(1, metrics.SAMPLE_BUDGET // s)
-    fixed = metrics.draws_fixed(posterior)
-    step = metrics.step_images(posterior, s, block, fixed)
-    shipped = metrics._PartScorer
+    s = len(streaming.chain_ids(posterior))
+    block = max(1, streaming.SAMPLE_BUDGET // s)
+    fixed = streaming.draws_fixed(posterior)
+    step = streaming.step_images(posterior, s, block, fixed)
+    shipped = streaming.PartScorer
     variants = {"f64": shipped, "f32_wide": float32_scorer(True), "f32": float32_scorer(False)}
 
     def run(scorer):
-        metrics._PartScorer = scorer
+        streaming.PartScorer = scorer
         try:
             start = time.process_time()
             ev = drain(evaluate({"p": posterior}, data))
             return time.process_time() - start, ev
         finally:
-            metrics._PartScorer = shipped
+            streaming.PartScorer = shipped
 
     for scorer in variants.values():  # warm up each
         run(scorer)
@@ -167,7 +170,7 @@ def measure(path: Path, data, repeats: int) -> dict:
     for key in ("f32_wide", "f32"):
         b = runs[key].results["p"].data
         gaps = {"mean_proba": float(np.abs(a.mean_proba - b.mean_proba).max()),
-                **{k: float(np.abs(a.scores[k] - b.scores[k]).max()) for k in metrics.SCORES}}
+                **{k: float(np.abs(a.scores[k] - b.scores[k]).max()) for k in scoring.SCORES}}
         worst = max(gaps, key=gaps.get)
         tb = _table_numbers(runs[key])
         changes = {name: abs(ta[name] - tb[name]) for name in ta.keys() & tb.keys()}

@@ -39,7 +39,7 @@ from core.analysis.conformal import (
 )
 from core.analysis.conformal import calibration_mask as pixel_hash_mask
 from core.analysis.evaluation import FACE_TEST_SET, Evaluation
-from core.analysis.metrics import predict_dataset
+from core.analysis.streaming import predict_dataset
 from core.engine.calibration_file import how_to_calibrate, read_calibration, write_calibration
 from core.engine.data.split import pack_fingerprints, unpack
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord

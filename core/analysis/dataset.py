@@ -28,11 +28,8 @@ from core.analysis.evaluation import (
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
-    SAMPLE_BUDGET,
-    SCORES,
     ReliabilityDiagram,
     box_statistics,
-    chain_ids,
     confusion_matrix,
     oracle_rejection_curve,
     per_class_error,
@@ -42,6 +39,8 @@ from core.analysis.metrics import (
     score_histograms,
     soft_confusion_matrix,
 )
+from core.analysis.scoring import SCORES
+from core.analysis.streaming import SAMPLE_BUDGET, chain_ids
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.faces.testset import FaceTestSet, is_face_set
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord

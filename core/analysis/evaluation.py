@@ -26,25 +26,17 @@ from core.analysis.calibration import top_label_smooth_ece
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
-    SAMPLE_BUDGET,
-    SCORES,
-    DatasetPredictions,
     box_statistics,
     brier_score,
-    chain_ids,
     classwise_calibration_error,
     confusion_matrix,
-    evaluation_step_bytes,
     expected_calibration_error,
-    merge_predictions,
     negative_log_likelihood,
     ood_detection,
     oracle_rejection_curve,
     per_class_error,
-    predict_dataset,
     rejection_curve,
     reliability_diagram,
-    result_bytes,
     rotation_angles,
     rotation_sweep,
     score_edges,
@@ -53,6 +45,16 @@ from core.analysis.metrics import (
 )
 from core.analysis.metrics import accuracy as accuracy_of
 from core.analysis.ood_sets import ood_set_rows
+from core.analysis.scoring import SCORES
+from core.analysis.streaming import (
+    SAMPLE_BUDGET,
+    DatasetPredictions,
+    chain_ids,
+    evaluation_step_bytes,
+    merge_predictions,
+    predict_dataset,
+    result_bytes,
+)
 from core.analysis.uncertainty import UNCERTAIN_THRESHOLD
 from core.engine.data.datasets import DatasetNotFoundError, load_split
 from core.engine.data.folder import load_image_split

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.analysis.metrics import predict_dataset
+from core.analysis.streaming import predict_dataset
 from core.engine.inference.base import (
     Dataset,
     Posterior,

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.metrics import SCORES, ood_detection
+from core.analysis.metrics import ood_detection
+from core.analysis.scoring import SCORES
 
 #: What an AUROC is, in plain words (the window's tooltip, the report, the command's legend).
 AUROC_WORDS = ("AUROC: the chance that an image of the unfamiliar set gets a higher score than an image of the "

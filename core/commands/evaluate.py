@@ -23,11 +23,9 @@ from core.analysis.evaluation import (
     resolve_dataset,
     resolve_image,
 )
-from core.analysis.metrics import (
-    SCORES,
-    rotation_angles,
-)
+from core.analysis.metrics import rotation_angles
 from core.analysis.ood_sets import AUROC_WORDS, ranking_changes
+from core.analysis.scoring import SCORES
 from core.commands import evaluate_corruption
 from core.commands.console import (
     CLUSTER_HELP,

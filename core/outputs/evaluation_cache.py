@@ -39,11 +39,9 @@ from core.analysis.evaluation import (
     ood_list,
     set_names,
 )
-from core.analysis.metrics import (
-    ECE_BINS,
-    SCORES,
-    DatasetPredictions,
-)
+from core.analysis.metrics import ECE_BINS
+from core.analysis.scoring import SCORES
+from core.analysis.streaming import DatasetPredictions
 from core.engine.files import (
     atomic_write,
     code_version,

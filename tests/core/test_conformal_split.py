@@ -12,7 +12,7 @@ import torch
 from core.analysis.conformal import calibration_mask, image_fingerprints
 from core.analysis.conformal_run import attach_conformal, calibrate, calibration_of_record
 from core.analysis.evaluation import Evaluation, PosteriorEvaluation
-from core.analysis.metrics import DatasetPredictions
+from core.analysis.streaming import DatasetPredictions
 from core.engine.calibration_file import (
     CalibrationFileError,
     read_calibration,

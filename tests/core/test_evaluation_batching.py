@@ -8,7 +8,8 @@ arg-max of the mean of its draws. Posteriors with stored draws, which no generat
 predict in the new step's calls there: a float32 matrix product of a few rows rounds
 otherwise than the same rows in a larger one (MKL picks another kernel below about 64
 rows, up to 3e-7 in a probability), a difference of the forward pass, not of the batching
-(docs/performance.md).
+(docs/performance.md). Their probabilities are the float64 softmax of their float32 logits,
+as evaluate now scores them (exact against mpmath: ``tests/core/test_scores_from_logits.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-import core.analysis.metrics as metrics
+import core.analysis.scoring as scoring
+import core.analysis.streaming as streaming
 from core.analysis.evaluation import batch_generator, evaluate
-from core.analysis.metrics import SAMPLE_BUDGET, chain_ids, draws_fixed, predict_dataset
+from core.analysis.streaming import SAMPLE_BUDGET, chain_ids, draws_fixed, predict_dataset
 from core.analysis.uncertainty import (
     expected_entropy,
     mutual_information,
@@ -54,14 +56,18 @@ def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
     chains = chain_ids(posterior)
     block = max(1, SAMPLE_BUDGET // len(chains))
     if draws_fixed(posterior):
+        # stored draws are scored from their logits, whose softmax is exact in float64 (not the
+        # float32 probabilities' rounding): the reference takes torch's own float64 softmax of
+        # the same logits, and the uncertainty module's p log p of it
         calls = calls or len(data)
-        samples = torch.cat([posterior.predict_proba(data.x[i : i + calls]) for i in range(0, len(data), calls)], 1)
+        samples = torch.cat([torch.softmax(posterior.predict_logits(data.x[i : i + calls]).double(), -1)
+                             for i in range(0, len(data), calls)], 1)
     else:
         draw = batch_generator(seed, set_index)
         samples = torch.cat([posterior.predict_proba(data.x[i : i + block], generator=draw(i // block))
                              for i in range(0, len(data), block)], 1)
     present = torch.unique(chains)
-    out: dict[str, list] = {k: [] for k in (*metrics.SCORES, "mean", "chains")}
+    out: dict[str, list] = {k: [] for k in (*scoring.SCORES, "mean", "chains")}
     for j in range(len(data)):
         one = samples[:, j : j + 1].double()  # (S, 1, K)
         out["mean"].append(one.mean(0)[0])
@@ -77,7 +83,7 @@ def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
 
 def _assert_same(result, expected: dict[str, np.ndarray]) -> None:
     np.testing.assert_allclose(result.mean_proba, expected["mean"], rtol=0, atol=1e-12)
-    for key in metrics.SCORES:
+    for key in scoring.SCORES:
         np.testing.assert_allclose(result.scores[key], expected[key], rtol=0, atol=1e-12, err_msg=key)
     np.testing.assert_array_equal(result.chain_predictions, expected["chains"].T)
 
@@ -93,12 +99,12 @@ def test_evaluate_gives_the_old_numbers_in_steps_of_several_blocks(name, shared_
     s = len(chain_ids(posterior))
     block = max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
-    per_image = metrics._image_bytes(posterior, s, fixed)
+    per_image = streaming._image_bytes(posterior, s, fixed)
     # a step of 3 blocks (stored draws: 70 images, so 150 images end in a partial step) ...
-    monkeypatch.setattr(metrics, "STEP_BYTES", int((70 if fixed else 3 * block) * per_image) + 1)
+    monkeypatch.setattr(streaming, "STEP_BYTES", int((70 if fixed else 3 * block) * per_image) + 1)
     # ... scored 17 images at a time, so parts end inside a step and inside a block
-    monkeypatch.setattr(metrics, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
-    step = metrics.step_images(posterior, s, block)
+    monkeypatch.setattr(scoring, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
+    step = streaming.step_images(posterior, s, block)
     assert step == (70 if fixed else 3 * block)
     records = []
     run = predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0))
@@ -136,13 +142,13 @@ def test_a_128_feature_head_gives_the_old_numbers(name, monkeypatch):
     block = max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
     if fixed:  # the default step on these few images, for the cap FORWARD_BYTES sets
-        assert metrics.step_images(posterior, s, block) <= max(
-            metrics.FORWARD_BYTES, 4 * s * posterior.arch.parameter_count()) // (4 * s * posterior.num_classes)
-    monkeypatch.setattr(metrics, "FORWARD_BYTES", 1 << 40)
-    per_image = metrics._image_bytes(posterior, s, fixed)
-    monkeypatch.setattr(metrics, "STEP_BYTES", int((230 if fixed else 3 * block) * per_image) + 1)
-    monkeypatch.setattr(metrics, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
-    assert metrics.step_images(posterior, s, block) == (230 if fixed else 3 * block)
+        assert streaming.step_images(posterior, s, block) <= max(
+            streaming.FORWARD_BYTES, 4 * s * posterior.arch.parameter_count()) // (4 * s * posterior.num_classes)
+    monkeypatch.setattr(streaming, "FORWARD_BYTES", 1 << 40)
+    per_image = streaming._image_bytes(posterior, s, fixed)
+    monkeypatch.setattr(streaming, "STEP_BYTES", int((230 if fixed else 3 * block) * per_image) + 1)
+    monkeypatch.setattr(scoring, "SCORE_BYTES", 17 * 8 * s * posterior.num_classes)
+    assert streaming.step_images(posterior, s, block) == (230 if fixed else 3 * block)
     result = drain(predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0)))
     _assert_same(result, _reference(posterior, data, calls=230))
     monkeypatch.undo()
@@ -166,11 +172,11 @@ def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
     posterior = _bundled("paper_softmax_hmc.pt")
     s = len(chain_ids(posterior))
     assert s == 800 and draws_fixed(posterior)
-    assert metrics.step_images(posterior, s, SAMPLE_BUDGET // s) >= 256
+    assert streaming.step_images(posterior, s, SAMPLE_BUDGET // s) >= 256
     dropout = _bundled("paper_softmax_mc_dropout.pt")
     assert not draws_fixed(dropout)
     block = SAMPLE_BUDGET // len(chain_ids(dropout))
-    assert metrics.step_images(dropout, len(chain_ids(dropout)), block) % block == 0
+    assert streaming.step_images(dropout, len(chain_ids(dropout)), block) % block == 0
 
 
 def test_a_run_that_would_not_fit_is_refused_before_it_starts(shared_data, tmp_path, monkeypatch, capsys):
@@ -235,7 +241,7 @@ def test_batch_scores_are_the_uncertainty_modules_and_keep_exact_zeros(draws):
     construction stays exactly 0: one draw's mutual information and variance (else the OOD
     table would give an AUROC for a score that cannot tell anything), and every score of
     draws that all agree on probabilities of 0 and 1."""
-    from core.analysis.metrics import batch_scores
+    from core.analysis.scoring import batch_scores
 
     g = torch.Generator().manual_seed(draws)
     samples = torch.softmax(torch.randn(draws, 40, 10, generator=g) * 8, -1)
@@ -308,7 +314,7 @@ def test_the_class_order_names_what_topk_and_argmax_name_ties_included(classes, 
     (from CLASS_ORDER_ROWS rows; torch's own below): the first of equal largest values
     (torch's arg-max), and the pair topk names; rows whose second and third values are equal
     take topk's own pair (its order among ties is its own)."""
-    from core.analysis.metrics import ClassOrder, first_argmax
+    from core.analysis.scoring import ClassOrder, first_argmax
 
     g = torch.Generator().manual_seed(classes)
     mean = torch.randint(0, 4, (rows, classes), generator=g).double() / 3  # many equal values a row
@@ -332,19 +338,19 @@ def test_the_scores_of_several_chains_are_the_uncertainty_modules_whatever_their
     or from all draws at once (when not), the variance as Σp² − S·p̄²; both equal the
     uncertainty module's functions to 1e-12, each chain's prediction is the arg-max of its own
     mean, and draws that agree on 0 and 1 keep every score that is 0 by construction at 0."""
-    from core.analysis.metrics import _PartScorer
+    from core.analysis.scoring import PartScorer
 
     g = torch.Generator().manual_seed(7)
     samples = torch.softmax(torch.randn(120, 60, 10, generator=g) * 6, -1)
     samples[:, 0] = torch.eye(10)[4]  # every draw of every chain certain of class 4
     chains = torch.arange(4).repeat_interleave(30) if order == "runs" else torch.arange(4).repeat(30)
-    mean, scores, chain_preds = _PartScorer(chains, 10, 60).score(samples)
+    mean, scores, chain_preds = PartScorer(chains, 10, 60).score(samples)
     d = samples.double()
     np.testing.assert_allclose(mean.numpy(), d.mean(0).numpy(), rtol=0, atol=1e-12)
     expected = {"total": predictive_entropy(d), "aleatoric": expected_entropy(d),
                 "epistemic": mutual_information(d), "epistemic_variance": variance_decomposition(d).epistemic_sum,
                 "one_minus_max_prob": 1 - d.mean(0).max(-1).values, "top_two_overlap": top_two_overlap(d).double()}
-    for row, key in zip(scores, metrics.SCORES, strict=True):
+    for row, key in zip(scores, scoring.SCORES, strict=True):
         np.testing.assert_allclose(row.numpy(), expected[key].numpy(), rtol=0, atol=1e-12, err_msg=key)
         if key != "top_two_overlap":
             assert row[0] == 0.0, key
@@ -375,7 +381,7 @@ _MEASURE_METHOD = """
 import ctypes, gc, json, sys
 import torch
 from core.analysis.evaluation import evaluate, resolve_dataset, run_bytes
-from core.analysis.metrics import SAMPLE_BUDGET, chain_ids
+from core.analysis.streaming import SAMPLE_BUDGET, chain_ids
 from core.engine.inference.base import Dataset
 from core.engine.resources import bundled_face_posteriors, bundled_posteriors
 from core.engine.runner import drain

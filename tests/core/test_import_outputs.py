@@ -210,7 +210,7 @@ def test_any_posterior_whose_weights_are_views_is_saved_at_the_weights_size(tmp_
 def test_the_evaluation_loop_refuses_probabilities_that_are_not_numbers(tmp_path):
     """The load probe sees a grey image and noise; an image whose outputs overflow is refused by
     the evaluation loop itself, in a sentence naming the images, never scored (argmax of NaN)."""
-    from core.analysis.metrics import predict_dataset
+    from core.analysis.streaming import predict_dataset
     from core.engine.inference.base import Dataset
     from core.engine.runner import drain
 

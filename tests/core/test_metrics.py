@@ -9,13 +9,11 @@ import pytest
 import torch
 
 from core.analysis.metrics import (
-    SCORES,
     accuracy,
     auroc,
     average_precision,
     box_statistics,
     brier_score,
-    chain_ids,
     classwise_calibration_error,
     confusion_matrix,
     drop_rate_sensitivity,
@@ -23,7 +21,6 @@ from core.analysis.metrics import (
     negative_log_likelihood,
     ood_detection,
     per_class_error,
-    predict_dataset,
     rejection_curve,
     reliability_diagram,
     rotation_angles,
@@ -32,6 +29,8 @@ from core.analysis.metrics import (
     score_histograms,
     soft_confusion_matrix,
 )
+from core.analysis.scoring import SCORES
+from core.analysis.streaming import chain_ids, predict_dataset
 from core.engine.inference.base import Dataset, SampledPosterior
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
@@ -215,14 +214,14 @@ def test_predict_dataset_streams_and_tracks_chains():
 
 def test_predict_dataset_reports_progress_per_step(monkeypatch):
     """A step is as many images as STEP_BYTES holds; each step reports the images done."""
-    import core.analysis.metrics as metrics
+    import core.analysis.streaming as streaming
 
     posterior = _chain_posterior(1, 1)
     data = Dataset(torch.rand(7, 1, 4, 4), torch.zeros(7, dtype=torch.long))
     records, result = _records(predict_dataset(posterior, data, batch_size=2))
     assert [r.step for r in records] == [1] and records[0].values["examples"] == 7.0  # 7 tiny images: one step
-    per_image = metrics._image_bytes(posterior, 1, True)
-    monkeypatch.setattr(metrics, "STEP_BYTES", int(2 * per_image))  # two images a step
+    per_image = streaming._image_bytes(posterior, 1, True)
+    monkeypatch.setattr(streaming, "STEP_BYTES", int(2 * per_image))  # two images a step
     records, result = _records(predict_dataset(posterior, data, batch_size=2))
     assert [r.step for r in records] == [1, 2, 3, 4] and records[-1].total == 4
     assert [r.values["examples"] for r in records] == [2.0, 4.0, 6.0, 7.0]

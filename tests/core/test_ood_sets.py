@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from core.analysis.evaluation import evaluate, evaluation_tables, load_posteriors, resolve_dataset
-from core.analysis.metrics import SCORES
 from core.analysis.ood_sets import ood_set_rows, ranking_changes
+from core.analysis.scoring import SCORES
 from core.commands.evaluate import ood_specs
 from core.commands.main import main
 from core.engine.data.datasets import load_split
