@@ -45,6 +45,7 @@ PARTS = (
     ("  finite check", "core.analysis.predictive", None, "check_finite"),
     ("columns fed their prediction", "app.views.columns", "ColumnsPanel", "show_prediction"),
     ("  headers", "app.views.column", "ColumnView", "set_header"),
+    ("  reference and its words found", "app.views.columns", "ColumnsPanel", "_reference_of"),
     ("  verdict in words", "app.views.column", None, "plain_verdict"),
     ("  verdict text laid out", "app.views.column", "RichLines", "set_paragraphs"),
     ("  conformal and credible sets", "app.views.column", None, "conformal_lines"),
@@ -73,7 +74,8 @@ def instrument(spent: dict[str, float]) -> None:
 
     for cls in INPUT_PLOTS:
         cls.paint_data = _timed(cls.paint_data, "  plots' data", spent, window_thread)
-        cls.show = _timed(cls.show, "  plots fed their numbers", spent, window_thread)
+        shown = _timed(cls.show, f"    {cls.view_key} fed", spent, window_thread)
+        cls.show = _timed(shown, "  plots fed their numbers", spent, window_thread)
 
 
 def _timed(function, label: str, spent: dict[str, float], window_thread: int):
@@ -156,7 +158,10 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     labels = ["process (all threads)", "window's thread"] + list(dict.fromkeys(label for label, *_ in PARTS))
     labels.insert(labels.index("  plots' backdrops (axes, title)"), "  plots' data")
-    labels.insert(labels.index("  verdict in words"), "  plots fed their numbers")
+    from app.plots.input_views import INPUT_PLOTS
+
+    labels[labels.index("  verdict in words"):labels.index("  verdict in words")] = [
+        "  plots fed their numbers", *(f"    {cls.view_key} fed" for cls in INPUT_PLOTS)]
     for kind, updates in rows.items():
         print(kind)
         for label in labels:

@@ -14,6 +14,7 @@ numbers, a tooltip in plain words, and a context menu whose "Export…" emits
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,16 @@ REFERENCE_MEAN_PEN.setCapStyle(Qt.PenCapStyle.FlatCap)
 REFERENCE_PEN = QPen(QColor(*REFERENCE), 1.5)
 MOST_PEN = QPen(QColor(*GRID), 1, Qt.PenStyle.DashLine)
 FOREGROUND_COLOUR = QColor(FOREGROUND)
+
+
+@functools.lru_cache(maxsize=64)
+def _interval_note(num_samples: int, level: float) -> str:
+    """:func:`core.analysis.uncertainty.interval_note`, a function of the two numbers alone, worded
+    once per draw count and level: a stroke asks for the same two or three on every prediction
+    of every column (its order statistics and coverage computed anew each time)."""
+    from core.analysis.uncertainty import interval_note  # the engine is loaded by now
+
+    return interval_note(num_samples, level)
 
 
 class DrawsPlot(InputPlot):
@@ -180,8 +191,6 @@ class IntervalPlot(InputPlot):
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
-        from core.analysis.uncertainty import interval_note  # the engine is loaded by now
-
         summary = prediction.summary
         self.values = {"mean": summary.mean.numpy(), "lower": summary.lower.numpy(),
                        "upper": summary.upper.numpy(), "top": np.asarray(summary.predicted_class)}
@@ -196,7 +205,7 @@ class IntervalPlot(InputPlot):
                            f"Mean, {held}% interval ({asked}% asked)", f"{held}% interval ({asked}% asked)")
         else:
             self.set_title(f"Mean and {label} · {draws}", f"Mean and {label}", label)
-        note = interval_note(s, summary.level)
+        note = _interval_note(s, summary.level)
         if self.reference is not None:
             note += "\n\n" + self.REFERENCE_NOTE.format(who=self.reference_who)
         self.set_tip_note(note)
@@ -508,7 +517,8 @@ class CorrelationPlot(InputPlot):
         # A white veil over classes whose probability hardly changes between draws: their
         # correlations are real but concern probabilities of ~0 and would drown the trades
         # that matter (the same rule as the exported figure, core.outputs.input_figures.FADE_SD).
-        faded = np.sqrt(np.clip(summary.epistemic_variance.numpy(), 0, None)) < FADE_SD
+        # (np.maximum, the ufunc, for np.clip's Python wrapper: the same values, NaN kept)
+        faded = np.sqrt(np.maximum(summary.epistemic_variance.numpy(), 0)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
         # one lookup in the table and its veiled copy stacked: rows 256 and up are veiled
         index = colour_index(corr, -1.0, 1.0) + np.where(veil, 256, 0)

@@ -143,6 +143,11 @@ def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: f
     return [(((words.conformal, "b"),), None), (((credible, ""),), None)], words.tooltip
 
 
+def _array(values):
+    """A summary's tensor as numpy (a view, no copy), or the array it already is."""
+    return values.numpy() if hasattr(values, "numpy") else values
+
+
 def verdict_room(longest: str) -> Paragraph:
     """The room the plain verdict needs: its longest sentence, with the longest class name."""
     return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
@@ -386,6 +391,9 @@ class ColumnView(QFrame):
         self.verdict.setObjectName("verdict")
         self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         self._verdict_tip: str | None = None  # the tooltip a prediction gave it last
+        # the reference's name and the interval's mass in words, with the two files' infos they
+        # were worded from (see _reference_words)
+        self._words_for: tuple[dict | None, dict, tuple[str, str], str | None] | None = None
         # The verdict's height follows the column's width, never its text: a label that grew or
         # shrank as a note line came and went would re-lay out and repaint every plot below.
         self._longest = max(class_names, key=len)
@@ -570,21 +578,24 @@ class ColumnView(QFrame):
         if self._failed:
             self._failed = False
             self._fit_verdict()
+        who, mass = self._reference_words(column, reference_info)
         interval = self.plots.get("interval")
         if interval is not None:
-            who = tiers.reference_words(reference_info or {})
             interval.set_reference(None if reference is None else reference.summary, who[1])
         for plot in self.plots.values():
             plot.show(prediction, level)
         s = prediction.summary
         top = s.predicted_class
         first, second = (class_names[c] for c in s.top_two)
+        # the numbers read from numpy's views of the tensors: indexing a tensor makes a tensor
+        # (a few µs each, five a column per update); the same float32 values either way
+        mean = _array(s.mean)
         # one draw has no spread: an interval from it would claim a certainty it never measured;
         # the level is the one the interval holds at this many draws (78% from 8, not 90%)
-        interval = (f"({round(100 * s.expected_coverage)}%: {float(s.lower[top]):.2f}–{float(s.upper[top]):.2f})"
-                    if s.num_samples > 1 else "(no interval)")
+        interval = (f"({round(100 * s.expected_coverage)}%: {float(_array(s.lower)[top]):.2f}–"
+                    f"{float(_array(s.upper)[top]):.2f})" if s.num_samples > 1 else "(no interval)")
         verdict: list[Paragraph] = [plain_verdict(s, class_names), ((("Reads ", ""), (class_names[top], "b"),
-                                      (f": p̄ {float(s.mean[top]):.2f} {interval}", "")), None)]
+                                      (f": p̄ {float(mean[top]):.2f} {interval}", "")), None)]
         if s.num_samples > 1 and s.uncertain:
             verdict.append(((("Uncertain:", "b"), (f" {first} and {second} overlap ({s.overlap:.2f})", "")), WARNING))
         elif s.num_samples > 1:
@@ -593,25 +604,37 @@ class ColumnView(QFrame):
             verdict.append(((("one draw: no spread to compare", ""),), None))
         if reference is not None:
             r = reference.summary
-            tv = 0.5 * float((s.mean - r.mean).abs().sum())
-            # the file's measure over the probe set, not this input's: how much of the reference's
-            # belief the column's interval holds (bayescope-cli fidelity --record)
-            mass = interval_mass_words(column.posterior.info,
-                                       "exact inference" if who[0].startswith("Exact") else "HMC")
+            tv = 0.5 * float((s.mean - r.mean).abs().sum())  # in torch, as summed before (float32)
             verdict.append((((f"{who[0]}: reads ", ""), (class_names[r.predicted_class], "b"),
-                              (f", p̄ {float(r.mean[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
+                              (f", p̄ {float(_array(r.mean)[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
                                + (f"; {mass}" if mass else ""), "")),
                             REFERENCE))
         if full is not None and s.num_samples < full:
             verdict.append((((f"a quick look at {s.num_samples} draws while you draw; all {full} when you stop", "i"),), None))
-        sets, tip = conformal_lines(column, s.mean.numpy() if hasattr(s.mean, "numpy") else s.mean,
-                                    class_names, level)
+        sets, tip = conformal_lines(column, mean, class_names, level)
         verdict += sets
         tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
         if self._verdict_tip != tip:  # asking Qt for the tooltip copied it (≈ 1 kB) every update
             self._verdict_tip = tip
             self.verdict.setToolTip(tip)
         self.verdict.set_paragraphs(verdict)
+
+    def _reference_words(self, column: Column, reference_info: dict | None) -> tuple[tuple[str, str], str | None]:
+        """What the reference is called (:func:`core.engine.tiers.reference_words` of its file's
+        ``reference_info``) and how much of its belief this column's interval holds (the column
+        file's record, :func:`core.engine.naming.interval_mass_words`): the files', not the
+        input's, so worded again only when either file's info is another (a new reference, a
+        column given another posterior), not on every prediction of a stroke."""
+        info = column.posterior.info
+        kept = self._words_for
+        if kept is not None and kept[0] is reference_info and kept[1] is info:
+            return kept[2], kept[3]
+        who = tiers.reference_words(reference_info or {})
+        # the file's measure over the probe set, not this input's: how much of the reference's
+        # belief the column's interval holds (bayescope-cli fidelity --record)
+        mass = interval_mass_words(info, "exact inference" if who[0].startswith("Exact") else "HMC")
+        self._words_for = (reference_info, info, who, mass)  # the dicts kept: their ids stay theirs
+        return who, mass
 
     def show_failure(self, message: str) -> None:
         """Say, in this column only, that its posterior could not judge the input, and why."""

@@ -61,6 +61,8 @@ class ColumnsPanel(QScrollArea):
         # one shows again (showEvent), from the workspace as it is then.
         self._unfed: set[str] = set()
         self._unfed_workspace: Workspace | None = None
+        # per column key: what decided its trusted column and reference, and the two (see _reference_of)
+        self._references: dict[str, tuple[tuple, list[str], str | None, object | None]] = {}
         self.row = QHBoxLayout()
         self.row.setContentsMargins(0, 0, 0, 0)
         self.row.setSpacing(4)
@@ -80,6 +82,7 @@ class ColumnsPanel(QScrollArea):
         for key in list(self.views):
             if key not in keys:
                 view = self.views.pop(key)
+                self._references.pop(key, None)  # nor its posterior kept alive by the memo
                 self.row.removeWidget(view)
                 view.hide()  # at once: deleteLater waits for the event loop
                 view.deleteLater()
@@ -129,12 +132,30 @@ class ColumnsPanel(QScrollArea):
         column = workspace.column(key)
         view = self.views.get(key)
         if column is not None and view is not None:
-            view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
-            reference = workspace.reference_for(column)
+            trusted, reference = self._reference_of(workspace, column)
+            view.set_header(column, workspace.num_samples, trusted)
             view.show_column(column, workspace.class_names, workspace.level,
                              full=column.samples(workspace.num_samples),
                              reference=None if reference is None else reference.prediction,
                              reference_info=None if reference is None else reference.posterior.info)
+
+    def _reference_of(self, workspace: Workspace, column) -> tuple[str | None, object | None]:
+        """:func:`trusted_for` and the column's reference (``Workspace.reference_for``), found
+        again only when what decides them is another: the column's posterior, the reference
+        column (a new object whenever the reference changes) and its posterior, and the columns
+        shown. A stroke asked for both on every prediction of every column (tiers compared, the
+        reference's convergence put in words)."""
+        ref = workspace.reference
+        # compared by identity (a posterior is not compared by value), the keys by value
+        decided_by = (column.posterior, ref, None if ref is None else ref.posterior)
+        shown = workspace.column_keys()
+        kept = self._references.get(column.key)
+        if (kept is not None and kept[1] == shown
+                and all(a is b for a, b in zip(kept[0], decided_by, strict=True))):
+            return kept[2], kept[3]
+        found = (trusted_for(workspace, column), workspace.reference_for(column))
+        self._references[column.key] = (decided_by, shown, *found)
+        return found
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)

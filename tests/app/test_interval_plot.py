@@ -103,3 +103,19 @@ def test_the_uncertainty_title_keeps_clear_of_the_ln_k_label(qtbot):
         drawn = plot.drawn_title()
         right = (width + QFontMetricsF(plot._title_font).horizontalAdvance(drawn)) / 2
         assert drawn == wording and right < plot._most_label().left(), (width, drawn, right)
+
+
+def test_the_note_kept_per_draw_count_and_level_follows_both(qtbot):
+    """The note is worded once per draw count and level (``_interval_note``): a stroke's
+    predictions alternating 16 and 100 draws, and the level changed between them, each show the
+    note of their own two numbers."""
+    from core.analysis.uncertainty import interval_note
+
+    plot = IntervalPlot(NAMES)
+    qtbot.addWidget(plot)
+    for draws, level in ((16, 0.9), (100, 0.9), (16, 0.9), (100, 0.8), (16, 0.8), (100, 0.9)):
+        samples = _prediction(draws).samples
+        plot.show(Prediction(samples, summarise(samples, level=level)), level)
+        assert interval_note(draws, level) in plot.toolTip()
+        other = interval_note(draws, 0.8 if level == 0.9 else 0.9)
+        assert other not in plot.toolTip()

@@ -128,3 +128,43 @@ def test_a_reference_whose_chains_have_not_converged_is_not_called_exact():
     assert "have NOT converged (largest R̂ 2.92, aim 1.01)" in sentence and "not yet exact inference" in sentence
     assert reference_words({})[0] == "HMC (convergence not measured)"
     assert reference_words({"diagnostics": {"status": "measured", "rhat_max": 1.01}})[0] == "Exact inference (HMC)"
+
+
+def test_the_words_kept_for_a_stroke_follow_a_new_reference(qtbot, window, tier_folder):
+    """A column keeps its reference and the reference's words between the predictions of a
+    stroke (``ColumnsPanel._reference_of``, ``ColumnView._reference_words``): a reference read
+    anew (another posterior object, another record of its chains) and a reference gone show at
+    the next prediction, not the words or marks kept from the one before."""
+    import copy
+
+    from PIL import Image
+
+    from app.workspace import Column
+
+    arr = np.full((100, 80), 255, np.uint8)
+    arr[15:85, 36:44] = 0
+    Image.fromarray(arr).save(tier_folder / "one.png")
+    assert window.load_image_file(tier_folder / "one.png")
+    ref = window.workspace.reference
+    settle(qtbot, window)
+    qtbot.waitUntil(lambda: ref.prediction is not None, timeout=30_000)
+    tier_key = window.workspace.column_keys()[0]
+    view, panel = window.column_views[tier_key], window.columns_scroll
+    panel.show_prediction(window.workspace, tier_key)
+    assert "Exact inference (HMC): reads" in view.verdict.text()
+
+    # the same reference file read again, its chains now recorded as disagreeing
+    unconverged = copy.copy(ref.posterior)
+    unconverged.info = {**ref.posterior.info, "diagnostics": {"status": "measured", "rhat_max": 2.5}}
+    window.workspace.reference = again = Column(ref.key, unconverged)
+    again.prediction = ref.prediction
+    panel.show_prediction(window.workspace, tier_key)
+    verdict = view.verdict.text()
+    assert "HMC (not converged, R̂ 2.50): reads" in verdict and "Exact inference" not in verdict
+    assert "NOT converged" in view.plots["interval"].toolTip()
+
+    # no reference any more: no marks, no line
+    window.workspace.reference = None
+    panel.show_prediction(window.workspace, tier_key)
+    assert view.plots["interval"].reference is None
+    assert "HMC" not in view.verdict.text()
