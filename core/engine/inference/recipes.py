@@ -191,9 +191,11 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, bur
 #: So 8 × 400 draws at T = π/2, jitter 0.3 and target 0.8 (R̂ 1.008 at 64 features). At 512 features
 #: these exact settings are not yet measured: with ε ≈ 0.09–0.10 at target 0.8 there (measured with
 #: fixed steps), ≈ 17 steps an iteration, about 1.2 times the former run's leapfrog steps (≈ 640 s
-#: of CPU against 539, estimated; docs/performance.md, "Building a feature tier").
+#: of CPU against 539, estimated; docs/performance.md, "Building a feature tier"). At most 24 steps:
+#: π/2 in full down to ε 0.065 (about 2,000 features, ε shrinking as P^(−1/4)), and the planned
+#: gradients' bound (475 × 24) keeps the tier's samplers under the paper tier's epochs.
 FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
                 "--set", "step_size=0.1", "--set", "target_accept=0.8", "--set", "num_warmup=75",
                 "--set", "num_samples=400", "--set", "thin=1", "--set", "trajectory_length=1.5708",
                 "--set", "step_size_jitter=0.3",
-                "--set", "num_leapfrog=32", "--keep-draws", "50")
+                "--set", "num_leapfrog=24", "--keep-draws", "50")
