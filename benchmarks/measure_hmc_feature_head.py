@@ -20,8 +20,17 @@ draws of a unit Gaussian would reach in P dimensions (autocorrelated draws reach
 found by R rounds of M ← E_{θ ~ N(θ*, M⁻¹)}[H(θ)] + I/σ² over 16 draws (the precision a
 Gaussian with its mean held at the mode would take in variational inference).
 
+``--breakdown`` also says what holds R̂ up: the largest bulk and folded (tail) R̂ apart, the
+worst elements' bulk ESS and the ESS of their folded draws |x − median| (what the folded R̂ sees),
+the median lag-1 autocorrelation of the probabilities and of their folds, R̂ of the first and the
+second half of the sampling draws (is warm-up long enough?), R̂ of each chain's first ``--prefixes``
+draws (what fewer sampling iterations would give, from one run) and of the same draws dealt out at
+random (the floor for perfectly mixed draws of that count). With ``--whiten`` it prints the lag-1
+autocorrelation of the whitened coordinates z and of z² as well.
+
 Run: ``OMP_NUM_THREADS=1 python benchmarks/measure_hmc_feature_head.py [--features 512]
-[--overlap] [--set num_leapfrog=16 --set num_samples=200 ...] [--whiten] [--averaged 2]``. One
+[--overlap] [--set num_leapfrog=16 --set num_samples=200 ...] [--whiten] [--averaged 2]
+[--breakdown --prefixes 150,200]``. One
 thread: on this shared machine two threads were slower (docs/performance.md). Compare CPU
 times, not wall clock, and note the load average printed with them.
 """
@@ -85,18 +94,78 @@ def recipe_config(sets: list[str]):
 
 
 def whitened(draws, chol) -> dict:
-    """Variances of z = Lᵀ(θ − θ̄) over the pooled draws (n, P): quantiles and top eigenvalues."""
+    """Variances of z = Lᵀ(θ − θ̄) over the (chains, draws, P) draws pooled: quantiles and top
+    eigenvalues; and the median over coordinates of the lag-1 autocorrelation of z and of z²."""
     import torch
 
-    x = draws.double() - draws.double().mean(0)
+    chains = draws.double()
+    x = chains.flatten(0, 1) - chains.flatten(0, 1).mean(0)
     z = x @ chol.double()
     n, p = z.shape
     var = z.var(0)
     top = torch.linalg.eigvalsh(z @ z.T / (n - 1))[-3:].flip(0)
-    return {"variance quantiles 0/1/50/99/100 %": [round(float(q), 2) for q in
+    per_chain = z.reshape(*chains.shape[:2], p)
+    lag1 = {name: round(float(lag_one(v).median()), 3)
+            for name, v in (("z", per_chain), ("z²", per_chain ** 2))}
+    return {"lag-1 autocorrelation (median over coordinates)": lag1,
+            "variance quantiles 0/1/50/99/100 %": [round(float(q), 2) for q in
                                                   torch.quantile(var.float(), torch.tensor([0, .01, .5, .99, 1.]))],
             "largest eigenvalues": [round(float(v), 1) for v in top],
             "edge for independent draws": round((1 + math.sqrt(p / n)) ** 2, 1)}
+
+
+def lag_one(chains):
+    """Lag-1 autocorrelation of (C, N, ...) chains per trailing element, pooled over chains
+    (each chain centred on the pooled mean, so a chain that sits apart counts as correlated)."""
+    centred = chains - chains.mean((0, 1))
+    return (centred[:, 1:] * centred[:, :-1]).mean((0, 1)) / centred.pow(2).mean((0, 1))
+
+
+def breakdown(probs, prefixes: list[int], min_spread: float = 1e-6) -> dict:
+    """What holds the probe's R̂ up (see the module's docstring); ``probs`` (C, N, B, K)."""
+    import numpy as np
+    import torch
+
+    from core.engine import convergence
+
+    c, n = probs.shape[:2]
+    x = probs.reshape(c, n, -1).astype(np.float64)
+    x = x[:, :, convergence.spread(x) > min_spread]
+    bulk, tail = convergence.rhat_bulk(x), convergence.rhat_tail(x)
+    folded = np.abs(x - np.median(x.reshape(c * n, -1), axis=0))
+    ess_bulk, ess_folded, ess_tail = convergence.ess_bulk(x), convergence.ess_bulk(folded), convergence.ess_tail(x)
+    worst = np.argsort(-np.fmax(bulk, tail))[:8]
+    t = torch.from_numpy(x)
+    out = {"elements": int(x.shape[2]),
+           "rhat bulk max": round(float(np.nanmax(bulk)), 4), "rhat tail (folded) max": round(float(np.nanmax(tail)), 4),
+           "elements over 1.01 (bulk, tail)": [int((bulk > 1.01).sum()), int((tail > 1.01).sum())],
+           "ess min (bulk, folded, tail quantiles)": [round(float(np.nanmin(v)), 1) for v in (ess_bulk, ess_folded, ess_tail)],
+           "ess median (bulk, folded, tail quantiles)": [round(float(np.nanmedian(v)), 1)
+                                                         for v in (ess_bulk, ess_folded, ess_tail)],
+           "lag-1 autocorrelation median (p, |p - median|)": [round(float(lag_one(v).median()), 3)
+                                                              for v in (t, torch.from_numpy(folded))],
+           "worst elements (bulk R̂, tail R̂, bulk ESS, folded ESS, tail ESS)": [
+               [round(float(v[i]), 4 if j < 2 else 0) for j, v in enumerate((bulk, tail, ess_bulk, ess_folded, ess_tail))]
+               for i in worst]}
+    halves = {}
+    for name, part in (("first", x[:, : n // 2]), ("second", x[:, n // 2:])):
+        halves[name] = round(float(np.nanmax(convergence.rhat(part))), 4)
+    out["rhat of the first and second half of the draws"] = halves
+    rng = np.random.default_rng(0)
+    rows = {}
+    for m in sorted({*prefixes, n}):
+        if m > n:
+            continue
+        part = np.ascontiguousarray(x[:, :m])
+        measured = convergence.summarise(part)
+        floor = convergence.rhat_of_shuffles(part, [rng.permutation(c * m) for _ in range(2)])
+        rows[m] = {"rhat": round(measured.rhat_max, 4), "bulk": round(float(np.nanmax(convergence.rhat_bulk(part))), 4),
+                   "ess bulk/tail": [round(measured.ess_bulk_min), round(measured.ess_tail_min)],
+                   "floor (2 shuffles)": [round(float(np.nanmax(f)), 4) for f in floor]}
+        if c >= 8:
+            rows[f"{m}, first 4 chains"] = {"rhat": round(convergence.summarise(part[:4]).rhat_max, 4)}
+    out["prefixes (draws a chain)"] = rows
+    return out
 
 
 def averaged_curvature(mode, metric, f, prior_std: float, rounds: int, draws: int = 16):
@@ -138,6 +207,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--whiten", action="store_true")
     parser.add_argument("--averaged", type=int, default=0, metavar="ROUNDS")
+    parser.add_argument("--breakdown", action="store_true", help="what holds R̂ up (module docstring)")
+    parser.add_argument("--prefixes", default="", help="with --breakdown: comma-separated draws a chain")
     parser.add_argument("--json", help="append the figures to this file")
     args = parser.parse_args()
 
@@ -167,9 +238,13 @@ def main() -> int:
            "ess_bulk": round(measured.ess_bulk_min, 1), "ess_tail": round(measured.ess_tail_min, 1),
            "acceptance": round(posterior.info["acceptance_rate"], 3),
            "step_size": [round(s, 4) for s in posterior.info["step_size"]], "accuracy": accuracy,
+           "steps": [min(config.num_leapfrog, math.ceil(config.trajectory_length / e)) if config.trajectory_length
+                     else config.num_leapfrog for e in posterior.info["step_size"]],
            "load_before": load_before, "load_after": os.getloadavg()}
+    if args.breakdown:
+        out["breakdown"] = breakdown(probs, [int(v) for v in args.prefixes.split(",") if v])
     if args.whiten or args.averaged:
-        flat = torch.cat([w.flatten(2), b], 2).flatten(0, 1)
+        flat = torch.cat([w.flatten(2), b], 2)
         mode, _, metric = next_value(mode_and_curvature(arch, data, config.prior_std))
         out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
         if args.averaged:

@@ -319,7 +319,9 @@ COMMON: dict[str, SettingHelp] = {
         "Trajectory length",
         "How far one proposal travels, in the posterior's own spread (with the curvature metric): "
         "each chain then takes as many leapfrog steps as its step size needs, at most the "
-        "leapfrog steps above. 0 takes that many steps always.",
+        "leapfrog steps above. About 1.6 (a quarter turn) leaves each draw nearly independent of "
+        "the last in both its value and its spread; much longer swings back. 0 takes that many "
+        "steps always.",
         minimum=0.0, maximum=100.0, decimals=2, advanced=True,
     ),
     "step_size_jitter": SettingHelp(

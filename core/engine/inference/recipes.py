@@ -161,17 +161,45 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, bur
 #: averaged over a Gaussian around the mode was worse); the trajectory was too short: 16 steps at the
 #: same number of gradients gave ESS 107 and R̂ 1.036, 32 steps with 8 chains (50 + 125) ESS 417 and
 #: R̂ 1.021. Eight chains share each read of the 105 MB metric (6.9 ms of CPU a chain and step
-#: against 10.1 with four). These settings (a target acceptance of 0.7 lets the step grow to 0.10–0.13):
+#: against 10.1 with four). 24 fixed steps (a target acceptance of 0.7 lets the step grow to 0.10–0.13):
 #: 8 × 250 draws, R̂ 1.014, bulk ESS 834, 575 s of CPU at load 5–10: ESS ≥ 400 met, R̂ ≤ 1.01 not
 #: quite (a floor of the largest of 10,000 values; about 350 sampling iterations should reach it).
-#: The trajectory's length is set, not its steps (``trajectory_length`` 2.5 posterior spreads, each
-#: chain ⌈2.5/ε_c⌉ steps, at most 32): 24 fixed steps came near a whole period of the posterior's
-#: motion at 64 features, where ε adapts to ~0.25 (R̂ 1.021, bulk ESS 690, 71 s of CPU). With the
-#: length, measured by the lead (`measure_hmc_feature_head.py`, one thread, load 1.3–5): 64
-#: features ≈ 10 steps, R̂ 1.019, bulk ESS 1,346, 38 s; 512 features ε 0.115–0.130, 20–22 steps,
-#: R̂ 1.015, bulk ESS 754, 539 s (the 24 fixed steps: 1.014 / 834 / 575 s). R̂ ≤ 1.01 is not
-#: reached at either size with 8 × 250 draws (docs/performance.md, "Building a feature tier").
+#: The trajectory's length is set, not its steps (``trajectory_length`` T, each chain ⌈T/ε_c⌉
+#: steps, at most 32). T = 2.5 (jitter 0.5) left R̂ at 1.015–1.019 with bulk ESS far above 400:
+#: what held it up was the folded (tail) R̂, not the bulk (64 features: bulk 1.009, at its floor,
+#: folded 1.019; 246 of the probe's 10,000 probabilities over 1.01 in the folded R̂, none in the
+#: bulk). In the metric's whitened units a trajectory of time τ moves x → x cos τ + r sin τ, so x²
+#: (what the fold sees) keeps E[cos² τ] ≈ 0.53 of itself a proposal at T = 2.5: measured 0.55 on the
+#: whitened draws, and x −0.27 (hmc.py, ``trajectory_length``). T = π/2 with jitter 0.3 gives x²
+#: 0.27 and x 0.08, in 6–7 steps at 64 features instead of 10; of that 0.27, 0.19 are the rejected
+#: proposals (a rejection repeats the draw), so a target acceptance of 0.8 (0.88 realised, 7–8 steps)
+#: is worth its smaller step. Measured with ``benchmarks/measure_hmc_feature_head.py --breakdown``
+#: (one thread, 8 chains; the R̂ of fewer draws from each chain's first ones; load 1–10, so CPU
+#: seconds compare only roughly; the floor is the same draws dealt out at random):
+#:
+#: ===================================  ======  ========================  ======================  =============
+#: features, T, jitter, target, draws   CPU s   R̂ (bulk / folded)         ESS bulk / folded / tail  floor
+#: ===================================  ======  ========================  ======================  =============
+#: 64, 2.5, 0.5, 0.7, 8 × 250           55      1.019 (1.009 / 1.019)     1,346 / 559 / 419       1.008
+#: 64, π/2, 0.5, 0.7, 8 × 250           44      1.018 (1.014 / 1.018)     810 / 735 / 643         1.008–1.010
+#: 64, π/2, 0.3, 0.7, 8 × 250           39      1.017 (1.011 / 1.017)     940 / 740 / 611         1.009–1.010
+#: 64, π/2, 0.3, 0.8, 8 × 250           –       1.012                     938 / – / 790           1.009–1.011
+#: 64, π/2, 0.3, 0.8, 8 × 400           –       1.008                     1,786 / – / 1,518       1.005–1.007
+#: 64, π/2, 0.3, 0.8, 8 × 500           70      1.006 (1.006 / 1.006)     2,153 / 2,331 / 1,806   1.005–1.006
+#: ===================================  ======  ========================  ======================  =============
+#:
+#: 512 features, π/2, 0.3, 0.7 (one run of 8 × 500, R̂ of each chain's first draws; load 4.5–7.7):
+#: 8 × 250 1.018, 8 × 400 1.012, 8 × 500 1.009 (bulk 1.009 / folded 1.007; ESS 1,614 / 1,937 / 1,440;
+#: floors 1.008–1.010, 1.005–1.006, 1.004), 12–14 steps, 933 s of CPU for 75 + 500. There the folded
+#: R̂ no longer leads, and the first and second halves agree (1.018 / 1.016 over 8 × 250 each), so
+#: 75 warm-up iterations are enough. So 8 × 500 draws at T = π/2, jitter 0.3 and target 0.8: R̂ 1.006
+#: at 64 features; at 512 target 0.7 gave 1.009 with these draws and 0.8 is not yet measured there
+#: (ε ≈ 0.09–0.10 at target 0.8 there in the fixed-step runs: ≈ 17 steps an iteration, ≈ 1.3 times
+#: the target-0.7 run's steps, estimated; docs/performance.md, "Building a feature tier"). At most 24
+#: steps: π/2 in full down to ε 0.065 (about 2,000 features, ε shrinking as P^(−1/4)), and the
+#: planned gradients' bound (575 × 24) keeps the tier's samplers under the paper tier's epochs.
 FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
-                "--set", "step_size=0.1", "--set", "target_accept=0.7", "--set", "num_warmup=75",
-                "--set", "num_samples=250", "--set", "thin=1", "--set", "trajectory_length=2.5",
-                "--set", "num_leapfrog=32", "--keep-draws", "50")
+                "--set", "step_size=0.1", "--set", "target_accept=0.8", "--set", "num_warmup=75",
+                "--set", "num_samples=500", "--set", "thin=1", "--set", "trajectory_length=1.5708",
+                "--set", "step_size_jitter=0.3",
+                "--set", "num_leapfrog=24", "--keep-draws", "50")
