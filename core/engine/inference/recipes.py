@@ -128,7 +128,7 @@ FACE_SG = ("--set", "batch_size=4000", "--set", "metric=curvature", "--keep-draw
 FEATURES_BATCH = 50_000
 #: SGLD, SGHMC and D-SGHMC run eight chains: a step reads the metric's 105 MB factor twice whatever
 #: the number of chains (one triangular solve with the chains as right-hand sides), so a chain-step
-#: costs about 12.7 ms of CPU with 8 against 20 with 4 (512 features, load 9). Chains that mix read
+#: costs about 12.7 ms of CPU with 8 against 21 with 4 (512 features, load 9). Chains that mix read
 #: R̂ at the floor their number of draws sets (8 × 200 draws of the probe's 10,000 probabilities,
 #: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 400 each. Measured with
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
