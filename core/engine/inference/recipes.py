@@ -150,7 +150,8 @@ FEATURES_SGLD = (*chain_settings(thin=10, init="overdispersed", epochs=4200, bur
 #: on a Gaussian; 1.8 % before). 8 chains × 1,000 steps: R̂ 1.0105 (the same draws shuffled 1.0117),
 #: bulk ESS 1,163, 6.9 steps an effective draw (the former settings: 22.7). 100 + 2,000 steps, every
 #: 5th measured (8 × 400): R̂ 1.0049 (bulk 1.0048, tail 1.0049; shuffled 1.0072), bulk / tail ESS
-#: 2,446 / 2,087, 204 s of CPU and 66 s for the probe pass at load 8 (seed 0). The draws whitened by
+#: 2,446 / 2,087, 204 s of CPU and 66 s for the probe pass at load 8 (seed 0; seed 1: 1.0057, shuffled
+#: 1.0058, ESS 2,426, 204 + 57 s). The draws whitened by
 #: the curvature have variances of median 1.06 (HMC's: 1.00).
 FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, burn_in=100, chains=FEATURES_SG_CHAINS),
                   *FEATURES_SG, "--set", "step_size=0.15", "--set", "friction=0.3")
@@ -164,7 +165,8 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, bur
 #: 0.6, predicted, not measured), and its draws are far wider than the posterior: whitened by the
 #: curvature their variances have median 83 (1st–99th percentile 15–1,481): another posterior, the
 #: method's own. 8 chains, seed 0: R̂ 1.0044 (bulk and tail; shuffled 1.0078), bulk / tail ESS
-#: 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the probe pass (its masks) at load 8–12.
+#: 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the probe pass (its masks) at load 8–12; seed 1:
+#: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
