@@ -8,10 +8,10 @@ chosen are measured in docs/zoo.md.
 from __future__ import annotations
 
 
-def chain_settings(thin: int, init: str, epochs: int = 50, burn_in: int = 15) -> tuple[str, ...]:
-    """The ``train`` settings of a tier's samplers: four chains of ``epochs`` epochs, ``burn_in``
+def chain_settings(thin: int, init: str, epochs: int = 50, burn_in: int = 15, chains: int = 4) -> tuple[str, ...]:
+    """The ``train`` settings of a tier's samplers: ``chains`` chains of ``epochs`` epochs, ``burn_in``
     of them not kept, every ``thin``-th step kept after."""
-    return ("--set", "num_chains=4", "--set", f"epochs={epochs}", "--set", f"burn_in_epochs={burn_in}",
+    return ("--set", f"num_chains={chains}", "--set", f"epochs={epochs}", "--set", f"burn_in_epochs={burn_in}",
             "--set", f"thin={thin}", "--set", f"init={init}")
 
 
@@ -126,33 +126,50 @@ FACE_SG = ("--set", "batch_size=4000", "--set", "metric=curvature", "--keep-draw
 #: plus (DK)² (the metric's triangular products). Chains start at twice the posterior's spread
 #: around the mode (``init=overdispersed``), as the face tier's.
 FEATURES_BATCH = 50_000
+#: SGLD, SGHMC and D-SGHMC run eight chains: a step reads the metric's 105 MB factor twice whatever
+#: the number of chains (one triangular solve with the chains as right-hand sides), so a chain-step
+#: costs about 12.7 ms of CPU with 8 against 21 with 4 (512 features, load 9). Chains that mix read
+#: R̂ at the floor their number of draws sets (8 × 200 draws of the probe's 10,000 probabilities,
+#: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 400 each. Measured with
+#: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
+#: (docs/performance.md, "Building a feature tier", 2026-11-29 h-sg). Every file keeps 25 draws a chain.
+FEATURES_SG_CHAINS = 8
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
-#: Measured on ``benchmarks/bench_feature_tier.py --features 64`` (8,026 training images, 650
-#: weights, far-apart classes, so a prior-bound posterior), 4 chains, the probe's 10,000
-#: probabilities: SGLD at η 0.4 over 4,000 kept steps (every 5th measured) reached R̂ 1.010, bulk
-#: ESS 1,033 (one effective draw in ~16 steps; 4/η = 10 for a Gaussian). Its draws then spread
-#: 1/√(1 − η/4) = 5 % wider than the posterior's (no accept/reject step), where the face tier's η 0.1
-#: gives 1.3 % but mixes four times slower. 2,500 kept steps after 200 of burn-in, every 5th measured
-#: (4 × 500 draws: fewer measured draws keep the probe's R̂ pass, which every sampler pays, short).
-#: At 512 features (``bench_feature_tier.py``'s 8,026 × 512, one SGHMC run of twice the kept steps, R̂
-#: on prefixes of its draws) this length gives R̂ 1.019 (bulk ESS 441); 3,750 kept steps 1.014 (701),
-#: 5,000 kept steps 1.011 (935), against 1.005 for the same draws shuffled: R̂ 1.01 needs about
-#: 5,500 kept steps there with today's metric, which the 15-minute tier has no room for
-#: (docs/performance.md, "Building a feature tier").
-FEATURES_SG_LENGTH = chain_settings(thin=5, init="overdispersed", epochs=2700, burn_in=200)
-FEATURES_SGLD = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.4")
-#: SGHMC at η 0.1 with friction 0.6, about critically damped (2√η = 0.63), which the metric makes
-#: safe: 64 features, 4,000 kept steps: R̂ 1.014, bulk ESS 830 (one in ~19 steps). Its draws spread
-#: 1.8 % wider than the posterior's (the stationary spread of its update on a Gaussian, √1.037).
-#: D-SGHMC takes its step and friction, with the paper's drop rate 0.5 on the features (MC
+#: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
+#: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
+#: says, but in s² times that along a direction s times wider, and 8 chains × 1,000 steps read bulk
+#: ESS 147 (R̂ 1.040). 200 + 4,000 steps, every 10th measured (8 × 400), seed 0: R̂ 1.0069 (bulk;
+#: tail 1.0054; shuffled 1.0063), bulk / tail ESS 1,894 / 2,071, 415 s of CPU and 63 s for the probe
+#: pass at load 5–8; its first 2,000 kept steps read 1.015. Whitened by the curvature its draws have
+#: variances of median 1.12 (1/(1 − η/4) = 1.11 predicted).
+FEATURES_SGLD = (*chain_settings(thin=10, init="overdispersed", epochs=4200, burn_in=200, chains=FEATURES_SG_CHAINS),
+                 *FEATURES_SG, "--set", "step_size=0.4")
+#: SGHMC at η 0.15, friction 0.3, underdamped: on a Gaussian a linear function forgets in 2·friction/η
+#: = 4 steps (the former 0.1 / 0.6: 12) and its square, which the folded tail R̂ sees, in about
+#: 1/friction; its draws spread 2.3 % wider than the posterior's (the stationary spread of its update
+#: on a Gaussian; 1.8 % before). 8 chains × 1,000 steps: R̂ 1.0105 (the same draws shuffled 1.0117),
+#: bulk ESS 1,163, 6.9 steps an effective draw (the former settings: 22.7). 100 + 2,000 steps, every
+#: 5th measured (8 × 400): R̂ 1.0049 (bulk 1.0048, tail 1.0049; shuffled 1.0072), bulk / tail ESS
+#: 2,446 / 2,087, 204 s of CPU and 66 s for the probe pass at load 8 (seed 0; seed 1: 1.0057, shuffled
+#: 1.0058, ESS 2,426, 204 + 57 s). The draws whitened by
+#: the curvature have variances of median 1.06 (HMC's: 1.00).
+FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, burn_in=100, chains=FEATURES_SG_CHAINS),
+                  *FEATURES_SG, "--set", "step_size=0.15", "--set", "friction=0.3")
+#: D-SGHMC takes SGHMC's step and friction, with the paper's drop rate 0.5 on the features (MC
 #: dropout's here), on mini-batches of 1,000: its masks are drawn per image and chain, so each chain
 #: gathers and masks its own batch, and on full batches that took 1,000 s for 4,200 steps at 64
-#: features where SGHMC took 65 s. Its length is therefore in epochs, 300 with 22 of burn-in: 2,700
-#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above).
-FEATURES_SGHMC = (*FEATURES_SG_LENGTH, *FEATURES_SG, "--set", "step_size=0.1", "--set", "friction=0.6")
-FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=300, burn_in=22), "--set", "batch_size=1000",
-                   "--set", "metric=curvature", "--keep-draws", "25", "--set", "step_size=0.1", "--set", "friction=0.6",
-                   "--drop-rate", "0.5")
+#: features where SGHMC took 65 s. Its length is therefore in epochs: 235 with 12 of burn-in, 2,115
+#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above). Its
+#: mini-batches' and masks' noise comes on top of the injected noise (on a Gaussian its variance
+#: grows by about η·(gradient noise)/(2·friction), so at friction 0.3 about three times as much as at
+#: 0.6, predicted, not measured), and its draws are far wider than the posterior: whitened by the
+#: curvature their variances have median 83 (1st–99th percentile 15–1,481): another posterior, the
+#: method's own. 8 chains, seed 0: R̂ 1.0044 (bulk and tail; shuffled 1.0078), bulk / tail ESS
+#: 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the probe pass (its masks) at load 8–12; seed 1:
+#: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
+FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, burn_in=12, chains=FEATURES_SG_CHAINS),
+                   "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
+                   "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
 #: HMC with the dense curvature metric at the mode, as the face tier's, and trajectories long enough
 #: for 5,130 weights: the step adapts to about 0.1 there (ε shrinks as P^(−1/4)), so 8 leapfrog steps
 #: moved about one posterior standard deviation a proposal and random-walked (512 features, 4 chains,

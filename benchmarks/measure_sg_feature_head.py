@@ -1,0 +1,171 @@
+"""Do the features tier's SG samplers converge on a 512-feature head, and at what CPU cost? (issue 45)
+
+The features of ``benchmarks/measure_hmc_feature_head.py`` (``bench_feature_tier.py``'s synthetic
+folder in memory: 8,026 training images, the first 1,000 of the rest as the probe), and SGLD, SGHMC
+or D-SGHMC as the tier runs it (``fit`` with :data:`core.engine.inference.recipes.FEATURES_SGLD`,
+``FEATURES_SGHMC`` or ``FEATURES_DSGHMC`` changed by ``--set NAME=VALUE``). The mode and curvature
+are computed first and timed apart (a tier computes them once for its four samplers). Prints the
+CPU time of the sampling and of the probe pass (:func:`core.analysis.diagnostics.diagnose`, as the
+tier measures: predictions of every measured draw, R̂, ESS and the shuffled baseline), the largest
+bulk and tail R̂ apart, the smallest bulk and tail ESS, and the same R̂ on the first half of the
+draws and on every 2nd / 4th draw (what a shorter run or more thinning would have read).
+
+Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/measure_sg_feature_head.py sghmc
+[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten] [--json FILE]``
+(the seeds run one after the other, sharing one mode and curvature). Compare
+CPU times, not wall clock, and note the load average printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.measure_hmc_feature_head import feature_sets, next_value, whitened  # noqa: E402
+
+RECIPES = {"sgld": "FEATURES_SGLD", "sghmc": "FEATURES_SGHMC", "dsghmc": "FEATURES_DSGHMC"}
+
+
+def recipe_config(method: str, sets: list[str]):
+    """The features tier's settings of ``method`` with ``sets`` applied, as its config."""
+    from core.engine.inference import dsghmc, recipes, sghmc, sgld
+
+    recipe = getattr(recipes, RECIPES[method])
+    kind = {"sgld": sgld.SgldConfig, "sghmc": sghmc.SghmcConfig, "dsghmc": dsghmc.DsghmcConfig}[method]
+    pairs = [recipe[i + 1] for i, a in enumerate(recipe) if a == "--set"]
+    pairs += [f"drop_rate={recipe[i + 1]}" for i, a in enumerate(recipe) if a == "--drop-rate"] + sets
+    fields = kind.__dataclass_fields__
+    values = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        typ = type(fields[name].default)
+        values[name] = text if typ is str else (text.lower() == "true" if typ is bool else typ(text))
+    return kind(**values, memory_budget_mb=4096)
+
+
+def predicted(eta: float, friction: float | None, s: float = 1.0) -> tuple[float, float, float]:
+    """On a Gaussian of standard deviation ``s`` in the metric's units (1: the curvature at the mode
+    is exact), SGHMC (``friction``) or SGLD (None) is a linear recursion with Gaussian noise: its
+    stationary spread relative to ``s`` (a discrete Lyapunov equation, as ``tests/core/test_stein.py``
+    solves it) and the integrated autocorrelation times, in steps, of x and of x² (for a Gaussian
+    process the autocorrelation of x² is that of x squared; the folded "tail" quantity behaves so)."""
+    import numpy as np
+    import scipy.linalg
+
+    w2 = eta / s**2
+    if friction is None:
+        a, q = np.array([[1 - w2 / 2]]), np.array([[eta]])
+    else:
+        a = np.array([[1 - w2, 1 - friction], [-w2, 1 - friction]])
+        q = 2 * friction * eta * np.ones((2, 2))
+    cov = scipy.linalg.solve_discrete_lyapunov(a, q)
+    lagged, rho = cov.copy(), []
+    for _ in range(5000):
+        rho.append(lagged[0, 0] / cov[0, 0])
+        lagged = a @ lagged
+    r = np.array(rho[1:])
+    return float(np.sqrt(cov[0, 0]) / s), float(1 + 2 * r.sum()), float(1 + 2 * (r**2).sum())
+
+
+def figures(probs) -> dict:
+    """Largest bulk and tail R̂ and smallest bulk and tail ESS over the probabilities that vary."""
+    import numpy as np
+
+    from core.analysis.diagnostics import MIN_SPREAD
+    from core.engine import convergence
+
+    varies = convergence.spread(probs) > MIN_SPREAD
+    x = probs[:, :, varies]
+    bulk, tail = convergence.rhat_bulk(x), convergence.rhat_tail(x)
+    return {"draws": list(x.shape[:2]), "rhat_bulk": round(float(np.nanmax(bulk)), 4),
+            "rhat_tail": round(float(np.nanmax(tail)), 4),
+            "ess_bulk": round(float(np.nanmin(convergence.ess_bulk(x))), 1),
+            "ess_tail": round(float(np.nanmin(convergence.ess_tail(x))), 1)}
+
+
+def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None) -> dict:
+    """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it."""
+    import torch
+
+    from core.analysis.diagnostics import diagnose, probe_draws_progress
+    from core.engine.inference import dsghmc, sghmc, sgld
+
+    fit = {"sgld": sgld.fit, "sghmc": sghmc.fit, "dsghmc": dsghmc.fit}[method]
+    config = recipe_config(method, sets)
+    load_before = os.getloadavg()
+    started = time.process_time()
+    posterior = next_value(fit(config, arch, data, seed))
+    cpu = time.process_time() - started
+    started = time.process_time()
+    record = diagnose(posterior, probe_set, seed=0)
+    probe_cpu = time.process_time() - started
+    probs = next_value(probe_draws_progress(posterior, probe_set.x, 0))
+    out = {"method": method, "seed": seed, "settings": sets, "chains": config.num_chains,
+           "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"],
+           "cpu_sampling_s": round(cpu, 1), "cpu_probe_s": round(probe_cpu, 1), "rhat": round(record["rhat_max"], 4),
+           "rhat_shuffled": round(record["rhat_max_shuffled"], 4), **figures(probs),
+           "first half": figures(probs[:, : probs.shape[1] // 2]),
+           "every 2nd": figures(probs[:, ::2]), "every 4th": figures(probs[:, ::4]),
+           "accuracy": float((probs.mean((0, 1)).argmax(-1) == probe_set.y.numpy()).mean()),
+           "load_before": [round(v, 1) for v in load_before], "load_after": [round(v, 1) for v in os.getloadavg()]}
+    if metric is not None:
+        flat = torch.cat([posterior.samples["linear.weight"].float().flatten(2),
+                          posterior.samples["linear.bias"].float()], 2).flatten(0, 1)
+        out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("method", choices=sorted(RECIPES))
+    parser.add_argument("--predict", action="store_true",
+                        help="print the linear-Gaussian prediction (spread, autocorrelation times) of SGLD's steps and "
+                             "SGHMC's steps and frictions at posterior spreads 0.9, 1 and 1.16, and run nothing")
+    parser.add_argument("--features", type=int, default=512)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--seed", type=int, action="append", help="a seed (repeat for several runs; default 0)")
+    parser.add_argument("--json", help="append the figures to this file")
+    parser.add_argument("--whiten", action="store_true",
+                        help="also the variances of the draws whitened by the mode's curvature (1 for the exact posterior "
+                             "where it is Gaussian; an SG sampler's discretisation widens them)")
+    args = parser.parse_args()
+    if args.predict:
+        for eta, friction in [(e, None) for e in (0.2, 0.4)] + [(e, a) for e in (0.1, 0.15, 0.2)
+                                                                  for a in (0.15, 0.25, 0.3, 0.4, 0.6, 1.0)]:
+            cells = "   ".join("{:.3f} {:5.1f} {:5.1f}".format(*predicted(eta, friction, s)) for s in (0.9, 1.0, 1.16))
+            print(f"{'SGLD' if friction is None else 'SGHMC'} η {eta:<5} friction {friction or '-':<5} "
+                  f"spread, τ(x), τ(x²) at s = 0.9 / 1 / 1.16:   {cells}")
+        return 0
+
+    from core.engine.inference.base import Dataset
+    from core.engine.inference.build_cache import shared_within_build
+    from core.engine.inference.curvature import mode_and_curvature
+    from core.engine.models import ArchSpec
+
+    f, y, probe, probe_y = feature_sets(args.features, False)
+    data = Dataset(f, y, name="synthetic features")
+    probe_set = Dataset(probe, probe_y, name="synthetic probe")
+    arch = ArchSpec("softmax", num_classes=10, input_dim=args.features)
+    with shared_within_build():  # one mode and curvature for every run, as in a tier's build
+        started = time.process_time()
+        _, _, metric = next_value(mode_and_curvature(arch, data, recipe_config(args.method, args.set).prior_std))
+        curvature_cpu = time.process_time() - started
+        for seed in args.seed or [0]:
+            out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None)
+            out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
+            print(json.dumps(out), flush=True)
+            if args.json:
+                with open(args.json, "a") as fh:
+                    fh.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
