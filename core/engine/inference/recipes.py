@@ -132,7 +132,7 @@ FEATURES_BATCH = 50_000
 #: R̂ at the floor their number of draws sets (8 × 200 draws of the probe's 10,000 probabilities,
 #: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 400 each. Measured with
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
-#: (docs/performance.md, "Building a feature tier", 2026-11-29 h-sg). Every file keeps 25 draws a chain.
+#: (docs/performance.md, "Building a feature tier", 2026-11-29). Every file keeps 25 draws a chain.
 FEATURES_SG_CHAINS = 8
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
