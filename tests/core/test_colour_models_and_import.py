@@ -266,8 +266,8 @@ def test_the_rotation_sweep_refuses_a_posterior_of_ones_own_images_and_compare_r
                           tmp_path / "p.pt")
     for colour, name in (((220, 20, 20), "red"), ((20, 20, 220), "blue")):
         (tmp_path / "set" / name).mkdir(parents=True)
-        for i in range(5):
-            Image.new("RGB", (16, 16), colour).save(tmp_path / "set" / name / f"{i}.png")
+        for i in range(5):  # distinct shades: byte copies would be left out of the test side
+            Image.new("RGB", (16, 16), tuple(c + 3 * i for c in colour)).save(tmp_path / "set" / name / f"{i}.png")
     image = tmp_path / "mark.png"  # a light square on a dark ground: not an empty drawing
     Image.fromarray(np.pad(np.full((8, 8, 3), 230, np.uint8), ((4, 4), (4, 4), (0, 0)))).save(image)
     # compare reads the picture as a photo for it (not as a digit), as predict does

@@ -222,3 +222,27 @@ def test_the_training_dialog_and_an_evaluation_say_what_was_left_out(tmp_path):
     test = read_test_split(tmp_path / "pets", {"a posterior": None}, SIDE, 1)
     assert level_of_photo(3 * int(trained[:2])) not in [v * 6 + 10 for v in photos_in(test.x)]
     assert f"(the same bytes: cat/{trained} and dog/{copy})" in test.source["data_check"]["note"]
+
+
+def test_a_test_side_of_nothing_but_copies_says_so(tmp_path, capsys):
+    """Every image drawn to test is a copy of a training image: the refusal says why the test
+    images are gone, not only that the set is empty."""
+    root = tmp_path / "same"
+    for name, level in (("dark", level_of_photo(1)), ("light", level_of_photo(2))):
+        (root / name).mkdir(parents=True)
+        for i in range(12):
+            (root / name / f"{i}.png").write_bytes(png(level))
+    data = load_image_folder(root, SIDE, 1, workers=0)
+    assert len(data.test) == 0 and len(data.train) > 0
+    # training keeps its file and says why its accuracy could not be measured
+    posterior = tmp_path / "map.pt"
+    assert main(["train", "--method", "map", "--dataset", str(root), "--model", "softmax", "--set", "epochs=1",
+                 "--image-size", str(SIDE), "--out", str(posterior)]) != 0
+    err = capsys.readouterr().err
+    assert posterior.is_file() and "byte-for-byte copy of a training image" in err and "Traceback" not in err
+    # and any check of that test side as data for a model says why it is empty
+    from core.engine.inference.base import check_data_fits
+    from core.engine.models import ArchSpec
+
+    with pytest.raises(ValueError, match="is empty: every one of the 3 images drawn to test is a byte-for-byte copy"):
+        check_data_fits(ArchSpec("softmax", num_classes=2, image_size=SIDE, channels=1), data.test, "test set")

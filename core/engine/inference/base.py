@@ -139,6 +139,18 @@ class Dataset:
         return out
 
 
+
+def why_empty(data: Dataset) -> str:
+    """Why a test side holds no image, when it is because every image drawn to it was a byte copy
+    (the split leaves copies out so that no photo is on both sides), else nothing."""
+    copies = data.source.get("copies") or {}
+    left = int(copies.get("left_out_as_training_photos", 0)) + int(copies.get("left_out_as_repeated_photos", 0))
+    if not left or data.source.get("split") != "test":
+        return ""
+    return (f": every one of the {left} images drawn to test is a byte-for-byte copy of a training image or of "
+            "another test image, and copies are left out so that no photo is on both sides; add images that "
+            "are not copies")
+
 def check_data_fits(
     arch: ArchSpec, data: Dataset, role: str = "the data set", model: str = "the model", labels: bool = True
 ) -> None:
@@ -168,7 +180,7 @@ def check_data_fits(
             raise ValueError(f"{role} {data.name} has images of shape {tuple(data.x.shape[1:])}; "
                              f"{model} reads {arch.input_shape}")
     if len(data) == 0:
-        raise ValueError(f"{role} {data.name} is empty")
+        raise ValueError(f"{role} {data.name} is empty" + why_empty(data))
     if labels:
         low, high = int(data.y.min()), int(data.y.max())
         if low < 0 or high >= arch.num_classes:
@@ -637,7 +649,7 @@ def accuracy_progress(
     """
     s = posterior.check_prediction(num_samples, batch_size=1)
     if len(data) == 0:
-        raise ValueError(f"{data.name} holds no images to measure the accuracy on")
+        raise ValueError(f"{data.name} holds no images to measure the accuracy on" + why_empty(data))
     batch_size = max(1, 8192 // s)
     posterior.check_prediction(s, batch_size=min(batch_size, len(data)))
     total = math.ceil(len(data) / batch_size)
