@@ -209,10 +209,9 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, bur
 #: 8 × 250 1.018, 8 × 400 1.012, 8 × 500 1.009 (bulk 1.009 / folded 1.007; ESS 1,614 / 1,937 / 1,440;
 #: floors 1.008–1.010, 1.005–1.006, 1.004), 12–14 steps, 933 s of CPU for 75 + 500. There the folded
 #: R̂ no longer leads, and the first and second halves agree (1.018 / 1.016 over 8 × 250 each), so
-#: 75 warm-up iterations are enough. So 8 × 500 draws at T = π/2, jitter 0.3 and target 0.8: R̂ 1.006
-#: at 64 features; at 512 target 0.7 gave 1.009 with these draws and 0.8 is not yet measured there
-#: (ε ≈ 0.09–0.10 at target 0.8 there in the fixed-step runs: ≈ 17 steps an iteration, ≈ 1.3 times
-#: the target-0.7 run's steps, estimated; docs/performance.md, "Building a feature tier"). At most 24
+#: 75 warm-up iterations are enough. These settings (8 × 500 at T = π/2, jitter 0.3, target 0.8):
+#: R̂ 1.006 at 64 features, and at 512 R̂ 1.0064 (folded 1.0059), bulk / tail ESS 1,961 / 1,791,
+#: 15–18 steps, 986 s of CPU at load 3–4 (its first 400 draws a chain: 1.009). At most 24
 #: steps: π/2 in full down to ε 0.065 (about 2,000 features, ε shrinking as P^(−1/4)), and the
 #: planned gradients' bound (575 × 24) keeps the tier's samplers under the paper tier's epochs.
 FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
