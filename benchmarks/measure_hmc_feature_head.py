@@ -78,19 +78,16 @@ def feature_sets(features: int, overlap: bool, images: int = 10_000, classes: in
     return f[train], y[train], f[rest], y[rest]
 
 
-def recipe_config(sets: list[str]):
-    """The features tier's HMC settings with ``sets`` applied, as an HmcConfig."""
-    from core.engine.inference import recipes
-    from core.engine.inference.hmc import HmcConfig
+def recipe_config(sets: list[str], method: str = "hmc", recipe: str = "FEATURES_HMC"):
+    """The features tier's settings of ``method`` (its recipe's ``--set`` and ``--drop-rate``) with
+    ``sets`` applied, parsed as ``train --set`` parses them, as the method's config."""
+    from core.commands.console import parse_settings
+    from core.engine.inference import get_method, recipes
 
-    pairs = [recipes.FEATURES_HMC[i + 1] for i, a in enumerate(recipes.FEATURES_HMC) if a == "--set"] + sets
-    fields = HmcConfig.__dataclass_fields__
-    values = {}
-    for pair in pairs:
-        name, _, text = pair.partition("=")
-        kind = type(fields[name].default)
-        values[name] = text if kind is str else (text.lower() == "true" if kind is bool else kind(text))
-    return HmcConfig(**values, memory_budget_mb=4096)
+    args = getattr(recipes, recipe)
+    pairs = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    pairs += [f"drop_rate={args[i + 1]}" for i, a in enumerate(args) if a == "--drop-rate"]
+    return get_method(method).parse_settings(parse_settings([*pairs, *sets, "memory_budget_mb=4096"]))
 
 
 def whitened(draws, chol) -> dict:

@@ -28,26 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.measure_hmc_feature_head import feature_sets, next_value, whitened  # noqa: E402
+from benchmarks.measure_hmc_feature_head import feature_sets, next_value, recipe_config, whitened  # noqa: E402
 
 RECIPES = {"sgld": "FEATURES_SGLD", "sghmc": "FEATURES_SGHMC", "dsghmc": "FEATURES_DSGHMC"}
-
-
-def recipe_config(method: str, sets: list[str]):
-    """The features tier's settings of ``method`` with ``sets`` applied, as its config."""
-    from core.engine.inference import dsghmc, recipes, sghmc, sgld
-
-    recipe = getattr(recipes, RECIPES[method])
-    kind = {"sgld": sgld.SgldConfig, "sghmc": sghmc.SghmcConfig, "dsghmc": dsghmc.DsghmcConfig}[method]
-    pairs = [recipe[i + 1] for i, a in enumerate(recipe) if a == "--set"]
-    pairs += [f"drop_rate={recipe[i + 1]}" for i, a in enumerate(recipe) if a == "--drop-rate"] + sets
-    fields = kind.__dataclass_fields__
-    values = {}
-    for pair in pairs:
-        name, _, text = pair.partition("=")
-        typ = type(fields[name].default)
-        values[name] = text if typ is str else (text.lower() == "true" if typ is bool else typ(text))
-    return kind(**values, memory_budget_mb=4096)
 
 
 def predicted(eta: float, friction: float | None, s: float = 1.0) -> tuple[float, float, float]:
@@ -98,7 +81,7 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
     from core.engine.inference import dsghmc, sghmc, sgld
 
     fit = {"sgld": sgld.fit, "sghmc": sghmc.fit, "dsghmc": dsghmc.fit}[method]
-    config = recipe_config(method, sets)
+    config = recipe_config(sets, method, RECIPES[method])
     load_before = os.getloadavg()
     started = time.process_time()
     posterior = next_value(fit(config, arch, data, seed))
@@ -155,7 +138,7 @@ def main() -> int:
     arch = ArchSpec("softmax", num_classes=10, input_dim=args.features)
     with shared_within_build():  # one mode and curvature for every run, as in a tier's build
         started = time.process_time()
-        _, _, metric = next_value(mode_and_curvature(arch, data, recipe_config(args.method, args.set).prior_std))
+        _, _, metric = next_value(mode_and_curvature(arch, data, recipe_config(args.set, args.method, RECIPES[args.method]).prior_std))
         curvature_cpu = time.process_time() - started
         for seed in args.seed or [0]:
             out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None)
