@@ -28,6 +28,25 @@ def _paint(draw) -> np.ndarray:
     return _pixels(image)
 
 
+
+def watch_paints(widgets, what):
+    """The paint events of ``widgets`` as they come, each as ``what(widget, event)``; keep the
+    returned filter alive as long as the list is read."""
+    from PySide6.QtCore import QEvent, QObject
+
+    painted: list = []
+
+    class Spy(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
+            if event.type() == QEvent.Type.Paint:
+                painted.append(what(watched, event))
+            return False
+
+    spy = Spy()
+    for widget in widgets:
+        widget.installEventFilter(spy)
+    return painted, spy
+
 def test_lines_from_numpy_rows_paint_as_qlinef_objects():
     rows = np.random.default_rng(0).uniform(-10, 170, (200, 4))  # some reach outside the image
     expected = _paint(lambda p: p.drawLines([QLineF(*row) for row in rows.tolist()]))
@@ -126,8 +145,6 @@ def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
 def test_a_new_verdict_repaints_the_verdict_only(qtbot):
     """The verdict paints its own background, so a new one (every prediction of a stroke) does
     not repaint the column's frame and holder behind it."""
-    from PySide6.QtCore import QEvent, QObject
-
     from app.views.column import ColumnView
 
     view = ColumnView("key", tuple("0123456789"))
@@ -136,17 +153,8 @@ def test_a_new_verdict_repaints_the_verdict_only(qtbot):
     view.show()
     qtbot.waitExposed(view)
     qtbot.wait(200)  # the first paints done
-    painted: list[str] = []
-
-    class Spy(QObject):
-        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
-            if event.type() == QEvent.Type.Paint:
-                painted.append(watched.objectName() or type(watched).__name__)
-            return False
-
-    spy = Spy()
-    for widget in (view, view._verdict_holder, view.verdict):
-        widget.installEventFilter(spy)
+    painted, _spy = watch_paints((view, view._verdict_holder, view.verdict),
+                                 lambda watched, event: watched.objectName() or type(watched).__name__)
     view.verdict.set_paragraphs([((("Reads ", ""), ("7", "b"), (": p̄ 0.97", "")), None)])
     qtbot.waitUntil(lambda: "verdict" in painted, timeout=2000)
     assert painted == ["verdict"]
@@ -255,7 +263,6 @@ def test_new_numbers_repaint_the_data_only_and_the_window_shows_what_a_full_pain
     comes or goes the whole plot. After every step of a stroke (previews of 16 and 8 draws, the
     full count's shading and its scale, the reference's marks coming and going) the window holds
     exactly what painting the whole plot anew gives."""
-    from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
     from app.plots.input_views import INPUT_PLOTS
@@ -268,16 +275,7 @@ def test_new_numbers_repaint_the_data_only_and_the_window_shows_what_a_full_pain
     plot.setVisible(True)
     qtbot.waitExposed(plot)
     qtbot.wait(50)
-    painted: list = []
-
-    class Spy(QObject):
-        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
-            if event.type() == QEvent.Type.Paint:
-                painted.append(event.region().boundingRect())
-            return False
-
-    spy = Spy()
-    plot.installEventFilter(spy)
+    painted, _spy = watch_paints((plot,), lambda watched, event: event.region().boundingRect())
     format_ = QImage.Format.Format_RGB32
     # (prediction, reference marks, whether the plot's kind of picture stays: same draw count,
     # same marks, so that only the data may be repainted when the title keeps its words too)
@@ -302,7 +300,6 @@ def test_new_numbers_repaint_the_data_only_and_the_window_shows_what_a_full_pain
 def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_full_paint_would(qtbot):
     """A stroke changes a line or two of the verdict: only their bands are repainted, and the
     window then shows exactly what painting the whole verdict anew shows."""
-    from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
     from app.views.column import RichLines
@@ -316,16 +313,7 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     lines.show()
     qtbot.waitExposed(lines)
     qtbot.wait(100)
-    painted: list = []
-
-    class Spy(QObject):
-        def eventFilter(self, watched, event):  # noqa: N802 (Qt override)
-            if event.type() == QEvent.Type.Paint:
-                painted.append(event.region().boundingRect())
-            return False
-
-    spy = Spy()
-    lines.installEventFilter(spy)
+    painted, _spy = watch_paints((lines,), lambda watched, event: event.region().boundingRect())
     placed, _ = lines._layouts(lines.width())
     second, third = placed[1][1], placed[2][1]
     lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[2:]])
