@@ -39,6 +39,7 @@ from app.views.modes import ModePanel
 from app.views.sweep import SweepView
 from app.workers import freeze_long_lived
 from app.workspace import Workspace, images_words, task_of
+from core.engine.model_inputs import photo_words
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +239,8 @@ class MainWindow(QMainWindow):
             if self.current_panel() is not self.image_panel and not quiet:
                 self.modes.setCurrentWidget(self.image_panel)  # the one tab that judges it
                 self.statusBar().showMessage(
-                    f"“{column.title(self.workspace.num_samples)}” reads your own "
-                    f"{images_words(column.posterior)}: open a photo here to see its belief.", 15_000)
+                    f"“{column.title(self.workspace.num_samples)}” reads {photo_words(column.posterior.arch)}: "
+                    "open a photo here to see its belief.", 15_000)
             self._show_task()
         return None
 

@@ -31,9 +31,9 @@ TASKS = ("digits", "faces", "images")
 
 def task_of(posterior: Posterior) -> str:
     """"faces" for a posterior of face descriptors, "images" for one trained on a person's own
-    images (colour, or grey standardised to them), else "digits"."""
-    from core.engine.data.images import reads_photos
+    images (colour, grey standardised to them, or grey of another side than a digit's), else "digits"."""
     from core.engine.faces.heads import is_face_posterior
+    from core.engine.model_inputs import reads_photos
 
     if is_face_posterior(posterior):
         return "faces"
@@ -42,8 +42,9 @@ def task_of(posterior: Posterior) -> str:
 
 def images_words(posterior: Posterior) -> str:
     """What a posterior of one's own images reads, in words: "colour 32×32 images"."""
-    side = posterior.arch.image_size
-    return f"{'colour' if posterior.arch.channels == 3 else 'grey'} {side}×{side} images"
+    from core.engine.model_inputs import images_words as words
+
+    return words(posterior.arch)
 
 
 def menu_group(posterior: Posterior) -> str:
@@ -84,8 +85,10 @@ def reads_digits(records: PosteriorRecords) -> bool:
     """Whether a file's records (read without the engine) are plainly a digit posterior's: grey
     28×28 images read as MNIST's, neither face descriptors nor a person's own photos (those, and
     anything less plain, wait for the engine, which :func:`task_of` asks)."""
-    arch = records.arch
-    return not getattr(arch, "input_dim", 0) and getattr(arch, "channels", 1) == 1 and not getattr(arch, "mean", None)
+    # the engine's one rule, which needs no torch
+    from core.engine.model_inputs import reads_digits as digits
+
+    return digits(records.arch)
 
 
 @dataclass

@@ -114,14 +114,13 @@ def _column_input(image, column: ColumnRequest, digit=None):
     picked digit's model input, made once per request); or a :class:`ColumnFailure` saying why
     this posterior cannot judge it."""
     from core.analysis.predictive import features_batch, image_batch
-    from core.engine.data.images import reads_photos
+    from core.engine.model_inputs import reads_photos, why_not_a_digit
 
     try:
         if hasattr(image, "model_input"):  # a photo (core.engine.data.images.Photo), read at the column's size
             return image.model_input(column.posterior.arch)
         if reads_photos(column.posterior.arch):
-            raise ValueError("This posterior was trained on your own images: it judges a photo opened in the "
-                             "Image tab, read as its training images were, not a drawn or picked digit")
+            raise ValueError(why_not_a_digit(column.posterior.arch))
         if image.ndim == 1:  # a face descriptor: the posterior must read this descriptor
             from core.engine.faces import descriptor_info
             from core.engine.faces.heads import check_descriptor

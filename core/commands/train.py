@@ -232,8 +232,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder holding the data set's IDX files (utkface: its archive or folder)")
     parser.add_argument("--download", action="store_true", help="download MNIST if not found")
     parser.add_argument("--image-size", type=int, metavar="N",
-                        help="your own colour images: the side they are resized and cropped to (default 32; "
-                             "grey images are read at 28)")
+                        help="your own images: the side they are resized and cropped to (default 32 for colour, "
+                             "28 for grey; a grey model of another side judges photos, not drawn digits)")
     parser.add_argument("--test-fraction", type=float, default=TEST_FRACTION,
                         help="your own images without train/ and test/ folders: the share of the images "
                              f"held out for testing, each by a hash of its name (default {TEST_FRACTION}; "

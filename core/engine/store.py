@@ -14,8 +14,9 @@ files (no checksum) are refused with the command that upgrades them
 (``python -m core.commands.upgrade FILE``), which re-saves their tensors bit for bit.
 
 Loading is one validation layer: file → archive → records → checksum → weights (floating
-point, finite) → kind, method and architecture (bounded, reading the 28×28 images every
-input here has, and estimated against the free memory before anything is built) → the
+point, finite) → kind, method and architecture (bounded, and estimated against the free
+memory before anything is built; an image model of any side loads, and what it reads, a digit
+or a photo, is :mod:`core.engine.model_inputs`' one rule) → the
 posterior, whose constructor checks what prediction relies on (weight shapes against the
 architecture, at least one chain, draw or mixture component, a prediction sample count of
 at least 1). Every failure is a :class:`PosteriorFileError` with one sentence.
@@ -38,7 +39,7 @@ from core.engine.device import CPU, on_device
 from core.engine.files import atomic_write, code_version
 from core.engine.inference.base import POSTERIOR_KINDS, Posterior
 from core.engine.memory import MemoryEstimateError, check_fits
-from core.engine.models import IMAGE_SIZE, ArchSpec, check_model_fits
+from core.engine.models import ArchSpec, check_model_fits
 
 FORMAT = "bayescope-posterior"
 
@@ -269,12 +270,6 @@ def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tupl
         arch = ArchSpec.from_dict(payload["arch"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PosteriorFileError(f"{path}: invalid architecture record ({exc})") from None
-    if not arch.input_dim and not arch.features and arch.channels == 1 and arch.image_size != IMAGE_SIZE:
-        side = arch.image_size
-        raise PosteriorFileError(
-            f"{path}: its model reads {side}×{side}-pixel images, but every image here is "
-            f"{IMAGE_SIZE}×{IMAGE_SIZE} (MNIST's size), so it cannot predict; train it again on {IMAGE_SIZE}×{IMAGE_SIZE} images"
-        )
     try:
         check_model_fits(arch, copies=2, what=f"the model of {path.name}")
     except MemoryEstimateError as exc:

@@ -149,8 +149,6 @@ def _variational(tmp_path: Path) -> Path:
 
 def _unusable(kind: str, tmp_path: Path) -> Path:
     """A posterior file with a valid checksum that passed the loader before issue 20."""
-    if kind in ("lenet-20", "lenet-32"):
-        return save_posterior(_lenet(int(kind[-2:])), tmp_path / "p.pt")
     if kind == "no draws":
         path = save_posterior(_sampled(), tmp_path / "p.pt")
         return _reseal(path, lambda p: p.update(tensors={k: v[:, :0] for k, v in p["tensors"].items()}))
@@ -170,8 +168,6 @@ def _unusable(kind: str, tmp_path: Path) -> Path:
 
 
 UNUSABLE = {
-    "lenet-20": "reads 20×20-pixel images, but every image here is 28×28",
-    "lenet-32": "reads 32×32-pixel images, but every image here is 28×28",
     "no draws": "holds 2 chain\\(s\\) of 0 draw\\(s\\); it needs at least one draw",
     "no chains": "holds 0 chain\\(s\\) of 3 draw\\(s\\); it needs at least one draw",
     "dropout samples 0": "num_samples setting is 0, but a prediction needs a whole number of samples of at least 1",
@@ -202,7 +198,7 @@ def small_digits(tmp_path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("kind", ["lenet-20", "no draws", "no chains", "dropout samples many"])
+@pytest.mark.parametrize("kind", ["no draws", "no chains", "dropout samples many"])
 def test_predict_and_evaluate_refuse_such_a_posterior_in_one_line(kind, tmp_path, small_digits, capsys):
     path = _unusable(kind, tmp_path)
     image = tmp_path / "digit.png"

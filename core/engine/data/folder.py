@@ -21,8 +21,8 @@ Three layouts are read (docs/data.md shows them):
 Every image is read as the model sees it (:mod:`core.engine.data.images`: grey or RGB, its
 shorter side resized to the model's side ``S``, centre-cropped to S×S). A folder is colour when
 any of up to :data:`COLOUR_PROBE` images spread over it has colour; colour folders are read at
-``COLOUR_IMAGE_SIZE`` (32) unless a size is given, grey ones at 28 (the side of every grey input
-in the app).
+``COLOUR_IMAGE_SIZE`` (32) unless a size is given, grey ones at 28 (MNIST's side); a posterior of a
+person's images, of any side, judges photos read as these were (:mod:`core.engine.model_inputs`).
 
 Files that cannot be read are never dropped silently: each is listed, with its reason, in
 ``Dataset.source["unreadable"]`` (which training copies into the posterior's

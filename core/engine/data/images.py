@@ -32,6 +32,7 @@ from PIL import Image
 from core.engine.data.datasets import DatasetContentError
 from core.engine.data.preprocess import ImageLoadError, reading_image, upright_image
 from core.engine.data.split import bytes_fingerprint
+from core.engine.model_inputs import reads_photos
 from core.engine.models import COLOUR_IMAGE_SIZE
 
 #: A pixel is coloured when two of its channels differ by more than this (of 255), and an
@@ -115,12 +116,6 @@ def read_image(path: str | os.PathLike | IO[bytes], side: int, channels: int, na
             return image_array(img, side, channels)
         except (ValueError, OSError) as exc:
             raise ImageLoadError(f"{name}: not a readable image ({exc})") from None
-
-
-def reads_photos(arch: Any) -> bool:
-    """Whether a posterior was trained on a person's images (colour, or standardised grey) and
-    so reads an image file as training read it, rather than as a digit (MNIST's recipe)."""
-    return not arch.input_dim and (arch.channels == 3 or bool(arch.mean))
 
 
 def photo_input(path: str | os.PathLike, arch: Any) -> torch.Tensor:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from core.engine.memory import check_fits
+from core.engine.model_inputs import IMAGE_SIZE
 
 ArchName = Literal["softmax", "mlp", "lenet", "lenet5", "resnet", "resnet18", "features"]
 #: The architectures every method trains from a random start.
@@ -63,9 +64,6 @@ MAX_IMAGE_SIZE = 4096
 MAX_INPUT_DIM = MAX_IMAGE_SIZE**2
 #: Architectures that can read a feature vector instead of an image.
 VECTOR_ARCHITECTURES: tuple[str, ...] = ("softmax", "mlp")
-#: The side of every image bayescope reads (data sets, drawings, image files: MNIST's size);
-#: a posterior over images must read it, or it could predict nothing here.
-IMAGE_SIZE = 28
 #: LeNet's two 5×5 convolutions and 2×2 poolings need at least this input side.
 LENET_MIN_SIZE = 16
 
@@ -118,7 +116,7 @@ class ArchSpec:
     num_classes: int = 10
     drop_rate: float = 0.0
     hidden: int = 100
-    image_size: int = 28
+    image_size: int = IMAGE_SIZE  # a digit's
     input_dim: int = 0
     channels: int = 1
     mean: tuple[float, ...] = ()
