@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core.commands.main import main
-from core.commands.reproduce import dhmc
+from core.commands.reproduce import dhmc_chains
 from core.engine.inference.sampling import FunctionTarget
 
 
@@ -27,7 +27,7 @@ def test_softmax_target_gradient_matches_autograd():
         return 7.0 * ll - 0.5 * prior
 
     expected_value, expected_grad = FunctionTarget(log_prob).log_prob_and_grad(params, (x, y))
-    value, grad = dhmc.SoftmaxRegressionTarget(7.0, 140).log_prob_and_grad(params, (x, y))
+    value, grad = dhmc_chains.SoftmaxRegressionTarget(7.0, 140).log_prob_and_grad(params, (x, y))
     assert torch.allclose(value, expected_value, rtol=1e-5)
     for k in grad:
         assert torch.allclose(grad[k], expected_grad[k], rtol=1e-4, atol=1e-4)
@@ -35,7 +35,7 @@ def test_softmax_target_gradient_matches_autograd():
 
 def test_chain_masks_drop_at_each_chains_rate_and_keep_the_mean():
     drop = torch.tensor([0.0, 0.0, 0.9, 0.5, 0.1])
-    masks = dhmc.ChainMasks(drop, (200, 784))
+    masks = dhmc_chains.ChainMasks(drop, (200, 784))
     x = torch.full((5, 200, 784), 3.0)
     out = masks.apply(x, torch.Generator().manual_seed(0))
     assert torch.equal(out[:2], x[:2])
@@ -44,11 +44,11 @@ def test_chain_masks_drop_at_each_chains_rate_and_keep_the_mean():
         assert zeros == pytest.approx(float(drop[c]), abs=0.005)
         assert out[c].mean() == pytest.approx(3.0, rel=0.02)
     with pytest.raises(ValueError, match="must come after"):
-        dhmc.ChainMasks(torch.tensor([0.5, 0.0]), (2,))
+        dhmc_chains.ChainMasks(torch.tensor([0.5, 0.0]), (2,))
 
 
 def test_paper_protocol_is_the_authors_edward_settings():
-    specs = {s.label: s for s in dhmc.paper_specs()}
+    specs = {s.label: s for s in dhmc_chains.paper_specs()}
     # the paper's p is the keep probability: drop rate 1 − p
     assert [round(specs[f"D-SGHMC p={p:g}"].config.drop_rate, 6) for p in (0.1, 0.5, 0.9)] == [
         0.9, 0.5, 0.1]

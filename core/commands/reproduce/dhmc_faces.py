@@ -64,7 +64,7 @@ from core.commands.console import (
     say_where,
 )
 from core.commands.reproduce import Reproduction, register
-from core.commands.reproduce.dhmc import ChainMasks, SoftmaxRegressionTarget
+from core.commands.reproduce.dhmc_chains import ChainMasks, SoftmaxRegressionTarget
 from core.engine.device import on_device, seeded_generator, steps_on
 from core.engine.faces.age_groups import ADIENCE_GROUP_NAMES, AGE_GROUP_NAMES
 from core.engine.faces.descriptor import DescriptorInfo
@@ -246,7 +246,7 @@ def run_paper_group(
     """The paper's loop for runs sharing one update rule (SGLD alone, or SGHMC with D-SGHMC).
 
     All ``chains × len(runs)`` chains move together; D-SGHMC chains get their input masks
-    (:class:`~core.commands.reproduce.dhmc.ChainMasks`, one drop rate per chain). Returns each run's
+    (:class:`~core.commands.reproduce.dhmc_chains.ChainMasks`, one drop rate per chain). Returns each run's
     draws with leading dims (chain, draw).
     """
     config = runs[0].config
