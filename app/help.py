@@ -1,7 +1,8 @@
 """The Help menu's texts: how to read the window, the Dataset tab's measures, and the About box.
 
 :data:`DATASET_TERMS` is the one place the Dataset tab's measures are put in words: their
-tooltips (``app.plots.dataset_plots``) and their help sections (:data:`DATASET_HELP`) read it.
+tooltips (``app.plots.dataset_plots``, ``app.views.dataset_tables``) and their help sections
+(:data:`DATASET_HELP`) read it.
 """
 
 from __future__ import annotations

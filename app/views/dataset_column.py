@@ -11,14 +11,13 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLay
 from app.plots.dataset_plots import (
     ClassErrorPlot,
     HardConfusionPlot,
-    MetricsTable,
     OodHistogramPlot,
-    OodSetsTable,
     RejectionPlot,
     ReliabilityPlot,
     SoftConfusionPlot,
 )
 from app.views.column import column_title
+from app.views.dataset_tables import MetricsTable, OodSetsTable
 from core.analysis.dataset import ColumnViews
 from core.engine import tiers
 

@@ -414,7 +414,7 @@ def test_a_long_title_or_axis_label_is_cut_to_the_plot_and_never_widens_it(qtbot
 def test_the_metrics_names_and_numbers_are_whole_at_any_width(qtbot):
     """In a narrow column the names were cut (“Accur…”, “Class…”, “Uncer…”): the measures now
     go one to a row there, two to a row where they fit whole."""
-    from app.plots.dataset_plots import MetricsTable
+    from app.views.dataset_tables import MetricsTable
 
     table = MetricsTable()
     qtbot.addWidget(table)

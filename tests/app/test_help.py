@@ -13,11 +13,11 @@ from app.help import DATASET_HELP, DATASET_TERMS
 from app.main import MainWindow
 from app.plots.dataset_plots import (
     ClassErrorPlot,
-    MetricsTable,
     RejectionPlot,
     ReliabilityPlot,
     SoftConfusionPlot,
 )
+from app.views.dataset_tables import MetricsTable
 from core.engine.resources import resources_dir
 
 #: The measures issue 21 asked words for, by the key they carry in DATASET_TERMS.

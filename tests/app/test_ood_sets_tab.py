@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image
 
 from app.main import MainWindow
-from app.plots.dataset_plots import OOD_TABLE_SCORES
+from app.views.dataset_tables import OOD_TABLE_SCORES
 from core.analysis.ood_sets import best_among
 from core.engine.resources import resources_dir
 from tests.app.test_dataset_view import open_dataset_tab
