@@ -347,3 +347,10 @@ class SetChooser(QObject):
         ood = self.ood_set.currentData() or None
         limit = self.images.value() or None
         return self.test_set.currentData(), ood, limit, self.samples.value()
+
+
+def set_words(name: str) -> str:
+    """A data set's name in words; a bundled sample (``mnist-sample-test``) is called one."""
+    if "-sample-" in name:
+        return "sample " + dataset_words(name.replace("-sample-", "-"))
+    return dataset_words(name)

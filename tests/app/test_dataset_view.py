@@ -241,7 +241,7 @@ def test_missing_images_get_a_dialog_without_paths(qtbot, window, tmp_path, monk
 
 
 def test_engine_errors_become_sentences_without_folders():
-    from app.views.dataset import plain_sentence
+    from app.views.dataset_sets import plain_sentence
 
     text = plain_sentence(OSError("could not write /tmp/run/out/report.html: no space left; the report was not saved"))
     assert text == "Could not write “report.html”: no space left; the report was not saved"
@@ -303,7 +303,7 @@ def offered(box) -> list[str]:
 
 
 def test_face_split_is_offered_only_for_face_columns(qtbot, face_window):
-    from app.views.dataset import FACE_SET
+    from app.views.dataset_sets import FACE_SET
 
     view = face_window.dataset_view
     assert view.task == "digits"
@@ -321,7 +321,7 @@ def test_face_split_is_offered_only_for_face_columns(qtbot, face_window):
 
 def test_face_heads_on_a_tiny_split_describe_first_equal_core_and_a_cell_lists_its_faces(
         qtbot, face_window, tiny_utkface):
-    from app.views.dataset import FACE_SET
+    from app.views.dataset_sets import FACE_SET
     from core.engine.faces.testset import load_face_test_set
 
     window = face_window
@@ -452,7 +452,7 @@ def slow_evaluation(started: list[str]):
     def run(items, dataset, ood=None, data_dir=None, limit=None, **kwargs):
         import time
 
-        from app.views.dataset import FACE_SET
+        from app.views.dataset_sets import FACE_SET
         from core.engine.inference.base import ProgressRecord
 
         started.append(dataset)
@@ -477,7 +477,7 @@ def test_cancelling_long_evaluations_at_any_point_leaves_the_window_working(qtbo
     import weakref
 
     from app import workers
-    from app.views.dataset import FACE_SET
+    from app.views.dataset_sets import FACE_SET
     from core.outputs import evaluation_cache
 
     view = window.dataset_view
@@ -558,7 +558,7 @@ def test_evaluate_pressed_while_the_columns_are_still_read_starts_when_they_are(
 
 def test_a_face_limit_describes_only_that_many_faces_after_an_estimate(qtbot, face_window):
     """Asked for N faces, the tab described the whole split first (4,741 faces, 15 minutes)."""
-    from app.views.dataset import FACE_SET
+    from app.views.dataset_sets import FACE_SET
 
     window = face_window
     view = window.dataset_view
