@@ -34,6 +34,10 @@ class DrawingCanvas(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self.setToolTip("Draw a digit. Ctrl+Z undoes a stroke, Delete clears.")
+        # its image covers every pixel (paintEvent): the window, the splitter, the tab widget and
+        # the containers behind it are not painted again under each stroke's segment (seven paints
+        # of the parents on every move)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     # -------------------------------------------------------------- public API
     def to_array(self) -> np.ndarray:

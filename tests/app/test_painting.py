@@ -112,6 +112,37 @@ def test_canvas_repaints_every_pixel_a_segment_changed(qtbot, size):
         canvas._end()
 
 
+def test_a_strokes_segment_repaints_the_canvas_only_and_the_screen_shows_it(qtbot):
+    """The canvas covers every pixel with its image: a segment repaints it alone, not the seven
+    widgets behind it (the window, its splitter, the tab widget and the containers, on every move of
+    a stroke), and the screen then holds what a full paint gives."""
+    from PySide6.QtWidgets import QApplication, QTabWidget, QVBoxLayout, QWidget
+
+    from app.views.square import SquareContainer
+
+    top, tabs = QWidget(), QTabWidget()
+    qtbot.addWidget(top)
+    canvas = DrawingCanvas()
+    holder = SquareContainer(canvas)
+    tabs.addTab(holder, "Draw")
+    QVBoxLayout(top).addWidget(tabs)
+    top.resize(400, 440)
+    top.show()
+    qtbot.waitExposed(top)
+    qtbot.wait(100)  # the first paints done
+    painted, _spy = watch_paints((top, tabs, holder, canvas), lambda watched, event: type(watched).__name__)
+    QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(100, 100))
+    QTest.mouseMove(canvas, QPoint(140, 160))
+    qtbot.waitUntil(lambda: "DrawingCanvas" in painted, timeout=2000)
+    QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(140, 160))
+    qtbot.wait(20)
+    assert set(painted) == {"DrawingCanvas"}
+    at = canvas.mapTo(top, QPoint(0, 0))
+    screen = QApplication.primaryScreen().grabWindow(top.winId(), at.x(), at.y(), canvas.width(), canvas.height())
+    assert np.array_equal(_pixels(screen.toImage().convertToFormat(QImage.Format.Format_RGB32)),
+                          _pixels(canvas.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)))
+
+
 def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     from app.views.column import RichLines
 
