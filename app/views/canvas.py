@@ -7,6 +7,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from app.plots.input_plot import draw_image
+
 
 class DrawingCanvas(QWidget):
     """Signals
@@ -173,7 +175,7 @@ class DrawingCanvas(QWidget):
         # The canvas is kept square by its container (app/views/square.py): the whole widget
         # is drawing area, so no stroke falls outside the image.
         painter = QPainter(self)
-        painter.drawImage(self.rect(), self._image)
+        draw_image(painter, self.rect(), self._image)  # in bands: never waits for Qt's thread pool
         painter.end()
 
     def ink_extent(self) -> float:

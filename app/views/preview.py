@@ -14,7 +14,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QWidget
 
-from app.plots.input_views import to_image
+from app.plots.input_views import draw_image, to_image
 
 
 class PreviewView(QWidget):
@@ -50,6 +50,6 @@ class PreviewView(QWidget):
             if w and h:
                 scale = room / max(w, h)  # square pixels (5 screen pixels each for 28×28), centred
                 target = QRectF((self.width() - w * scale) / 2, (self.height() - h * scale) / 2, w * scale, h * scale)
-                painter.drawImage(target, self._image)
+                draw_image(painter, target, self._image)
         finally:
             painter.end()

@@ -143,6 +143,42 @@ def test_a_strokes_segment_repaints_the_canvas_only_and_the_screen_shows_it(qtbo
                           _pixels(canvas.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)))
 
 
+@pytest.mark.parametrize(("shape", "target", "clip"), [
+    ((28, 28), QRectF(6, 6, 140, 140), None),  # what the model sees
+    ((10, 10, 3), QRectF(20.3, 10.7, 151.4, 151.4), QRect(15, 5, 200, 160)),  # a class correlation, clipped
+    ((10, 40, 3), QRectF(30.5, 3.25, 160.0, 222.6), None),  # the draws' shading
+    ((280, 280), QRectF(0, 0, 236, 236), QRect(40, 90, 30, 120)),  # the canvas, a segment's repaint
+])
+def test_an_image_drawn_in_bands_paints_what_one_draw_paints_and_no_band_reaches_qts_thread_pool(shape, target, clip):
+    """``draw_image`` draws in bands so that Qt's raster engine never hands the rows to its thread
+    pool (it does for a scaled image over 95 rows, and then waits for the pool's threads to get a
+    core): every pixel as one ``drawImage`` paints it, each band at most 95 rows high."""
+    from app.plots.input_plot import draw_image, to_image
+
+    image = to_image(np.random.default_rng(len(shape)).integers(0, 256, shape))
+    heights: list[int] = []
+
+    class Counting(QPainter):
+        def drawImage(self, *args):  # noqa: N802 (Qt's name)
+            heights.append(self.clipBoundingRect().toAlignedRect().height())
+            super().drawImage(*args)
+
+    def painted(draw) -> np.ndarray:
+        canvas = QImage(260, 260, QImage.Format.Format_ARGB32_Premultiplied)
+        canvas.fill(QColor("white"))
+        painter = Counting(canvas)
+        if clip is not None:
+            painter.setClipRect(clip)
+        draw(painter)
+        painter.end()
+        return _pixels(canvas)
+
+    whole = painted(lambda painter: QPainter.drawImage(painter, target, image))
+    banded = painted(lambda painter: draw_image(painter, target, image))
+    assert np.array_equal(whole, banded)
+    assert heights and max(heights) <= 95
+
+
 def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     from app.views.column import RichLines
 
