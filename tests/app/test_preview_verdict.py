@@ -180,3 +180,43 @@ def test_the_pending_note_never_needs_more_room_than_the_note_the_room_is_kept_f
         ours = lines.heightForWidth(width)
         lines.set_paragraphs([((("a quick look at 16 draws while you draw; all 1000 when you stop", "i"),), None)])
         assert ours <= lines.heightForWidth(width), width
+
+
+def test_in_the_window_a_strokes_previews_fade_the_lines_and_its_full_count_restores_them(qtbot, window):
+    """The window's own strokes: a 1, then a 7 drawn over it. While the 7's stroke moves, every
+    column shows the 1's exact-inference line and sets faded under the 7's own sentence; once it
+    ends, every line is the 7's, none faded, as each column fed its prediction afresh shows it."""
+    from PySide6.QtCore import QPoint, Qt
+
+    from tests.app.test_main_window import at, drag, settle
+
+    canvas = window.canvas
+    drag(qtbot, canvas, [at(canvas, 0.5, 0.15), at(canvas, 0.5, 0.5), at(canvas, 0.5, 0.85)])  # a 1
+    settle(qtbot, window)
+    views = list(window.column_views.values())
+    the_one = [view.verdict.paragraphs for view in views]
+    assert all(view.verdict.pending == frozenset() for view in views)
+
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.25, 0.3)))
+    for fx, fy in ((0.45, 0.3), (0.75, 0.3), (0.6, 0.55), (0.4, 0.85)):  # a 7's stroke, still moving
+        qtbot.mouseMove(canvas, QPoint(*at(canvas, fx, fy)))
+    qtbot.waitUntil(lambda: not window.inference.busy and not window._throttle.isActive() and all(
+        c.prediction is not None and c.prediction.summary.num_samples == 16 for c in window.workspace.columns),
+        timeout=30_000)
+    qtbot.wait(20)
+    for view, before in zip(views, the_one, strict=True):
+        shown, faded = view.verdict.paragraphs, view.verdict.pending
+        assert faded and [shown[i] for i in sorted(faded)] == list(before[3:])  # the 1's, faded
+        assert shown[:3] != before[:3]  # the 7's sentence, top class and overlap
+
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.4, 0.85)))
+    settle(qtbot, window)
+    assert all(c.prediction.summary.num_samples == c.samples(100) for c in window.workspace.columns)
+    after = [view.verdict.paragraphs for view in views]
+    assert all(view.verdict.pending == frozenset() for view in views)
+    assert all(a[3:] != b[3:] for a, b in zip(after, the_one, strict=True))  # the 7's comparison and sets
+    for view in views:  # as a column with nothing before shows the same predictions
+        view._settled = None
+    for key in window.column_views:
+        window.columns_scroll.show_prediction(window.workspace, key)
+    assert [view.verdict.paragraphs for view in views] == after
