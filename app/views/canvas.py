@@ -58,6 +58,11 @@ class DrawingCanvas(QWidget):
             return np.zeros((1, 1), dtype=np.float32)
         return grey[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
 
+    def grey_levels(self) -> np.ndarray:
+        """The drawing's grey levels, uint8 (SIDE, SIDE), ink = 255: a view that the next stroke
+        changes (copy it to keep it)."""
+        return self._grey()
+
     def _grey(self) -> np.ndarray:
         """The drawing's grey levels, uint8 (SIDE, SIDE), a view of the image (no copy)."""
         img = self._image

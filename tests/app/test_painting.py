@@ -533,3 +533,42 @@ def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
     lines.setFont(font)
     after, taller = lines._layouts(200)
     assert after[0][0] is not before[0][0] and taller > height
+
+
+def test_the_drawing_is_preprocessed_again_only_when_its_ink_changed(qtbot, monkeypatch):
+    """A stroke's end asks for the drawing its last move was read from: the model input comes
+    from that read, not from preprocessing it again; any change of ink (a move, undo, clear, an
+    image put on the canvas) is read anew, and what is handed out is the reader's own copy."""
+    import app.views.modes
+    from app.views.modes import DrawPanel
+    from core.engine.data.preprocess import to_mnist
+
+    reads: list[int] = []
+    real = app.views.modes.to_mnist
+    monkeypatch.setattr(app.views.modes, "to_mnist", lambda a: reads.append(1) or real(a))
+    panel = DrawPanel()
+    qtbot.addWidget(panel)
+    panel.resize(320, 360)
+    canvas = panel.canvas
+
+    def expected():
+        return to_mnist(canvas.to_array())
+
+    assert panel.current_input() == (None, "")  # blank
+    canvas._begin(QPointF(100, 60))
+    for y in (90, 130, 170):
+        canvas._draw_to(canvas._to_image(QPointF(100, y)))
+    first, label = panel.current_input()
+    assert label == "your drawing" and np.array_equal(first, expected()) and len(reads) == 2
+    canvas._end()  # the stroke ends where it was read: no preprocessing
+    again, _ = panel.current_input()
+    assert len(reads) == 2 and np.array_equal(again, first) and again is not first
+    again[:] = 0  # the reader's copy: the next read is untouched
+    assert np.array_equal(panel.current_input()[0], first) and len(reads) == 2
+    for change in (lambda: canvas._begin(QPointF(150, 100)), canvas.undo, canvas.clear,
+                   lambda: canvas.set_array(np.eye(28, dtype=np.float32))):
+        change()
+        shown, _ = panel.current_input()
+        now = None if canvas.is_empty() else expected()
+        assert (shown is None and now is None) or np.array_equal(shown, now)
+    assert len(reads) == 2 + 4  # the blank and the stroke, then each change read anew
