@@ -36,6 +36,9 @@ class PreviewView(QWidget):
         if image is None:
             image = np.zeros((28, 28), dtype=np.float32)
         image = np.asarray(image)
+        if (self.shown is not None and image.shape == self.shown.shape and image.dtype == self.shown.dtype
+                and np.array_equal(image, self.shown)):
+            return  # a stroke's end shows the input its last move showed: nothing to make or repaint
         self.shown = image
         grey = image.ndim == 2
         self._image = to_image(np.clip(image * 255.0 + 0.5, 0, 255) if grey else image[..., :3])

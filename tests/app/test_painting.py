@@ -572,3 +572,29 @@ def test_the_drawing_is_preprocessed_again_only_when_its_ink_changed(qtbot, monk
         now = None if canvas.is_empty() else expected()
         assert (shown is None and now is None) or np.array_equal(shown, now)
     assert len(reads) == 2 + 4  # the blank and the stroke, then each change read anew
+
+
+def test_what_the_model_sees_is_repainted_only_when_it_changed(qtbot):
+    """A stroke's end shows the input its last move showed: the same numbers make no new image and
+    no repaint; different ones (or another shape) do, and the widget shows them."""
+    from app.views.preview import PreviewView
+
+    view = PreviewView()
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitExposed(view)
+    digit = np.zeros((28, 28), np.float32)
+    digit[4:24, 13:16] = 1.0
+    view.show_image(digit)
+    qtbot.wait(50)
+    painted, _spy = watch_paints((view,), lambda watched, event: 1)
+    view.show_image(digit.copy())  # equal numbers, another array
+    qtbot.wait(50)
+    assert painted == []
+    before = _pixels(view.grab().toImage())
+    moved = np.roll(digit, 3, axis=1)
+    view.show_image(moved)
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert np.array_equal(view.shown, moved) and not np.array_equal(_pixels(view.grab().toImage()), before)
+    view.show_image(None)  # cleared: a black square
+    assert view.shown.shape == (28, 28) and not view.shown.any()
