@@ -151,83 +151,17 @@ def continuous_strokes(app, window, strokes: int = 5, moves: int = 40, every_ms:
     return latencies, float(np.mean(rates))
 
 
-def percentiles(ms: list[float]) -> str:
-    a = np.asarray(ms)
-    return f"p50 {np.percentile(a, 50):6.1f} ms   p95 {np.percentile(a, 95):6.1f} ms"
+def time_strokes(app, window, strokes: int, samples: int, state: dict,
+                 updates: list[tuple[str, float, float]] | None = None) -> tuple[list[float], list[float], list[str]]:
+    """Strokes driven by Qt's own event loop: a press, a move 100 ms later (timed until every
+    column shows its preview and every pending paint is done), then the release (timed until the
+    full count is painted). Returns the previews' and full counts' milliseconds and the stalls.
 
-
-def floor_ms(posterior, samples: int, repeats: int = 20) -> float:
-    """A batched forward pass over ``samples`` weight sets or masks, weights precomputed."""
-    from torch.func import functional_call, vmap
-
-    from core.engine.inference.base import DropoutPosterior, SampledPosterior
-    from core.engine.models import build_model, mc_dropout
-
-    x = torch.rand(1, 1, 28, 28)
-    model = build_model(posterior.arch)
-    if isinstance(posterior, DropoutPosterior):
-        batch = x.expand(samples, 1, 28, 28)
-        with torch.no_grad(), mc_dropout(posterior.model):
-            run = lambda: posterior.model(batch)  # noqa: E731
-            run()
-            t = time.perf_counter()
-            for _ in range(repeats):
-                run()
-            return (time.perf_counter() - t) / repeats * 1e3
-    if isinstance(posterior, SampledPosterior):
-        params = posterior.flat_samples(samples)
-    else:  # variational: any S weight sets of the right shapes cost the same
-        params = {k: v.unsqueeze(0).expand(samples, *v.shape).contiguous() for k, v in model.named_parameters()}
-    s = next(iter(params.values())).shape[0]
-    with torch.no_grad():
-        run = lambda: vmap(lambda p: functional_call(model, p, (x,)))(params)  # noqa: E731
-        run()
-        t = time.perf_counter()
-        for _ in range(repeats):
-            run()
-    return (time.perf_counter() - t) / repeats * 1e3 * samples / s
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strokes", type=int, default=40)
-    parser.add_argument("--samples", type=int, default=100)
-    parser.add_argument("--training", action="store_true", help="train a posterior in the background meanwhile")
-    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    args = parser.parse_args()
-
-    from PySide6.QtCore import QPoint, QSettings, Qt, QTimer
+    ``state["phase"]`` says what is being timed ("moved", "released"); ``updates``, when given,
+    receives ``(kind, started, done)`` per update (``time.perf_counter`` times)."""
+    from PySide6.QtCore import QPoint, Qt, QTimer
     from PySide6.QtTest import QTest
-    from PySide6.QtWidgets import QApplication
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    import tempfile
-
-    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
-    from app.main import PREVIEW_SAMPLES, MainWindow
-    from app.plots.input_views import InputPlot
-    from core.analysis.predictive import predict_image
-    from core.engine.data.preprocess import to_mnist
-
-    state: dict = {"phase": "warm-up"}
-    # The per-input plots' own painting, timed while strokes are measured.
-    plot_paints = [0, 0.0]  # count, seconds
-    paint_plot = InputPlot.paintEvent
-
-    def timed_paint(plot, event) -> None:
-        start = time.perf_counter()
-        paint_plot(plot, event)
-        if state["phase"] in ("moved", "released"):
-            plot_paints[0] += 1
-            plot_paints[1] += time.perf_counter() - start
-
-    InputPlot.paintEvent = timed_paint
-
-    window = MainWindow()
-    window.resize(1400, 860)
-    window.show()
-    window.samples.setValue(args.samples)
-    app.processEvents()
     columns = window.workspace.columns
     canvas = window.canvas
     side = canvas.width()
@@ -274,20 +208,26 @@ def main() -> None:
             state["phase"] = "resting"
             QTimer.singleShot(50, stroke)
         elif phase == "moved" and predictions_in(state["before"] + 1):
-            gui.append((time.perf_counter() - state["start"]) * 1e3)
+            done = time.perf_counter()
+            gui.append((done - state["start"]) * 1e3)
+            if updates is not None:
+                updates.append(("preview", state["start"], done))
             # the stroke ends: the full count must arrive (PRODUCT: within 100 ms of the last stroke)
             state.update(phase="released", before=window.inference.last_request, start=time.perf_counter())
             QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=state["end"])
-        elif phase == "released" and predictions_in(state["before"], args.samples):
-            full.append((time.perf_counter() - state["start"]) * 1e3)
+        elif phase == "released" and predictions_in(state["before"], samples):
+            done = time.perf_counter()
+            full.append((done - state["start"]) * 1e3)
+            if updates is not None:
+                updates.append(("full count", state["start"], done))
             state["phase"] = "resting"
             QTimer.singleShot(50, stroke)
-        elif phase == "warm-up" and predictions_in(1, args.samples):
+        elif phase == "warm-up" and predictions_in(1, samples):
             state["phase"] = "resting"
             QTimer.singleShot(50, stroke)
 
     def stroke() -> None:
-        if len(full) + len(stalls) >= args.strokes:
+        if len(full) + len(stalls) >= strokes:
             app.quit()
             return
         x0, y0 = (int(v) for v in rng.integers(side // 5, 4 * side // 5, 2))
@@ -308,6 +248,92 @@ def main() -> None:
     fallback = QTimer(interval=50)  # a check missed between two signals cannot stall the run
     fallback.timeout.connect(check)
     fallback.start()
+    # a first stroke warms up every posterior (vmap tracing, allocator)
+    QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 4))
+    QTest.mouseMove(canvas, QPoint(side // 3, side // 2))
+    QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 2))
+    QTimer.singleShot(0, check)
+    app.exec()
+    fallback.stop()
+    return gui, full, stalls
+
+
+def percentiles(ms: list[float]) -> str:
+    a = np.asarray(ms)
+    return f"p50 {np.percentile(a, 50):6.1f} ms   p95 {np.percentile(a, 95):6.1f} ms"
+
+
+def floor_ms(posterior, samples: int, repeats: int = 20) -> float:
+    """A batched forward pass over ``samples`` weight sets or masks, weights precomputed."""
+    from torch.func import functional_call, vmap
+
+    from core.engine.inference.base import DropoutPosterior, SampledPosterior
+    from core.engine.models import build_model, mc_dropout
+
+    x = torch.rand(1, 1, 28, 28)
+    model = build_model(posterior.arch)
+    if isinstance(posterior, DropoutPosterior):
+        batch = x.expand(samples, 1, 28, 28)
+        with torch.no_grad(), mc_dropout(posterior.model):
+            run = lambda: posterior.model(batch)  # noqa: E731
+            run()
+            t = time.perf_counter()
+            for _ in range(repeats):
+                run()
+            return (time.perf_counter() - t) / repeats * 1e3
+    if isinstance(posterior, SampledPosterior):
+        params = posterior.flat_samples(samples)
+    else:  # variational: any S weight sets of the right shapes cost the same
+        params = {k: v.unsqueeze(0).expand(samples, *v.shape).contiguous() for k, v in model.named_parameters()}
+    s = next(iter(params.values())).shape[0]
+    with torch.no_grad():
+        run = lambda: vmap(lambda p: functional_call(model, p, (x,)))(params)  # noqa: E731
+        run()
+        t = time.perf_counter()
+        for _ in range(repeats):
+            run()
+    return (time.perf_counter() - t) / repeats * 1e3 * samples / s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strokes", type=int, default=40)
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--training", action="store_true", help="train a posterior in the background meanwhile")
+    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    args = parser.parse_args()
+
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    import tempfile
+
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, tempfile.mkdtemp())
+    from app.main import PREVIEW_SAMPLES, MainWindow
+    from app.plots.input_views import InputPlot
+    from core.analysis.predictive import predict_image
+    from core.engine.data.preprocess import to_mnist
+
+    state: dict = {"phase": "warm-up"}
+    # The per-input plots' own painting, timed while strokes are measured.
+    plot_paints = [0, 0.0]  # count, seconds
+    paint_plot = InputPlot.paintEvent
+
+    def timed_paint(plot, event) -> None:
+        start = time.perf_counter()
+        paint_plot(plot, event)
+        if state["phase"] in ("moved", "released"):
+            plot_paints[0] += 1
+            plot_paints[1] += time.perf_counter() - start
+
+    InputPlot.paintEvent = timed_paint
+
+    window = MainWindow()
+    window.resize(1400, 860)
+    window.show()
+    window.samples.setValue(args.samples)
+    app.processEvents()
     trainer, trained, failed = None, [0], []
     if args.training:
         from app.workers import generator_worker
@@ -323,13 +349,8 @@ def main() -> None:
         trainer.errored.connect(lambda exc: (failed.append(str(exc)), app.quit()))
         trainer.start()
         trained_since = time.perf_counter()
-    # a first stroke warms up every posterior (vmap tracing, allocator)
-    QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 4))
-    QTest.mouseMove(canvas, QPoint(side // 3, side // 2))
-    QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(side // 3, side // 2))
-    QTimer.singleShot(0, check)
-    app.exec()
-    fallback.stop()
+    gui, full, stalls = time_strokes(app, window, args.strokes, args.samples, state)
+    columns, canvas = window.workspace.columns, window.canvas
     flowing, rate = continuous_strokes(app, window)
     if trainer is not None:
         trained_for = time.perf_counter() - trained_since

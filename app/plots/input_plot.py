@@ -11,6 +11,7 @@ menu's "Export…" emits ``export_requested(view_key)``.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -79,6 +80,29 @@ def to_image(pixels: np.ndarray) -> QImage:
     pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
     fmt = QImage.Format.Format_RGB888 if pixels.ndim == 3 else QImage.Format.Format_Grayscale8
     return QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
+
+
+#: Rows of the window an image is drawn in at a time by :func:`draw_image`.
+IMAGE_BAND_ROWS = 64
+
+
+def draw_image(painter: QPainter, target: QRectF | QRect, image: QImage) -> None:
+    """``painter.drawImage(target, image)``, the same pixels, all drawn on this thread.
+
+    Scaled over more than 95 rows, Qt's raster engine splits an image's rows across its thread
+    pool and sleeps until the pool is done: 0.03 ms of this thread's time and 0.1 ms of wall clock
+    on an idle machine, but a median 3.4 ms for "what the model sees" on a busy one, where each
+    pool thread waits for a core and this thread for them. Drawn in bands of
+    :data:`IMAGE_BAND_ROWS` rows, each clipped from the one transform (so every pixel samples the
+    image exactly as before), no band reaches the pool."""
+    target = QRectF(target)
+    top, bottom = math.floor(target.top()), math.ceil(target.bottom())
+    left, width = math.floor(target.left()) - 1, math.ceil(target.width()) + 3
+    for y in range(top, bottom, IMAGE_BAND_ROWS):
+        painter.save()
+        painter.setClipRect(QRect(left, y, width, min(IMAGE_BAND_ROWS, bottom - y)), Qt.ClipOperation.IntersectClip)
+        painter.drawImage(target, image)
+        painter.restore()
 
 
 def draw_lines(painter: QPainter, lines: np.ndarray) -> None:
@@ -507,7 +531,7 @@ class InputPlot(QWidget):
         rect = self.data_rect()
         bar = QRectF(rect.right() + 5, rect.top(), 7, rect.height())
         column = np.ascontiguousarray(table[::-1, None, :3].repeat(2, axis=1)).astype(np.uint8)
-        painter.drawImage(bar, to_image(column))
+        draw_image(painter, bar, to_image(column))
         painter.setPen(QColor(FOREGROUND))
         painter.setFont(self._scale_font())
         metrics = QFontMetricsF(painter.font())

@@ -33,6 +33,7 @@ from app.plots.input_plot import (
     colour_index,
     colours,
     diamond,
+    draw_image,
     draw_lines,
     draw_rects,
     lookup_table,
@@ -136,7 +137,7 @@ class DrawsPlot(InputPlot):
         rows = self.geometry("rows", lambda: c * np.arange(k) + d)  # each class's row, in pixels
         if "heat" in v:
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-            painter.drawImage(self.span(0, -0.5, 1, k - 0.5), self._heat)
+            draw_image(painter, self.span(0, -0.5, 1, k - 0.5), self._heat)
         else:
             ticks = v["ticks"]  # (S, K): one tick per draw, in its class's row
             lines = self.geometry(("ticks", len(ticks)), lambda: self._tick_lines(rows, len(ticks)))
@@ -540,7 +541,7 @@ class CorrelationPlot(InputPlot):
     def paint_data(self, painter: QPainter) -> None:
         k = len(self.class_names)
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-        painter.drawImage(self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
+        draw_image(painter, self.span(-0.5, -0.5, k - 0.5, k - 0.5), self._image)
 
     def paint_backdrop(self, painter: QPainter) -> None:
         self.paint_colour_scale(painter, self._table, ("−1", "0", "+1"))

@@ -7,6 +7,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from app.plots.input_plot import draw_image
+
 
 class DrawingCanvas(QWidget):
     """Signals
@@ -34,6 +36,10 @@ class DrawingCanvas(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self.setToolTip("Draw a digit. Ctrl+Z undoes a stroke, Delete clears.")
+        # its image covers every pixel (paintEvent): the window, the splitter, the tab widget and
+        # the containers behind it are not painted again under each stroke's segment (seven paints
+        # of the parents on every move)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     # -------------------------------------------------------------- public API
     def to_array(self) -> np.ndarray:
@@ -51,6 +57,11 @@ class DrawingCanvas(QWidget):
         if not len(rows):
             return np.zeros((1, 1), dtype=np.float32)
         return grey[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
+
+    def grey_levels(self) -> np.ndarray:
+        """The drawing's grey levels, uint8 (SIDE, SIDE), ink = 255: a view that the next stroke
+        changes (copy it to keep it)."""
+        return self._grey()
 
     def _grey(self) -> np.ndarray:
         """The drawing's grey levels, uint8 (SIDE, SIDE), a view of the image (no copy)."""
@@ -169,7 +180,7 @@ class DrawingCanvas(QWidget):
         # The canvas is kept square by its container (app/views/square.py): the whole widget
         # is drawing area, so no stroke falls outside the image.
         painter = QPainter(self)
-        painter.drawImage(self.rect(), self._image)
+        draw_image(painter, self.rect(), self._image)  # in bands: never waits for Qt's thread pool
         painter.end()
 
     def ink_extent(self) -> float:

@@ -73,7 +73,9 @@ VERDICT_TIP = (
     "The first line says in words what the numbers below add up to: sure (the average "
     "probability p̄ of one class is 0.9 or more), probably, torn between two classes, or unsure; "
     "“unlike anything it was trained on” when the sampled models disagree with one another "
-    "(the epistemic part of the uncertainty). Help (F1) explains every term. "
+    "(the epistemic part of the uncertainty). While you draw, the exact inference line and the "
+    "conformal and credible sets are faded: they are those of the last full count, worked out "
+    "again when you stop. Help (F1) explains every term. "
 )
 OVERLAP_TIP = (
     "The overlap flag compares the spread of the draws for the two most likely classes "
@@ -148,6 +150,12 @@ def _array(values):
     return values.numpy() if hasattr(values, "numpy") else values
 
 
+def pending_note(num_samples: int, full: int) -> str:
+    """A preview's note while the verdict's lower lines are the last full count's, faded: never
+    longer than the note it replaces, so the verdict's room (``verdict_room``) still holds it."""
+    return f"a quick look at {num_samples} draws; faded lines wait for all {full}"
+
+
 def verdict_room(longest: str) -> Paragraph:
     """The room the plain verdict needs: its longest sentence, with the longest class name."""
     return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
@@ -168,9 +176,14 @@ class RichLines(QWidget):
     #: returns as the numbers move back and forth).
     KEPT = 24
 
+    #: How strongly a pending paragraph is painted (see ``set_paragraphs``): its words are kept
+    #: from before, faded so that nobody reads them as the current input's.
+    PENDING_OPACITY = 0.4
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._paragraphs: tuple[Paragraph, ...] = ()
+        self._pending: frozenset[int] = frozenset()
         self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float] | None = None  # width, layouts, height
         self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # see KEPT
         self._font_described: str | None = None
@@ -180,22 +193,26 @@ class RichLines(QWidget):
         # paints its own background: the column's frame behind it is not repainted on each update
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
-    def set_paragraphs(self, paragraphs) -> None:
+    def set_paragraphs(self, paragraphs, pending=()) -> None:
+        """Show ``paragraphs``; those whose indices are in ``pending`` are painted faded
+        (:attr:`PENDING_OPACITY`): words kept from before that wait to be worked out again."""
         paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
-        if paragraphs == self._paragraphs:
+        pending = frozenset(pending)
+        if paragraphs == self._paragraphs and pending == self._pending:
             return
-        before = self._laid_out
-        self._paragraphs, self._laid_out = paragraphs, None
+        before, pending_before = self._laid_out, self._pending
+        self._paragraphs, self._pending, self._laid_out = paragraphs, pending, None
         if before is None or before[0] != self.width() or not self.isVisible():
             self.update()
             return
-        # Only the bands of the paragraphs that changed or moved are repainted: a stroke changes
-        # the numbers of a line or two, and drawing text costs most of the verdict's paint.
+        # Only the bands of the paragraphs that changed, moved or came or went from pending are
+        # repainted: a stroke changes the numbers of a line or two, and drawing text costs most of
+        # the verdict's paint.
         placed, height = self._layouts(self.width())
-        old = set(_bands(before[1], before[2]))
-        new = set(_bands(placed, height))
+        old = {(*band, i in pending_before) for i, band in enumerate(_bands(before[1], before[2]))}
+        new = {(*band, i in pending) for i, band in enumerate(_bands(placed, height))}
         dirty = QRegion()
-        for _, top, bottom in old ^ new:
+        for _, top, bottom, _ in old ^ new:
             dirty += QRect(0, math.floor(top), self.width(), math.ceil(bottom) - math.floor(top))
         if not dirty.isEmpty():
             self.update(dirty)
@@ -207,6 +224,11 @@ class RichLines(QWidget):
     @property
     def paragraphs(self) -> tuple[Paragraph, ...]:
         return self._paragraphs
+
+    @property
+    def pending(self) -> frozenset[int]:
+        """The indices of the paragraphs painted faded, waiting to be worked out again."""
+        return self._pending
 
     def text(self) -> str:
         """The words shown, a paragraph a line."""
@@ -283,8 +305,10 @@ class RichLines(QWidget):
         # one between two changed paragraphs (the region, not its bounding rectangle)
         shown, width = event.region(), self.width()
         placed, height = self._layouts(width)
-        for layout, top, bottom in _bands(placed, height):
+        for i, (layout, top, bottom) in enumerate(_bands(placed, height)):
             if shown.intersects(QRect(0, math.floor(top), width, max(1, math.ceil(bottom) - math.floor(top)))):
+                # a pending paragraph keeps its layout and is only painted fainter: no new shaping
+                painter.setOpacity(self.PENDING_OPACITY if i in self._pending else 1.0)
                 layout.draw(painter, QPointF(0, top))
         painter.end()
 
@@ -391,6 +415,9 @@ class ColumnView(QFrame):
         self.verdict.setObjectName("verdict")
         self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         self._verdict_tip: str | None = None  # the tooltip a prediction gave it last
+        # the last full count's reference line and its conformal and credible sets, with the
+        # posterior they are of: a preview shows them faded (see show_column)
+        self._settled: tuple[object, tuple[list[Paragraph], list[Paragraph]]] | None = None
         # the reference's name and the interval's mass in words, with the two files' infos they
         # were worded from (see _reference_words)
         self._words_for: tuple[dict | None, dict, tuple[str, str], str | None] | None = None
@@ -586,7 +613,6 @@ class ColumnView(QFrame):
             plot.show(prediction, level)
         s = prediction.summary
         top = s.predicted_class
-        first, second = (class_names[c] for c in s.top_two)
         # the numbers read from numpy's views of the tensors: indexing a tensor makes a tensor
         # (a few µs each, five a column per update); the same float32 values either way
         mean = _array(s.mean)
@@ -594,25 +620,44 @@ class ColumnView(QFrame):
         # the level is the one the interval holds at this many draws (78% from 8, not 90%)
         interval = (f"({round(100 * s.expected_coverage)}%: {float(_array(s.lower)[top]):.2f}–"
                     f"{float(_array(s.upper)[top]):.2f})" if s.num_samples > 1 else "(no interval)")
-        verdict: list[Paragraph] = [plain_verdict(s, class_names), ((("Reads ", ""), (class_names[top], "b"),
-                                      (f": p̄ {float(mean[top]):.2f} {interval}", "")), None)]
+        headline: list[Paragraph] = [plain_verdict(s, class_names), ((("Reads ", ""), (class_names[top], "b"),
+                                       (f": p̄ {float(mean[top]):.2f} {interval}", "")), None)]
+        first, second = (class_names[c] for c in s.top_two)
         if s.num_samples > 1 and s.uncertain:
-            verdict.append(((("Uncertain:", "b"), (f" {first} and {second} overlap ({s.overlap:.2f})", "")), WARNING))
+            headline.append(((("Uncertain:", "b"), (f" {first} and {second} overlap ({s.overlap:.2f})", "")), WARNING))
         elif s.num_samples > 1:
-            verdict.append((((f"{first} vs {second}: overlap {s.overlap:.2f}", ""),), None))
+            headline.append((((f"{first} vs {second}: overlap {s.overlap:.2f}", ""),), None))
         else:
-            verdict.append(((("one draw: no spread to compare", ""),), None))
+            headline.append(((("one draw: no spread to compare", ""),), None))
+        quick = full is not None and s.num_samples < full
+        settled = self._settled[1] if self._settled is not None and self._settled[0] is column.posterior else None
+        if quick and settled is not None:
+            # While a stroke moves, only what a person watches change is worked out again: the
+            # plots, the verdict's sentence, the top class's numbers and the overlap flag. The
+            # reference's line and the conformal and credible sets keep the words of the last full
+            # count, faded, until the next one: comparing with the reference, finding the sets and
+            # laying out their new words on every move was a fifth of feeding a column.
+            compared, sets = settled
+            verdict = [*headline, *compared, (((pending_note(s.num_samples, full), "i"),), None), *sets]
+            faded = set(range(len(headline), len(headline) + len(compared)))
+            faded |= set(range(len(verdict) - len(sets), len(verdict)))
+            self.verdict.set_paragraphs(verdict, faded)
+            return
+        compared: list[Paragraph] = []
         if reference is not None:
             r = reference.summary
             tv = 0.5 * float((s.mean - r.mean).abs().sum())  # in torch, as summed before (float32)
-            verdict.append((((f"{who[0]}: reads ", ""), (class_names[r.predicted_class], "b"),
-                              (f", p̄ {float(_array(r.mean)[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
-                               + (f"; {mass}" if mass else ""), "")),
-                            REFERENCE))
-        if full is not None and s.num_samples < full:
+            compared.append((((f"{who[0]}: reads ", ""), (class_names[r.predicted_class], "b"),
+                               (f", p̄ {float(_array(r.mean)[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
+                                + (f"; {mass}" if mass else ""), "")),
+                             REFERENCE))
+        verdict = [*headline, *compared]
+        if quick:
             verdict.append((((f"a quick look at {s.num_samples} draws while you draw; all {full} when you stop", "i"),), None))
         sets, tip = conformal_lines(column, mean, class_names, level)
         verdict += sets
+        if not quick:  # what a stroke's previews show, faded, until the next full count
+            self._settled = (column.posterior, (compared, sets))
         tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
         if self._verdict_tip != tip:  # asking Qt for the tooltip copied it (≈ 1 kB) every update
             self._verdict_tip = tip
@@ -638,6 +683,7 @@ class ColumnView(QFrame):
 
     def show_failure(self, message: str) -> None:
         """Say, in this column only, that its posterior could not judge the input, and why."""
+        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.set_paragraphs([((("Could not judge this input.", "b"), (f" {message}", "")), WARNING)])
@@ -646,6 +692,7 @@ class ColumnView(QFrame):
 
     def clear_column(self, message: str = "") -> None:
         """Empty plots and ``message``; a column whose weights are still being read says so instead."""
+        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.setText(WAITING_NOTE if self._waiting else message)

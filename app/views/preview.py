@@ -14,7 +14,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QWidget
 
-from app.plots.input_views import to_image
+from app.plots.input_views import draw_image, to_image
 
 
 class PreviewView(QWidget):
@@ -36,6 +36,9 @@ class PreviewView(QWidget):
         if image is None:
             image = np.zeros((28, 28), dtype=np.float32)
         image = np.asarray(image)
+        if (self.shown is not None and image.shape == self.shown.shape and image.dtype == self.shown.dtype
+                and np.array_equal(image, self.shown)):
+            return  # a stroke's end shows the input its last move showed: nothing to make or repaint
         self.shown = image
         grey = image.ndim == 2
         self._image = to_image(np.clip(image * 255.0 + 0.5, 0, 255) if grey else image[..., :3])
@@ -50,6 +53,6 @@ class PreviewView(QWidget):
             if w and h:
                 scale = room / max(w, h)  # square pixels (5 screen pixels each for 28×28), centred
                 target = QRectF((self.width() - w * scale) / 2, (self.height() - h * scale) / 2, w * scale, h * scale)
-                painter.drawImage(target, self._image)
+                draw_image(painter, target, self._image)
         finally:
             painter.end()

@@ -112,6 +112,73 @@ def test_canvas_repaints_every_pixel_a_segment_changed(qtbot, size):
         canvas._end()
 
 
+def test_a_strokes_segment_repaints_the_canvas_only_and_the_screen_shows_it(qtbot):
+    """The canvas covers every pixel with its image: a segment repaints it alone, not the seven
+    widgets behind it (the window, its splitter, the tab widget and the containers, on every move of
+    a stroke), and the screen then holds what a full paint gives."""
+    from PySide6.QtWidgets import QApplication, QTabWidget, QVBoxLayout, QWidget
+
+    from app.views.square import SquareContainer
+
+    top, tabs = QWidget(), QTabWidget()
+    qtbot.addWidget(top)
+    canvas = DrawingCanvas()
+    holder = SquareContainer(canvas)
+    tabs.addTab(holder, "Draw")
+    QVBoxLayout(top).addWidget(tabs)
+    top.resize(400, 440)
+    top.show()
+    qtbot.waitExposed(top)
+    qtbot.wait(100)  # the first paints done
+    painted, _spy = watch_paints((top, tabs, holder, canvas), lambda watched, event: type(watched).__name__)
+    QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(100, 100))
+    QTest.mouseMove(canvas, QPoint(140, 160))
+    qtbot.waitUntil(lambda: "DrawingCanvas" in painted, timeout=2000)
+    QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(140, 160))
+    qtbot.wait(20)
+    assert set(painted) == {"DrawingCanvas"}
+    at = canvas.mapTo(top, QPoint(0, 0))
+    screen = QApplication.primaryScreen().grabWindow(top.winId(), at.x(), at.y(), canvas.width(), canvas.height())
+    assert np.array_equal(_pixels(screen.toImage().convertToFormat(QImage.Format.Format_RGB32)),
+                          _pixels(canvas.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)))
+
+
+@pytest.mark.parametrize(("shape", "target", "clip"), [
+    ((28, 28), QRectF(6, 6, 140, 140), None),  # what the model sees
+    ((10, 10, 3), QRectF(20.3, 10.7, 151.4, 151.4), QRect(15, 5, 200, 160)),  # a class correlation, clipped
+    ((10, 40, 3), QRectF(30.5, 3.25, 160.0, 222.6), None),  # the draws' shading
+    ((280, 280), QRectF(0, 0, 236, 236), QRect(40, 90, 30, 120)),  # the canvas, a segment's repaint
+])
+def test_an_image_drawn_in_bands_paints_what_one_draw_paints_and_no_band_reaches_qts_thread_pool(shape, target, clip):
+    """``draw_image`` draws in bands so that Qt's raster engine never hands the rows to its thread
+    pool (it does for a scaled image over 95 rows, and then waits for the pool's threads to get a
+    core): every pixel as one ``drawImage`` paints it, each band at most 95 rows high."""
+    from app.plots.input_plot import draw_image, to_image
+
+    image = to_image(np.random.default_rng(len(shape)).integers(0, 256, shape))
+    heights: list[int] = []
+
+    class Counting(QPainter):
+        def drawImage(self, *args):  # noqa: N802 (Qt's name)
+            heights.append(self.clipBoundingRect().toAlignedRect().height())
+            super().drawImage(*args)
+
+    def painted(draw) -> np.ndarray:
+        canvas = QImage(260, 260, QImage.Format.Format_ARGB32_Premultiplied)
+        canvas.fill(QColor("white"))
+        painter = Counting(canvas)
+        if clip is not None:
+            painter.setClipRect(clip)
+        draw(painter)
+        painter.end()
+        return _pixels(canvas)
+
+    whole = painted(lambda painter: QPainter.drawImage(painter, target, image))
+    banded = painted(lambda painter: draw_image(painter, target, image))
+    assert np.array_equal(whole, banded)
+    assert heights and max(heights) <= 95
+
+
 def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     from app.views.column import RichLines
 
@@ -466,3 +533,68 @@ def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
     lines.setFont(font)
     after, taller = lines._layouts(200)
     assert after[0][0] is not before[0][0] and taller > height
+
+
+def test_the_drawing_is_preprocessed_again_only_when_its_ink_changed(qtbot, monkeypatch):
+    """A stroke's end asks for the drawing its last move was read from: the model input comes
+    from that read, not from preprocessing it again; any change of ink (a move, undo, clear, an
+    image put on the canvas) is read anew, and what is handed out is the reader's own copy."""
+    import app.views.modes
+    from app.views.modes import DrawPanel
+    from core.engine.data.preprocess import to_mnist
+
+    reads: list[int] = []
+    real = app.views.modes.to_mnist
+    monkeypatch.setattr(app.views.modes, "to_mnist", lambda a: reads.append(1) or real(a))
+    panel = DrawPanel()
+    qtbot.addWidget(panel)
+    panel.resize(320, 360)
+    canvas = panel.canvas
+
+    def expected():
+        return to_mnist(canvas.to_array())
+
+    assert panel.current_input() == (None, "")  # blank
+    canvas._begin(QPointF(100, 60))
+    for y in (90, 130, 170):
+        canvas._draw_to(canvas._to_image(QPointF(100, y)))
+    first, label = panel.current_input()
+    assert label == "your drawing" and np.array_equal(first, expected()) and len(reads) == 2
+    canvas._end()  # the stroke ends where it was read: no preprocessing
+    again, _ = panel.current_input()
+    assert len(reads) == 2 and np.array_equal(again, first) and again is not first
+    again[:] = 0  # the reader's copy: the next read is untouched
+    assert np.array_equal(panel.current_input()[0], first) and len(reads) == 2
+    for change in (lambda: canvas._begin(QPointF(150, 100)), canvas.undo, canvas.clear,
+                   lambda: canvas.set_array(np.eye(28, dtype=np.float32))):
+        change()
+        shown, _ = panel.current_input()
+        now = None if canvas.is_empty() else expected()
+        assert (shown is None and now is None) or np.array_equal(shown, now)
+    assert len(reads) == 2 + 4  # the blank and the stroke, then each change read anew
+
+
+def test_what_the_model_sees_is_repainted_only_when_it_changed(qtbot):
+    """A stroke's end shows the input its last move showed: the same numbers make no new image and
+    no repaint; different ones (or another shape) do, and the widget shows them."""
+    from app.views.preview import PreviewView
+
+    view = PreviewView()
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitExposed(view)
+    digit = np.zeros((28, 28), np.float32)
+    digit[4:24, 13:16] = 1.0
+    view.show_image(digit)
+    qtbot.wait(50)
+    painted, _spy = watch_paints((view,), lambda watched, event: 1)
+    view.show_image(digit.copy())  # equal numbers, another array
+    qtbot.wait(50)
+    assert painted == []
+    before = _pixels(view.grab().toImage())
+    moved = np.roll(digit, 3, axis=1)
+    view.show_image(moved)
+    qtbot.waitUntil(lambda: bool(painted), timeout=2000)
+    assert np.array_equal(view.shown, moved) and not np.array_equal(_pixels(view.grab().toImage()), before)
+    view.show_image(None)  # cleared: a black square
+    assert view.shown.shape == (28, 28) and not view.shown.any()
