@@ -22,8 +22,10 @@ along the row while the block stays in the cache, and
   are one matrix product of the block with a 0/1 matrix of which draw each order deals to which
   chain.
 
-On 8 chains × 500 draws of 10,000 probe probabilities this took 44 s of CPU before and about
-5 now (docs/performance.md, "Building a feature tier", 2026-11-29).
+On 8 chains × 500 draws of 10,000 probe probabilities (a 512-feature head's SGHMC) the pass took
+49.8 and 48.3 s of CPU before (ranked once, by (draws, elements) slices) and 10.9 and 10.5 now,
+alternating at load 7–9 (``benchmarks/measure_probe_pass.py``; docs/performance.md, "Building a
+feature tier").
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ import torch
 from core.engine import convergence
 from core.engine.convergence import Convergence
 
-#: Draws (elements × chains × draws) one block holds: about 2 MB of float64, so that a block and
-#: its few copies (ranks, z-scores, folds) stay in a core's cache between the steps that read
-#: them. Measured on 8 × 500 draws of 10,000 probabilities: (64 elements a block; see the docs).
+#: Draws (elements × chains × draws) one block holds: 2 MB of float64 (65 elements of 8 × 500
+#: draws), so that a block and its few copies (ranks, z-scores, folds) stay near the core between
+#: the steps that read them, and the per-block steps are few. On 8 × 500 draws of 10,000
+#: probabilities 2¹⁷ to 2¹⁹ were alike within the load's noise (12.9–19.8 s at load 6–10) and 2²⁰
+#: slower (14.9 s against 13.2 for 2¹⁸ in the same run).
 BLOCK_DRAWS = 1 << 18
 
 #: The quantiles whose indicators give the tail ESS.
