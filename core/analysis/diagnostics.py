@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.engine import convergence
+from core.engine import convergence, convergence_blocks
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 from core.engine.naming import RHAT_LOOSE, method_label, why_not_measurable
 
@@ -186,10 +186,10 @@ def diagnose_progress(
         raise ValueError(f"{probe.name} holds no images to compare the chains on")
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
     probs = yield from probe_draws_progress(posterior, images, seed)
-    # R̂, ESS and the shuffled baseline from one ranking of the draws (the same figures as
-    # summarise and shuffled_baseline give apart)
+    # R̂, ESS and the shuffled baseline from one ranking of each probability's draws, element by
+    # element (the figures summarise and shuffled_baseline give apart, to within 1e-12)
     orders = shuffle_orders(probs, seed) if chains >= 2 else []
-    summary, shuffled = convergence.summarise_with_shuffles(probs, MIN_SPREAD, orders)
+    summary, shuffled = convergence_blocks.summarise_with_shuffles(probs, MIN_SPREAD, orders)
     rhat = summary.rhat  # (images, classes), NaN where a probability does not vary
     per_class = [_number(float(np.nanmax(col))) if (~np.isnan(col)).any() else None for col in rhat.T]
     measured = rhat[~np.isnan(rhat)]

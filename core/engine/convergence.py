@@ -326,55 +326,6 @@ def summarise(draws: np.ndarray, min_spread: float = 0.0) -> Convergence:
                        per_element)
 
 
-@_in_chunks
-def _ess_of_scores(scores: np.ndarray) -> np.ndarray:
-    return effective_sample_size(scores)
-
-
-def summarise_with_shuffles(draws: np.ndarray, min_spread: float,
-                            orders: list[np.ndarray]) -> tuple[Convergence, list[np.ndarray]]:
-    """``summarise(draws, min_spread)`` and :func:`rhat_of_shuffles` of the elements that vary
-    beyond ``min_spread``, bit for bit, with the draws ranked once instead of five times.
-
-    Bulk R̂, bulk ESS and the shuffled baseline's bulk R̂ all rank-normalise the same pooled draws
-    (an even split keeps every draw, and ranks with ties averaged do not depend on the draws'
-    order), and tail R̂ and the baseline's tail R̂ the same distances from the pooled median; on a
-    probe set of 4 × 500 draws of 10,000 probabilities the ranking was about two thirds of the
-    pass (docs/performance.md, "Building a feature tier"). With an odd number of draws, or too few
-    to measure, the two are computed as they are separately.
-    """
-    x = _as_draws(draws)
-    c, n = x.shape[:2]
-    varies = spread(x) > min_spread
-    if not _valid(x, MIN_CHAINS) or n % 2:
-        return summarise(x, min_spread), rhat_of_shuffles(x[:, :, varies], orders)
-    pooled = x.reshape(c * n, *x.shape[2:])
-    bulk = _pooled_scores(pooled, fold=False)
-    tail = _pooled_scores(pooled, fold=True)
-    bad = np.isnan(x).any(axis=(0, 1))
-    split_bulk = split_chains(bulk.reshape(x.shape))
-    per_element = np.fmax(np.where(bad, np.nan, _rhat_plain(split_bulk)),
-                          np.where(bad, np.nan, _rhat_plain(split_chains(tail.reshape(x.shape)))))
-    per_element = np.where(varies, per_element, np.nan)
-    bulk_ess = np.where(bad, np.nan, _ess_of_scores(split_bulk))
-
-    def worst(values: np.ndarray, pick) -> float:
-        kept = values[varies & ~np.isnan(values)]
-        return float(pick(kept)) if kept.size else float("nan")
-
-    summary = Convergence(worst(per_element, np.max), worst(bulk_ess, np.min), worst(ess_tail(x), np.min),
-                          per_element)
-    bulk_kept, tail_kept, bad_kept = bulk[:, varies], tail[:, varies], bad[varies]
-    shuffled = []
-    for order in orders:
-        # the draws of each split chain gathered straight into the split layout (split_chains of
-        # the dealt-out chains, without the copy in between)
-        dealt = order.reshape(c, n)
-        split = np.concatenate([dealt[:, : n // 2], dealt[:, n // 2 :]])
-        shuffled.append(np.where(bad_kept, np.nan, np.fmax(_rhat_plain(bulk_kept[split]), _rhat_plain(tail_kept[split]))))
-    return summary, shuffled
-
-
 def spread(draws: np.ndarray) -> np.ndarray:
     """Largest minus smallest draw of each trailing element."""
     x = _as_draws(draws)

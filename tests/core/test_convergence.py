@@ -232,30 +232,3 @@ def test_shuffled_chains_rhat_equals_rhat_of_each_shuffle_bit_for_bit(draws: int
         assert np.array_equal(r, cv.rhat(pooled[order].reshape(x.shape)), equal_nan=True)
     assert np.isnan(got[0][1, 0]) and np.isnan(got[0][2, 1])
     assert cv.rhat(x)[3].min() > 1.3 > max(r[3].max() for r in got)  # apart unshuffled only
-
-
-@pytest.mark.parametrize("chains, draws", [(4, 40), (4, 41), (1, 40)])
-def test_summary_with_shuffles_ranks_once_and_gives_the_same_figures_bit_for_bit(chains: int, draws: int) -> None:
-    """R̂, bulk and tail ESS and the shuffled baseline from one ranking equal ``summarise`` and
-    ``rhat_of_shuffles`` of the elements that vary, computed apart: ties, constant elements, one
-    varying less than the spread kept out, a NaN and an odd draw count (the fallback) included."""
-    rng = np.random.default_rng(5)
-    x = rng.normal(size=(chains, draws, 7, 5))
-    x[:, :, 0] = np.round(x[:, :, 0])  # many ties
-    x[:, :, 1, 0] = 0.25  # constant
-    x[:, :, 1, 1] = 0.5 + 1e-9 * rng.normal(size=(chains, draws))  # varies less than min_spread
-    x[0, 3, 2, 1] = np.nan
-    x[: chains // 2, :, 3] += 2.0  # two chains apart
-    orders = [rng.permutation(chains * draws) for _ in range(4)]
-    min_spread = 1e-6
-    summary, shuffled = cv.summarise_with_shuffles(x, min_spread, orders)
-    expected = cv.summarise(x, min_spread)
-    varies = cv.spread(x) > min_spread
-    assert not varies[1, 0] and not varies[1, 1] and not varies[2, 1] and varies.sum() == 32  # NaN: no spread
-    for name in ("rhat_max", "ess_bulk_min", "ess_tail_min"):
-        assert np.array_equal(getattr(summary, name), getattr(expected, name), equal_nan=True), name
-    assert np.array_equal(summary.rhat, expected.rhat, equal_nan=True)
-    for got, want in zip(shuffled, cv.rhat_of_shuffles(x[:, :, varies], orders), strict=True):
-        assert np.array_equal(got, want, equal_nan=True)
-    if chains > 1:
-        assert summary.rhat_max > 1.3  # the two groups of chains apart are seen

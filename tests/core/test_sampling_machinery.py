@@ -340,3 +340,23 @@ def test_a_runs_traces_hold_every_step_in_one_tensor_that_does_not_grow_by_objec
     expected = torch.arange(1, 2_001, dtype=torch.float32)
     assert torch.equal(traces["log_posterior"], -expected.expand(2, -1))
     assert torch.equal(traces["step_size"], 0.5 * expected)
+
+
+def test_input_dropout_prediction_masks_as_the_formula_does_bit_for_bit():
+    """The masks are made in place from the uniform draws; each draw must still see exactly
+    x * (u < keep) / keep with u the generator's draws in the same order (negative inputs, whose
+    masked zeros are -0.0, included), so that a seed gives the same predictions as before."""
+    from torch.func import functional_call, vmap
+
+    arch = ArchSpec("softmax", num_classes=3, input_dim=6)
+    g = torch.Generator().manual_seed(4)
+    samples = {"linear.weight": torch.randn(2, 5, 3, 6, generator=g), "linear.bias": torch.randn(2, 5, 3, generator=g)}
+    post = InputDropoutPosterior("dsghmc", arch, {"drop_rate": 0.3, "mask_at_prediction": True}, 0, "toy", samples)
+    x = torch.randn(7, 6, generator=g)
+    got = post.predict_logits(x, generator=torch.Generator().manual_seed(9))
+    u = torch.rand((10, 7, 6), generator=torch.Generator().manual_seed(9))
+    masked = x.unsqueeze(0) * (u < 0.7) / 0.7
+    params = {k: v.reshape(10, *v.shape[2:]) for k, v in samples.items()}
+    with torch.no_grad():
+        want = vmap(lambda p, xs: functional_call(post._model, p, (xs,)))(params, masked)
+    assert torch.equal(got, want)

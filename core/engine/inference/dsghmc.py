@@ -154,8 +154,10 @@ class InputDropoutPosterior(SampledPosterior):
         s = next(iter(params.values())).shape[0]
         keep = 1.0 - self.input_drop_rate
         g = generator if generator is not None else interactive_generator(self.seed)
-        mask = torch.rand((s, *x.shape), generator=g, dtype=x.dtype) < keep
-        masked = x.unsqueeze(0) * mask / keep
+        # the uniform draws become the mask and then the masked inputs in place: x * (u < keep) / keep,
+        # the same bits without a boolean mask and two temporaries the size of S copies of the
+        # inputs (the probe's 4,000 draws of 1,000 inputs, alternating: 36.9, 40.4 → 21.7, 23.0 s of CPU)
+        masked = torch.rand((s, *x.shape), generator=g, dtype=x.dtype).lt_(keep).mul_(x.unsqueeze(0)).div_(keep)
         model = self._model
 
         def one(p: dict[str, torch.Tensor], xs: torch.Tensor) -> torch.Tensor:
