@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.analysis.streaming import STEP_BYTES
 from core.engine import convergence, convergence_blocks
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 from core.engine.naming import RHAT_LOOSE, method_label, why_not_measurable
@@ -129,12 +130,15 @@ def probe_draws_progress(
 ) -> Generator[ProgressRecord, None, np.ndarray]:
     """Class probabilities of every stored draw on ``images``: (chains, draws, images, classes).
 
-    Batches hold about 8192 draw-images, so memory stays bounded for any number of draws; a
-    posterior that masks its inputs at prediction draws its masks from ``seed``.
+    A batch holds as many images as :data:`~core.analysis.streaming.STEP_BYTES` of the forward's
+    own memory allows (its estimate per image), so memory stays bounded for any number of draws
+    while each read of the draws' weights serves many images; a posterior that masks its inputs
+    at prediction draws its masks from ``seed``.
     """
     chains, draws = chain_shape(posterior)  # type: ignore[misc]
     s = chains * draws
-    batch_size = max(1, 8192 // s)
+    per_image = max(1.0, posterior.prediction_bytes(s, 2) - posterior.prediction_bytes(s, 1))
+    batch_size = int(max(1, min(len(images), STEP_BYTES // per_image)))
     posterior.check_prediction(s, batch_size=min(batch_size, len(images)))
     generator = torch.Generator().manual_seed(seed)
     total = math.ceil(len(images) / batch_size)
