@@ -24,9 +24,11 @@ from core.analysis.scoring import (
     PartScorer,
     score_images,
 )
+from core.engine.device import generator_on, on_device, to_host
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord, SampledPosterior
 from core.engine.inference.dsghmc import InputDropoutPosterior
 from core.engine.inference.variational import VariationalPosterior
+from core.engine.models import image_features
 
 #: The *draw block* of a posterior that draws at prediction (dropout masks, weight draws): the
 #: images that share one generator are ``SAMPLE_BUDGET // S`` (at least 1). It fixes which
@@ -127,6 +129,25 @@ def scored_from_logits(posterior: Posterior) -> bool:
     probability as much again; from the logits the scores are exact (to 1e-13,
     ``tests/core/test_scores_from_logits.py``)."""
     return draws_fixed(posterior) or type(posterior).predict_proba in _SOFTMAX_OF_LOGITS
+
+
+def logits_on_own_device(posterior: Posterior, x: torch.Tensor, num_samples: int | None,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """``posterior.predict_logits(x, num_samples[, generator])`` run where the posterior lives,
+    as every ``predict_proba`` runs (``core.engine.inference.base._predicts_on_own_device``):
+    the images through a features head's network first, on a GPU the images moved there and
+    a generator that draws there, the logits brought back to the CPU, where the scorer takes
+    their softmax. ``predict_logits`` itself has no such wrapper, and a posterior on a GPU
+    refused images on the CPU. Stored draws (:func:`draws_fixed`) take no generator."""
+    device = posterior.device
+    x = image_features(posterior.arch, x)
+    args: tuple = () if draws_fixed(posterior) else (generator,)
+    if device.type == "cpu":
+        return posterior.predict_logits(x, num_samples, *args)
+    with on_device(device):
+        args = tuple(generator_on(g, device) for g in args)
+        out = posterior.predict_logits(x.to(device), num_samples, *args)
+    return to_host(out)
 
 
 def _image_bytes(posterior: Posterior, num_samples: int, fixed: bool) -> float:
@@ -240,13 +261,14 @@ def predict_dataset(
             # stored draws: their logits, whose softmax the scorer takes in float64 (the float32
             # softmax cost the face tier's HMC as much as its whole forward pass, and the
             # logarithm of its rounded probabilities, one a class, as much again)
-            samples = posterior.predict_logits(data.x[start:stop], num_samples=num_samples)
+            samples = logits_on_own_device(posterior, data.x[start:stop], num_samples)
         else:
             firsts = range(start, stop, block)
             for first in firsts:
                 g = batch_generator(first // block) if batch_generator is not None else generator
-                predict = posterior.predict_logits if from_logits else posterior.predict_proba
-                drawn = predict(data.x[first : min(first + block, stop)], num_samples=num_samples, generator=g)
+                images = data.x[first : min(first + block, stop)]
+                drawn = (logits_on_own_device(posterior, images, num_samples, g) if from_logits
+                         else posterior.predict_proba(images, num_samples=num_samples, generator=g))
                 if len(firsts) == 1:  # one block: nothing to join
                     samples = drawn
                     break

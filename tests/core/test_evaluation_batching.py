@@ -182,6 +182,20 @@ def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
     _assert_same(ev.results["p"].ood, _reference(posterior, ood, 1, seed=3))
 
 
+def test_logits_are_taken_where_the_posterior_lives(monkeypatch):
+    """Evaluate takes stored draws' (and the variational family's) logits where the posterior
+    lives, as every ``predict_proba`` does: on another device the images go there first. The
+    ``meta`` device (shapes only) refuses to mix with the CPU as a GPU does; evaluate's call of
+    ``predict_logits`` with images on the CPU raised there."""
+    posterior = _bundled("paper_softmax_sgld.pt").to("meta")
+    x = torch.rand(3, 1, 28, 28)
+    with pytest.raises(RuntimeError):
+        posterior.predict_logits(x, 4)
+    monkeypatch.setattr(streaming, "to_host", lambda t: t)  # meta holds no numbers to bring back
+    logits = streaming.logits_on_own_device(posterior, x, 4)
+    assert logits.device.type == "meta" and logits.shape == (4, 3, 10)
+
+
 def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
     """HMC's 800 draws went through 5 images at a time; a step now holds hundreds."""
     posterior = _bundled("paper_softmax_hmc.pt")
