@@ -23,10 +23,14 @@ evaluation (before any plain forward pass), the run's own memory (the rise of th
 that evaluation, Linux) beside the estimate the memory check weighs before the first image
 (:func:`core.analysis.evaluation.run_bytes`), and the load average before and after. With ``--tab`` it also times the Dataset tab's work for the default columns
 (:func:`core.outputs.evaluation_cache.evaluate_dataset`, no cache) on the whole MNIST test set
-plus notMNIST, by the clock and by the process's CPU time.
+plus notMNIST, by the clock and by the process's CPU time. With ``--parts`` it prints a second
+table: where evaluate's CPU time goes, its own calls of the forward pass and of the scorer timed
+inside it (``predict_logits`` or ``predict_proba``, whichever it calls, and ``PartScorer.score``),
+the rest (checks, set-up, results), against the forward floor, and the scorer's time per
+draw-image-class value.
 
 Run: ``nice python benchmarks/bench_evaluate.py [--data-dir ../shared/data] [--images 1000]
-[--repeats 3] [--threads 2] [--device cpu|cuda|auto] [--only FILE ...] [--tab]``.
+[--repeats 3] [--threads 2] [--device cpu|cuda|auto] [--only FILE ...] [--tab] [--parts]``.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def _reset_peak() -> bool:
 
 
 def measure_one(path: str, data_dir: str, images: int, samples: int | None, threads: int, repeats: int,
-                device: str = "cpu", dataset: str = "mnist-test") -> dict:
+                device: str = "cpu", dataset: str = "mnist-test", parts: bool = False) -> dict:
     import torch
 
     torch.set_num_threads(threads)
@@ -129,12 +133,49 @@ def measure_one(path: str, data_dir: str, images: int, samples: int | None, thre
         forward_s.append(clock)
         forward_cpu.append(cpu)
     result = ev.results["p"].data
-    return {"file": Path(path).name, "draws": result.num_samples, "images": len(data),
+    timed = _timed_parts(posterior, data, samples, repeats) if parts else None
+    return {"parts": timed, "values": len(data) * result.num_samples * posterior.num_classes,
+            "file": Path(path).name, "draws": result.num_samples, "images": len(data),
             "draws_at_prediction": not fixed, "step": min(step, len(data)),
             "evaluate_s": min(evaluate_s), "forward_s": min(forward_s), "peak_mb": evaluate_peak,
             "run_mb": run_mb, "estimate_mb": estimate / 2**20,
             "evaluate_cpu_s": min(evaluate_cpu), "forward_cpu_s": min(forward_cpu),
             "accuracy": float((result.predictions == result.labels).mean())}
+
+
+def _timed_parts(posterior, data, samples, repeats: int) -> dict:
+    """evaluate's CPU time split into its own forward calls, its scoring and the rest (ms, each
+    from the run of least total time): the posterior's prediction method evaluate calls and
+    :meth:`~core.analysis.scoring.PartScorer.score` wrapped with CPU timers in this process."""
+    import core.analysis.scoring as scoring
+    from core.analysis.evaluation import evaluate
+    from core.analysis.streaming import scored_from_logits
+    from core.engine.runner import drain
+
+    spent = {"forward": 0.0, "scoring": 0.0}
+
+    def timed(fn, key):
+        def wrapped(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[key] += time.process_time() - start
+        return wrapped
+
+    name = "predict_logits" if scored_from_logits(posterior) else "predict_proba"
+    setattr(posterior, name, timed(getattr(posterior, name), "forward"))  # this instance only
+    scoring.PartScorer.score = timed(scoring.PartScorer.score, "scoring")
+    best = None
+    for _ in range(repeats):
+        spent.update(forward=0.0, scoring=0.0)
+        start = time.process_time()
+        drain(evaluate({"p": posterior}, data, num_samples=samples))
+        total = time.process_time() - start
+        if best is None or total < best["evaluate"]:
+            best = {"evaluate": total, **spent}
+    delattr(posterior, name)
+    return {key: 1e3 * value for key, value in best.items()}
 
 
 def measure_tab(data_dir: str, threads: int) -> dict:
@@ -168,13 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="where the posteriors predict (auto, cpu, cuda[:N], mps)")
     parser.add_argument("--only", nargs="*", help="file names of the posteriors to measure (default: all)")
     parser.add_argument("--tab", action="store_true", help="also time the Dataset tab's default columns")
+    parser.add_argument("--parts", action="store_true",
+                        help="also print where evaluate's CPU time goes (its forward calls, its scoring, the rest)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--dataset", default="mnist-test", help=argparse.SUPPRESS)
     parser.add_argument("--tab-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure_one(args.one, args.data_dir, args.images, args.samples, args.threads,
-                                     args.repeats, args.device, args.dataset)))
+                                     args.repeats, args.device, args.dataset, args.parts)))
         return 0
     if args.tab_only:
         print(json.dumps(measure_tab(args.data_dir, args.threads)))
@@ -194,14 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | ratio of CPU time "
           "| images/s | peak memory (MB) | run's memory (MB) | estimated (MB) | accuracy |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows = []
     for path in paths:
         command = [sys.executable, __file__, "--one", str(path), "--data-dir", args.data_dir,
                    "--images", str(args.images), "--threads", str(args.threads), "--repeats", str(args.repeats),
                    "--device", args.device, "--dataset", FACE_TEST_SET if path in faces else "mnist-test"]
         if args.samples:
             command += ["--samples", str(args.samples)]
+        if args.parts:
+            command.append("--parts")
         out = subprocess.run(command, capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(r)
         draws = f"{r['draws']}" + (" (drawn)" if r["draws_at_prediction"] else "")
         print(f"| {r['file']} | {draws} | {r['images']:,} | {r['step']:,} | {r['evaluate_s']:.2f} "
               f"| {r['forward_s']:.2f} | {r['evaluate_s'] / r['forward_s']:.2f} "
@@ -209,6 +256,18 @@ def main(argv: list[str] | None = None) -> int:
               f"| {r['images'] / r['evaluate_s']:,.0f} | {r['peak_mb']:.0f} | {r['run_mb']:.0f} | {r['estimate_mb']:.0f} "
               f"| {100 * r['accuracy']:.2f} % |",
               flush=True)
+    if args.parts:
+        print("\nWhere evaluate's CPU time goes (ms of CPU time, the run of least total of "
+              f"{args.repeats}; the floor as above):\n")
+        print("| posterior | evaluate | its forward calls | its scoring | the rest | forward floor "
+              "| scoring a value (ns) | ratio of CPU time |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            t = r["parts"]
+            floor = 1e3 * r["forward_cpu_s"]
+            print(f"| {r['file']} | {t['evaluate']:.1f} | {t['forward']:.1f} | {t['scoring']:.1f} "
+                  f"| {t['evaluate'] - t['forward'] - t['scoring']:.1f} | {floor:.1f} "
+                  f"| {1e6 * t['scoring'] / r['values']:.2f} | {t['evaluate'] / floor:.2f} |", flush=True)
     if args.tab:
         out = subprocess.run([sys.executable, __file__, "--tab-only", "--data-dir", args.data_dir,
                               "--threads", str(args.threads)], capture_output=True, text=True, check=True)

@@ -24,7 +24,11 @@ from core.analysis.scoring import (
     PartScorer,
     score_images,
 )
+from core.engine.device import generator_on, on_device, to_host
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord, SampledPosterior
+from core.engine.inference.dsghmc import InputDropoutPosterior
+from core.engine.inference.variational import VariationalPosterior
+from core.engine.models import image_features
 
 #: The *draw block* of a posterior that draws at prediction (dropout masks, weight draws): the
 #: images that share one generator are ``SAMPLE_BUDGET // S`` (at least 1). It fixes which
@@ -106,6 +110,44 @@ def draws_fixed(posterior: Posterior) -> bool:
     weight samples (HMC, SG-MCMC, ensembles, MAP) without masks drawn at prediction."""
     return isinstance(posterior, SampledPosterior) and (
         type(posterior).predict_proba is SampledPosterior.predict_proba)
+
+
+#: The ``predict_proba`` of the posteriors that draw at prediction whose probabilities are the
+#: float32 softmax of ``predict_logits`` called with the same images, draws and generator: the
+#: variational family (MF-VI, sN-VI, sGMM-VI, SWAG) and D-SGHMC's input masks. Laplace is not
+#: among them (its probit predictive has no logits); MC dropout has no ``predict_logits``.
+_SOFTMAX_OF_LOGITS = (VariationalPosterior.predict_proba, InputDropoutPosterior.predict_proba)
+
+
+def scored_from_logits(posterior: Posterior) -> bool:
+    """Whether :func:`predict_dataset` scores ``posterior``'s logits (their softmax taken in
+    float64 by the scorer) instead of its float32 probabilities: stored draws
+    (:func:`draws_fixed`), and a posterior that draws at prediction whose probabilities are
+    the softmax of its logits, drawn block by block with the same generators, so each image
+    gets the draws it got before. Their float32 softmax cost a cheap model (the face tier's
+    128-input heads) as much as its product, and the scorer's logarithm of every rounded
+    probability as much again; from the logits the scores are exact (to 1e-13,
+    ``tests/core/test_scores_from_logits.py``)."""
+    return draws_fixed(posterior) or type(posterior).predict_proba in _SOFTMAX_OF_LOGITS
+
+
+def logits_on_own_device(posterior: Posterior, x: torch.Tensor, num_samples: int | None,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """``posterior.predict_logits(x, num_samples[, generator])`` run where the posterior lives,
+    as every ``predict_proba`` runs (``core.engine.inference.base._predicts_on_own_device``):
+    the images through a features head's network first, on a GPU the images moved there and
+    a generator that draws there, the logits brought back to the CPU, where the scorer takes
+    their softmax. ``predict_logits`` itself has no such wrapper, and a posterior on a GPU
+    refused images on the CPU. Stored draws (:func:`draws_fixed`) take no generator."""
+    device = posterior.device
+    x = image_features(posterior.arch, x)
+    args: tuple = () if draws_fixed(posterior) else (generator,)
+    if device.type == "cpu":
+        return posterior.predict_logits(x, num_samples, *args)
+    with on_device(device):
+        args = tuple(generator_on(g, device) for g in args)
+        out = posterior.predict_logits(x.to(device), num_samples, *args)
+    return to_host(out)
 
 
 def _image_bytes(posterior: Posterior, num_samples: int, fixed: bool) -> float:
@@ -204,6 +246,7 @@ def predict_dataset(
     s = len(chains)
     block = batch_size or max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
+    from_logits = fixed or scored_from_logits(posterior)
     step = step_images(posterior, s, block, fixed)
     n, k = len(data), posterior.num_classes
     mean = torch.empty(n, k, dtype=torch.float64)
@@ -218,21 +261,26 @@ def predict_dataset(
             # stored draws: their logits, whose softmax the scorer takes in float64 (the float32
             # softmax cost the face tier's HMC as much as its whole forward pass, and the
             # logarithm of its rounded probabilities, one a class, as much again)
-            samples = posterior.predict_logits(data.x[start:stop], num_samples=num_samples)
+            samples = logits_on_own_device(posterior, data.x[start:stop], num_samples)
         else:
             firsts = range(start, stop, block)
             for first in firsts:
                 g = batch_generator(first // block) if batch_generator is not None else generator
-                drawn = posterior.predict_proba(data.x[first : min(first + block, stop)],
-                                                num_samples=num_samples, generator=g)
+                images = data.x[first : min(first + block, stop)]
+                drawn = (logits_on_own_device(posterior, images, num_samples, g) if from_logits
+                         else posterior.predict_proba(images, num_samples=num_samples, generator=g))
                 if len(firsts) == 1:  # one block: nothing to join
                     samples = drawn
                     break
                 if step_buffer is None:
-                    # the step's probabilities in one buffer made once for the run, each block
-                    # copied in as it comes (blocks kept in a list and joined held the step's
-                    # probabilities twice; the memory estimate counts this one buffer)
-                    step_buffer = torch.empty(drawn.shape[0], step, k, dtype=drawn.dtype)
+                    # the step's probabilities (or logits) in one buffer made once for the run,
+                    # each block copied in as it comes (blocks kept in a list and joined held the
+                    # step's twice; the memory estimate counts this one buffer); logits laid out
+                    # image by image, as one product makes them and the scorer reads them
+                    shape = (step, drawn.shape[0], k) if from_logits else (drawn.shape[0], step, k)
+                    step_buffer = torch.empty(shape, dtype=drawn.dtype)
+                    if from_logits:
+                        step_buffer = step_buffer.transpose(0, 1)
                 step_buffer[:, first - start : first - start + drawn.shape[1]].copy_(drawn)
                 del drawn
             else:
@@ -248,9 +296,9 @@ def predict_dataset(
             chain_preds = torch.empty(scorer.num_chains, n, dtype=torch.long)
         for a in range(0, stop - start, part):
             b = min(a + part, stop - start)
-            scored = scorer.score(samples[:, a:b], logits=fixed)
+            scored = scorer.score(samples[:, a:b], logits=from_logits)
             if scored is None:  # never an argmax of NaN, never a NaN in a metric
-                proba = torch.softmax(samples.double(), -1) if fixed else samples
+                proba = torch.softmax(samples.double(), -1) if from_logits else samples
                 bad = int((~torch.isfinite(proba)).any(0).flatten(1).any(1).sum())
                 raise ProbabilitiesNotFiniteError(
                     f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the "

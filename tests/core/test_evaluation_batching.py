@@ -9,7 +9,10 @@ predict in the new step's calls there: a float32 matrix product of a few rows ro
 otherwise than the same rows in a larger one (MKL picks another kernel below about 64
 rows, up to 3e-7 in a probability), a difference of the forward pass, not of the batching
 (docs/performance.md). Their probabilities are the float64 softmax of their float32 logits,
-as evaluate now scores them (exact against mpmath: ``tests/core/test_scores_from_logits.py``).
+as evaluate now scores them (exact against mpmath: ``tests/core/test_scores_from_logits.py``),
+and so are those of the posteriors that draw at prediction whose probabilities are the softmax
+of their logits (the variational family, SWAG, D-SGHMC's input masks): the same draws, each
+block's from its own generator, scored from their logits.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ import torch
 import core.analysis.scoring as scoring
 import core.analysis.streaming as streaming
 from core.analysis.evaluation import batch_generator, evaluate
-from core.analysis.streaming import SAMPLE_BUDGET, chain_ids, draws_fixed, predict_dataset
+from core.analysis.streaming import (
+    SAMPLE_BUDGET,
+    chain_ids,
+    draws_fixed,
+    predict_dataset,
+    scored_from_logits,
+)
 from core.analysis.uncertainty import (
     expected_entropy,
     mutual_information,
@@ -37,9 +46,9 @@ from core.engine.store import load_posterior
 #: Paper-tier files: stored draws (HMC's 800, SGHMC's chains, each a run of rows; MAP's one
 #: draw, scored without the parts that are 0 by construction; the ensemble's members, a chain
 #: of one draw each), masks drawn at prediction (MC dropout, D-SGHMC's input masks) and
-#: weights drawn at prediction (mean-field VI).
+#: weights drawn at prediction (mean-field VI, SWAG: scored from their logits, as D-SGHMC).
 FILES = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_map.pt", "paper_softmax_ensemble.pt",
-         "paper_softmax_mc_dropout.pt", "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt")
+         "paper_softmax_mc_dropout.pt", "paper_softmax_dsghmc.pt", "paper_softmax_mfvi.pt", "paper_softmax_swag.pt")
 
 
 def _bundled(name: str):
@@ -62,6 +71,11 @@ def _reference(posterior, data: Dataset, set_index: int = 0, seed: int = 0,
         calls = calls or len(data)
         samples = torch.cat([torch.softmax(posterior.predict_logits(data.x[i : i + calls]).double(), -1)
                              for i in range(0, len(data), calls)], 1)
+    elif scored_from_logits(posterior):  # drawn block by block, each from its generator, scored exactly
+        draw = batch_generator(seed, set_index)
+        samples = torch.cat([torch.softmax(posterior.predict_logits(data.x[i : i + block],
+                                                                    generator=draw(i // block)).double(), -1)
+                             for i in range(0, len(data), block)], 1)
     else:
         draw = batch_generator(seed, set_index)
         samples = torch.cat([posterior.predict_proba(data.x[i : i + block], generator=draw(i // block))
@@ -122,7 +136,8 @@ def test_evaluate_gives_the_old_numbers_in_steps_of_several_blocks(name, shared_
 
 
 @pytest.mark.parametrize("name", ["faces_softmax_hmc.pt", "faces_softmax_sghmc.pt", "faces_softmax_ensemble.pt",
-                                  "faces_softmax_map.pt", "faces_softmax_mc_dropout.pt", "faces_softmax_laplace.pt"])
+                                  "faces_softmax_map.pt", "faces_softmax_mc_dropout.pt", "faces_softmax_laplace.pt",
+                                  "faces_softmax_swag.pt", "faces_softmax_mfvi.pt"])
 def test_a_128_feature_head_gives_the_old_numbers(name, monkeypatch):
     """The face tier's heads (128 descriptor features, 8 age groups), whose stored draws now
     predict steps of at most FORWARD_BYTES of outputs: the old numbers to 1e-12, in steps of a
@@ -165,6 +180,20 @@ def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
     ev = drain(evaluate({"p": posterior}, data, ood, seed=3))
     _assert_same(ev.results["p"].data, _reference(posterior, data, 0, seed=3))
     _assert_same(ev.results["p"].ood, _reference(posterior, ood, 1, seed=3))
+
+
+def test_logits_are_taken_where_the_posterior_lives(monkeypatch):
+    """Evaluate takes stored draws' (and the variational family's) logits where the posterior
+    lives, as every ``predict_proba`` does: on another device the images go there first. The
+    ``meta`` device (shapes only) refuses to mix with the CPU as a GPU does; evaluate's call of
+    ``predict_logits`` with images on the CPU raised there."""
+    posterior = _bundled("paper_softmax_sgld.pt").to("meta")
+    x = torch.rand(3, 1, 28, 28)
+    with pytest.raises(RuntimeError):
+        posterior.predict_logits(x, 4)
+    monkeypatch.setattr(streaming, "to_host", lambda t: t)  # meta holds no numbers to bring back
+    logits = streaming.logits_on_own_device(posterior, x, 4)
+    assert logits.device.type == "meta" and logits.shape == (4, 3, 10)
 
 
 def test_the_default_step_reads_stored_draws_for_hundreds_of_images():
