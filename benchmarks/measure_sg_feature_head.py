@@ -11,7 +11,8 @@ bulk and tail R̂ apart, the smallest bulk and tail ESS, and the same R̂ on the
 draws and on every 2nd / 4th draw (what a shorter run or more thinning would have read).
 
 Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/measure_sg_feature_head.py sghmc
-[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten] [--json FILE]``
+[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten [--noise]] [--predictive FILE.npy] [--reference HMC.npy]
+[--json FILE]``
 (the seeds run one after the other, sharing one mode and curvature). Compare
 CPU times, not wall clock, and note the load average printed with them.
 """
@@ -73,11 +74,77 @@ def figures(probs) -> dict:
             "ess_tail": round(float(np.nanmin(convergence.ess_tail(x))), 1)}
 
 
-def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None) -> dict:
-    """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it."""
+def gradient_noise(weight, bias, f, y, metric, *, drop_rate: float, batch_size: int, samples: int = 64,
+                   seed: int = 0) -> dict:
+    """The variance, per coordinate whitened by the metric, of D-SGHMC's gradient estimate.
+
+    At one weight set (``weight`` (K, D), ``bias`` (K,)), ``samples`` estimates of the likelihood's
+    gradient (N/B) Σ_B ∇log p(y|x̃, θ), from three sources apart: mini-batches of ``batch_size``
+    clean images, the full batch masked (x̃ = x ⊙ z / (1 − r)), and both (what D-SGHMC takes).
+    Returns per source the variance V (P,) of ξ = L⁻¹ĝ over the estimates."""
+    import torch
+
+    from core.engine.inference.dsghmc import input_dropout
+    from core.engine.inference.softmax_target import log_likelihood_and_grad
+
+    generator = torch.Generator().manual_seed(seed)
+    n = len(y)
+    out = {}
+    for source, batch, rate in (("mini-batches", batch_size, 0.0), ("masks", n, drop_rate),
+                                ("both", batch_size, drop_rate)):
+        grads_w, grads_b = [], []
+        for _ in range(samples):
+            rows = torch.randperm(n, generator=generator)[:batch] if batch < n else torch.arange(n)
+            x = input_dropout(f[rows], rate, generator) if rate > 0 else f[rows]
+            _, gw, gb = log_likelihood_and_grad(weight, bias, x, y[rows])
+            grads_w.append(gw * (n / batch))
+            grads_b.append(gb * (n / batch))
+        xi = metric.flatten(metric.whiten({"linear.weight": torch.stack(grads_w), "linear.bias": torch.stack(grads_b)}))
+        out[source] = xi.double().var(0)
+    return out
+
+
+def noise_figures(posterior, config, data, metric) -> dict:
+    """:func:`gradient_noise` at the mode and averaged over the last draws of four of the run's
+    chains, and the whitened variance it predicts. Whitened, the chain moves by
+    w ← (1 − α)w + η(−z + ξ) + N(0, 2αη) where the posterior is the Gaussian the metric says, so
+    the noise adds η²V to the injected 2αη and a coordinate's stationary variance is SGHMC's
+    (:func:`predicted`) times 1 + ηV/(2α): the recursion is linear and the same in every direction.
+    (Where the masked likelihood's own curvature differs from the clean one's, or the draws sit far
+    from the mode, this is a first-order account, not the sampler's law.)"""
+    import torch
+
+    eta, friction = config.step_size, config.friction
+    base = predicted(eta, friction)[0] ** 2
+    quantiles = torch.tensor([0.25, 0.5, 0.75])
+    w, b = posterior.samples["linear.weight"].float(), posterior.samples["linear.bias"].float()
+    points = {"at the mode": [(metric.mode["linear.weight"][0].float(), metric.mode["linear.bias"][0].float())],
+              "at 4 chains' last draws": [(w[c, -1], b[c, -1]) for c in range(min(4, w.shape[0]))]}
+    rate = getattr(config, "drop_rate", 0.0)
+    out = {}
+    for name, thetas in points.items():
+        noise = [gradient_noise(*theta, data.x, data.y, metric, drop_rate=rate, batch_size=1000, seed=i)
+                 for i, theta in enumerate(thetas)]
+        out[name] = {}
+        for source in noise[0]:
+            v = torch.stack([n[source] for n in noise]).mean(0).float()
+            out[name][source] = {
+                "V (25/50/75 %)": [round(float(q), 2) for q in torch.quantile(v, quantiles)],
+                "predicted variance (25/50/75 %)": [round(float(q), 2) for q in
+                                                    torch.quantile(base * (1 + eta * v / (2 * friction)), quantiles)]}
+    return out
+
+
+def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None, *, noise: bool = False,
+        predictive: str | None = None, reference: str | None = None) -> dict:
+    """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it (and with
+    ``noise`` the gradient noise that spreads them); ``predictive``: save the probe's mean
+    predictive there; ``reference``: its distance to the one saved there (HMC's)."""
+    import numpy as np
     import torch
 
     from core.analysis.diagnostics import diagnose, probe_draws_progress
+    from core.analysis.fidelity import predictive_fidelity
     from core.engine.inference import dsghmc, sghmc, sgld
 
     fit = {"sgld": sgld.fit, "sghmc": sghmc.fit, "dsghmc": dsghmc.fit}[method]
@@ -100,8 +167,16 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
            "load_before": [round(v, 1) for v in load_before], "load_after": [round(v, 1) for v in os.getloadavg()]}
     if metric is not None:
         flat = torch.cat([posterior.samples["linear.weight"].float().flatten(2),
-                          posterior.samples["linear.bias"].float()], 2).flatten(0, 1)
+                          posterior.samples["linear.bias"].float()], 2)  # (chains, draws, P)
         out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
+        if noise:
+            out["gradient noise"] = noise_figures(posterior, config, data, metric)
+    mean = probs.mean((0, 1))
+    if predictive:
+        np.save(predictive, mean)
+    if reference:
+        out["distance to the reference (kl, total_variation, agreement)"] = {
+            k: round(v, 5) for k, v in predictive_fidelity(np.load(reference), mean).record().items()}
     return out
 
 
@@ -118,6 +193,14 @@ def main() -> int:
     parser.add_argument("--whiten", action="store_true",
                         help="also the variances of the draws whitened by the mode's curvature (1 for the exact posterior "
                              "where it is Gaussian; an SG sampler's discretisation widens them)")
+    parser.add_argument("--noise", action="store_true",
+                        help="with --whiten: the gradient's noise (mini-batches, masks, both) whitened by the metric at "
+                             "the mode and at four draws, and the spread it predicts (gradient_noise)")
+    parser.add_argument("--predictive", metavar="FILE.npy",
+                        help="save the probe's mean predictive (one seed: the last run's)")
+    parser.add_argument("--reference", metavar="FILE.npy",
+                        help="the distance of the mean predictive to this one (HMC's, saved by "
+                             "measure_hmc_feature_head.py --predictive): KL(reference ‖ it), total variation, agreement")
     args = parser.parse_args()
     if args.predict:
         for eta, friction in [(e, None) for e in (0.2, 0.4)] + [(e, a) for e in (0.1, 0.15, 0.2)
@@ -141,7 +224,8 @@ def main() -> int:
         _, _, metric = next_value(mode_and_curvature(arch, data, recipe_config(args.set, args.method, RECIPES[args.method]).prior_std))
         curvature_cpu = time.process_time() - started
         for seed in args.seed or [0]:
-            out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None)
+            out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None,
+                      noise=args.noise, predictive=args.predictive, reference=args.reference)
             out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
             print(json.dumps(out), flush=True)
             if args.json:
