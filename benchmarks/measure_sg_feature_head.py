@@ -11,7 +11,7 @@ bulk and tail R̂ apart, the smallest bulk and tail ESS, and the same R̂ on the
 draws and on every 2nd / 4th draw (what a shorter run or more thinning would have read).
 
 Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/measure_sg_feature_head.py sghmc
-[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten [--noise]] [--predictive FILE.npy] [--reference HMC.npy]
+[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten [--noise]] [--stein] [--predictive FILE.npy] [--reference HMC.npy]
 [--json FILE]``
 (the seeds run one after the other, sharing one mode and curvature). Compare
 CPU times, not wall clock, and note the load average printed with them.
@@ -135,8 +135,52 @@ def noise_figures(posterior, config, data, metric) -> dict:
     return out
 
 
+def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws: int = 200, masks: int = 8,
+                      seed: int = 0) -> dict:
+    """How hot the draws are against a target, by Stein's identity (``tests/core/test_stein.py``).
+
+    Under a target p, E[(θ − c)ᵀ∇log p(θ)] = −d for any constant c; for draws of a Gaussian target
+    heated to temperature T (covariance T times the target's) the mean reads −T·d, so
+    T = −mean / d says how much wider the draws are than the target, in every direction at once
+    and without a metric. Two targets: the clean posterior, and D-SGHMC's own, the posterior its
+    masks make, exp(E_z log p(D | x̃, θ)) p(θ), whose gradient is the mean of masked full-batch
+    gradients (``masks`` of them per draw, an unbiased estimate). ``draws`` evenly spaced of the
+    pooled draws; c is their mean. Returns T for each target (the masked one only with a drop
+    rate) with its Monte Carlo standard error (the draws taken as independent)."""
+    import torch
+
+    from core.engine.inference.dsghmc import input_dropout
+    from core.engine.inference.softmax_target import log_likelihood_and_grad
+
+    w = posterior.samples["linear.weight"].double().flatten(0, 1)
+    b = posterior.samples["linear.bias"].double().flatten(0, 1)
+    pick = torch.linspace(0, len(w) - 1, min(draws, len(w))).round().long()
+    w, b = w[pick], b[pick]
+    cw, cb = w.mean(0), b.mean(0)
+    f, y = data.x.double(), data.y
+    generator = torch.Generator().manual_seed(seed)
+    targets = {"clean posterior": 0.0, **({"masked posterior (D-SGHMC's target)": drop_rate} if drop_rate else {})}
+    d = w[0].numel() + b[0].numel()
+    out = {}
+    for name, rate in targets.items():
+        terms = []
+        for i in range(len(w)):
+            gw, gb = torch.zeros_like(w[i]), torch.zeros_like(b[i])
+            for _ in range(masks if rate else 1):
+                x = input_dropout(f.clone(), rate, generator) if rate else f
+                _, one_w, one_b = log_likelihood_and_grad(w[i], b[i], x, y)
+                gw += one_w
+                gb += one_b
+            n = masks if rate else 1
+            gw, gb = gw / n - w[i] / prior_std**2, gb / n - b[i] / prior_std**2
+            terms.append(float(((w[i] - cw) * gw).sum() + ((b[i] - cb) * gb).sum()))
+        t = -torch.tensor(terms, dtype=torch.float64) / d
+        out[name] = {"T": round(float(t.mean()), 3), "mcse": round(float(t.std() / len(t) ** 0.5), 3)}
+    return {"draws": len(w), "masks per draw": masks, **out}
+
+
 def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None, *, noise: bool = False,
-        predictive: str | None = None, reference: str | None = None) -> dict:
+        stein: bool = False, predictive: str | None = None, reference: str | None = None) -> dict:
     """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it (and with
     ``noise`` the gradient noise that spreads them); ``predictive``: save the probe's mean
     predictive there; ``reference``: its distance to the one saved there (HMC's)."""
@@ -171,6 +215,8 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
         out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
         if noise:
             out["gradient noise"] = noise_figures(posterior, config, data, metric)
+    if stein:
+        out["Stein temperature"] = stein_temperature(posterior, data, config.prior_std, getattr(config, "drop_rate", 0.0))
     mean = probs.mean((0, 1))
     if predictive:
         np.save(predictive, mean)
@@ -196,6 +242,9 @@ def main() -> int:
     parser.add_argument("--noise", action="store_true",
                         help="with --whiten: the gradient's noise (mini-batches, masks, both) whitened by the metric at "
                              "the mode and at four draws, and the spread it predicts (gradient_noise)")
+    parser.add_argument("--stein", action="store_true",
+                        help="the draws' temperature against the clean posterior and (D-SGHMC) the masked one, by "
+                             "Stein's identity (stein_temperature)")
     parser.add_argument("--predictive", metavar="FILE.npy",
                         help="save the probe's mean predictive (one seed: the last run's)")
     parser.add_argument("--reference", metavar="FILE.npy",
@@ -225,7 +274,7 @@ def main() -> int:
         curvature_cpu = time.process_time() - started
         for seed in args.seed or [0]:
             out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None,
-                      noise=args.noise, predictive=args.predictive, reference=args.reference)
+                      noise=args.noise, stein=args.stein, predictive=args.predictive, reference=args.reference)
             out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
             print(json.dumps(out), flush=True)
             if args.json:
