@@ -135,7 +135,7 @@ def noise_figures(posterior, config, data, metric) -> dict:
     return out
 
 
-def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws: int = 200, masks: int = 8,
+def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws: int = 100, masks: int = 4,
                       seed: int = 0) -> dict:
     """How hot the draws are against a target, by Stein's identity (``tests/core/test_stein.py``).
 
@@ -167,7 +167,7 @@ def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws
         for i in range(len(w)):
             gw, gb = torch.zeros_like(w[i]), torch.zeros_like(b[i])
             for _ in range(masks if rate else 1):
-                x = input_dropout(f.clone(), rate, generator) if rate else f
+                x = input_dropout(f, rate, generator) if rate else f
                 _, one_w, one_b = log_likelihood_and_grad(w[i], b[i], x, y)
                 gw += one_w
                 gb += one_b
@@ -180,10 +180,11 @@ def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws
 
 
 def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None, *, noise: bool = False,
-        stein: bool = False, predictive: str | None = None, reference: str | None = None) -> dict:
+        stein: bool = False, predictive: str | None = None, reference: str | None = None, probe: bool = True) -> dict:
     """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it (and with
     ``noise`` the gradient noise that spreads them); ``predictive``: save the probe's mean
-    predictive there; ``reference``: its distance to the one saved there (HMC's)."""
+    predictive there; ``reference``: its distance to the one saved there (HMC's); ``probe`` False:
+    no probe pass (no R̂, ESS or predictive: the draws' spread alone, from a shorter run)."""
     import numpy as np
     import torch
 
@@ -197,18 +198,18 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
     started = time.process_time()
     posterior = next_value(fit(config, arch, data, seed))
     cpu = time.process_time() - started
-    started = time.process_time()
-    record = diagnose(posterior, probe_set, seed=0)
-    probe_cpu = time.process_time() - started
-    probs = next_value(probe_draws_progress(posterior, probe_set.x, 0))
     out = {"method": method, "seed": seed, "settings": sets, "chains": config.num_chains,
-           "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"],
-           "cpu_sampling_s": round(cpu, 1), "cpu_probe_s": round(probe_cpu, 1), "rhat": round(record["rhat_max"], 4),
-           "rhat_shuffled": round(record["rhat_max_shuffled"], 4), **figures(probs),
-           "first half": figures(probs[:, : probs.shape[1] // 2]),
-           "every 2nd": figures(probs[:, ::2]), "every 4th": figures(probs[:, ::4]),
-           "accuracy": float((probs.mean((0, 1)).argmax(-1) == probe_set.y.numpy()).mean()),
-           "load_before": [round(v, 1) for v in load_before], "load_after": [round(v, 1) for v in os.getloadavg()]}
+           "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"], "cpu_sampling_s": round(cpu, 1)}
+    if probe:
+        started = time.process_time()
+        record = diagnose(posterior, probe_set, seed=0)
+        probe_cpu = time.process_time() - started
+        probs = next_value(probe_draws_progress(posterior, probe_set.x, 0))
+        out.update({"cpu_probe_s": round(probe_cpu, 1), "rhat": round(record["rhat_max"], 4),
+                    "rhat_shuffled": round(record["rhat_max_shuffled"], 4), **figures(probs),
+                    "first half": figures(probs[:, : probs.shape[1] // 2]),
+                    "every 2nd": figures(probs[:, ::2]), "every 4th": figures(probs[:, ::4]),
+                    "accuracy": float((probs.mean((0, 1)).argmax(-1) == probe_set.y.numpy()).mean())})
     if metric is not None:
         flat = torch.cat([posterior.samples["linear.weight"].float().flatten(2),
                           posterior.samples["linear.bias"].float()], 2)  # (chains, draws, P)
@@ -217,13 +218,13 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
             out["gradient noise"] = noise_figures(posterior, config, data, metric)
     if stein:
         out["Stein temperature"] = stein_temperature(posterior, data, config.prior_std, getattr(config, "drop_rate", 0.0))
-    mean = probs.mean((0, 1))
-    if predictive:
-        np.save(predictive, mean)
-    if reference:
+    if probe and predictive:
+        np.save(predictive, probs.mean((0, 1)))
+    if probe and reference:
         out["distance to the reference (kl, total_variation, agreement)"] = {
-            k: round(v, 5) for k, v in predictive_fidelity(np.load(reference), mean).record().items()}
-    return out
+            k: round(v, 5) for k, v in predictive_fidelity(np.load(reference), probs.mean((0, 1))).record().items()}
+    return {**out, "load_before": [round(v, 1) for v in load_before],
+            "load_after": [round(v, 1) for v in os.getloadavg()]}
 
 
 def main() -> int:
@@ -247,6 +248,8 @@ def main() -> int:
                              "Stein's identity (stein_temperature)")
     parser.add_argument("--predictive", metavar="FILE.npy",
                         help="save the probe's mean predictive (one seed: the last run's)")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="skip the probe pass (R̂, ESS, predictive): the draws' spread alone (--whiten, --stein)")
     parser.add_argument("--reference", metavar="FILE.npy",
                         help="the distance of the mean predictive to this one (HMC's, saved by "
                              "measure_hmc_feature_head.py --predictive): KL(reference ‖ it), total variation, agreement")
@@ -274,7 +277,8 @@ def main() -> int:
         curvature_cpu = time.process_time() - started
         for seed in args.seed or [0]:
             out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None,
-                      noise=args.noise, stein=args.stein, predictive=args.predictive, reference=args.reference)
+                      noise=args.noise, stein=args.stein, predictive=args.predictive, reference=args.reference,
+                      probe=not args.no_probe)
             out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
             print(json.dumps(out), flush=True)
             if args.json:
