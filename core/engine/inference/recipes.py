@@ -160,14 +160,15 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, bur
 #: dropout's here), on mini-batches of 1,000: its masks are drawn per image and chain, so each chain
 #: gathers and masks its own batch, and on full batches that took 1,000 s for 4,200 steps at 64
 #: features where SGHMC took 65 s. Its length is therefore in epochs: 235 with 12 of burn-in, 2,115
-#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above). Its
-#: masks' noise, scaled by N/B on each mini-batch, comes on top of the injected noise and nothing
-#: subtracts it (the paper's Algorithm 1), so its draws are far wider than its own target, the
-#: posterior its masks make: whitened by the curvature their variances have median 83 (quartiles
-#: 47–183, 1st–99th percentile 15–1,481), and Stein's identity puts them at about 50 times that
-#: target's temperature (52 ± 12). Friction 0.6 at the same steps cools them (median 28) but reads
-#: R̂ 1.0108 (ESS 1,055: a linear function forgets in 8 steps, not 4) and still samples far too wide,
-#: so 0.3 stays (docs/zoo.md, "What D-SGHMC's column is"). 8 chains, seed 0: R̂ 1.0044 (bulk and
+#: steps on 8,026 images, more on a larger folder (cost in proportion to N, as a step's is above). The
+#: noise of its masked mini-batch gradients comes on top of the injected noise and nothing subtracts
+#: it (the paper's Algorithm 1), so its draws are far wider than its own target, the posterior its
+#: masks make: whitened by the curvature their variances have median 83 (quartiles 47–183, 1st–99th
+#: percentile 15–1,481), and Stein's identity puts them at about 50 times that target's temperature
+#: (52 ± 12; the same mini-batches without masks: about 10). Friction 0.6 at the same steps cools
+#: them (median 28) but reads R̂ 1.0108 (ESS 1,055: a linear function forgets in 8 steps, not 4) and
+#: still samples far too wide, so 0.3 stays (docs/zoo.md, "What D-SGHMC's column is"). 8 chains,
+#: seed 0: R̂ 1.0044 (bulk and
 #: tail; shuffled 1.0078), bulk / tail ESS 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the
 #: probe pass (its masks) at load 8–12; seed 1: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, burn_in=12, chains=FEATURES_SG_CHAINS),
