@@ -105,8 +105,8 @@ def whitened(draws, chol) -> dict:
     lag1 = {name: round(float(lag_one(v).median()), 3)
             for name, v in (("z", per_chain), ("z²", per_chain ** 2))}
     return {"lag-1 autocorrelation (median over coordinates)": lag1,
-            "variance quantiles 0/1/50/99/100 %": [round(float(q), 2) for q in
-                                                  torch.quantile(var.float(), torch.tensor([0, .01, .5, .99, 1.]))],
+            "variance quantiles 0/1/25/50/75/99/100 %": [
+                round(float(q), 2) for q in torch.quantile(var.float(), torch.tensor([0, .01, .25, .5, .75, .99, 1.]))],
             "largest eigenvalues": [round(float(v), 1) for v in top],
             "edge for independent draws": round((1 + math.sqrt(p / n)) ** 2, 1)}
 
@@ -207,8 +207,12 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true", help="what holds R̂ up (module docstring)")
     parser.add_argument("--prefixes", default="", help="with --breakdown: comma-separated draws a chain")
     parser.add_argument("--json", help="append the figures to this file")
+    parser.add_argument("--predictive", metavar="FILE.npy",
+                        help="save the probe's mean predictive (1,000 × 10), the reference for the SG samplers' "
+                             "distance to HMC (measure_sg_feature_head.py --reference)")
     args = parser.parse_args()
 
+    import numpy as np
     import torch
 
     from core.engine import convergence
@@ -238,6 +242,8 @@ def main() -> int:
            "steps": [min(config.num_leapfrog, math.ceil(config.trajectory_length / e)) if config.trajectory_length
                      else config.num_leapfrog for e in posterior.info["step_size"]],
            "load_before": load_before, "load_after": os.getloadavg()}
+    if args.predictive:
+        np.save(args.predictive, probs.mean((0, 1)))
     if args.breakdown:
         out["breakdown"] = breakdown(probs, [int(v) for v in args.prefixes.split(",") if v])
     if args.whiten or args.averaged:

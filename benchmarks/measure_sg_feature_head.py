@@ -11,7 +11,8 @@ bulk and tail R̂ apart, the smallest bulk and tail ESS, and the same R̂ on the
 draws and on every 2nd / 4th draw (what a shorter run or more thinning would have read).
 
 Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/measure_sg_feature_head.py sghmc
-[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten] [--json FILE]``
+[--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten [--noise]] [--stein] [--predictive FILE.npy] [--reference HMC.npy]
+[--json FILE]``
 (the seeds run one after the other, sharing one mode and curvature). Compare
 CPU times, not wall clock, and note the load average printed with them.
 """
@@ -73,11 +74,122 @@ def figures(probs) -> dict:
             "ess_tail": round(float(np.nanmin(convergence.ess_tail(x))), 1)}
 
 
-def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None) -> dict:
-    """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it."""
+def gradient_noise(weight, bias, f, y, metric, *, drop_rate: float, batch_size: int, samples: int = 64,
+                   seed: int = 0) -> dict:
+    """The variance, per coordinate whitened by the metric, of D-SGHMC's gradient estimate.
+
+    At one weight set (``weight`` (K, D), ``bias`` (K,)), ``samples`` estimates of the likelihood's
+    gradient (N/B) Σ_B ∇log p(y|x̃, θ), from three sources apart: mini-batches of ``batch_size``
+    clean images, the full batch masked (x̃ = x ⊙ z / (1 − r)), and both (what D-SGHMC takes).
+    Returns per source the variance V (P,) of ξ = L⁻¹ĝ over the estimates."""
+    import torch
+
+    from core.engine.inference.dsghmc import input_dropout
+    from core.engine.inference.softmax_target import log_likelihood_and_grad
+
+    generator = torch.Generator().manual_seed(seed)
+    n = len(y)
+    out = {}
+    for source, batch, rate in (("mini-batches", batch_size, 0.0), ("masks", n, drop_rate),
+                                ("both", batch_size, drop_rate)):
+        grads_w, grads_b = [], []
+        for _ in range(samples):
+            rows = torch.randperm(n, generator=generator)[:batch] if batch < n else torch.arange(n)
+            x = input_dropout(f[rows], rate, generator) if rate > 0 else f[rows]
+            _, gw, gb = log_likelihood_and_grad(weight, bias, x, y[rows])
+            grads_w.append(gw * (n / batch))
+            grads_b.append(gb * (n / batch))
+        xi = metric.flatten(metric.whiten({"linear.weight": torch.stack(grads_w), "linear.bias": torch.stack(grads_b)}))
+        out[source] = xi.double().var(0)
+    return out
+
+
+def noise_figures(posterior, config, data, metric) -> dict:
+    """:func:`gradient_noise` at the mode and averaged over the last draws of four of the run's
+    chains, and the whitened variance it predicts. Whitened, the chain moves by
+    w ← (1 − α)w + η(−z + ξ) + N(0, 2αη) where the posterior is the Gaussian the metric says, so
+    the noise adds η²V to the injected 2αη and a coordinate's stationary variance is SGHMC's
+    (:func:`predicted`) times 1 + ηV/(2α): the recursion is linear and the same in every direction.
+    (Where the masked likelihood's own curvature differs from the clean one's, or the draws sit far
+    from the mode, this is a first-order account, not the sampler's law.)"""
+    import torch
+
+    eta, friction = config.step_size, config.friction
+    base = predicted(eta, friction)[0] ** 2
+    quantiles = torch.tensor([0.25, 0.5, 0.75])
+    w, b = posterior.samples["linear.weight"].float(), posterior.samples["linear.bias"].float()
+    points = {"at the mode": [(metric.mode["linear.weight"][0].float(), metric.mode["linear.bias"][0].float())],
+              "at 4 chains' last draws": [(w[c, -1], b[c, -1]) for c in range(min(4, w.shape[0]))]}
+    rate = getattr(config, "drop_rate", 0.0)
+    out = {}
+    for name, thetas in points.items():
+        noise = [gradient_noise(*theta, data.x, data.y, metric, drop_rate=rate, batch_size=1000, seed=i)
+                 for i, theta in enumerate(thetas)]
+        out[name] = {}
+        for source in noise[0]:
+            v = torch.stack([n[source] for n in noise]).mean(0).float()
+            out[name][source] = {
+                "V (25/50/75 %)": [round(float(q), 2) for q in torch.quantile(v, quantiles)],
+                "predicted variance (25/50/75 %)": [round(float(q), 2) for q in
+                                                    torch.quantile(base * (1 + eta * v / (2 * friction)), quantiles)]}
+    return out
+
+
+def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws: int = 100, masks: int = 4,
+                      seed: int = 0) -> dict:
+    """How hot the draws are against a target, by Stein's identity (``tests/core/test_stein.py``).
+
+    Under a target p, E[(θ − c)ᵀ∇log p(θ)] = −d for any constant c; for draws of a Gaussian target
+    heated to temperature T (covariance T times the target's) the mean reads −T·d, so
+    T = −mean / d says how much wider the draws are than the target, in every direction at once
+    and without a metric. Two targets: the clean posterior, and D-SGHMC's own, the posterior its
+    masks make, exp(E_z log p(D | x̃, θ)) p(θ), whose gradient is the mean of masked full-batch
+    gradients (``masks`` of them per draw, an unbiased estimate). ``draws`` evenly spaced of the
+    pooled draws; c is their mean. Returns T for each target (the masked one only with a drop
+    rate) with its Monte Carlo standard error (the draws taken as independent)."""
+    import torch
+
+    from core.engine.inference.dsghmc import input_dropout
+    from core.engine.inference.softmax_target import log_likelihood_and_grad
+
+    w = posterior.samples["linear.weight"].double().flatten(0, 1)
+    b = posterior.samples["linear.bias"].double().flatten(0, 1)
+    pick = torch.linspace(0, len(w) - 1, min(draws, len(w))).round().long()
+    w, b = w[pick], b[pick]
+    cw, cb = w.mean(0), b.mean(0)
+    f, y = data.x.double(), data.y
+    generator = torch.Generator().manual_seed(seed)
+    targets = {"clean posterior": 0.0, **({"masked posterior (D-SGHMC's target)": drop_rate} if drop_rate else {})}
+    d = w[0].numel() + b[0].numel()
+    out = {}
+    for name, rate in targets.items():
+        terms = []
+        for i in range(len(w)):
+            gw, gb = torch.zeros_like(w[i]), torch.zeros_like(b[i])
+            for _ in range(masks if rate else 1):
+                x = input_dropout(f, rate, generator) if rate else f
+                _, one_w, one_b = log_likelihood_and_grad(w[i], b[i], x, y)
+                gw += one_w
+                gb += one_b
+            n = masks if rate else 1
+            gw, gb = gw / n - w[i] / prior_std**2, gb / n - b[i] / prior_std**2
+            terms.append(float(((w[i] - cw) * gw).sum() + ((b[i] - cb) * gb).sum()))
+        t = -torch.tensor(terms, dtype=torch.float64) / d
+        out[name] = {"T": round(float(t.mean()), 3), "mcse": round(float(t.std() / len(t) ** 0.5), 3)}
+    return {"draws": len(w), "masks per draw": masks, **out}
+
+
+def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None, *, noise: bool = False,
+        stein: bool = False, predictive: str | None = None, reference: str | None = None, probe: bool = True) -> dict:
+    """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it (and with
+    ``noise`` the gradient noise that spreads them); ``predictive``: save the probe's mean
+    predictive there; ``reference``: its distance to the one saved there (HMC's); ``probe`` False:
+    no probe pass (no R̂, ESS or predictive: the draws' spread alone, from a shorter run)."""
+    import numpy as np
     import torch
 
     from core.analysis.diagnostics import diagnose, probe_draws_progress
+    from core.analysis.fidelity import predictive_fidelity
     from core.engine.inference import dsghmc, sghmc, sgld
 
     fit = {"sgld": sgld.fit, "sghmc": sghmc.fit, "dsghmc": dsghmc.fit}[method]
@@ -86,23 +198,33 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
     started = time.process_time()
     posterior = next_value(fit(config, arch, data, seed))
     cpu = time.process_time() - started
-    started = time.process_time()
-    record = diagnose(posterior, probe_set, seed=0)
-    probe_cpu = time.process_time() - started
-    probs = next_value(probe_draws_progress(posterior, probe_set.x, 0))
     out = {"method": method, "seed": seed, "settings": sets, "chains": config.num_chains,
-           "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"],
-           "cpu_sampling_s": round(cpu, 1), "cpu_probe_s": round(probe_cpu, 1), "rhat": round(record["rhat_max"], 4),
-           "rhat_shuffled": round(record["rhat_max_shuffled"], 4), **figures(probs),
-           "first half": figures(probs[:, : probs.shape[1] // 2]),
-           "every 2nd": figures(probs[:, ::2]), "every 4th": figures(probs[:, ::4]),
-           "accuracy": float((probs.mean((0, 1)).argmax(-1) == probe_set.y.numpy()).mean()),
-           "load_before": [round(v, 1) for v in load_before], "load_after": [round(v, 1) for v in os.getloadavg()]}
+           "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"], "cpu_sampling_s": round(cpu, 1)}
+    if probe:
+        started = time.process_time()
+        record = diagnose(posterior, probe_set, seed=0)
+        probe_cpu = time.process_time() - started
+        probs = next_value(probe_draws_progress(posterior, probe_set.x, 0))
+        out.update({"cpu_probe_s": round(probe_cpu, 1), "rhat": round(record["rhat_max"], 4),
+                    "rhat_shuffled": round(record["rhat_max_shuffled"], 4), **figures(probs),
+                    "first half": figures(probs[:, : probs.shape[1] // 2]),
+                    "every 2nd": figures(probs[:, ::2]), "every 4th": figures(probs[:, ::4]),
+                    "accuracy": float((probs.mean((0, 1)).argmax(-1) == probe_set.y.numpy()).mean())})
     if metric is not None:
         flat = torch.cat([posterior.samples["linear.weight"].float().flatten(2),
-                          posterior.samples["linear.bias"].float()], 2).flatten(0, 1)
+                          posterior.samples["linear.bias"].float()], 2)  # (chains, draws, P)
         out["whitened by the mode's curvature"] = whitened(flat, metric.chol)
-    return out
+        if noise:
+            out["gradient noise"] = noise_figures(posterior, config, data, metric)
+    if stein:
+        out["Stein temperature"] = stein_temperature(posterior, data, config.prior_std, getattr(config, "drop_rate", 0.0))
+    if probe and predictive:
+        np.save(predictive, probs.mean((0, 1)))
+    if probe and reference:
+        out["distance to the reference (kl, total_variation, agreement)"] = {
+            k: round(v, 5) for k, v in predictive_fidelity(np.load(reference), probs.mean((0, 1))).record().items()}
+    return {**out, "load_before": [round(v, 1) for v in load_before],
+            "load_after": [round(v, 1) for v in os.getloadavg()]}
 
 
 def main() -> int:
@@ -118,6 +240,19 @@ def main() -> int:
     parser.add_argument("--whiten", action="store_true",
                         help="also the variances of the draws whitened by the mode's curvature (1 for the exact posterior "
                              "where it is Gaussian; an SG sampler's discretisation widens them)")
+    parser.add_argument("--noise", action="store_true",
+                        help="with --whiten: the gradient's noise (mini-batches, masks, both) whitened by the metric at "
+                             "the mode and at four draws, and the spread it predicts (gradient_noise)")
+    parser.add_argument("--stein", action="store_true",
+                        help="the draws' temperature against the clean posterior and (D-SGHMC) the masked one, by "
+                             "Stein's identity (stein_temperature)")
+    parser.add_argument("--predictive", metavar="FILE.npy",
+                        help="save the probe's mean predictive (one seed: the last run's)")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="skip the probe pass (R̂, ESS, predictive): the draws' spread alone (--whiten, --stein)")
+    parser.add_argument("--reference", metavar="FILE.npy",
+                        help="the distance of the mean predictive to this one (HMC's, saved by "
+                             "measure_hmc_feature_head.py --predictive): KL(reference ‖ it), total variation, agreement")
     args = parser.parse_args()
     if args.predict:
         for eta, friction in [(e, None) for e in (0.2, 0.4)] + [(e, a) for e in (0.1, 0.15, 0.2)
@@ -141,7 +276,9 @@ def main() -> int:
         _, _, metric = next_value(mode_and_curvature(arch, data, recipe_config(args.set, args.method, RECIPES[args.method]).prior_std))
         curvature_cpu = time.process_time() - started
         for seed in args.seed or [0]:
-            out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None)
+            out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None,
+                      noise=args.noise, stein=args.stein, predictive=args.predictive, reference=args.reference,
+                      probe=not args.no_probe)
             out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
             print(json.dumps(out), flush=True)
             if args.json:
