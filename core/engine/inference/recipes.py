@@ -134,6 +134,10 @@ FEATURES_BATCH = 50_000
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
 #: (docs/performance.md, "Building a feature tier", 2026-11-29). Every file keeps 25 draws a chain.
 FEATURES_SG_CHAINS = 8
+#: The features tier's longest methods, in CPU seconds at 8,026 training images × 512 features (one
+#: thread; docs/performance.md, "Building a feature tier"): ``zoo --jobs`` hands the methods out
+#: longest first, and those not named here (each well under a minute) after them.
+FEATURES_SECONDS = {"hmc": 986, "sgld": 478, "dsghmc": 365, "sghmc": 269}
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
 #: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
