@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,8 +83,6 @@ def shared_within_build(store: SharedStore | None = None) -> Iterator[None]:
 def _stored(name: str, key: str, compute: Callable[[], Generator[Any, None, Any]]) -> Generator[Any, None, Any]:
     """``compute()``'s result for ``key``, read from the build's store when a process put it there,
     else computed and put there (under the store's lock, so the others wait and then read it)."""
-    from core.engine.files import atomic_write
-
     store = _STORE
     if store is None:
         return (yield from compute())
@@ -95,7 +94,12 @@ def _stored(name: str, key: str, compute: Callable[[], Generator[Any, None, Any]
             return torch.load(path, weights_only=False)
         result = yield from compute()
         store.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda f: torch.save(result, f))
+        part = path.with_name(f"{path.name}.{os.getpid()}.part")  # renamed whole: a reader never sees half a file
+        try:
+            torch.save(result, part)
+            os.replace(part, path)
+        finally:
+            part.unlink(missing_ok=True)
         return result
 
 
