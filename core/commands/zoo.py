@@ -29,6 +29,12 @@ UTKFace's test faces) and on its out-of-distribution set where it has one (notMN
 digits; :data:`FACE_OOD` says why the face tier has none), and, where the tier has a reference, its
 predictive distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
 
+``--jobs N`` trains N methods at a time, each in a process of its own with its share of the cores,
+the longest first (:mod:`core.commands.zoo_jobs`); the files are those the one-at-a-time build makes.
+It is the features tier's default on a machine of two cores or more (two at a time: its HMC and its
+SG samplers are most of the build, and a sampler's memory-bound products gain little from a second
+thread); the bundled tiers build one at a time unless it is given, and so does the window.
+
 ``--chains 0,1`` runs only those chains of each sampler named by ``--methods``, into
 ``DIR/parts/``, so that a run longer than one sitting can be made in parts; once the parts
 hold every chain, they are joined (``bayescope-cli join``) into the method's file, the same
