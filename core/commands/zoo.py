@@ -458,7 +458,7 @@ def _build_side_by_side(tier: Tier, methods: list[str], folder: Path, args: argp
     def said(job: Job, text: str, error: bool) -> None:
         line(f"  {job.method}: {text}", error)
 
-    def ended(job: Job, code: int, words: str) -> None:
+    def ended(job: Job, code: int, words: str, cpu: float) -> None:
         bar = bars.pop(job.method, None)
         if bar is not None:
             bar.close()
@@ -466,7 +466,7 @@ def _build_side_by_side(tier: Tier, methods: list[str], folder: Path, args: argp
             _record_zoo(tier, tier.path(folder, job.method), list(job.argv), listing)
             finished.append(job.method)
             line(f"[{numbers[job.method]}/{count}] {job.method}: done in "
-                 f"{(time.monotonic() - began[job.method]) / 60:.1f} min")
+                 f"{(time.monotonic() - began[job.method]) / 60:.1f} min ({cpu / 60:.1f} min of CPU)")
             return
         if words:
             line(f"error: {words}", True)

@@ -61,8 +61,9 @@ class JobCallbacks:
     started: Callable[[Job], None]
     record: Callable[[Job, Any], None]
     line: Callable[[Job, str, bool], None]  # (job, text, on stderr)
-    #: A job ended with ``code`` (0: its file is made) and, for a failure, words saying why.
-    finished: Callable[[Job, int, str], None]
+    #: A job ended with ``code`` (0: its file is made), for a failure words saying why, and the CPU
+    #: seconds its worker spent on it.
+    finished: Callable[[Job, int, str, float], None]
 
 
 def train_command(argv: list[str] | tuple[str, ...]) -> int:
@@ -127,7 +128,7 @@ def run_side_by_side(jobs: list[Job], workers: int, threads: int, store: Path, c
                         del running[slot]
                         failure = failure or 1
                         callbacks.finished(job, 1, f"the process training {job.method} stopped "
-                                                   f"(exit code {processes[slot].exitcode})")
+                                                   f"(exit code {processes[slot].exitcode})", 0.0)
                 continue
             job = running.get(slot)
             if job is None:
@@ -137,13 +138,13 @@ def run_side_by_side(jobs: list[Job], workers: int, threads: int, store: Path, c
             elif kind == "line":
                 callbacks.line(job, rest[0], rest[1])
             elif kind == "finished":
-                code, words = rest
+                code, words, cpu = rest
                 del running[slot]
                 if code == 0:
                     done.add(job.method)
                 else:
                     failure = failure or code
-                callbacks.finished(job, code, words)
+                callbacks.finished(job, code, words, cpu)
     except BaseException:
         _stop(processes)
         raise
@@ -244,11 +245,12 @@ def _work_on(slot: int, tasks: Any, events: Any, threads: int, shared: Any) -> N
     with runner.signals_raise(), shared_within_build(shared):
         while (task := tasks.get()) is not None:
             method, argv = task
+            cpu = time.process_time()
             try:
                 code, words = train_command(argv), ""
             except (*USER_ERRORS, MemoryError) as exc:
                 code, words = 2, describe_error(exc)
-            events.put(("finished", slot, code, words))
+            events.put(("finished", slot, code, words, time.process_time() - cpu))
 
 
 def worker_threads(workers: int) -> int:
