@@ -137,7 +137,7 @@ FEATURES_SG_CHAINS = 8
 #: The features tier's longest methods, in CPU seconds at 8,026 training images × 512 features (one
 #: thread; docs/performance.md, "Building a feature tier"): ``zoo --jobs`` hands the methods out
 #: longest first, and those not named here (each well under a minute) after them.
-FEATURES_SECONDS = {"hmc": 986, "sgld": 478, "dsghmc": 365, "sghmc": 269}
+FEATURES_SECONDS = {"hmc": 986, "sgld": 478, "dsghmc": 184, "sghmc": 169}
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
 #: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
@@ -156,8 +156,11 @@ FEATURES_SGLD = (*chain_settings(thin=10, init="overdispersed", epochs=4200, bur
 #: 5th measured (8 × 400): R̂ 1.0049 (bulk 1.0048, tail 1.0049; shuffled 1.0072), bulk / tail ESS
 #: 2,446 / 2,087, 204 s of CPU and 66 s for the probe pass at load 8 (seed 0; seed 1: 1.0057, shuffled
 #: 1.0058, ESS 2,426, 204 + 57 s). The draws whitened by
-#: the curvature have variances of median 1.06 (HMC's: 1.00).
-FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, burn_in=100, chains=FEATURES_SG_CHAINS),
+#: the curvature have variances of median 1.06 (HMC's: 1.00). **Now 100 + 1,500 steps (8 × 300)**, for
+#: the tier's 15 minutes: R̂ 1.0077 (bulk 1.0077, tail 1.0057; shuffled 1.0083), bulk / tail ESS
+#: 1,843 / 1,538, 131 s of CPU and 39 s for the probe pass at load 6–10 (seed 0 only; its first half,
+#: 8 × 150, 1.0106).
+FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=1600, burn_in=100, chains=FEATURES_SG_CHAINS),
                   *FEATURES_SG, "--set", "step_size=0.15", "--set", "friction=0.3")
 #: D-SGHMC takes SGHMC's step and friction, with the paper's drop rate 0.5 on the features (MC
 #: dropout's here), on mini-batches of 1,000: its masks are drawn per image and chain, so each chain
@@ -170,8 +173,10 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=2100, bur
 #: curvature their variances have median 83 (1st–99th percentile 15–1,481): another posterior, the
 #: method's own. 8 chains, seed 0: R̂ 1.0044 (bulk and tail; shuffled 1.0078), bulk / tail ESS
 #: 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the probe pass (its masks) at load 8–12; seed 1:
-#: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
-FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, burn_in=12, chains=FEATURES_SG_CHAINS),
+#: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s. **Now 12 + 167 epochs (1,611 steps, 8 × 300)**, for
+#: the tier's 15 minutes: R̂ 1.0064 (bulk and tail; shuffled 1.0081), bulk / tail ESS 1,510 / 1,436,
+#: 143 s of CPU and 41 s for the probe pass at load 6–10 (seed 0 only; its first half, 8 × 150, 1.0134).
+FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
 #: HMC with the dense curvature metric at the mode, as the face tier's, and trajectories long enough
