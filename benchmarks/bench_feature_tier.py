@@ -8,10 +8,12 @@ torch.export (no training: the head is learnt by the tier; what is timed is the 
 ``bayescope-cli zoo --tier features`` runs as a person would run it, in this process: the
 network is imported, every image passes through it once (features cached), and each method
 trains with the paper tier's settings, HMC first as the reference, then every file is measured.
-Prints the time of each phase and each method's training time (from its file).
+Prints the time of each phase and each method's training time (from its file), and the CPU
+time of the build (this process and the worker processes ``zoo --jobs`` trains the methods in:
+by default two, each at one thread, on a machine of two cores or more).
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_feature_tier.py [--images 10000] [--features 512]
-[--methods hmc,map,...] [--set epochs=5] [--keep DIR]``. With ``--keep`` the images are written once
+[--methods hmc,map,...] [--set epochs=5] [--jobs N] [--keep DIR]``. With ``--keep`` the images are written once
 and reused (writing them is not part of a tier's build), while the tier's files and the feature
 cache are removed before every run, so each run builds everything, features included; the figures
 also go to ``DIR/bench.json``. On a machine whose cores are busy with other work the figure says
@@ -68,6 +70,14 @@ def write_network(path: Path, features: int, classes: int) -> None:
         "image_size": SIDE, "mean": [0.5] * 3, "std": [0.25] * 3, "classes": [f"c{k}" for k in range(classes)]}))
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished child processes (the build's workers)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=10_000)
@@ -76,6 +86,7 @@ def main() -> int:
     parser.add_argument("--methods", help="a subset of the tier's methods (default: all 13)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="zoo --set: a shorter run for a quick look (the figure is then not the tier's)")
+    parser.add_argument("--jobs", type=int, help="zoo --jobs: methods trained at a time (default: zoo's)")
     parser.add_argument("--keep", metavar="DIR", help="build in DIR (kept) instead of a temporary folder")
     args = parser.parse_args()
 
@@ -104,9 +115,10 @@ def main() -> int:
               "(not part of the tier's build)", flush=True)
         argv = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(images), "--out", str(out)]
         argv += [*(["--methods", args.methods] if args.methods else []), *[p for s in args.set for p in ("--set", s)]]
-        started = time.perf_counter()
+        argv += ["--jobs", str(args.jobs)] if args.jobs else []
+        started, cpu_started = time.perf_counter(), _cpu_seconds()
         code = cli(argv)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
         if code != 0:
             print(f"zoo failed (exit {code}) after {wall / 60:.1f} min")
             return code
@@ -121,12 +133,13 @@ def main() -> int:
         late = [f"{r['label']} ({r['rhat']:.3f})" for r in rows if r["rhat"] is not None and r["rhat"] > 1.01]
         print(f"\nthe tier took {wall / 60:.1f} min in all against 15 min ({trained / 60:.1f} min training, the rest "
               f"features and measuring); load average now {load_after[0]:.1f} (1 min), {load_after[1]:.1f} (5 min)")
+        print(f"CPU of the build: {cpu / 60:.1f} min (this process and its workers)")
         print(f"samplers above R̂ 1.01: {', '.join(late) if late else 'none'}")
         if args.keep:
             (base / "bench.json").write_text(json.dumps({
                 "images": args.images, "features": args.features, "classes": args.classes,
                 "threads": torch.get_num_threads(), "load_before": load_before, "load_after": load_after,
-                "minutes": wall / 60, "training_minutes": trained / 60,
+                "minutes": wall / 60, "training_minutes": trained / 60, "cpu_minutes": cpu / 60, "jobs": args.jobs,
                 "rows": [{k: r[k] for k in ("method", "label", "train_seconds", "rhat", "ess_bulk", "accuracy",
                                             "chains", "measured_draws")} for r in rows]}, indent=2))
     return 0

@@ -29,6 +29,12 @@ UTKFace's test faces) and on its out-of-distribution set where it has one (notMN
 digits; :data:`FACE_OOD` says why the face tier has none), and, where the tier has a reference, its
 predictive distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
 
+``--jobs N`` trains N methods at a time, each in a process of its own with its share of the cores,
+the longest first (:mod:`core.commands.zoo_jobs`); the files are those the one-at-a-time build makes.
+It is the features tier's default on a machine of two cores or more (two at a time: its HMC and its
+SG samplers are most of the build, and a sampler's memory-bound products gain little from a second
+thread); the bundled tiers build one at a time unless it is given, and so does the window.
+
 ``--chains 0,1`` runs only those chains of each sampler named by ``--methods``, into
 ``DIR/parts/``, so that a run longer than one sitting can be made in parts; once the parts
 hold every chain, they are joined (``bayescope-cli join``) into the method's file, the same
@@ -55,6 +61,14 @@ from core.commands.console import (
     progress_bar,
     say,
 )
+from core.commands.zoo_jobs import (
+    Job,
+    JobCallbacks,
+    default_workers,
+    run_side_by_side,
+    train_command,
+    worker_threads,
+)
 from core.engine import tiers
 from core.engine.files import atomic_write, strict_json
 from core.engine.inference import METHODS
@@ -62,6 +76,7 @@ from core.engine.inference.base import ProgressRecord
 from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, said here)
     FACE_PRIOR_STD,
     FACES,
+    FEATURES_SECONDS,
     FEATURES_TIER,
     NETWORK,
     NETWORK_PRIOR_STD,
@@ -219,6 +234,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="use only the first N images of every set (a quick check)")
     parser.add_argument("--evaluate-only", action="store_true", help="train nothing: measure the files in DIR")
     parser.add_argument("--cluster", metavar="ADDRESS", help=f"train's --cluster: {CLUSTER_HELP}")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="train N methods at a time, each in a process of its own with its share of the cores "
+                             "(default: 2 for the features tier on a machine of two cores or more, else 1)")
     parser.add_argument("--chains", metavar="LIST",
                         help="run only these chains (numbered from 0, e.g. 0,1) of the samplers named by "
                         "--methods, into DIR/parts; once every chain has run, the parts are joined and measured")
@@ -300,26 +318,54 @@ def _kept(path: Path, argv: list[str], listing: str | None = None) -> bool:
 
 def _train(argv: list[str]) -> int:
     """``bayescope-cli train`` with ``argv`` (its name first), in this process."""
-    from core.commands import train
-
-    parser = argparse.ArgumentParser(prog="bayescope-cli train")
-    train.add_arguments(parser)
-    return train.run(parser.parse_args(argv[1:]))
+    return train_command(argv)
 
 
 def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
     """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure.
     The methods share what they would each compute alike: the samplers' mode and curvature
-    (:mod:`~core.engine.inference.build_cache`)."""
+    (:mod:`~core.engine.inference.build_cache`). With ``--jobs`` above 1 (the features tier's default
+    on a machine of two cores or more) they train side by side (:mod:`core.commands.zoo_jobs`)."""
     from core.engine.inference.build_cache import shared_within_build
 
+    workers = jobs_for(tier, methods, args)
+    if workers > 1:
+        return _build_side_by_side(tier, methods, folder, args, workers)
     with shared_within_build():
         return _build_methods(tier, methods, folder, args)
 
 
-def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
+def jobs_for(tier: Tier, methods: list[str], args: argparse.Namespace) -> int:
+    """How many methods ``args`` trains at a time: ``--jobs``, or by default
+    :func:`~core.commands.zoo_jobs.default_workers` for the features tier built from the command
+    line, one for the other tiers (their bundled files were made one at a time) and in the window
+    (whose estimate and progress follow one method at a time)."""
+    from core.engine.runner import observing
+
+    given = getattr(args, "jobs", None)
+    if given is not None:
+        if given < 1:
+            raise ValueError(f"--jobs must be at least 1, got {given}")
+        if given > 1 and (getattr(args, "chains", None) or getattr(args, "cluster", None)):
+            raise ValueError("--jobs trains methods side by side on this machine; leave out --cluster and --chains")
+        return min(given, max(1, len(methods)))
+    if not tier.own or observing() or getattr(args, "chains", None):
+        return 1
+    return default_workers(len(methods))
+
+
+def _record_zoo(tier: Tier, path: Path, argv: list[str], listing: str | None) -> None:
+    """Write into ``path``'s file, just made by ``train argv``, the tier it belongs to and the
+    arguments that made it (what a rebuild compares to keep it)."""
     from core.engine.store import load_posterior, save_posterior
 
+    posterior = load_posterior(path)
+    posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
+                             **({"listing": listing} if listing else {})}
+    save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
+
+
+def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
     for i, method in enumerate(methods, 1):
         path = tier.path(folder, method)
         argv = train_arguments(tier, method, path, args)
@@ -349,11 +395,104 @@ def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.
             say(f"error: {method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
                 "and running the same command again goes on from here", sys.stderr)
             return code
-        posterior = load_posterior(path)
-        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
-                                 **({"listing": listing} if listing else {})}
-        save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
+        _record_zoo(tier, path, argv, listing)
     return 0
+
+
+#: The shared results' folder of a build whose methods train side by side (removed at its end).
+SHARED_FOLDER = ".build-shared"
+
+
+def _build_side_by_side(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace, workers: int) -> int:
+    """:func:`build` with ``workers`` methods at a time, each in a process of its own
+    (:func:`~core.commands.zoo_jobs.run_side_by_side`), the longest first; the lines and the
+    stages as the one-at-a-time build gives them, numbered in the order the methods start."""
+    from tqdm import tqdm
+
+    from core.commands.console import printable
+
+    listing = getattr(args, "listing", None)
+    count = len(methods)
+    numbers: dict[str, int] = {}
+    jobs: list[Job] = []
+    for method in methods:
+        path = tier.path(folder, method)
+        argv = train_arguments(tier, method, path, args)
+        if _kept(path, argv, listing):
+            numbers[method] = len(numbers) + 1
+            report(TierStage("method", method, numbers[method] - 1, count, kept=True))
+            say(f"[{numbers[method]}/{count}] {method}: kept {path.name} (made with the same arguments)")
+            continue
+        jobs.append(Job(method, tuple(argv), cost=schedule_seconds(tier, method)))
+    pending = {j.method for j in jobs}
+    # Laplace and SWAG start from the tier's MAP file: while the MAP is still to train, they wait for it
+    jobs = [replace(j, after=("map",)) if MAP_FILE in tier.methods[j.method] and "map" in pending - {j.method}
+            else j for j in jobs]
+    if not jobs:
+        return 0
+    workers = min(workers, len(jobs))
+    threads = worker_threads(workers)
+    say(f"training {len(jobs)} of the {count} methods {workers} at a time, each in a process of its own "
+        f"({threads} thread{'s' if threads > 1 else ''} each), the longest first")
+    bars: dict[str, Any] = {}
+    began: dict[str, float] = {}
+    finished: list[str] = []
+
+    def line(text: str, error: bool = False) -> None:
+        tqdm.write(printable(text), file=sys.stderr if error else sys.stdout)
+
+    def started(job: Job) -> None:
+        numbers[job.method] = len(numbers) + 1
+        began[job.method] = time.monotonic()
+        report(TierStage("method", job.method, count - len(pending) + len(finished), count))
+        line(f"[{numbers[job.method]}/{count}] {job.method}: bayescope-cli {' '.join(job.argv)}")
+        bars[job.method] = progress_bar(0, job.method)
+
+    def record(job: Job, item: ProgressRecord) -> None:
+        report(item)
+        bar = bars.get(job.method)
+        if bar is not None:
+            bar.set_description(f"{job.method}{': ' + item.phase if item.phase else ''}", refresh=False)
+            bar_callback(bar)(item)
+
+    def said(job: Job, text: str, error: bool) -> None:
+        line(f"  {job.method}: {text}", error)
+
+    def ended(job: Job, code: int, words: str, cpu: float) -> None:
+        bar = bars.pop(job.method, None)
+        if bar is not None:
+            bar.close()
+        if code == 0:
+            _record_zoo(tier, tier.path(folder, job.method), list(job.argv), listing)
+            finished.append(job.method)
+            line(f"[{numbers[job.method]}/{count}] {job.method}: done in "
+                 f"{(time.monotonic() - began[job.method]) / 60:.1f} min ({cpu / 60:.1f} min of CPU)")
+            return
+        if words:
+            line(f"error: {words}", True)
+        report(TierStage("failed", job.method, count - len(pending) + len(finished), count, words=words))
+        line(f"error: {job.method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
+             "and running the same command again goes on from here" + (
+                 f" (the methods still training, {', '.join(bars)}, finish first)" if bars else ""), True)
+
+    try:
+        return run_side_by_side(jobs, workers, threads, folder / SHARED_FOLDER,
+                                JobCallbacks(started, record, said, ended))
+    except KeyboardInterrupt:
+        running = ", ".join(bars)
+        say(f"cancelled{' during ' + running if running else ''}: the files made so far are kept in {folder}, "
+            "and running the same command again goes on from there", sys.stderr)
+        raise
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def schedule_seconds(tier: Tier, method: str) -> float:
+    """What ``method`` is expected to take in ``tier``, for the order of a side-by-side build: the
+    features tier's measured seconds (:data:`~core.engine.inference.recipes.FEATURES_SECONDS`), 0
+    for a method or tier not measured (those keep the tier's order, after the measured ones)."""
+    return float(FEATURES_SECONDS.get(method, 0.0)) if tier.name == FEATURES_TIER else 0.0
 
 
 def _part_arguments(argv: list[str], chains: str, out: Path) -> list[str]:

@@ -174,3 +174,38 @@ def test_a_network_too_large_for_a_dense_metric_is_refused_in_words():
     data = Dataset(torch.rand(4, 1, 28, 28), torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="use metric=diagonal"):
         curvature.curvature_metric(arch, params, data, 1.0)
+
+
+def test_the_carried_velocity_is_the_metrics_product_and_a_step_reads_the_matrix_once(monkeypatch):
+    """The trajectory carries v = M⁻¹r and M⁻¹∇log p by linearity instead of multiplying again:
+    at its end both equal the products computed afresh (to float32's rounding), and a transition
+    of L steps reads the dense matrix L + 1 times plus one triangular half (the momentum's
+    velocity), where it used to read it L + 3 times."""
+    cov = torch.linalg.inv(_spd(12, 2, 100.0)).numpy()
+    target = GaussianTarget(cov)
+    dense = curvature.DenseMetric(torch.tensor(np.linalg.inv(cov)), {"theta": torch.Size([12])})
+    g = torch.Generator().manual_seed(5)
+    theta = {"theta": torch.randn(4, 12, generator=g)}
+    momentum, velocity = dense.momentum_and_velocity({"theta": torch.randn(4, 12, generator=g)})
+    torch.testing.assert_close(velocity["theta"], dense.velocity(momentum)["theta"], rtol=1e-4, atol=1e-5)
+    _, grad = target.log_prob_and_grad(theta, None)
+    eps = torch.tensor([0.2, 0.1, 0.15, 0.2])
+    _, r, v, _, g_end, u_end = hmc.trajectory(theta, momentum, velocity, grad, dense.velocity(grad), eps, dense,
+                                              torch.tensor([3, 6, 4, 6]), target, None)
+    torch.testing.assert_close(v["theta"], dense.velocity(r)["theta"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(u_end["theta"], dense.velocity(g_end)["theta"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(hmc._kinetic(r, v), dense.kinetic(r), rtol=1e-5, atol=1e-4)
+    reads = []
+
+    def counted(name):
+        product = getattr(curvature.DenseMetric, name)
+        return lambda self, *a, **k: reads.append(name) or product(self, *a, **k)
+
+    for name in ("_rows", "_solve"):
+        monkeypatch.setattr(curvature.DenseMetric, name, counted(name))
+    config = hmc.HmcConfig(num_chains=4, num_leapfrog=5, step_size=0.1, metric="curvature")
+    state = hmc.init(theta, config=config, target=target, metric=dense)
+    state, _ = hmc.step(state, None, g, config=config, target=target)  # the first also finds M⁻¹∇log p
+    reads.clear()
+    hmc.step(state, None, g, config=config, target=target)
+    assert sorted(reads) == sorted(["_rows"] * (5 + 1) + ["_solve"])

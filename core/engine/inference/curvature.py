@@ -100,6 +100,11 @@ class DenseMetric:
         r = self.flatten(momentum)
         return 0.5 * (r * self._rows(r, self.inverse)).sum(1)
 
+    def momentum_and_velocity(self, z: Params) -> tuple[Params, Params]:
+        """(r, M⁻¹r) of the momentum r = Lz drawn from z ~ N(0, I): M⁻¹r = L⁻ᵀz, a triangular solve
+        that reads half the matrix (M⁻¹'s product reads all of it)."""
+        return self.momentum(z), self.spread(z)
+
     def _solve(self, tree: Params, upper: bool) -> Params:
         """L⁻ᵀ (``upper``) or L⁻¹ times each chain's ``tree``: one triangular solve with the
         chains' slots as its (P, slots) right-hand side."""

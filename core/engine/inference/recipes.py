@@ -134,6 +134,10 @@ FEATURES_BATCH = 50_000
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
 #: (docs/performance.md, "Building a feature tier", 2026-11-29). Every file keeps 25 draws a chain.
 FEATURES_SG_CHAINS = 8
+#: The features tier's longest methods, in CPU seconds at 8,026 training images × 512 features (one
+#: thread; docs/performance.md, "Building a feature tier"): ``zoo --jobs`` hands the methods out
+#: longest first, and those not named here (each well under a minute) after them.
+FEATURES_SECONDS = {"hmc": 986, "sgld": 478, "dsghmc": 184, "sghmc": 169}
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
 #: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
@@ -173,7 +177,10 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=1600, bur
 #: seed 0: R̂ 1.0044 (bulk and
 #: tail; shuffled 1.0078), bulk / tail ESS 1,974 / 1,934 of 8 × 401, 230 s of CPU and 136 s for the
 #: probe pass (its masks) at load 8–12; seed 1: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
-FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=235, burn_in=12, chains=FEATURES_SG_CHAINS),
+#: **Now 12 + 167 epochs (1,611 steps, 8 × 300)**, for the tier's 15 minutes: R̂ 1.0064 (bulk and
+#: tail; shuffled 1.0081), bulk / tail ESS 1,510 / 1,436, 143 s of CPU and 41 s for the probe pass at
+#: load 6–10 (seed 0 only; its first half, 8 × 150, 1.0134).
+FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
 #: HMC with the dense curvature metric at the mode, as the face tier's, and trajectories long enough
