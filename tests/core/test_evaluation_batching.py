@@ -492,11 +492,11 @@ def test_a_run_takes_no_more_than_its_estimate(name, images, shared_data):
     step's earlier blocks; and the face tier's HMC, whose steps of stored draws now hold 4 MB
     of outputs (102-137 MB measured before, against 106 estimated). Measured in a fresh interpreter, the rise stays within what the
     check lets through (estimate / USABLE_FRACTION), and the estimate is not a blind margin:
-    within 5x the rise, which itself varied 2-4 fold from run to run of the same code
-    (glibc keeps freed blocks' buffers or not; D-SGHMC on the paper tier: 21-113 MB against
-    90 estimated)."""
+    within 8x the rise, which itself varied up to 7 fold from run to run of the same code
+    (glibc keeps freed blocks' buffers or not; D-SGHMC on the paper tier: 15-113 MB against
+    90 estimated, 15 MB seen in CI once its draws were scored from their logits)."""
     from core.engine.memory import USABLE_FRACTION
 
     rise, estimate = _measure_alone(name, images, shared_data)
     assert 0 < rise <= estimate / USABLE_FRACTION, (rise / 2**20, estimate / 2**20)
-    assert estimate <= 5 * rise, (rise / 2**20, estimate / 2**20)
+    assert estimate <= 8 * rise, (rise / 2**20, estimate / 2**20)

@@ -106,11 +106,16 @@ def test_cancelling_stops_the_workers_and_keeps_what_finished(tmp_path, tier_inp
     assert not (out / zoo.SHARED_FOLDER).exists()
     made = {p.name for p in out.glob("features_*.pt")} - {"features_network.pt"}
     assert 1 <= len(made) < 3 and not list(out.glob("*.tmp*"))
+    # finished: a file with the tier's record of the arguments that made it. A worker's file the
+    # stop caught before the build recorded it (a race that CI met) is trained again, not trusted.
+    recorded = {m.removeprefix("features_").removesuffix(".pt") for m in made
+                if "zoo" in load_posterior(out / m).info}
+    assert len(recorded) >= 1
     # going on: what finished is kept, the rest trained
     code, items = drain_all(zoo.observed_build(argv))
     assert code == 0
     kept = {s.method for s in (p.stage for p in items if p.record is None) if s.kind == "method" and s.kept}
-    assert kept == {m.removeprefix("features_").removesuffix(".pt") for m in made}
+    assert kept == recorded
     assert {p.name for p in out.glob("features_*.pt")} >= {"features_map.pt", "features_mfvi.pt", "features_hmc.pt"}
 
 
