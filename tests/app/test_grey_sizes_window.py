@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.main import MainWindow
 from core.commands.main import main
+from tests.app.test_own_images_window import _window, settle
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "models" / "network_lenet5_mc_dropout.pt"
 CLASSES = ("bar", "column")
@@ -42,20 +42,6 @@ def grey_eight(tmp_path_factory) -> tuple[Path, Path]:
     return out, folder
 
 
-def _window(qtbot, paths):
-    window = MainWindow([str(p) for p in paths])
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    return window
-
-
-def settle(qtbot, window):
-    qtbot.waitUntil(lambda: not window.inference.busy and not window._throttle.isActive()
-                    and not window._refine.isActive()
-                    and all(c.prediction is not None or c.failure is not None for c in window.workspace.columns),
-                    timeout=30_000)
-    qtbot.wait(30)
 
 
 def test_the_draw_tab_says_why_and_the_image_tab_judges_a_photo(qtbot, grey_eight, monkeypatch):
