@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings as app_settings
+from app.controllers import drop
 from app.controllers.data import DataController
 from app.controllers.devices import DeviceController
 from app.controllers.export import ExportController
@@ -58,9 +59,11 @@ class MainWindow(FileOpening, QMainWindow):
 
     columns_shown = Signal()
 
-    def __init__(self, posteriors: list[str] | None = None, image: str | None = None,
+    def __init__(self, posteriors: list[str] | None = None, files: list[str | Path] | None = None,
                  defer_columns: bool = False) -> None:
-        """``defer_columns``: build and return the window without loading its posteriors;
+        """``posteriors``: the digit columns instead of last time's; ``files``: images and posterior
+        files opened as a drop of them is (:meth:`open_files`), once the columns are read.
+        ``defer_columns``: build and return the window without loading its posteriors;
         the caller shows it, then calls :meth:`load_columns` (the launcher does, so the window
         appears before the weights are read). Either way a task's columns are read only when
         its tab first opens: the face heads wait for the Face tab."""
@@ -70,6 +73,7 @@ class MainWindow(FileOpening, QMainWindow):
         self.setAcceptDrops(True)
         self.workspace = Workspace(self)
         self.inference = InferenceController(self)
+        self.files_waiting: list[tuple[list[Path], str]] = []  # given before the engine loaded (open_files)
         self.training_dialog = None
         self.data = DataController(self)  # the data folder's test sets, another folder, downloads
         self.exports = ExportController(self, self.workspace)
@@ -169,8 +173,8 @@ class MainWindow(FileOpening, QMainWindow):
         self.workspace.columns_changed.connect(self.session.save_state)
         self.draw_panel.brush.valueChanged.connect(self.session.save_state)
         self.modes.currentChanged.connect(self.session.save_state)
-        if image:
-            self.load_image_file(Path(image))
+        if files:
+            self.open_files(files, drop.COMMAND_LINE)
         if not defer_columns:
             self.load_columns()
         elif self.session.unread.get(self.workspace.task):
@@ -203,6 +207,7 @@ class MainWindow(FileOpening, QMainWindow):
         if self.current_panel() is self.image_panel:
             self.session.read_columns("images")
             self._show_task()
+        self.open_waiting_files()
         # the window, torch and the first posteriors stay until the window closes: a full
         # collection walking them all took 305 ms of a stroke's update (see freeze_long_lived)
         freeze_long_lived()

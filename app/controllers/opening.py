@@ -6,6 +6,7 @@ of the Dataset tab. Several files at once (a drop, the command line) go through
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -127,8 +128,32 @@ class FileOpening:
         event.acceptProposedAction()
         self.open_files([Path(url.toLocalFile()) for url in event.mimeData().urls()])
 
-    def open_files(self, paths: list[Path]) -> drop.DropOutcome:
-        """Posteriors become columns, a picture goes to its tab; refusals are told in one dialog."""
-        outcome = drop.open_dropped(paths, self.add_posterior_or_why, self.load_image_or_why)
+    def open_files(self, paths: Iterable[Path | str], given: str = drop.DROPPED) -> drop.DropOutcome | None:
+        """Posteriors become columns, a picture goes to its tab; refusals are told in one dialog.
+
+        The one way in for files whose kind the window must tell by itself: dropped, or named on
+        the command line (``given``, :data:`~app.controllers.drop.COMMAND_LINE`, says so in the
+        dialog). Before the engine is loaded (the first seconds after the launch) they wait, and
+        open in order once the columns are read (:meth:`open_waiting_files`); None then."""
+        paths = [Path(p) for p in paths]
+        if not paths:
+            return drop.DropOutcome(given=given)
+        if not self.workspace.engine_loaded:
+            self.files_waiting.append((paths, given))
+            waiting = [p for batch, _ in self.files_waiting for p in batch]
+            names = f"“{waiting[0].name}” opens" if len(waiting) == 1 else f"{len(waiting)} files open"
+            self.statusBar().showMessage(f"{names} once the posteriors are loaded…")
+            return None
+        outcome = drop.open_dropped(paths, self.add_posterior_or_why, self.load_image_or_why, given)
         drop.tell(self, outcome)
         return outcome
+
+    def open_waiting_files(self) -> None:
+        """Open the files that came before the engine was loaded (the launcher's, an early drop)."""
+        if not self.files_waiting:
+            return
+        if self.statusBar().currentMessage().endswith("once the posteriors are loaded…"):
+            self.statusBar().clearMessage()  # they open now: the note would no longer be true
+        waiting, self.files_waiting = self.files_waiting, []
+        for paths, given in waiting:
+            self.open_files(paths, given)

@@ -457,6 +457,7 @@ def test_screenshot_of_four_columns_on_an_ambiguous_four(qtbot, window, tmp_path
 
 
 def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
+    """``--posterior`` chooses the columns; a posterior file among the files is added beside them."""
     from PIL import Image
 
     from app.__main__ import build_parser
@@ -464,11 +465,12 @@ def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
     arr = np.zeros((60, 60), np.uint8)
     arr[10:50, 27:33] = 255  # a light "1" on black
     Image.fromarray(arr).save(tmp_path / "one.png")
-    args = build_parser().parse_args([str(tmp_path / "one.png"), "--posterior",
+    args = build_parser().parse_args([str(tmp_path / "one.png"), str(MODELS / "paper_softmax_sgld.pt"), "--posterior",
                                       str(MODELS / "paper_softmax_map.pt"), str(MODELS / "network_lenet5_sghmc.pt")])
-    win = MainWindow(posteriors=args.posterior, image=args.image)
+    win = MainWindow(posteriors=args.posterior, files=args.files)
     qtbot.addWidget(win)
-    assert [Path(k).name for k in win.workspace.column_keys()] == ["paper_softmax_map.pt", "network_lenet5_sghmc.pt"]
+    assert [Path(k).name for k in win.workspace.column_keys()] == [
+        "paper_softmax_map.pt", "network_lenet5_sghmc.pt", "paper_softmax_sgld.pt"]
     assert win.modes.currentWidget() is win.image_panel
     settle(qtbot, win)
     assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)
