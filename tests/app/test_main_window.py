@@ -364,7 +364,7 @@ def test_export_dialog_adds_the_extension_and_reports_failures(qtbot, window, tm
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
     key = window.workspace.column_keys()[0]
-    monkeypatch.setattr("app.main.QFileDialog.getSaveFileName",
+    monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getSaveFileName",
                         lambda *a, **k: (str(tmp_path / "chosen"), "SVG drawing (*.svg)"))
     window.exports.column_plot_dialog(key, "entropy")
     assert (tmp_path / "chosen.svg").is_file() and (tmp_path / "chosen.csv").is_file()
