@@ -49,7 +49,6 @@ DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, conf
                "uncertainty in and out of distribution")
 
 
-
 class MainWindow(FileOpening, QMainWindow):
     """Signals
     -------

@@ -1,7 +1,8 @@
 """How files reach the window: a posterior file becomes a column, a picture opens in its tab
 (Image, or Face), whether it comes from an Open dialog, a drop, the command line or a thumbnail
 of the Dataset tab. Several files at once (a drop, the command line) go through
-:mod:`app.controllers.drop`, which says in one dialog which were refused and why."""
+:mod:`app.controllers.drop`, which says in one dialog which were refused and why; those that
+come before the engine is loaded (the launcher's, a drop in the first seconds) wait for it."""
 
 from __future__ import annotations
 
