@@ -1,4 +1,4 @@
-"""Launch the bayescope GUI: ``bayescope [IMAGE] [--posterior A B ...] [--self-test]``."""
+"""Launch the bayescope GUI: ``bayescope [FILE ...] [--posterior A B ...] [--self-test]``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from pathlib import Path
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bayescope", description="Explore the predictive uncertainty of image classifiers.")
-    parser.add_argument("image", nargs="?", help="an image of a digit to open (PNG, JPEG ...)")
-    parser.add_argument("--posterior", nargs="+", metavar="FILE", help="posterior files to show side by side")
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="files to open as if dropped on the window: a posterior file (.pt) becomes a column, "
+                             "an image (PNG, JPEG, ...) opens in the Image tab, or in the Face tab if that is open")
+    parser.add_argument("--posterior", nargs="+", metavar="FILE",
+                        help="posterior files to show side by side instead of last time's (or the default) columns")
     parser.add_argument("--self-test", action="store_true",
                         help="check the bundled posteriors and the window, print one line per check, and exit")
     return parser
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(_app_icon())
     # The engine (torch) and the plots take a second or two to import: say so at once.
     splash = _starting_splash()
+    from app.controllers.drop import COMMAND_LINE
     from app.main import MainWindow
     from app.workers import (
         PythonThreadCall,
@@ -85,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     engine.finished.connect(worker_classes)  # superqt, before the first prediction asks for a worker
     engine.finished.connect(window.load_columns)
     engine.start()
-    if args.image:  # once the window is up: a file that cannot be read is explained over it
-        window.load_image_file(Path(args.image))
+    # Opened as a drop of them is, once the columns are read: a file that cannot be used is
+    # explained over the window, one dialog for all of them.
+    window.open_files(args.files, COMMAND_LINE)
     return app.exec()
 
 

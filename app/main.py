@@ -11,7 +11,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
-    QFileDialog,
     QMainWindow,
     QMessageBox,
     QSplitter,
@@ -28,6 +27,7 @@ from app.controllers.export import ExportController
 from app.controllers.inference import InferenceController
 from app.controllers.judging import PREVIEW_SAMPLES, PREVIEW_THREADS, JudgingController  # noqa: F401 (named here by benchmarks)
 from app.controllers.menus import build_menus
+from app.controllers.opening import FileOpening
 from app.controllers.session import LOADING_NOTE, WindowSession
 from app.controllers.sweep import SweepController
 from app.help import ABOUT_TITLE, about_text
@@ -38,8 +38,7 @@ from app.views.input_side import InputSide
 from app.views.modes import ModePanel
 from app.views.sweep import SweepView
 from app.workers import freeze_long_lived
-from app.workspace import Workspace, images_words, task_of
-from core.engine.model_inputs import photo_words
+from app.workspace import Workspace, images_words
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +49,7 @@ DATASET_TIP = ("Every posterior on a whole test set: accuracy, calibration, conf
                "uncertainty in and out of distribution")
 
 
-def readable(exc: BaseException, path: Path) -> str:
-    """An engine error as a dialog sentence: the file is named, its folder left out."""
-    text = str(exc) or "it could not be read"
-    for form in (str(path.expanduser().resolve()), str(path)):
-        text = text.replace(form, f"“{path.name}”")
-    return text
-
-
-class MainWindow(QMainWindow):
+class MainWindow(FileOpening, QMainWindow):
     """Signals
     -------
     columns_shown
@@ -67,9 +58,11 @@ class MainWindow(QMainWindow):
 
     columns_shown = Signal()
 
-    def __init__(self, posteriors: list[str] | None = None, image: str | None = None,
+    def __init__(self, posteriors: list[str] | None = None, files: list[str | Path] | None = None,
                  defer_columns: bool = False) -> None:
-        """``defer_columns``: build and return the window without loading its posteriors;
+        """``posteriors``: the digit columns instead of last time's; ``files``: images and posterior
+        files opened as a drop of them is (:meth:`open_files`), once the columns are read.
+        ``defer_columns``: build and return the window without loading its posteriors;
         the caller shows it, then calls :meth:`load_columns` (the launcher does, so the window
         appears before the weights are read). Either way a task's columns are read only when
         its tab first opens: the face heads wait for the Face tab."""
@@ -79,6 +72,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.workspace = Workspace(self)
         self.inference = InferenceController(self)
+        self.files_waiting: list[tuple[list[Path], str]] = []  # given before the engine loaded (open_files)
         self.training_dialog = None
         self.data = DataController(self)  # the data folder's test sets, another folder, downloads
         self.exports = ExportController(self, self.workspace)
@@ -178,8 +172,8 @@ class MainWindow(QMainWindow):
         self.workspace.columns_changed.connect(self.session.save_state)
         self.draw_panel.brush.valueChanged.connect(self.session.save_state)
         self.modes.currentChanged.connect(self.session.save_state)
-        if image:
-            self.load_image_file(Path(image))
+        if files:
+            self.open_files(files, drop.COMMAND_LINE)
         if not defer_columns:
             self.load_columns()
         elif self.session.unread.get(self.workspace.task):
@@ -212,6 +206,7 @@ class MainWindow(QMainWindow):
         if self.current_panel() is self.image_panel:
             self.session.read_columns("images")
             self._show_task()
+        self.open_waiting_files()
         # the window, torch and the first posteriors stay until the window closes: a full
         # collection walking them all took 305 ms of a stroke's update (see freeze_long_lived)
         freeze_long_lived()
@@ -221,29 +216,6 @@ class MainWindow(QMainWindow):
         self.session.save()
 
     # ---------------------------------------------------------------- columns
-    def add_posterior(self, path: Path, quiet: bool = False) -> bool:
-        """Add a column for a posterior file; say why not in a dialog (or stay quiet at start-up)."""
-        why = self.add_posterior_or_why(path, quiet)
-        if why is not None and not quiet:
-            QMessageBox.warning(self, "Cannot use this posterior", why)
-        return why is None
-
-    def add_posterior_or_why(self, path: Path, quiet: bool = False) -> str | None:
-        """Add a column for a posterior file: None when added, else why not in a sentence."""
-        try:
-            column = self.workspace.add_posterior(path)
-        except Exception as exc:  # noqa: BLE001 — every failure becomes a sentence, never a crash
-            log.warning("could not add %s: %s", path, exc)
-            return readable(exc, Path(path))
-        if task_of(column.posterior) == "images" and not self.session.loading:
-            if self.current_panel() is not self.image_panel and not quiet:
-                self.modes.setCurrentWidget(self.image_panel)  # the one tab that judges it
-                self.statusBar().showMessage(
-                    f"“{column.title(self.workspace.num_samples)}” reads {photo_words(column.posterior.arch)}: "
-                    "open a photo here to see its belief.", 15_000)
-            self._show_task()
-        return None
-
     def _task_of_panel(self, panel: ModePanel) -> str:
         """The columns a tab shows: face heads on Face; on Image, the posteriors of one's own
         images whenever there are any, else the digit posteriors (as on Draw and Rotate)."""
@@ -313,13 +285,6 @@ class MainWindow(QMainWindow):
     def clear_drawing(self) -> None:
         self.canvas.clear()
         self._on_canvas_stroke_finished()
-
-    def open_posterior_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open posterior", app_settings.last_folder("posterior"),
-                                              "bayescope posterior (*.pt)")
-        if path:
-            app_settings.remember_folder("posterior", path)
-            self.add_posterior(Path(path))
 
     def show_training_dialog(self) -> None:
         from app.views.training import RunIndicator, TrainingDialog
@@ -482,78 +447,6 @@ class MainWindow(QMainWindow):
         self.columns_scroll.show_headers(self.workspace)
         self.session.save_state()
         self.judging.request_predictions()
-
-    def open_image_dialog(self) -> None:
-        """A photo with a face in the Face tab, else an image of a digit."""
-        if self.current_panel() is self.face_panel:
-            title, formats = "Open a photo with a face", "Photos (*.jpg *.jpeg *.png *.webp *.bmp *.tif *.tiff)"
-        else:
-            what = "a photo" if self._task_of_panel(self.image_panel) == "images" else "an image of a digit"
-            title, formats = f"Open {what}", "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
-        path, _ = QFileDialog.getOpenFileName(self, title, app_settings.last_folder("image"), formats)
-        if path:
-            app_settings.remember_folder("image", path)
-            self.load_image_file(Path(path))
-
-    def load_image_file(self, path: Path) -> bool:
-        """Open an image: a photo in the Face tab, else one in the Image tab (a photo for the
-        posteriors of one's own images when there are any, else a digit); a dialog says why not."""
-        why = self.load_image_or_why(path)
-        if why is not None:
-            QMessageBox.warning(self, "Cannot use this image", why)
-        return why is None
-
-    def load_image_or_why(self, path: Path) -> str | None:
-        """:meth:`load_image_file` without the dialog: None when shown, else why not in a sentence."""
-        panel = self.face_panel if self.current_panel() is self.face_panel else self.image_panel
-        if panel is self.image_panel:  # a photo for one's own images, or a digit: which columns judge it
-            self.session.read_columns("images")
-            self.image_panel.set_judges_photos(self._task_of_panel(self.image_panel) == "images")
-        try:
-            panel.load(path)
-        except Exception as exc:  # noqa: BLE001 — bad files get a sentence, never a crash
-            log.warning("could not load image %s: %s", path, exc)
-            return readable(exc, Path(path))
-        self.modes.setCurrentWidget(panel)
-        return None
-
-    def show_image_array(self, image: np.ndarray, label: str) -> None:
-        """Judge a ready 28×28 image in every column (shown in the Image tab)."""
-        self.image_panel.set_array(image, label)
-        self.modes.setCurrentWidget(self.image_panel)
-        self.views.setCurrentIndex(0)
-
-    def show_photo_array(self, image: np.ndarray, label: str) -> None:
-        """Judge one of a person's images (a thumbnail of the Dataset tab, as the models read it)
-        in the Image tab, with the columns of their images."""
-        from core.engine.data.images import photo_from_array
-
-        self.session.read_columns("images")
-        self.image_panel.set_judges_photos(True)
-        self.image_panel.set_photo(photo_from_array(image, label), label)
-        self.modes.setCurrentWidget(self.image_panel)
-        self.views.setCurrentIndex(0)
-
-    def show_face_photo(self, image: np.ndarray, name: str) -> None:
-        """Judge a face photo (a thumbnail of the Dataset tab) in the Face tab."""
-        self.modes.setCurrentWidget(self.face_panel)
-        self.face_panel.set_photo(image, name)
-        self.views.setCurrentIndex(0)
-
-    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        """Open every file dropped; one dialog at most says which were refused and why."""
-        event.acceptProposedAction()
-        self.open_files([Path(url.toLocalFile()) for url in event.mimeData().urls()])
-
-    def open_files(self, paths: list[Path]) -> drop.DropOutcome:
-        """Posteriors become columns, a picture goes to its tab; refusals are told in one dialog."""
-        outcome = drop.open_dropped(paths, self.add_posterior_or_why, self.load_image_or_why)
-        drop.tell(self, outcome)
-        return outcome
 
     def run_sweep(self) -> None:
         """Show the Rotate tab and sweep its image (as its button does)."""

@@ -120,3 +120,36 @@ def pretend_cuda(monkeypatch, count: int) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Test GPU")
+
+
+def grey_shapes(root: Path, classes: tuple[str, ...] = ("bar", "column", "square"), per_class: int = 12,
+                seed: int = 0) -> Path:
+    """A folder of 16×16 grey images, one class per subfolder, told apart by a bright shape: a
+    bar (rows 6-9), a column (columns 6-9) or a square (the middle 8×8). Each file is distinct
+    (seeded noise), since a test image whose bytes are a training image's is left out of the test side."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name in classes:
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 60, (16, 16))
+            if name == "bar":
+                pixels[6:10, :] += 180
+            elif name == "column":
+                pixels[:, 6:10] += 180
+            else:
+                pixels[4:12, 4:12] += 150
+            Image.fromarray(pixels.astype(np.uint8), "L").save(root / name / f"{i}.png")
+    return root
+
+
+def train_at_eight(folder: Path) -> Path:
+    """A MAP softmax regression that ``bayescope-cli train`` fits on ``folder`` read at 8×8, saved beside it."""
+    from core.commands.main import main
+
+    out = folder.parent / f"{folder.name}-8.pt"
+    assert main(["train", "--dataset", str(folder), "--image-size", "8", "--model", "softmax", "--method", "map",
+                 "--set", "epochs=20", "--seed", "0", "--out", str(out)]) == 0
+    return out

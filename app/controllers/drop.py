@@ -1,6 +1,6 @@
-"""Files dropped on the window: posteriors become columns, a picture goes to the Image (or
-Face) tab. However many files come, a person gets at most one dialog: how many opened, and
-one line for each refused file saying why."""
+"""Files dropped on the window or named on the command line: posteriors become columns, a
+picture goes to the Image (or Face) tab. However many files come, a person gets at most one
+dialog: how many opened, and one line for each refused file saying why."""
 
 from __future__ import annotations
 
@@ -18,14 +18,18 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 LINES_SHOWN = 10
 #: The dialog's title for one refused file, by what it was taken for (as each had its own dialog).
 SINGLE_TITLES = {"posterior": "Cannot use this posterior", "image": "Cannot use this image", "other": "Cannot open this file"}
+#: How the files came, in the dialog's words (“Opened 2 of the 3 files …”).
+DROPPED, COMMAND_LINE = "dropped", "named on the command line"
 
 
 @dataclass
 class DropOutcome:
-    """What became of a drop: the names opened, and (name, kind, why) for each refused file."""
+    """What became of a drop: the names opened, (name, kind, why) for each refused file, and how
+    the files came (:data:`DROPPED` or :data:`COMMAND_LINE`)."""
 
     opened: list[str] = field(default_factory=list)
     refused: list[tuple[str, str, str]] = field(default_factory=list)
+    given: str = DROPPED
 
 
 def kind_of(path: Path) -> str:
@@ -35,10 +39,10 @@ def kind_of(path: Path) -> str:
 
 
 def open_dropped(paths: Iterable[Path], add_posterior: Callable[[Path], str | None],
-                 load_image: Callable[[Path], str | None]) -> DropOutcome:
+                 load_image: Callable[[Path], str | None], given: str = DROPPED) -> DropOutcome:
     """Open every file; ``add_posterior`` and ``load_image`` return None when they took the
     file, else why not in a sentence. No dialog is shown here."""
-    outcome = DropOutcome()
+    outcome = DropOutcome(given=given)
     for path in paths:
         kind = kind_of(path)
         if kind == "other":
@@ -73,8 +77,8 @@ def summary(outcome: DropOutcome) -> tuple[str, str, str] | None:
         name, kind, why = outcome.refused[0]
         return SINGLE_TITLES[kind], why, ""
     lines = [refusal_line(name, why) for name, _, why in outcome.refused]
-    opened = (f"Opened {len(outcome.opened)} of the {total} files dropped"
-              if outcome.opened else f"None of the {total} files dropped could be opened")
+    opened = (f"Opened {len(outcome.opened)} of the {total} files {outcome.given}"
+              if outcome.opened else f"None of the {total} files {outcome.given} could be opened")
     head = (f"{opened}; {'this one was' if len(lines) == 1 else f'these {len(lines)} were'} refused:"
             if outcome.opened else f"{opened}:")
     shown = lines[:LINES_SHOWN]

@@ -35,7 +35,10 @@ METHOD_WORDS: dict[str, tuple[str, str]] = {
     "swag": ("SWAG",
              "a Gaussian fitted to the weights that training visits around its best point"),
     "laplace": ("Laplace",
-                "a Gaussian around the best weights, as wide as the loss is flat there"),
+                "a Gaussian around the best weights, as wide as the loss is flat there: it sees only how the "
+                "loss bends at those weights, so where they get every training image right and sure, the loss "
+                "is flat there, the Gaussian about as wide as the prior, and its draws reach weights that get "
+                "training images wrong, which exact inference (HMC) seldom does"),
 }
 
 

@@ -115,3 +115,48 @@ def test_a_reason_that_starts_with_the_bare_name_names_it_once():
 def test_files_are_sorted_by_suffix():
     assert [drop.kind_of(Path(n)) for n in ("x.PT", "y.jpeg", "z.WebP", "w.txt", "v")] == [
         "posterior", "image", "image", "other", "other"]
+
+
+def test_files_named_on_the_command_line_are_counted_as_such():
+    outcome = drop.DropOutcome(opened=["a.pt"], refused=[("b.txt", "other", "no")], given=drop.COMMAND_LINE)
+    assert drop.summary(outcome)[1].splitlines()[0] == (
+        "Opened 1 of the 2 files named on the command line; this one was refused:")
+    alone = drop.DropOutcome(refused=[("b.txt", "other", "no"), ("c.txt", "other", "no")], given=drop.COMMAND_LINE)
+    assert drop.summary(alone)[1].splitlines()[0] == "None of the 2 files named on the command line could be opened:"
+
+
+def test_a_posterior_file_given_to_the_window_becomes_a_column(qtbot, monkeypatch, shared_data, dialogs):
+    """``MainWindow(files=...)``, what `bayescope model.pt` passes: the file is a column beside
+    the default ones, not an image that cannot be read."""
+    from app.main import MainWindow
+    from app.settings import default_columns
+
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow(files=[str(MODELS / "paper_softmax_laplace.pt")])
+    qtbot.addWidget(win)
+    assert dialogs == []
+    assert [Path(k).name for k in win.workspace.column_keys()] == [
+        *(p.name for p in default_columns()), "paper_softmax_laplace.pt"]
+
+
+def test_files_given_before_the_engine_is_loaded_wait_for_it(qtbot, monkeypatch, shared_data, dialogs):
+    """At launch the window shows before the engine (torch) is loaded; files named then open once
+    it is, after the columns are read, in order, and the status bar says so meanwhile."""
+    from app.main import MainWindow
+
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    win = MainWindow(defer_columns=True)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    records = [c.key for c in win.workspace.columns]
+    assert win.open_files([MODELS / "paper_softmax_laplace.pt", EXAMPLES / "digit-3.png"], drop.COMMAND_LINE) is None
+    assert win.statusBar().currentMessage() == "2 files open once the posteriors are loaded…"
+    assert [c.key for c in win.workspace.columns] == records and win.workspace.image is None
+    win.load_columns()  # what the launcher does once the engine is imported
+    assert [Path(c.key).name for c in win.workspace.columns][-1] == "paper_softmax_laplace.pt"
+    assert all(c.ready for c in win.workspace.columns)
+    assert win.current_panel() is win.image_panel
+    qtbot.waitUntil(lambda: win.workspace.image is not None)  # read at the input's next tick
+    assert win.files_waiting == [] and "once the posteriors are loaded" not in win.statusBar().currentMessage()
+    assert dialogs == []

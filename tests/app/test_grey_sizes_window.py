@@ -8,40 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
-from core.commands.main import main
 from tests.app.test_own_images_window import _window, settle
+from tests.conftest import grey_shapes, train_at_eight
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "models" / "network_lenet5_mc_dropout.pt"
 CLASSES = ("bar", "column")
 
 
-def _shapes(root: Path, per_class: int, seed: int) -> Path:
-    """Grey 16×16 images of a bright bar or column on seeded noise, every file distinct."""
-    rng = np.random.default_rng(seed)
-    for name in CLASSES:
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            pixels = rng.integers(0, 60, (16, 16))
-            if name == "bar":
-                pixels[6:10, :] += 180
-            else:
-                pixels[:, 6:10] += 180
-            Image.fromarray(pixels.astype(np.uint8), "L").save(root / name / f"{i}.png")
-    return root
-
-
 @pytest.fixture(scope="module")
 def grey_eight(tmp_path_factory) -> tuple[Path, Path]:
     """(posterior, folder): a MAP softmax regression that ``bayescope-cli train`` fits at 8×8."""
-    folder = _shapes(tmp_path_factory.mktemp("grey") / "shapes", 12, 0)
-    out = folder.parent / "shapes-8.pt"
-    assert main(["train", "--dataset", str(folder), "--image-size", "8", "--model", "softmax", "--method", "map",
-                 "--set", "epochs=20", "--seed", "0", "--out", str(out)]) == 0
-    return out, folder
-
-
+    folder = grey_shapes(tmp_path_factory.mktemp("grey") / "shapes", CLASSES)
+    return train_at_eight(folder), folder
 
 
 def test_the_draw_tab_says_why_and_the_image_tab_judges_a_photo(qtbot, grey_eight, monkeypatch):
@@ -78,8 +57,8 @@ def test_the_draw_tab_says_why_and_the_image_tab_judges_a_photo(qtbot, grey_eigh
 def test_the_dataset_tab_judges_it_on_its_folder(qtbot, grey_eight, tmp_path):
     path, _ = grey_eight
     test = tmp_path / "unseen shapes"  # train/ and test/ given: its test/ part is judged, all 10 images
-    _shapes(test / "train", 2, 7)
-    _shapes(test / "test", 5, 8)
+    grey_shapes(test / "train", CLASSES, 2, 7)
+    grey_shapes(test / "test", CLASSES, 5, 8)
     window = _window(qtbot, [path])
     window.modes.setCurrentWidget(window.image_panel)
     window.views.setCurrentIndex(2)

@@ -364,7 +364,7 @@ def test_export_dialog_adds_the_extension_and_reports_failures(qtbot, window, tm
     drag(qtbot, window.canvas, seven(window.canvas))
     settle(qtbot, window)
     key = window.workspace.column_keys()[0]
-    monkeypatch.setattr("app.main.QFileDialog.getSaveFileName",
+    monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getSaveFileName",
                         lambda *a, **k: (str(tmp_path / "chosen"), "SVG drawing (*.svg)"))
     window.exports.column_plot_dialog(key, "entropy")
     assert (tmp_path / "chosen.svg").is_file() and (tmp_path / "chosen.csv").is_file()
@@ -457,6 +457,7 @@ def test_screenshot_of_four_columns_on_an_ambiguous_four(qtbot, window, tmp_path
 
 
 def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
+    """``--posterior`` chooses the columns; a posterior file among the files is added beside them."""
     from PIL import Image
 
     from app.__main__ import build_parser
@@ -464,11 +465,12 @@ def test_command_line_opens_the_given_posteriors_and_image(qtbot, tmp_path):
     arr = np.zeros((60, 60), np.uint8)
     arr[10:50, 27:33] = 255  # a light "1" on black
     Image.fromarray(arr).save(tmp_path / "one.png")
-    args = build_parser().parse_args([str(tmp_path / "one.png"), "--posterior",
+    args = build_parser().parse_args([str(tmp_path / "one.png"), str(MODELS / "paper_softmax_sgld.pt"), "--posterior",
                                       str(MODELS / "paper_softmax_map.pt"), str(MODELS / "network_lenet5_sghmc.pt")])
-    win = MainWindow(posteriors=args.posterior, image=args.image)
+    win = MainWindow(posteriors=args.posterior, files=args.files)
     qtbot.addWidget(win)
-    assert [Path(k).name for k in win.workspace.column_keys()] == ["paper_softmax_map.pt", "network_lenet5_sghmc.pt"]
+    assert [Path(k).name for k in win.workspace.column_keys()] == [
+        "paper_softmax_map.pt", "network_lenet5_sghmc.pt", "paper_softmax_sgld.pt"]
     assert win.modes.currentWidget() is win.image_panel
     settle(qtbot, win)
     assert all(c.prediction.summary.predicted_class == 1 for c in win.workspace.columns)

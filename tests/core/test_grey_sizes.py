@@ -19,36 +19,16 @@ from core.engine.model_inputs import IMAGE_SIZE, reads_digits, reads_photos, why
 from core.engine.models import ArchSpec, build_model
 from core.engine.store import load_posterior, save_posterior
 from core.engine.store_records import read_records
+from tests.conftest import grey_shapes, train_at_eight
 
 CLASSES = ("bar", "column", "square")
-
-
-def _grey_folder(root: Path, per_class: int = 12) -> Path:
-    """Three classes of 16×16 grey images told apart by a bright shape, each file distinct (seeded
-    noise), since a test image whose bytes are a training image's is left out of the test side."""
-    rng = np.random.default_rng(0)
-    for name in CLASSES:
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            pixels = rng.integers(0, 60, (16, 16))
-            if name == "bar":
-                pixels[6:10, :] += 180
-            elif name == "column":
-                pixels[:, 6:10] += 180
-            else:
-                pixels[4:12, 4:12] += 150
-            Image.fromarray(pixels.astype(np.uint8), "L").save(root / name / f"{i}.png")
-    return root
 
 
 @pytest.fixture(scope="module")
 def grey_eight(tmp_path_factory) -> tuple[Path, Path]:
     """(folder, posterior): a MAP softmax regression trained by the CLI on grey images read at 8×8."""
-    folder = _grey_folder(tmp_path_factory.mktemp("grey") / "shapes")
-    out = folder.parent / "shapes-8.pt"
-    assert main(["train", "--dataset", str(folder), "--image-size", "8", "--model", "softmax", "--method", "map",
-                 "--set", "epochs=20", "--seed", "0", "--out", str(out)]) == 0
-    return folder, out
+    folder = grey_shapes(tmp_path_factory.mktemp("grey") / "shapes", CLASSES)
+    return folder, train_at_eight(folder)
 
 
 def test_train_info_evaluate_predict_round_trip_at_eight_pixels(grey_eight, tmp_path, capsys):
