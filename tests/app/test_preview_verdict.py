@@ -12,7 +12,8 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app.views.column import ColumnView, RichLines, pending_note
+from app.views.column import ColumnView, pending_note
+from app.views.rich_lines import RichLines
 from app.workspace import Column
 from core.analysis.predictive import predict_image
 from core.engine.resources import resources_dir
