@@ -71,9 +71,9 @@ VERDICT_TIP = (
     "The first line says in words what the numbers below add up to: sure (the average "
     "probability p̄ of one class is 0.9 or more), probably, torn between two classes, or unsure; "
     "“unlike anything it was trained on” when the sampled models disagree with one another "
-    "(the epistemic part of the uncertainty). While you draw, the exact inference line and the "
-    "conformal and credible sets are faded: they are those of the last full count, worked out "
-    "again when you stop. Help (F1) explains every term. "
+    "(the epistemic part of the uncertainty). While you draw, the comparison with exact inference "
+    "and the conformal and credible sets wait, faded, for the full count when you stop. Help (F1) "
+    "explains every term. "
 )
 OVERLAP_TIP = (
     "The overlap flag compares the spread of the draws for the two most likely classes "
@@ -119,17 +119,23 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     return (((summary_verdict(summary, class_names).text, "b"),), None)
 
 
-def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: float) -> tuple[list[Paragraph], str]:
-    """The column's conformal set beside its credible set at ``level`` (two paragraphs), and the
-    tooltip saying what the guarantee means; one line saying how to get a calibration when the
-    posterior has none. The calibration is read from beside the posterior file once per column
-    (kept in ``column.extra``), never per stroke."""
-    from core.analysis.conformal import sets_in_words
+def calibration_of(column: Column):
+    """The column's conformal calibration and, when it has none, the line saying how to get one:
+    read from beside the posterior file once per column (kept in ``column.extra``), never per stroke."""
     from core.analysis.conformal_run import column_calibration
 
     if "conformal" not in column.extra:
         column.extra["conformal"] = column_calibration(column.key, column.posterior)
-    calibration, missing = column.extra["conformal"]
+    return column.extra["conformal"]
+
+
+def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: float) -> tuple[list[Paragraph], str]:
+    """The column's conformal set beside its credible set at ``level`` (two paragraphs), and the
+    tooltip saying what the guarantee means; one line saying how to get a calibration when the
+    posterior has none."""
+    from core.analysis.conformal import sets_in_words
+
+    calibration, missing = calibration_of(column)
     if calibration is None:
         return [(((missing, "i"),), None)], ""
     words = sets_in_words(mean, class_names, calibration, level)
@@ -143,10 +149,20 @@ def _array(values):
     return values.numpy() if hasattr(values, "numpy") else values
 
 
-def pending_note(num_samples: int, full: int) -> str:
-    """A preview's note while the verdict's lower lines are the last full count's, faded: never
-    longer than the note it replaces, so the verdict's room (``verdict_room``) still holds it."""
-    return f"a quick look at {num_samples} draws; faded lines wait for all {full}"
+def preview_note(num_samples: int, full: int) -> str:
+    """What a preview says about itself: how many draws it is judged from, and when all come."""
+    return f"a quick look at {num_samples} draws while you draw; all {full} when you stop"
+
+
+def comparison_waits(reference: str) -> Paragraph:
+    """A preview's line in place of the comparison with the tier's reference (``reference``: what
+    it is called), saying that it comes with the full count; never longer than the comparison, so
+    the verdict's room (``verdict_room``) holds it."""
+    return (((f"{reference}: compared when you stop", "i"),), REFERENCE)
+
+
+#: A preview's line in place of the conformal and credible sets (two lines at the full count).
+SETS_WAIT: Paragraph = ((("Conformal and credible sets: found when you stop", "i"),), None)
 
 
 def verdict_room(longest: str) -> Paragraph:
@@ -236,9 +252,6 @@ class ColumnView(QFrame):
         self.verdict.setObjectName("verdict")
         self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         self._verdict_tip: str | None = None  # the tooltip a prediction gave it last
-        # the last full count's reference line and its conformal and credible sets, with the
-        # posterior they are of: a preview shows them faded (see show_column)
-        self._settled: tuple[object, tuple[list[Paragraph], list[Paragraph]]] | None = None
         # the reference's name and the interval's mass in words, with the two files' infos they
         # were worded from (see _reference_words)
         self._words_for: tuple[dict | None, dict, tuple[str, str], str | None] | None = None
@@ -451,18 +464,22 @@ class ColumnView(QFrame):
         else:
             headline.append(((("one draw: no spread to compare", ""),), None))
         quick = full is not None and s.num_samples < full
-        settled = self._settled[1] if self._settled is not None and self._settled[0] is column.posterior else None
-        if quick and settled is not None:
-            # While a stroke moves, only what a person watches change is worked out again: the
-            # plots, the verdict's sentence, the top class's numbers and the overlap flag. The
-            # reference's line and the conformal and credible sets keep the words of the last full
-            # count, faded, until the next one: comparing with the reference, finding the sets and
-            # laying out their new words on every move was a fifth of feeding a column.
-            compared, sets = settled
-            verdict = [*headline, *compared, (((pending_note(s.num_samples, full), "i"),), None), *sets]
-            faded = set(range(len(headline), len(headline) + len(compared)))
-            faded |= set(range(len(verdict) - len(sets), len(verdict)))
-            self.verdict.set_paragraphs(verdict, faded)
+        if quick:
+            # While a stroke moves, only what a person watches change is worked out: the plots, the
+            # verdict's sentence, the top class's numbers and the overlap flag. The comparison with
+            # the reference and the conformal and credible sets say, faded, that they come with the
+            # full count (comparing, finding the sets and laying out their new words on every move
+            # was a fifth of feeding a column). The last full count's words, faded, were shown here
+            # before: "HMC reads 7" under "Probably a 0" read as a contradiction, not as pending.
+            calibration, missing = calibration_of(column)
+            waiting = [] if reference is None else [comparison_waits(who[0])]
+            if calibration is not None:
+                waiting.append(SETS_WAIT)
+            verdict = [*headline, (((preview_note(s.num_samples, full), "i"),), None), *waiting]
+            if calibration is None:  # the same sentence whatever the input: it does not wait
+                verdict.append((((missing, "i"),), None))
+            start = len(headline) + 1
+            self.verdict.set_paragraphs(verdict, range(start, start + len(waiting)))
             return
         compared: list[Paragraph] = []
         if reference is not None:
@@ -472,13 +489,8 @@ class ColumnView(QFrame):
                                (f", p̄ {float(_array(r.mean)[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
                                 + (f"; {mass}" if mass else ""), "")),
                              REFERENCE))
-        verdict = [*headline, *compared]
-        if quick:
-            verdict.append((((f"a quick look at {s.num_samples} draws while you draw; all {full} when you stop", "i"),), None))
         sets, tip = conformal_lines(column, mean, class_names, level)
-        verdict += sets
-        if not quick:  # what a stroke's previews show, faded, until the next full count
-            self._settled = (column.posterior, (compared, sets))
+        verdict = [*headline, *compared, *sets]
         tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
         if self._verdict_tip != tip:  # asking Qt for the tooltip copied it (≈ 1 kB) every update
             self._verdict_tip = tip
@@ -504,7 +516,6 @@ class ColumnView(QFrame):
 
     def show_failure(self, message: str) -> None:
         """Say, in this column only, that its posterior could not judge the input, and why."""
-        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.set_paragraphs([((("Could not judge this input.", "b"), (f" {message}", "")), WARNING)])
@@ -513,7 +524,6 @@ class ColumnView(QFrame):
 
     def clear_column(self, message: str = "") -> None:
         """Empty plots and ``message``; a column whose weights are still being read says so instead."""
-        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.setText(WAITING_NOTE if self._waiting else message)

@@ -35,8 +35,8 @@ class RichLines(QWidget):
     #: returns as the numbers move back and forth).
     KEPT = 24
 
-    #: How strongly a pending paragraph is painted (see ``set_paragraphs``): its words are kept
-    #: from before, faded so that nobody reads them as the current input's.
+    #: How strongly a pending paragraph is painted (see ``set_paragraphs``): a line that waits for
+    #: work still to come is faded, so that it reads as waiting.
     PENDING_OPACITY = 0.4
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -54,7 +54,7 @@ class RichLines(QWidget):
 
     def set_paragraphs(self, paragraphs, pending=()) -> None:
         """Show ``paragraphs``; those whose indices are in ``pending`` are painted faded
-        (:attr:`PENDING_OPACITY`): words kept from before that wait to be worked out again."""
+        (:attr:`PENDING_OPACITY`): lines that wait for work still to come."""
         paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
         pending = frozenset(pending)
         if paragraphs == self._paragraphs and pending == self._pending:
@@ -86,7 +86,7 @@ class RichLines(QWidget):
 
     @property
     def pending(self) -> frozenset[int]:
-        """The indices of the paragraphs painted faded, waiting to be worked out again."""
+        """The indices of the paragraphs painted faded: those that wait for work still to come."""
         return self._pending
 
     def text(self) -> str:
