@@ -47,11 +47,11 @@ PARTS = (
     ("  headers", "app.views.column", "ColumnView", "set_header"),
     ("  reference and its words found", "app.views.columns", "ColumnsPanel", "_reference_of"),
     ("  verdict in words", "app.views.column", None, "plain_verdict"),
-    ("  verdict text laid out", "app.views.column", "RichLines", "set_paragraphs"),
+    ("  verdict text laid out", "app.views.rich_lines", "RichLines", "set_paragraphs"),
     ("  conformal and credible sets", "app.views.column", None, "conformal_lines"),
     ("plots painted (20)", "app.plots.input_plot", "InputPlot", "paintEvent"),
     ("  plots' backdrops (axes, title)", "app.plots.input_plot", "InputPlot", "_backdrop"),
-    ("verdicts painted", "app.views.column", "RichLines", "paintEvent"),
+    ("verdicts painted", "app.views.rich_lines", "RichLines", "paintEvent"),
     ("canvas and preview painted", "app.views.canvas", "DrawingCanvas", "paintEvent"),
     ("canvas and preview painted", "app.views.preview", "PreviewView", "paintEvent"),
 )

@@ -47,7 +47,7 @@ STEPS = (
     ("columns fed", "app.views.columns", "ColumnsPanel", "show_prediction"),
     ("worker's end handled", "app.controllers.inference", "InferenceController", "_on_worker_finished"),
     ("paint: plots", "app.plots.input_plot", "InputPlot", "paintEvent"),
-    ("paint: verdicts", "app.views.column", "RichLines", "paintEvent"),
+    ("paint: verdicts", "app.views.rich_lines", "RichLines", "paintEvent"),
     ("paint: canvas", "app.views.canvas", "DrawingCanvas", "paintEvent"),
     ("paint: what the model sees", "app.views.preview", "PreviewView", "paintEvent"),
 )

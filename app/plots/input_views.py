@@ -146,15 +146,10 @@ class DrawsPlot(InputPlot):
             draw_lines(painter, lines)
         # the interval as whiskers across each row, with their beams: values low→high at row,
         # low→low and high→high at row ∓ 0.125 (one array for the three)
-        edges = self.geometry("whiskers", lambda: c * np.concatenate(
-            [np.arange(k), np.arange(k) - 0.125, np.arange(k) + 0.125]) + d)
+        whiskers = self.geometry("whiskers", lambda: self._whisker_rows(k))  # their y kept; x filled in place
         low, high = a * v["lower"] + b, a * v["upper"] + b
-        whiskers = np.empty((3 * k, 4))
         whiskers[:, 0] = np.concatenate([low, low, high])
         whiskers[:, 2] = np.concatenate([high, low, high])
-        whiskers[:k, 1] = whiskers[:k, 3] = edges[:k]
-        whiskers[k:, 1] = np.tile(edges[k:2 * k], 2)
-        whiskers[k:, 3] = np.tile(edges[2 * k:], 2)
         painter.setPen(MEAN_PEN)
         draw_lines(painter, whiskers)
         top, ratio = int(v["top"]), self.devicePixelRatioF()
@@ -162,6 +157,17 @@ class DrawsPlot(InputPlot):
         marks = (diamond(MEAN, ratio), diamond(BAR_TOP, ratio))
         for row, (x, y) in enumerate(zip((a * v["mean"] + b - DIAMOND[0]).tolist(), tops, strict=True)):
             painter.drawPixmap(QPointF(x, y), marks[row == top])
+
+    def _whisker_rows(self, k: int) -> np.ndarray:
+        """Rows (x0, y, x1, y) of the whiskers (at each class's row) and their beams (at row ∓
+        0.125, the low beams then the high ones), their x to be filled."""
+        c, d = self._affine[2:]
+        edges = c * np.concatenate([np.arange(k), np.arange(k) - 0.125, np.arange(k) + 0.125]) + d
+        rows = np.empty((3 * k, 4))
+        rows[:k, 1] = rows[:k, 3] = edges[:k]
+        rows[k:, 1] = np.tile(edges[k:2 * k], 2)
+        rows[k:, 3] = np.tile(edges[2 * k:], 2)
+        return rows
 
     def _tick_lines(self, rows: np.ndarray, draws: int) -> np.ndarray:
         """Rows (x, top, x, bottom) of ``draws`` ticks per class, their x to be filled: ticks 11
@@ -464,23 +470,27 @@ class VariancePlot(InputPlot):
         aleatoric, epistemic = self.values["aleatoric"], self.values["epistemic"]
         k = len(aleatoric)
         c, d = self._affine[2:]
-        columns = self.geometry("columns", self._bar_columns)
-        # aleatoric from 0, epistemic stacked on it: their edges mapped in one operation
-        base, low, high = c * 0.0 + d, *np.split(c * np.concatenate([aleatoric, aleatoric + epistemic]) + d, 2)
+        # the bars' x and width kept with the layout: both rows of bars, aleatoric then epistemic
+        bars = self.geometry("bars", self._bar_columns)  # y and height filled in place
+        # aleatoric from 0, epistemic stacked on it: their edges mapped in one operation (slices,
+        # not np.split, whose Python wrapper cost more than the arithmetic)
+        edges = c * np.concatenate([aleatoric, aleatoric + epistemic]) + d
+        low, high = np.concatenate([np.full(k, c * 0.0 + d), edges[:k]]), edges
+        bars[:, 1], bars[:, 3] = np.minimum(low, high), np.abs(high - low)
         painter.setPen(Qt.PenStyle.NoPen)
-        for fill, y0, y1 in ((UNCERTAINTY_COLOURS["aleatoric"], base, low), (UNCERTAINTY_COLOURS["epistemic"], low, high)):
-            bars = np.empty((k, 4))
-            bars[:, 0], bars[:, 2] = columns
-            bars[:, 1], bars[:, 3] = np.minimum(y0, y1), np.abs(y1 - y0)
+        for i, fill in enumerate((UNCERTAINTY_COLOURS["aleatoric"], UNCERTAINTY_COLOURS["epistemic"])):
             painter.setBrush(fill)
-            draw_rects(painter, bars)
+            draw_rects(painter, bars[i * k:(i + 1) * k])
 
-    def _bar_columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each class's bar, 0.7 wide: its left edge and width in pixels."""
+    def _bar_columns(self) -> np.ndarray:
+        """Each class's bar, 0.7 wide, twice (aleatoric, then epistemic): rows (x, y, width,
+        height) with the left edge and width in pixels, y and height to be filled."""
         a, b = self._affine[:2]
         at = np.arange(len(self.class_names), dtype=float)
         left, right = a * (at - 0.35) + b, a * (at + 0.35) + b
-        return np.minimum(left, right), np.abs(right - left)
+        bars = np.zeros((2 * len(at), 4))
+        bars[:, 0], bars[:, 2] = np.tile(np.minimum(left, right), 2), np.tile(np.abs(right - left), 2)
+        return bars
 
 
 class CorrelationPlot(InputPlot):

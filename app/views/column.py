@@ -6,13 +6,10 @@ what it holds. It asks for changes through signals (remove, move, export), never
 
 from __future__ import annotations
 
-import functools
 import html
-import math
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QPointF, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QRegion, QTextCharFormat, QTextLayout
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.plots.input_views import INPUT_PLOTS, InputPlot
 from app.plots.style import REFERENCE, WARNING
+from app.views.rich_lines import Paragraph, RichLines
 from app.workspace import Column
 from core.engine import tiers
 from core.engine.naming import (
@@ -73,9 +71,9 @@ VERDICT_TIP = (
     "The first line says in words what the numbers below add up to: sure (the average "
     "probability p̄ of one class is 0.9 or more), probably, torn between two classes, or unsure; "
     "“unlike anything it was trained on” when the sampled models disagree with one another "
-    "(the epistemic part of the uncertainty). While you draw, the exact inference line and the "
-    "conformal and credible sets are faded: they are those of the last full count, worked out "
-    "again when you stop. Help (F1) explains every term. "
+    "(the epistemic part of the uncertainty). While you draw, the comparison with exact inference "
+    "and the conformal and credible sets wait, faded, for the full count when you stop. Help (F1) "
+    "explains every term. "
 )
 OVERLAP_TIP = (
     "The overlap flag compares the spread of the draws for the two most likely classes "
@@ -111,11 +109,6 @@ class LabelHolder(QWidget):
                 child.setGeometry(self.rect())
 
 
-#: A run of text and how it is set: "" plain, "b" bold, "i" italic.
-Run = tuple[str, str]
-#: A paragraph: its runs and its colour (None: the text colour); it wraps at the widget's width.
-Paragraph = tuple[tuple[Run, ...], "str | tuple[int, int, int] | None"]
-
 
 def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     """The column's first line, before any symbol: one sentence of verdict in plain words
@@ -126,17 +119,23 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     return (((summary_verdict(summary, class_names).text, "b"),), None)
 
 
-def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: float) -> tuple[list[Paragraph], str]:
-    """The column's conformal set beside its credible set at ``level`` (two paragraphs), and the
-    tooltip saying what the guarantee means; one line saying how to get a calibration when the
-    posterior has none. The calibration is read from beside the posterior file once per column
-    (kept in ``column.extra``), never per stroke."""
-    from core.analysis.conformal import sets_in_words
+def calibration_of(column: Column):
+    """The column's conformal calibration and, when it has none, the line saying how to get one:
+    read from beside the posterior file once per column (kept in ``column.extra``), never per stroke."""
     from core.analysis.conformal_run import column_calibration
 
     if "conformal" not in column.extra:
         column.extra["conformal"] = column_calibration(column.key, column.posterior)
-    calibration, missing = column.extra["conformal"]
+    return column.extra["conformal"]
+
+
+def conformal_lines(column: Column, mean, class_names: tuple[str, ...], level: float) -> tuple[list[Paragraph], str]:
+    """The column's conformal set beside its credible set at ``level`` (two paragraphs), and the
+    tooltip saying what the guarantee means; one line saying how to get a calibration when the
+    posterior has none."""
+    from core.analysis.conformal import sets_in_words
+
+    calibration, missing = calibration_of(column)
     if calibration is None:
         return [(((missing, "i"),), None)], ""
     words = sets_in_words(mean, class_names, calibration, level)
@@ -150,187 +149,25 @@ def _array(values):
     return values.numpy() if hasattr(values, "numpy") else values
 
 
-def pending_note(num_samples: int, full: int) -> str:
-    """A preview's note while the verdict's lower lines are the last full count's, faded: never
-    longer than the note it replaces, so the verdict's room (``verdict_room``) still holds it."""
-    return f"a quick look at {num_samples} draws; faded lines wait for all {full}"
+def preview_note(num_samples: int, full: int) -> str:
+    """What a preview says about itself: how many draws it is judged from, and when all come."""
+    return f"a quick look at {num_samples} draws while you draw; all {full} when you stop"
+
+
+def comparison_waits(reference: str) -> Paragraph:
+    """A preview's line in place of the comparison with the tier's reference (``reference``: what
+    it is called), saying that it comes with the full count; never longer than the comparison, so
+    the verdict's room (``verdict_room``) holds it."""
+    return (((f"{reference}: compared when you stop", "i"),), REFERENCE)
+
+
+#: A preview's line in place of the conformal and credible sets (two lines at the full count).
+SETS_WAIT: Paragraph = ((("Conformal and credible sets: found when you stop", "i"),), None)
 
 
 def verdict_room(longest: str) -> Paragraph:
     """The room the plain verdict needs: its longest sentence, with the longest class name."""
     return (((f"Leans to “{longest}”, but unlike anything it was trained on", "b"),), None)
-
-
-class RichLines(QWidget):
-    """A few paragraphs of text with bold, italic and coloured runs, wrapped to the width and
-    laid out once per text and width (``QTextLayout``).
-
-    The verdict changes on every prediction of a stroke. As a rich-text ``QLabel`` (HTML parsed
-    into a document, laid out and painted) it took 0.35–0.6 ms a column per update; here 0.31 ms
-    beside the label's 0.54 in the same run. Runs are plain text, never markup: a class named
-    "<b>" reads as written.
-    """
-
-    #: Paragraphs kept laid out, the most recently shown: besides the last text's, those that come
-    #: back (the preview's note while a stroke moves, gone at the full count; a verdict that
-    #: returns as the numbers move back and forth).
-    KEPT = 24
-
-    #: How strongly a pending paragraph is painted (see ``set_paragraphs``): its words are kept
-    #: from before, faded so that nobody reads them as the current input's.
-    PENDING_OPACITY = 0.4
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._paragraphs: tuple[Paragraph, ...] = ()
-        self._pending: frozenset[int] = frozenset()
-        self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float] | None = None  # width, layouts, height
-        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # see KEPT
-        self._font_described: str | None = None
-        sizes = self.sizePolicy()
-        sizes.setHeightForWidth(True)
-        self.setSizePolicy(sizes)
-        # paints its own background: the column's frame behind it is not repainted on each update
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-
-    def set_paragraphs(self, paragraphs, pending=()) -> None:
-        """Show ``paragraphs``; those whose indices are in ``pending`` are painted faded
-        (:attr:`PENDING_OPACITY`): words kept from before that wait to be worked out again."""
-        paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
-        pending = frozenset(pending)
-        if paragraphs == self._paragraphs and pending == self._pending:
-            return
-        before, pending_before = self._laid_out, self._pending
-        self._paragraphs, self._pending, self._laid_out = paragraphs, pending, None
-        if before is None or before[0] != self.width() or not self.isVisible():
-            self.update()
-            return
-        # Only the bands of the paragraphs that changed, moved or came or went from pending are
-        # repainted: a stroke changes the numbers of a line or two, and drawing text costs most of
-        # the verdict's paint.
-        placed, height = self._layouts(self.width())
-        old = {(*band, i in pending_before) for i, band in enumerate(_bands(before[1], before[2]))}
-        new = {(*band, i in pending) for i, band in enumerate(_bands(placed, height))}
-        dirty = QRegion()
-        for _, top, bottom, _ in old ^ new:
-            dirty += QRect(0, math.floor(top), self.width(), math.ceil(bottom) - math.floor(top))
-        if not dirty.isEmpty():
-            self.update(dirty)
-
-    def setText(self, text: str) -> None:  # noqa: N802 (as QLabel's)
-        """One plain paragraph (or none for "")."""
-        self.set_paragraphs([(((text, ""),), None)] if text else [])
-
-    @property
-    def paragraphs(self) -> tuple[Paragraph, ...]:
-        return self._paragraphs
-
-    @property
-    def pending(self) -> frozenset[int]:
-        """The indices of the paragraphs painted faded, waiting to be worked out again."""
-        return self._pending
-
-    def text(self) -> str:
-        """The words shown, a paragraph a line."""
-        return "\n".join("".join(text for text, _ in runs) for runs, _ in self._paragraphs)
-
-    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
-        return True
-
-    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
-        return int(self._layouts(width)[1] + 0.999)
-
-    def _layouts(self, width: int) -> tuple[list[tuple[QTextLayout, float]], float]:
-        """Each paragraph's layout with the height it starts at, and the height of all. A
-        paragraph laid out at this width for the text before is reused: a stroke changes the
-        numbers of a line or two, while the conformal and credible sets and the preview's note
-        stay as they were."""
-        if self._laid_out is not None and self._laid_out[0] == width:
-            return self._laid_out[1], self._laid_out[2]
-        kept, placed, y, font = self._kept, [], 0.0, self._font_key()
-        for paragraph in self._paragraphs:
-            key = (paragraph, width, font)
-            laid = kept.pop(key, None) or self._lay_out(paragraph, width)
-            kept[key] = laid  # the most recently used last
-            placed.append((laid[0], y))
-            y += laid[1]
-        while len(kept) > self.KEPT:
-            kept.pop(next(iter(kept)))
-        self._laid_out = (width, placed, y)
-        return placed, y
-
-    def _font_key(self) -> str:
-        """The font's description, kept until the font changes (``QFont.key`` builds a string on
-        every call, ≈ 30 µs, once per update)."""
-        if self._font_described is None:
-            self._font_described = self.font().key()
-        return self._font_described
-
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.Type.FontChange:  # laid out again in the new font
-            self._font_described, self._laid_out = None, None
-            self.update()
-        super().changeEvent(event)
-
-    def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:
-        """One paragraph wrapped to ``width``, its first line at the top, and its height."""
-        runs, colour = paragraph
-        layout = QTextLayout("".join(text for text, _ in runs), self.font())
-        formats, start = [], 0
-        for text, how in runs:
-            if how or colour is not None:
-                span = QTextLayout.FormatRange()
-                span.start, span.length, span.format = start, len(text), _char_format(how, colour)
-                formats.append(span)
-            start += len(text)
-        if formats:
-            layout.setFormats(formats)
-        # keep the shaped glyphs: without the cache every draw shapes the text again (a 4-line
-        # paragraph drew in 108 µs, 57 µs with it)
-        layout.setCacheEnabled(True)
-        layout.beginLayout()
-        y = 0.0
-        while (line := layout.createLine()).isValid():
-            line.setLineWidth(max(width, 1))
-            line.setPosition(QPointF(0, y))
-            y += line.height()
-        layout.endLayout()
-        return layout, y
-
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        painter = QPainter(self)
-        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
-        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        # the painter is clipped to what needs painting: a paragraph outside it is skipped, also
-        # one between two changed paragraphs (the region, not its bounding rectangle)
-        shown, width = event.region(), self.width()
-        placed, height = self._layouts(width)
-        for i, (layout, top, bottom) in enumerate(_bands(placed, height)):
-            if shown.intersects(QRect(0, math.floor(top), width, max(1, math.ceil(bottom) - math.floor(top)))):
-                # a pending paragraph keeps its layout and is only painted fainter: no new shaping
-                painter.setOpacity(self.PENDING_OPACITY if i in self._pending else 1.0)
-                layout.draw(painter, QPointF(0, top))
-        painter.end()
-
-
-@functools.cache
-def _char_format(how: str, colour: str | tuple[int, int, int] | None) -> QTextCharFormat:
-    """How a run is set ("b" bold, "i" italic, in ``colour``), made once: a stroke lays out a few
-    paragraphs of every column's verdict anew."""
-    char = QTextCharFormat()
-    if "b" in how:
-        char.setFontWeight(QFont.Weight.Bold)
-    if "i" in how:
-        char.setFontItalic(True)
-    if colour is not None:
-        char.setForeground(QColor(colour) if isinstance(colour, str) else QColor(*colour))
-    return char
-
-
-def _bands(placed: list[tuple[QTextLayout, float]], height: float) -> list[tuple[QTextLayout, float, float]]:
-    """Each laid-out paragraph with the heights it starts and ends at."""
-    ends = [y for _, y in placed[1:]] + [height] if placed else []
-    return [(layout, y, end) for (layout, y), end in zip(placed, ends, strict=True)]
 
 
 class ColumnView(QFrame):
@@ -415,9 +252,6 @@ class ColumnView(QFrame):
         self.verdict.setObjectName("verdict")
         self.verdict.setToolTip(VERDICT_TIP + OVERLAP_TIP)
         self._verdict_tip: str | None = None  # the tooltip a prediction gave it last
-        # the last full count's reference line and its conformal and credible sets, with the
-        # posterior they are of: a preview shows them faded (see show_column)
-        self._settled: tuple[object, tuple[list[Paragraph], list[Paragraph]]] | None = None
         # the reference's name and the interval's mass in words, with the two files' infos they
         # were worded from (see _reference_words)
         self._words_for: tuple[dict | None, dict, tuple[str, str], str | None] | None = None
@@ -630,18 +464,22 @@ class ColumnView(QFrame):
         else:
             headline.append(((("one draw: no spread to compare", ""),), None))
         quick = full is not None and s.num_samples < full
-        settled = self._settled[1] if self._settled is not None and self._settled[0] is column.posterior else None
-        if quick and settled is not None:
-            # While a stroke moves, only what a person watches change is worked out again: the
-            # plots, the verdict's sentence, the top class's numbers and the overlap flag. The
-            # reference's line and the conformal and credible sets keep the words of the last full
-            # count, faded, until the next one: comparing with the reference, finding the sets and
-            # laying out their new words on every move was a fifth of feeding a column.
-            compared, sets = settled
-            verdict = [*headline, *compared, (((pending_note(s.num_samples, full), "i"),), None), *sets]
-            faded = set(range(len(headline), len(headline) + len(compared)))
-            faded |= set(range(len(verdict) - len(sets), len(verdict)))
-            self.verdict.set_paragraphs(verdict, faded)
+        if quick:
+            # While a stroke moves, only what a person watches change is worked out: the plots, the
+            # verdict's sentence, the top class's numbers and the overlap flag. The comparison with
+            # the reference and the conformal and credible sets say, faded, that they come with the
+            # full count (comparing, finding the sets and laying out their new words on every move
+            # was a fifth of feeding a column). The last full count's words, faded, were shown here
+            # before: "HMC reads 7" under "Probably a 0" read as a contradiction, not as pending.
+            calibration, missing = calibration_of(column)
+            waiting = [] if reference is None else [comparison_waits(who[0])]
+            if calibration is not None:
+                waiting.append(SETS_WAIT)
+            verdict = [*headline, (((preview_note(s.num_samples, full), "i"),), None), *waiting]
+            if calibration is None:  # the same sentence whatever the input: it does not wait
+                verdict.append((((missing, "i"),), None))
+            start = len(headline) + 1
+            self.verdict.set_paragraphs(verdict, range(start, start + len(waiting)))
             return
         compared: list[Paragraph] = []
         if reference is not None:
@@ -651,13 +489,8 @@ class ColumnView(QFrame):
                                (f", p̄ {float(_array(r.mean)[r.predicted_class]):.2f}; this column differs by {tv:.2f}"
                                 + (f"; {mass}" if mass else ""), "")),
                              REFERENCE))
-        verdict = [*headline, *compared]
-        if quick:
-            verdict.append((((f"a quick look at {s.num_samples} draws while you draw; all {full} when you stop", "i"),), None))
         sets, tip = conformal_lines(column, mean, class_names, level)
-        verdict += sets
-        if not quick:  # what a stroke's previews show, faded, until the next full count
-            self._settled = (column.posterior, (compared, sets))
+        verdict = [*headline, *compared, *sets]
         tip = VERDICT_TIP + OVERLAP_TIP + (f"\n\n{tip}" if tip else "")
         if self._verdict_tip != tip:  # asking Qt for the tooltip copied it (≈ 1 kB) every update
             self._verdict_tip = tip
@@ -683,7 +516,6 @@ class ColumnView(QFrame):
 
     def show_failure(self, message: str) -> None:
         """Say, in this column only, that its posterior could not judge the input, and why."""
-        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.set_paragraphs([((("Could not judge this input.", "b"), (f" {message}", "")), WARNING)])
@@ -692,7 +524,6 @@ class ColumnView(QFrame):
 
     def clear_column(self, message: str = "") -> None:
         """Empty plots and ``message``; a column whose weights are still being read says so instead."""
-        self._settled = None  # nothing of before may come back faded under a later preview
         for plot in self.plots.values():
             plot.clear_view()
         self.verdict.setText(WAITING_NOTE if self._waiting else message)

@@ -180,7 +180,7 @@ def test_an_image_drawn_in_bands_paints_what_one_draw_paints_and_no_band_reaches
 
 
 def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
-    from app.views.column import RichLines
+    from app.views.rich_lines import RichLines
 
     lines = RichLines()
     qtbot.addWidget(lines)
@@ -369,7 +369,7 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     window then shows exactly what painting the whole verdict anew shows."""
     from PySide6.QtWidgets import QApplication
 
-    from app.views.column import RichLines
+    from app.views.rich_lines import RichLines
 
     lines = RichLines()
     qtbot.addWidget(lines)
@@ -407,7 +407,7 @@ def test_a_paragraph_between_two_changed_ones_is_not_drawn_again(qtbot):
     paint gives)."""
     from PySide6.QtWidgets import QApplication
 
-    from app.views.column import RichLines
+    from app.views.rich_lines import RichLines
 
     lines = RichLines()
     qtbot.addWidget(lines)
@@ -445,7 +445,7 @@ def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
     """The preview's note is shown while a stroke moves and gone at the full count: when it comes
     back with the next stroke its layout is the one made before (laying out text is most of the
     verdict's cost per update)."""
-    from app.views.column import RichLines
+    from app.views.rich_lines import RichLines
 
     lines = RichLines()
     qtbot.addWidget(lines)
@@ -522,7 +522,7 @@ def test_the_model_input_from_the_ink_box_is_the_one_from_the_whole_drawing(qtbo
 def test_a_verdict_is_laid_out_again_in_a_new_font(qtbot):
     from PySide6.QtGui import QFont
 
-    from app.views.column import RichLines
+    from app.views.rich_lines import RichLines
 
     lines = RichLines()
     qtbot.addWidget(lines)

@@ -1,8 +1,9 @@
-"""While a stroke moves, a column works out again only what a person watches change (its plots,
-the verdict's sentence, the top class's numbers and the overlap flag); the reference's line and the
-conformal and credible sets keep the last full count's words, faded, and the full count works every
-line out again (issue 49: comparing with the reference, finding the sets and laying out their new
-words on every move was a fifth of feeding a column)."""
+"""While a stroke moves, a column works out only what a person watches change (its plots, the
+verdict's sentence, the top class's numbers and the overlap flag); the comparison with the reference
+and the conformal and credible sets say, faded, that they come when the stroke stops, and the full
+count works every line out (issue 49: comparing with the reference, finding the sets and laying out
+their new words on every move was a fifth of feeding a column). They once kept the last full
+count's words, faded: "HMC reads 7" beside "Probably a 0" read as a contradiction."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app.views.column import ColumnView, RichLines, pending_note
+from app.views.column import SETS_WAIT, ColumnView, comparison_waits, preview_note
+from app.views.rich_lines import RichLines
 from app.workspace import Column
 from core.analysis.predictive import predict_image
 from core.engine.resources import resources_dir
@@ -70,7 +72,7 @@ def _sets_found(monkeypatch) -> list[int]:
     return found
 
 
-def test_a_preview_after_a_full_count_fades_the_lines_it_leaves_and_the_full_count_restores_them(
+def test_a_preview_says_the_comparison_and_the_sets_wait_and_the_full_count_works_them_out(
         qtbot, monkeypatch, posterior, exact):
     view, column = _view(qtbot, posterior, _four_or_nine(), 100)
     view.show()
@@ -83,7 +85,7 @@ def test_a_preview_after_a_full_count_fades_the_lines_it_leaves_and_the_full_cou
 
     show(view, column, _four_or_nine(), 100)  # the last full count, on a 4-or-9, with exact inference's line
     at_rest = view.verdict.paragraphs
-    assert "Exact inference (HMC): reads " in view.verdict.text()
+    assert "Exact inference (HMC): reads " in view.verdict.text() and "Conformal: " in view.verdict.text()
     assert view.verdict.pending == frozenset()
     found = _sets_found(monkeypatch)
 
@@ -94,15 +96,16 @@ def test_a_preview_after_a_full_count_fades_the_lines_it_leaves_and_the_full_cou
     assert found == []  # no set was worked out for the preview
     fresh, fresh_column = _view(qtbot, posterior, _one(), 16)  # a column with nothing before
     show(fresh, fresh_column, _one(), 16)
-    # the sentence, the top class and the overlap flag: this input's
-    assert shown[:3] == fresh.verdict.paragraphs[:3]
+    # the sentence, the top class and the overlap flag: this input's, as a column with nothing before shows them
+    assert shown == fresh.verdict.paragraphs and faded == fresh.verdict.pending
     assert shown[:3] != at_rest[:3]
-    # the reference's line, then the conformal and credible sets: the last full count's words,
-    # faded; the note says so and is not faded
-    assert [shown[i] for i in sorted(faded)] == list(at_rest[3:])
-    assert faded == {3, 5, 6} and len(shown) == 7
-    assert shown[len(shown) - 3][0][0][0] == pending_note(16, 100)
-    found.clear()
+    # then the note (not faded), the comparison and the sets, in words that wait for the full count, faded
+    assert list(shown[3:]) == [(((preview_note(16, 100), "i"),), None),
+                               comparison_waits("Exact inference (HMC)"), SETS_WAIT]
+    assert faded == {4, 5}
+    # nothing of the 4-or-9's comparison or sets is left on screen
+    assert not set(at_rest[3:]) & set(shown)
+    assert "reads" not in "".join(view.verdict.text().splitlines()[3:])
 
     # the stroke ends: every line is this input's, none faded, as a column fed it at once
     column.prediction = predict_image(posterior, _one(), 100)
@@ -112,6 +115,7 @@ def test_a_preview_after_a_full_count_fades_the_lines_it_leaves_and_the_full_cou
     assert view.verdict.pending == frozenset()
     assert view.verdict.paragraphs == fresh.verdict.paragraphs
     assert view.verdict.paragraphs[3:] != at_rest[3:]  # the 1's comparison and sets, not the 4-or-9's
+    assert "Exact inference (HMC): reads " in view.verdict.text() and "Conformal: " in view.verdict.text()
     assert found  # its sets were worked out
     # and the screen holds what a full paint gives (the faded bands repainted in full)
     qtbot.wait(50)
@@ -121,17 +125,28 @@ def test_a_preview_after_a_full_count_fades_the_lines_it_leaves_and_the_full_cou
     assert np.array_equal(_pixels(screen.toImage()), _pixels(lines.grab().toImage()))
 
 
-def test_a_preview_with_no_full_count_before_works_out_every_line(qtbot, monkeypatch, posterior):
+def test_a_preview_without_a_reference_or_a_calibration_says_only_what_waits(qtbot, monkeypatch, posterior):
+    """No reference: no line waits for a comparison. No calibration: the line saying how to get
+    one is the same for every input, so it is shown as it is, not faded."""
     found = _sets_found(monkeypatch)
     view, column = _view(qtbot, posterior, _one(), 16)
     view.show_column(column, DIGITS, 0.9, full=100)
-    assert view.verdict.pending == frozenset()
-    assert found and "Conformal: " in view.verdict.text()
-    assert "a quick look at 16 draws while you draw; all 100 when you stop" in view.verdict.text()
+    assert found == [] and view.verdict.paragraphs[3:] == ((((preview_note(16, 100), "i"),), None), SETS_WAIT)
+    assert view.verdict.pending == {4}
+    uncalibrated, plain = _view(qtbot, posterior, _one(), 16)
+    plain.extra["conformal"] = (None, "No calibration yet: bayescope-cli calibrate makes one.")
+    uncalibrated.show_column(plain, DIGITS, 0.9, full=100)
+    assert uncalibrated.verdict.paragraphs[3:] == (
+        (((preview_note(16, 100), "i"),), None), ((("No calibration yet: bayescope-cli calibrate makes one.", "i"),), None))
+    assert uncalibrated.verdict.pending == frozenset()
+    with_reference, _ = _view(qtbot, posterior, _one(), 16)
+    with_reference.show_column(plain, DIGITS, 0.9, full=100, reference=plain.prediction, reference_info={})
+    assert with_reference.verdict.paragraphs[4] == comparison_waits("HMC (convergence not measured)")
+    assert with_reference.verdict.pending == {4}
 
 
 @pytest.mark.parametrize("how", ["cleared", "failed"])
-def test_nothing_from_before_a_clear_or_a_failure_comes_back_faded(qtbot, posterior, how):
+def test_nothing_from_before_a_clear_or_a_failure_comes_back(qtbot, posterior, how):
     view, column = _view(qtbot, posterior, _four_or_nine(), 100)
     view.show_column(column, DIGITS, 0.9, full=100)
     before = set(view.verdict.paragraphs[3:])
@@ -141,7 +156,7 @@ def test_nothing_from_before_a_clear_or_a_failure_comes_back_faded(qtbot, poster
         view.show_failure("It could not judge this input.")
     column.prediction = predict_image(posterior, _one(), 16)
     view.show_column(column, DIGITS, 0.9, full=100)
-    assert view.verdict.pending == frozenset()
+    assert {view.verdict.paragraphs[i] for i in view.verdict.pending} == {SETS_WAIT}  # only what waits
     assert not before & set(view.verdict.paragraphs)
 
 
@@ -170,22 +185,32 @@ def test_a_faded_paragraph_is_painted_fainter_and_repainted_when_it_is_current_a
     assert np.array_equal(_pixels(screen), plain)
 
 
-def test_the_pending_note_never_needs_more_room_than_the_note_the_room_is_kept_for(qtbot):
-    """The verdict's height is kept for the longest note (``reserve_reference_room``): the note
-    shown while lines are faded must never wrap to more lines, or the plots below would move."""
-    lines = RichLines()
+def test_the_lines_that_wait_never_need_more_room_than_the_verdict_keeps(qtbot):
+    """The verdict's height is kept for its longest lines (``reserve_reference_room``): a preview's
+    lines, those that wait included, must never take more, or the plots below would move."""
+    from app.views.column import verdict_room
+
+    room, lines = RichLines(), RichLines()
+    qtbot.addWidget(room)
     qtbot.addWidget(lines)
+    view = ColumnView("k", DIGITS)
+    qtbot.addWidget(view)
+    view.reserve_reference_room(True)
+    kept = view._verdict_room.paragraphs
+    room.set_paragraphs(kept)
+    preview = [verdict_room("0"), ((("Reads ", ""), ("0", "b"), (": p̄ 0.88 (90%: 0.88–0.88)", "")), None),
+               ((("Uncertain:", "b"), (" 0 and 0 overlap (0.88)", "")), None),
+               (((preview_note(16, 1000), "i"),), None), comparison_waits("HMC (not converged, R̂ 8.88)"), SETS_WAIT]
+    lines.set_paragraphs(preview, {4, 5})
     for width in range(100, 720, 4):
-        lines.set_paragraphs([(((pending_note(16, 1000), "i"),), None)])
-        ours = lines.heightForWidth(width)
-        lines.set_paragraphs([((("a quick look at 16 draws while you draw; all 1000 when you stop", "i"),), None)])
-        assert ours <= lines.heightForWidth(width), width
+        assert lines.heightForWidth(width) <= room.heightForWidth(width), width
 
 
 def test_in_the_window_a_strokes_previews_fade_the_lines_and_its_full_count_restores_them(qtbot, window):
     """The window's own strokes: a 1, then a 7 drawn over it. While the 7's stroke moves, every
-    column shows the 1's exact-inference line and sets faded under the 7's own sentence; once it
-    ends, every line is the 7's, none faded, as each column fed its prediction afresh shows it."""
+    column shows the 7's own sentence and, faded, lines saying that the comparison and the sets
+    come when the stroke stops (none of the 1's words); once it ends, every line is the 7's, none
+    faded, as each column fed its prediction afresh shows it."""
     from PySide6.QtCore import QPoint, Qt
 
     from tests.app.test_main_window import at, drag, settle
@@ -206,7 +231,8 @@ def test_in_the_window_a_strokes_previews_fade_the_lines_and_its_full_count_rest
     qtbot.wait(20)
     for view, before in zip(views, the_one, strict=True):
         shown, faded = view.verdict.paragraphs, view.verdict.pending
-        assert faded and [shown[i] for i in sorted(faded)] == list(before[3:])  # the 1's, faded
+        assert faded and all(shown[i][0][0][0].endswith("when you stop") for i in faded)
+        assert not set(before[3:]) & set(shown)  # nothing of the 1's comparison or sets
         assert shown[:3] != before[:3]  # the 7's sentence, top class and overlap
 
     qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(*at(canvas, 0.4, 0.85)))
@@ -215,8 +241,6 @@ def test_in_the_window_a_strokes_previews_fade_the_lines_and_its_full_count_rest
     after = [view.verdict.paragraphs for view in views]
     assert all(view.verdict.pending == frozenset() for view in views)
     assert all(a[3:] != b[3:] for a, b in zip(after, the_one, strict=True))  # the 7's comparison and sets
-    for view in views:  # as a column with nothing before shows the same predictions
-        view._settled = None
     for key in window.column_views:
         window.columns_scroll.show_prediction(window.workspace, key)
     assert [view.verdict.paragraphs for view in views] == after
