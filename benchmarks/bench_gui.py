@@ -267,7 +267,8 @@ def floor_ms(posterior, samples: int, repeats: int = 20) -> float:
     """A batched forward pass over ``samples`` weight sets or masks, weights precomputed."""
     from torch.func import functional_call, vmap
 
-    from core.engine.inference.base import DropoutPosterior, SampledPosterior
+    from core.engine.inference.base import SampledPosterior
+    from core.engine.inference.mc_dropout import DropoutPosterior
     from core.engine.models import build_model, mc_dropout
 
     x = torch.rand(1, 1, 28, 28)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch.func import functional_call, vmap
 
-from core.engine.inference.base import DropoutPosterior, interactive_generator
+from core.engine.inference.base import interactive_generator
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.models import (
     ArchSpec,
     build_model,
