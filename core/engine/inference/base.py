@@ -25,7 +25,7 @@ Randomness at prediction (one rule for every posterior)
   generator is never used, so nothing else running in the process changes a prediction.
 
 Training masks follow the same rule: dropout layers draw from the fit's own generator
-(:func:`core.engine.models.dropout_generator`), so every fit is reproducible from its seed.
+(:func:`core.engine.models.dropout.dropout_generator`), so every fit is reproducible from its seed.
 """
 
 from __future__ import annotations
@@ -42,15 +42,9 @@ from torch import nn
 
 from core.engine.device import current_device, generator_on, on_device, seeded_generator, to_host
 from core.engine.memory import check_fits
-from core.engine.models import (
-    ArchSpec,
-    build_model,
-    dropout_generator,
-    first_layer_matrix,
-    first_linear_name,
-    image_features,
-    stacked_forward,
-)
+from core.engine.models import ArchSpec, build_model, image_features
+from core.engine.models.dropout import dropout_generator
+from core.engine.models.stacked import first_layer_matrix, first_linear_name, stacked_forward
 
 #: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
 #: (the same offset :class:`~core.engine.inference.variational.VariationalPosterior` uses).
@@ -400,7 +394,7 @@ class SampledPosterior(Posterior):
 
     MAP is the degenerate case of one chain with one draw; SG-MCMC, HMC and deep ensembles
     store many. Prediction evaluates all samples at once with
-    :func:`core.engine.models.stacked_forward` (``chunk_size`` bounds memory), never a Python loop.
+    :func:`core.engine.models.stacked.stacked_forward` (``chunk_size`` bounds memory), never a Python loop.
     """
 
     kind = "sampled"
@@ -478,7 +472,7 @@ class SampledPosterior(Posterior):
 
     def _prepared(self, num_samples: int | None) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """``flat_samples(num_samples)`` and its first linear layer as one matrix
-        (:func:`~core.engine.models.first_layer_matrix`), made once per draw count and kept for
+        (:func:`~core.engine.models.stacked.first_layer_matrix`), made once per draw count and kept for
         the last :data:`PREPARED_KEPT` counts: a stroke on the window predicted from the same
         draws copied every weight twice (the thinned draws, then the stacked matrix; 3 MB a
         column at 100 of HMC's 800 draws) before its one product."""

@@ -37,7 +37,8 @@ from core.engine.inference.base import (
     register_posterior_kind,
     sample_count_setting,
 )
-from core.engine.models import FEATURES, ArchSpec, build_model, mc_dropout, split_before_dropout
+from core.engine.models import FEATURES, ArchSpec, build_model
+from core.engine.models.dropout import mc_dropout, split_before_dropout
 
 
 def weight_decay(drop_rate: float, length_scale: float, tau: float, n: int) -> float:
