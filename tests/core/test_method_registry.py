@@ -70,7 +70,7 @@ def test_every_method_has_every_fact(name):
     assert method.default_drop_rate == 0.0 or method.uses_model_dropout, name
     assert method.tiers and set(method.tiers) <= set(zoo_tiers.TIERS), name
     for key in method.defaults():
-        assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/settings_help.py"
+        assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/setting_words.py or method_setting_words.py"
 
 
 @pytest.mark.parametrize("name", list(METHODS))
