@@ -76,12 +76,8 @@ from core.engine.inference import METHODS
 from core.engine.inference.base import ProgressRecord
 from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, said here)
     FACE_PRIOR_STD,
-    FACES,
-    FEATURES_SECONDS,
     FEATURES_TIER,
-    NETWORK,
     NETWORK_PRIOR_STD,
-    PAPER,
 )
 from core.engine.runner import observed, report
 
