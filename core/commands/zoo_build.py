@@ -300,6 +300,7 @@ def chain_count(argv: list[str] | tuple[str, ...]) -> int:
 
 
 def option_value(argv: list[str], name: str) -> str | None:
+    """The value given to option ``name`` in ``argv`` (None: not given)."""
     return argv[argv.index(name) + 1] if name in argv else None
 
 
