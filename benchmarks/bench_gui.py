@@ -267,8 +267,10 @@ def floor_ms(posterior, samples: int, repeats: int = 20) -> float:
     """A batched forward pass over ``samples`` weight sets or masks, weights precomputed."""
     from torch.func import functional_call, vmap
 
-    from core.engine.inference.base import DropoutPosterior, SampledPosterior
-    from core.engine.models import build_model, mc_dropout
+    from core.engine.inference.base import SampledPosterior
+    from core.engine.inference.mc_dropout import DropoutPosterior
+    from core.engine.models import build_model
+    from core.engine.models.dropout import mc_dropout
 
     x = torch.rand(1, 1, 28, 28)
     model = build_model(posterior.arch)

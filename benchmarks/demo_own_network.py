@@ -234,7 +234,7 @@ def build_tier(network: Path, folder: Path, out: Path, methods: str | None, sett
     settings, HMC is built alone with them first (zoo's ``--set`` goes to every method that has the
     setting, and ``num_samples`` is also the VI methods' Monte Carlo draws per step), then the other
     methods, and then every file is measured together (``--evaluate-only``), HMC as the reference."""
-    from core.commands.zoo import TIERS
+    from core.commands.zoo_tiers import TIERS
 
     chosen = methods.split(",") if methods else list(TIERS["features"].methods)
     common = ["zoo", "--tier", "features", "--network", str(network), "--dataset", str(folder), "--out", str(out)]

@@ -92,7 +92,7 @@ def pilot(spec: str, train, probe, seed: int) -> str:
 def eigenvalues_at_the_mode(train) -> np.ndarray:
     """Eigenvalues of the paper tier's posterior precision M = H(θ*) + I at its mode θ*."""
     from core.engine.inference.curvature import find_mode
-    from core.engine.inference.laplace import full_ggn
+    from core.engine.inference.ggn import full_ggn
     from core.engine.inference.sampling import ModelTarget
     from core.engine.models import build_model
 

@@ -26,8 +26,10 @@ the same as that command's), into ``DIR/<tier>_<model>_<method>.pt`` (a features
 and made with the same arguments is kept, so an interrupted rebuild goes on where it stopped.
 Then every file is evaluated on the tier's test set (accuracy, NLL, ECE: MNIST's test digits, or
 UTKFace's test faces) and on its out-of-distribution set where it has one (notMNIST letters against
-digits; :data:`FACE_OOD` says why the face tier has none), and, where the tier has a reference, its
-predictive distance to it; the table goes to ``DIR/zoo.json`` and ``DIR/zoo.md`` (docs/zoo.md quotes it).
+digits; :data:`~core.commands.zoo_tiers.FACE_OOD` says why the face tier has none), and, where the
+tier has a reference, its predictive distance to it; the table goes to ``DIR/zoo.json`` and
+``DIR/zoo.md`` (docs/zoo.md quotes it). The tiers are defined in :mod:`core.commands.zoo_tiers`,
+their files made in :mod:`core.commands.zoo_build` and measured in :mod:`core.commands.zoo_measure`.
 
 ``--jobs N`` trains N methods at a time, each in a process of its own with its share of the cores,
 the longest first (:mod:`core.commands.zoo_jobs`); the files are those the one-at-a-time build makes.
@@ -46,180 +48,38 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from core.commands.console import (
     CLUSTER_HELP,
-    USER_ERRORS,
     bar_callback,
     check_cluster,
     check_seed,
-    describe_error,
     progress_bar,
     say,
 )
-from core.commands.zoo_jobs import (
-    Job,
-    JobCallbacks,
-    default_workers,
-    run_side_by_side,
-    train_command,
-    worker_threads,
+from core.commands.zoo_build import (
+    TierStage,
+    already_made,
+    build,
+    chain_count,
+    option_value,
+    setting_overrides,
+    train_arguments,
 )
-from core.engine import tiers
+from core.commands.zoo_measure import markdown, measure
+from core.commands.zoo_tiers import NETWORK_COLUMN, TIERS, Tier, TierSets
 from core.engine.files import atomic_write, strict_json
 from core.engine.inference import METHODS
 from core.engine.inference.base import ProgressRecord
 from core.engine.inference.recipes import (  # noqa: F401 (the tiers' priors, said here)
     FACE_PRIOR_STD,
-    FACES,
-    FEATURES_SECONDS,
     FEATURES_TIER,
-    NETWORK,
     NETWORK_PRIOR_STD,
-    PAPER,
 )
-from core.engine.inference.sampling import chains_in_words
 from core.engine.runner import observed, report
-
-
-@dataclass(frozen=True)
-class TierSets:
-    """The images a tier's files are measured on: its training set (the draws' log posterior), its
-    test set, and its out-of-distribution set (None where it has none)."""
-
-    train: Any
-    test: Any
-    ood: Any | None
-
-
-@dataclass(frozen=True)
-class TierData:
-    """Where a tier's images are, and what its table's columns measure them on, in words."""
-
-    #: The test set, as the table says it ("the 10,000 MNIST test digits").
-    test_words: str
-    #: What the OOD AUROC tells apart, or why the tier has no such set (its column then says n/a).
-    ood_words: str
-    #: ``train``'s ``--data-dir`` from ``zoo``'s (None: none given).
-    locate: Callable[[str | None], str | None]
-    #: The sets, for ``zoo``'s arguments (``--data-dir``, ``--limit``).
-    load: Callable[[argparse.Namespace], TierSets]
-
-
-def _digit_sets(args: argparse.Namespace) -> TierSets:
-    """MNIST's training and test digits and notMNIST's letters, each the first ``--limit``."""
-    from core.analysis.evaluation import resolve_dataset
-
-    return TierSets(*(resolve_dataset(name, args.data_dir).first(args.limit)
-                      for name in ("mnist-train", "mnist-test", "notmnist")))
-
-
-def _face_folder(data_dir: str | None) -> str | None:
-    """UTKFace's archive or folder, found from ``--data-dir`` (its own, or a folder holding utkface/);
-    None without one (``train`` then looks in the user cache)."""
-    from core.engine.faces.testset import utkface_location
-
-    return None if data_dir is None else str(utkface_location(data_dir))
-
-
-def _face_sets(args: argparse.Namespace) -> TierSets:
-    """UTKFace's fixed training and test splits of face descriptors, as ``train --dataset utkface``
-    reads them (with ``--limit``, the same faces); no OOD set (:data:`FACE_OOD`)."""
-    from core.engine.data.utkface import load_utkface
-    from core.engine.runner import drain
-
-    bar = progress_bar(0, "face descriptors")
-    try:
-        split = drain(load_utkface(_face_folder(args.data_dir), limit=args.limit), bar_callback(bar))
-    finally:
-        bar.close()
-    return TierSets(split.train, split.test, None)
-
-
-DIGITS = TierData("the 10,000 MNIST test digits", "notMNIST's letters against the test digits",
-                  locate=lambda data_dir: data_dir, load=_digit_sets)
-#: Why the face tier's OOD AUROC is n/a: a head's every input is the descriptor of a face the
-#: detector found, and UTKFace's faces are the only ones here; a descriptor of something that is not
-#: a face (a letter, noise of the descriptors' size) is an input the window never gives a head, so an
-#: AUROC against it would measure nothing a person meets.
-FACE_OOD = ("n/a: a head reads only descriptors of faces the detector found, and UTKFace's are the only "
-            "faces here, so the tier has no out-of-distribution set")
-FACE_DATA = TierData("UTKFace's test faces (20 % of each age group, seed 0; docs/faces.md)", FACE_OOD,
-                     locate=_face_folder, load=_face_sets)
-
-def _own_sets(args: argparse.Namespace) -> TierSets:
-    """A features tier's sets come with its network (:func:`_own_network`), never from here."""
-    raise ValueError("the features tier's images are read with its network (--network, --dataset)")
-
-
-#: A features tier's images: the hash split of a person's folder, its features read from the cache
-#: (:func:`_own_network`); a folder of their own classes has no out-of-distribution set.
-OWN_DATA = TierData("the test images of your folder (its hash split: docs/data.md)",
-                    "n/a: a folder of your own images has no out-of-distribution set",
-                    locate=lambda data_dir: data_dir, load=_own_sets)
-
-
-@dataclass(frozen=True)
-class Tier:
-    """One model and the ``train`` arguments of every method on it."""
-
-    name: str
-    model: tuple[str, ...]  # the ``train`` arguments that fix the model and its data
-    methods: dict[str, tuple[str, ...]]
-    reference: str | None  # the method every other is measured against
-    rhat_target: float  # the largest R̂ a sampled posterior of this tier may have
-    words: str
-    data: TierData = DIGITS
-    model_label: str = ""  # the model's part of the file names (default: the --model given)
-    #: Built on a person's own network and images (``--network``, ``--dataset``): none is bundled,
-    #: each is built where it is used.
-    own: bool = False
-
-    @property
-    def model_name(self) -> str:
-        return self.model_label or self.model[self.model.index("--model") + 1]
-
-    def file_name(self, method: str) -> str:
-        """``method``'s file name (:func:`core.engine.tiers.file_name`; the bundled files')."""
-        return tiers.file_name(self.name, self.model_name, method)
-
-    def path(self, folder: Path, method: str) -> Path:
-        """``method``'s file in ``folder`` (:func:`core.engine.tiers.tier_file`)."""
-        return tiers.tier_file(folder, self.name, self.model_name, method)
-
-
-def tier_methods(tier: str, like: str | None = None) -> dict[str, tuple[str, ...]]:
-    """The ``train`` arguments of every method in ``tier``, from the method registry, the tier's
-    reference first (every other method is measured against it); a method that names no settings
-    for ``tier`` takes those it names for the tier ``like``."""
-    reference = tiers.REFERENCES.get(tier)
-    ordered = sorted(METHODS.values(), key=lambda m: m.name != reference)  # stable: registry order after
-    return {m.name: ("--method", m.name, *(m.tiers[tier] if tier in m.tiers else m.tiers[like]))
-            for m in ordered if tier in m.tiers or (like is not None and like in m.tiers)}
-
-
-TIERS: dict[str, Tier] = {
-    PAPER: Tier(PAPER, ("--model", "softmax"), tier_methods(PAPER), reference=tiers.REFERENCES[PAPER],
-                rhat_target=1.01,
-                words="softmax regression (the D-SGHMC paper's model), every method, HMC as the reference"),
-    NETWORK: Tier(NETWORK, ("--model", "lenet5"), tier_methods(NETWORK), reference=None, rhat_target=1.1,
-                  words="LeNet-5, a network that reads drawn digits well, every method but HMC"),
-    FACES: Tier(FACES, ("--dataset", "utkface", "--model", "softmax"), tier_methods(FACES),
-                reference=tiers.REFERENCES[FACES], rhat_target=1.01,
-                words="softmax regression on the face descriptor (eight age groups), every method, "
-                      "HMC as the reference", data=FACE_DATA),
-    FEATURES_TIER: Tier(FEATURES_TIER, ("--features-of", "IMPORTED.pt", "--dataset", "FOLDER"),
-                        tier_methods(FEATURES_TIER, like=PAPER), reference=tiers.REFERENCES[FEATURES_TIER],
-                        rhat_target=1.01, model_label="features",
-                        words="a softmax-regression head on your own network's features, every method, HMC as "
-                              "the reference", data=OWN_DATA, own=True),
-}
-#: The column of a features tier that is the imported network itself (its own last layer).
-NETWORK_COLUMN = "network"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -252,456 +112,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     own.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                      help="a setting given to every method that has it, after the tier's own (e.g. a quick look: "
                           "--set epochs=5); the files record it")
-
-
-#: In a tier's arguments, the tier's own MAP file in the same folder (``--start-from {map}``: Laplace
-#: and SWAG start from the mode the MAP method found, instead of finding it again).
-MAP_FILE = "{map}"
-
-
-def train_arguments(tier: Tier, method: str, out: Path, args: argparse.Namespace) -> list[str]:
-    """The ``bayescope-cli train`` command line that makes ``method``'s file of ``tier``."""
-    given = [str(tier.path(out.parent, "map")) if a == MAP_FILE else a for a in tier.methods[method]]
-    argv = ["train", *tier.model, *given, *_overrides(method, args), "--seed", str(args.seed), "--out", str(out)]
-    data_dir = tier.data.locate(args.data_dir)
-    if data_dir:
-        argv += ["--data-dir", data_dir]
-    if args.limit:
-        argv += ["--limit", str(args.limit)]
-    if getattr(args, "cluster", None):
-        argv += ["--cluster", args.cluster]
-    return argv
-
-
-def _overrides(method: str, args: argparse.Namespace) -> list[str]:
-    """``zoo --set`` for ``method``: those of its settings it has (the others' are left out)."""
-    from core.commands.console import parse_settings
-
-    known = METHODS[method].defaults()
-    chosen = parse_settings(getattr(args, "set", None) or [])
-    return [part for name, value in chosen.items() if name.replace("-", "_") in known
-            for part in ("--set", f"{name}={value}")]
-
-
-def recorded_arguments(argv: list[str]) -> list[str]:
-    """``argv`` without the output path, the data folder and the cluster: what makes a file what it
-    is (the chains of a run on a cluster are those of the same run here); a ``--start-from`` file
-    by its name alone (the folder is where the tier is)."""
-    kept = _without(argv, ("--out", "--data-dir", "--cluster"))
-    return [Path(a).name if i and kept[i - 1] == "--start-from" else a for i, a in enumerate(kept)]
-
-
-def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
-    """``argv`` without each of ``options`` and its value."""
-    kept, skip = [], False
-    for a in argv:
-        if not skip and a not in options:
-            kept.append(a)
-        skip = a in options and not skip
-    return kept
-
-
-def _kept(path: Path, argv: list[str], listing: str | None = None) -> bool:
-    """Whether ``path`` holds a posterior made by ``argv`` already (then it is not retrained); with
-    ``listing`` (a features tier's folder, :func:`core.engine.data.features.listing_stamp`), made from
-    the folder as it is now."""
-    from core.engine.store import file_records
-
-    if not path.is_file():
-        return False
-    try:
-        zoo = file_records(path)["info"].get("zoo", {})
-        return zoo.get("arguments") == recorded_arguments(argv) and zoo.get("listing") == listing
-    except (*USER_ERRORS, OSError):  # a damaged or older file is rebuilt
-        return False
-
-
-def _train(argv: list[str]) -> int:
-    """``bayescope-cli train`` with ``argv`` (its name first), in this process."""
-    return train_command(argv)
-
-
-def build(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
-    """Train every method of ``tier`` not yet in ``folder``; return the exit code of the first failure.
-    The methods share what they would each compute alike: the samplers' mode and curvature
-    (:mod:`~core.engine.inference.build_cache`). With ``--jobs`` above 1 (the features tier's default
-    on a machine of two cores or more) they train side by side (:mod:`core.commands.zoo_jobs`)."""
-    from core.engine.inference.build_cache import shared_within_build
-
-    workers = jobs_for(tier, methods, args)
-    if workers > 1:
-        return _build_side_by_side(tier, methods, folder, args, workers)
-    with shared_within_build():
-        return _build_methods(tier, methods, folder, args)
-
-
-def jobs_for(tier: Tier, methods: list[str], args: argparse.Namespace) -> int:
-    """How many methods ``args`` trains at a time: ``--jobs``, or by default
-    :func:`~core.commands.zoo_jobs.default_workers` for the features tier built from the command
-    line, one for the other tiers (their bundled files were made one at a time) and in the window
-    (whose estimate and progress follow one method at a time)."""
-    from core.engine.runner import observing
-
-    given = getattr(args, "jobs", None)
-    if given is not None:
-        if given < 1:
-            raise ValueError(f"--jobs must be at least 1, got {given}")
-        if given > 1 and (getattr(args, "chains", None) or getattr(args, "cluster", None)):
-            raise ValueError("--jobs trains methods side by side on this machine; leave out --cluster and --chains")
-        return min(given, max(1, len(methods)))
-    if not tier.own or observing() or getattr(args, "chains", None):
-        return 1
-    return default_workers(len(methods))
-
-
-def _record_zoo(tier: Tier, path: Path, argv: list[str], listing: str | None) -> None:
-    """Write into ``path``'s file, just made by ``train argv``, the tier it belongs to and the
-    arguments that made it (what a rebuild compares to keep it)."""
-    from core.engine.store import load_posterior, save_posterior
-
-    posterior = load_posterior(path)
-    posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
-                             **({"listing": listing} if listing else {})}
-    save_posterior(posterior, path, storage="float16" if "float16" in argv else "float32")
-
-
-def _build_methods(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace) -> int:
-    for i, method in enumerate(methods, 1):
-        path = tier.path(folder, method)
-        argv = train_arguments(tier, method, path, args)
-        listing = getattr(args, "listing", None)
-        kept = _kept(path, argv, listing)
-        report(TierStage("method", method, i - 1, len(methods), kept=kept))
-        if kept:
-            say(f"[{i}/{len(methods)}] {method}: kept {path.name} (made with the same arguments)")
-            continue
-        if args.chains:
-            code = _build_part(tier, method, path, argv, args, f"[{i}/{len(methods)}] {method}")
-            if code != 0:
-                return code
-            continue
-        say(f"[{i}/{len(methods)}] {method}: bayescope-cli {' '.join(argv)}")
-        try:
-            code = _train(argv)
-        except KeyboardInterrupt:
-            say(f"cancelled during {method}: the files made so far are kept in {folder}, and running the same "
-                "command again goes on from there", sys.stderr)
-            raise
-        except (*USER_ERRORS, MemoryError) as exc:
-            code = 2
-            say(f"error: {describe_error(exc)}", sys.stderr)
-            report(TierStage("failed", method, i - 1, len(methods), words=describe_error(exc)))
-        if code != 0:
-            say(f"error: {method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
-                "and running the same command again goes on from here", sys.stderr)
-            return code
-        _record_zoo(tier, path, argv, listing)
-    return 0
-
-
-#: The shared results' folder of a build whose methods train side by side (removed at its end).
-SHARED_FOLDER = ".build-shared"
-
-
-def _build_side_by_side(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace, workers: int) -> int:
-    """:func:`build` with ``workers`` methods at a time, each in a process of its own
-    (:func:`~core.commands.zoo_jobs.run_side_by_side`), the longest first; the lines and the
-    stages as the one-at-a-time build gives them, numbered in the order the methods start."""
-    from tqdm import tqdm
-
-    from core.commands.console import printable
-
-    listing = getattr(args, "listing", None)
-    count = len(methods)
-    numbers: dict[str, int] = {}
-    jobs: list[Job] = []
-    for method in methods:
-        path = tier.path(folder, method)
-        argv = train_arguments(tier, method, path, args)
-        if _kept(path, argv, listing):
-            numbers[method] = len(numbers) + 1
-            report(TierStage("method", method, numbers[method] - 1, count, kept=True))
-            say(f"[{numbers[method]}/{count}] {method}: kept {path.name} (made with the same arguments)")
-            continue
-        jobs.append(Job(method, tuple(argv), cost=schedule_seconds(tier, method)))
-    pending = {j.method for j in jobs}
-    # Laplace and SWAG start from the tier's MAP file: while the MAP is still to train, they wait for it
-    jobs = [replace(j, after=("map",)) if MAP_FILE in tier.methods[j.method] and "map" in pending - {j.method}
-            else j for j in jobs]
-    if not jobs:
-        return 0
-    workers = min(workers, len(jobs))
-    threads = worker_threads(workers)
-    say(f"training {len(jobs)} of the {count} methods {workers} at a time, each in a process of its own "
-        f"({threads} thread{'s' if threads > 1 else ''} each), the longest first")
-    bars: dict[str, Any] = {}
-    began: dict[str, float] = {}
-    finished: list[str] = []
-
-    def line(text: str, error: bool = False) -> None:
-        tqdm.write(printable(text), file=sys.stderr if error else sys.stdout)
-
-    def started(job: Job) -> None:
-        numbers[job.method] = len(numbers) + 1
-        began[job.method] = time.monotonic()
-        report(TierStage("method", job.method, count - len(pending) + len(finished), count))
-        line(f"[{numbers[job.method]}/{count}] {job.method}: bayescope-cli {' '.join(job.argv)}")
-        bars[job.method] = progress_bar(0, job.method)
-
-    def record(job: Job, item: ProgressRecord) -> None:
-        report(item)
-        bar = bars.get(job.method)
-        if bar is not None:
-            bar.set_description(f"{job.method}{': ' + item.phase if item.phase else ''}", refresh=False)
-            bar_callback(bar)(item)
-
-    def said(job: Job, text: str, error: bool) -> None:
-        line(f"  {job.method}: {text}", error)
-
-    def ended(job: Job, code: int, words: str, cpu: float) -> None:
-        bar = bars.pop(job.method, None)
-        if bar is not None:
-            bar.close()
-        if code == 0:
-            _record_zoo(tier, tier.path(folder, job.method), list(job.argv), listing)
-            finished.append(job.method)
-            line(f"[{numbers[job.method]}/{count}] {job.method}: done in "
-                 f"{(time.monotonic() - began[job.method]) / 60:.1f} min ({cpu / 60:.1f} min of CPU)")
-            return
-        if words:
-            line(f"error: {words}", True)
-        report(TierStage("failed", job.method, count - len(pending) + len(finished), count, words=words))
-        line(f"error: {job.method} of the {tier.name} tier failed (exit {code}); the files made so far are kept, "
-             "and running the same command again goes on from here" + (
-                 f" (the methods still training, {', '.join(bars)}, finish first)" if bars else ""), True)
-
-    try:
-        return run_side_by_side(jobs, workers, threads, folder / SHARED_FOLDER,
-                                JobCallbacks(started, record, said, ended))
-    except KeyboardInterrupt:
-        running = ", ".join(bars)
-        say(f"cancelled{' during ' + running if running else ''}: the files made so far are kept in {folder}, "
-            "and running the same command again goes on from there", sys.stderr)
-        raise
-    finally:
-        for bar in bars.values():
-            bar.close()
-
-
-def schedule_seconds(tier: Tier, method: str) -> float:
-    """What ``method`` is expected to take in ``tier``, for the order of a side-by-side build: the
-    features tier's measured seconds (:data:`~core.engine.inference.recipes.FEATURES_SECONDS`), 0
-    for a method or tier not measured (those keep the tier's order, after the measured ones)."""
-    return float(FEATURES_SECONDS.get(method, 0.0)) if tier.name == FEATURES_TIER else 0.0
-
-
-def _part_arguments(argv: list[str], chains: str, out: Path) -> list[str]:
-    """``train``'s arguments for the chains ``chains`` of the run ``argv``: kept in float32 with
-    every draw (the draws are thinned and stored as the run says when the parts are joined)."""
-    return [*_without(argv, ("--keep-draws", "--storage", "--out")), "--chains", chains, "--out", str(out)]
-
-
-def _chain_count(argv: list[str] | tuple[str, ...]) -> int:
-    """The number of chains ``train``'s arguments ``argv`` run (0: a method without chains)."""
-    return int(dict(a.split("=", 1) for a in argv if a.startswith("num_chains=")).get("num_chains", 0))
-
-
-def _option(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv else None
-
-
-def _build_part(tier: Tier, method: str, path: Path, argv: list[str], args: argparse.Namespace, head: str) -> int:
-    """Run the chains ``args.chains`` of ``method``'s run into ``DIR/parts``; join the parts into
-    ``path`` once they hold every chain. Returns an exit code."""
-    from core.commands import join
-    from core.engine.store import file_records, load_posterior, save_posterior
-
-    parts = path.parent / "parts"
-    parts.mkdir(exist_ok=True)
-    out = parts / f"{path.stem}.chains-{args.chains.replace(',', '-')}.pt"
-    part_argv = _part_arguments(argv, args.chains, out)
-    if _kept(out, part_argv):
-        say(f"{head}: kept {out.name} (made with the same arguments)")
-    else:
-        say(f"{head}: bayescope-cli {' '.join(part_argv)}")
-        code = _train(part_argv)
-        if code != 0:
-            say(f"error: chains {args.chains} of {method} failed (exit {code})", sys.stderr)
-            return code
-        posterior = load_posterior(out)
-        posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(part_argv)}
-        save_posterior(posterior, out)
-    whole = recorded_arguments(_without(argv, ("--keep-draws", "--storage")))  # a part's, but for --chains
-    done: dict[int, Path] = {}
-    for candidate in sorted(parts.glob(f"{path.stem}.chains-*.pt")):
-        try:
-            records = file_records(candidate)
-        except (*USER_ERRORS, OSError):
-            continue
-        made = records["info"].get("zoo", {}).get("arguments", [])
-        if "--chains" in made and _without(made, ("--chains",)) == whole:
-            done.update({int(c): candidate for c in records["info"].get("chain_ids", [])})
-    count = _chain_count(argv)
-    missing = [c for c in range(count) if c not in done]
-    if missing:
-        say(f"{head}: {chains_in_words(sorted(done))} of {count} {'has' if len(done) == 1 else 'have'} run; "
-            f"the rest: bayescope-cli zoo --tier {tier.name} --methods {method} --chains {','.join(map(str, missing))} --out {path.parent}")
-        return 0
-    keep, storage = _option(argv, "--keep-draws"), _option(argv, "--storage") or "float32"
-    join_argv = [*sorted(set(map(str, done.values()))), "--out", str(path), "--storage", storage,
-                 *(["--keep-draws", keep] if keep else []), *(["--data-dir", args.data_dir] if args.data_dir else [])]
-    say(f"{head}: every chain has run; bayescope-cli join {' '.join(join_argv)}")
-    parser = argparse.ArgumentParser(prog="bayescope-cli join")
-    join.add_arguments(parser)
-    code = join.run(parser.parse_args(join_argv))
-    if code != 0:
-        return code
-    posterior = load_posterior(path)
-    posterior.info["zoo"] = {"tier": tier.name, "arguments": recorded_arguments(argv),
-                             "joined_from": sorted(p.name for p in set(done.values()))}
-    save_posterior(posterior, path, storage=storage)
-    return 0
-
-
-def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespace,
-            sets: TierSets | None = None) -> list[dict[str, Any]]:
-    """One row per method: convergence, test-set quality, OOD detection and distance to the reference,
-    on ``sets`` (by default the tier's own, :attr:`Tier.data`)."""
-    from core.analysis.conformal_run import calibrate_evaluation
-    from core.analysis.evaluation import evaluate, evaluation_tables
-    from core.analysis.fidelity import fidelity_to_reference
-    from core.commands.info import convergence_record, summary
-    from core.engine.runner import drain
-    from core.engine.store import file_records, load_posterior
-
-    paths = {m: tier.path(folder, m) for m in methods}
-    posteriors = {m: load_posterior(p) for m, p in paths.items()}
-    sets = tier.data.load(args) if sets is None else sets
-    test, ood = sets.test, sets.ood
-    bar = progress_bar(0, "evaluating")
-    try:
-        ev = drain(evaluate(posteriors, test, ood, seed=args.seed), bar_callback(bar))
-        tables = evaluation_tables(ev)
-        distance = {}
-        if tier.reference in posteriors:
-            others = {m: p for m, p in posteriors.items() if m != tier.reference}
-            if others:
-                report = drain(fidelity_to_reference((tier.reference, posteriors[tier.reference]), others, test,
-                                                     seed=args.seed), bar_callback(bar))
-                distance = {m: f.record() for m, f in report.results.items()}
-        levels = record_levels(tier, posteriors, paths, sets.train, bar)
-        masses = {}
-        if tier.reference in posteriors:  # after record_levels, which rewrites the files it scores
-            from core.analysis.diagnostics import probe_set
-            from core.commands.fidelity import interval_masses, record_interval_masses
-
-            others = {m: p for m, p in posteriors.items() if m != tier.reference}
-            masses = interval_masses((tier.reference, posteriors[tier.reference]), others,
-                                     probe_set(test), seed=args.seed, on_progress=bar_callback(bar))
-            record_interval_masses(masses, paths)
-        if tier.own:  # after the last rewrite of the files: a calibration names its file's SHA-256
-            # A person's own tier then shows conformal sets in the window without a command to
-            # run (the bundled tiers' are made by ``calibrate``, docs/zoo.md): from the tier's own
-            # evaluation of its test split, no second pass. The folder's split already leaves the
-            # training images out, so none are checked against.
-            calibrate_evaluation(ev, test, paths, seed=args.seed)
-    finally:
-        bar.close()
-    auroc = {(r["posterior"], r["score"]): r["auroc"] for r in tables.get("ood_detection", [])}  # none without OOD images
-    rows = []
-    for row in tables["summary"]:
-        m = row["posterior"]
-        records = file_records(paths[m])
-        facts, record = summary(records), convergence_record(records)
-        rows.append({
-            "method": m, "label": facts["method_label"] if m in METHODS else facts["name"] or m,
-            "chains": record.get("chains"),
-            "draws": facts["draws"], "measured_draws": facts["measured_draws"],
-            "rhat": record.get("rhat_max"), "ess_bulk": record.get("ess_bulk_min"),
-            "acceptance": facts["acceptance"], "accuracy": row["accuracy"], "nll": row["nll"], "ece": row["ece"],
-            "ood_auroc_total": auroc.get((m, "total")), "ood_auroc_epistemic": auroc.get((m, "epistemic")),
-            **{f"to_{tier.reference}_{k}": v for k, v in distance.get(m, {}).items() if not k.startswith("per_")},
-            "interval_mass": masses.get(m, {}).get("mean"), "interval_mass_p10": masses.get(m, {}).get("p10"),
-            "interval_level": masses.get(m, {}).get("stated_level"),
-            "log_posterior_mean": levels.get(m, {}).get("mean"), "log_posterior_sd": levels.get(m, {}).get("sd"),
-            "elbo_per_epoch": records["info"].get("elbo_per_epoch"),
-            "mixture_weights": records["info"].get("weights"),
-            "file_mb": paths[m].stat().st_size / 1e6, "train_seconds": facts["train_seconds"],
-            "command": "bayescope-cli " + " ".join(records["info"].get("zoo", {}).get("arguments", [])),
-        })
-    return rows
-
-
-def record_levels(tier: Tier, posteriors: dict, paths: dict[str, Path], train: Any,
-                  bar: Any) -> dict[str, dict[str, Any]]:
-    """Where the tier's reference is among ``posteriors``: the exact log posterior of the weight
-    draws of every posterior of its model and prior over the training set, the reference's own included,
-    returned by method and written into each other file as ``info["log_posterior_level"]`` with
-    the reference's beside it (the window's column says it). The reference's file, and files
-    whose draws belong to another model or prior, are left as they are."""
-    from core.analysis.fidelity import log_posterior_level, why_not_level
-    from core.engine.runner import drain
-    from core.engine.store import save_posterior
-
-    if tier.reference not in posteriors:
-        return {}
-    ref = posteriors[tier.reference]
-    scored = {m: p for m, p in posteriors.items() if why_not_level(p, ref) is None}
-    prior_std = float(ref.config.get("prior_std", 1.0))
-    levels = {m: drain(log_posterior_level(p, train, prior_std), bar_callback(bar)).record() for m, p in scored.items()}
-    for m, posterior in scored.items():
-        if m == tier.reference:
-            continue
-        posterior.info["log_posterior_level"] = {
-            **levels[m], "data": f"the {len(train):,} training images", "prior_std": prior_std,
-            "reference": {"method": tier.reference, **levels[tier.reference]}}
-        storage = "float16" if "float16" in posterior.info.get("zoo", {}).get("arguments", []) else "float32"
-        save_posterior(posterior, paths[m], storage=storage)
-    return levels
-
-
-def _cell(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _level_cell(row: dict[str, Any]) -> str:
-    mean, sd = row.get("log_posterior_mean"), row.get("log_posterior_sd")
-    return "n/a" if mean is None else f"{mean:,.0f} ± {sd:,.0f}".replace("-", "−")
-
-
-def _mass_cell(row: dict[str, Any]) -> str:
-    mean, p10, level = row.get("interval_mass"), row.get("interval_mass_p10"), row.get("interval_level")
-    if mean is None:
-        return "n/a"
-    held = "" if level is None or round(100 * level) == 90 else f"; its interval holds {100 * level:.0f} %"
-    return f"{mean:.2f} ({p10:.2f}{held})"
-
-
-def markdown(tier: Tier, rows: list[dict[str, Any]]) -> str:
-    """The tier's table as Markdown, one row per method."""
-    ref = tier.reference
-    head = ["method", "chains × draws", "R̂", "bulk ESS", "accuracy", "NLL", "ECE", "OOD AUROC (total)",
-            "OOD AUROC (epistemic)"] + ([f"KL({ref} ‖ ·)", "TV", "top-class agreement",
-                                         f"{ref}'s mass in its 90 % interval (10th pct.)",
-                                         "log posterior of the draws"] if ref else []) + [
-            "MB", "train s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        draws = f"{r['chains']} × {r['draws']}" if r["chains"] else "n/a"
-        if r["chains"] and r.get("measured_draws") not in (None, r["draws"]):  # R̂ and ESS from the whole run
-            draws += f" (of {r['measured_draws']:,})"
-        cells = [r["label"], draws, _cell(r["rhat"]), _cell(r["ess_bulk"], 0), f"{r['accuracy'] * 100:.2f} %",
-                 _cell(r["nll"]), _cell(r["ece"]), _cell(r["ood_auroc_total"]), _cell(r["ood_auroc_epistemic"])]
-        if ref:
-            cells += [_cell(r.get(f"to_{ref}_kl"), 4), _cell(r.get(f"to_{ref}_total_variation"), 4),
-                      _cell(r.get(f"to_{ref}_agreement")), _mass_cell(r), _level_cell(r)]
-        cells += [f"{r['file_mb']:.1f}", _cell(r["train_seconds"], 0)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def _own_network(tier: Tier, folder: Path, args: argparse.Namespace) -> tuple[Tier, TierSets, bool]:
@@ -768,25 +178,6 @@ def _check_own(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------ the run, observed (the window)
-
-
-@dataclass(frozen=True)
-class TierStage:
-    """Where a tier's build is, handed to an observer (:func:`core.engine.runner.report`; the
-    window's training dialog) as the run reaches it; the command line prints its own lines.
-
-    ``kind``: ``"network"`` (the network read and split), ``"features"`` (every image through it
-    once, or read from the cache), ``"method"`` (``method`` trained, or ``kept`` when its file was
-    made with the same arguments; ``done`` of ``count`` methods before it), ``"failed"`` (``method``
-    could not be trained, ``words`` says why) and ``"measuring"`` (every file measured on the test
-    images)."""
-
-    kind: str
-    method: str = ""
-    done: int = 0
-    count: int = 0
-    kept: bool = False
-    words: str = ""
 
 
 @dataclass(frozen=True)
@@ -924,12 +315,12 @@ def estimate_own_tier(argv: list[str]) -> Generator[ProgressRecord, None, TierEs
     unmeasured: list[str] = []
     num_train = max(1, training_images(listing))
     for i, method in enumerate(methods, 1):
-        argv_m = [*tier.methods[method], *_overrides(method, args)]
+        argv_m = [*tier.methods[method], *setting_overrides(method, args)]
         chosen = parse_settings([argv_m[j + 1] for j, a in enumerate(argv_m) if a == "--set"])
         config = METHODS[method].parse_settings(chosen)
         changes = small_folder_settings(config, num_train, chosen)
         config = replace(config, **changes) if changes else config
-        drop = float(_option(list(argv_m), "--drop-rate") or METHODS[method].default_drop_rate)
+        drop = float(option_value(list(argv_m), "--drop-rate") or METHODS[method].default_drop_rate)
         head = ArchSpec("softmax", num_classes=len(listing.class_names), input_dim=split.feature_dim, drop_rate=drop)
         try:
             estimate = yield from estimate_duration(method, config, head, num_train)
@@ -961,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
             args.chains = ",".join(str(int(c)) for c in args.chains.split(","))
         except ValueError:
             raise ValueError(f"--chains takes chain numbers separated by commas (e.g. 0,1), got {args.chains!r}") from None
-        whole = [m for m in methods if not _chain_count(tier.methods[m])]
+        whole = [m for m in methods if not chain_count(tier.methods[m])]
         if not args.methods or whole:
             raise ValueError("--chains runs chains of samplers: name them with --methods"
                              + (f" ({', '.join(whole)} run no chains)" if args.methods else ""))
@@ -978,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
         code = build(tier, methods, folder, args)
         if code != 0:
             return code
-        if not all(_kept(tier.path(folder, m), train_arguments(tier, m, tier.path(folder, m), args),
+        if not all(already_made(tier.path(folder, m), train_arguments(tier, m, tier.path(folder, m), args),
                          getattr(args, "listing", None)) for m in methods):
             say("not measured: a run has chains still to run")
             return 0

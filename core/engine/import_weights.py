@@ -31,7 +31,8 @@ from typing import Any
 import torch
 
 from core.engine.files import file_sha256
-from core.engine.inference.base import DropoutPosterior, SampledPosterior
+from core.engine.inference.base import SampledPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.memory import MemoryEstimateError, check_fits
 from core.engine.models import (
     ARCHITECTURES,

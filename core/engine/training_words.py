@@ -342,7 +342,7 @@ def network_problem(exc: BaseException, network: str | Path = "") -> str:
 
 
 def tier_stage_words(kind: str, method: str = "", done: int = 0, count: int = 0, kept: bool = False) -> str:
-    """A features tier's build stage (:class:`core.commands.zoo.TierStage`) in a few words."""
+    """A features tier's build stage (:class:`core.commands.zoo_build.TierStage`) in a few words."""
     if kind == "network":
         return "Reading your network"
     if kind == "features":

@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
 
 from app.main import MainWindow
-from core.commands import zoo
+from core.commands import zoo_tiers
 from core.engine.data.preprocess import rotate
 from core.engine.resources import resources_dir
 
@@ -130,8 +130,8 @@ def test_columns_are_added_removed_and_reordered_and_never_twice(qtbot, window):
             groups.setdefault(section, []).append(action.text())
     network, paper = (groups[f"Same model, every method: {words}"] for words in
                       ("LeNet-5 network", "softmax regression (the D-SGHMC paper's model)"))
-    assert all(", LeNet-5," in t for t in network) and len(network) == len(zoo.TIERS["network"].methods)
-    assert all(", softmax regression," in t for t in paper) and len(paper) == len(zoo.TIERS["paper"].methods)
+    assert all(", LeNet-5," in t for t in network) and len(network) == len(zoo_tiers.TIERS["network"].methods)
+    assert all(", softmax regression," in t for t in paper) and len(paper) == len(zoo_tiers.TIERS["paper"].methods)
 
 
 def test_two_runs_of_one_method_are_told_apart_by_their_names(qtbot, window):

@@ -148,7 +148,7 @@ def test_every_setting_has_a_fitting_widget_and_a_tooltip(qtbot):
         dialog.select_method(name)
         defaults = method.defaults()
         for key, widget in dialog.setting_widgets.items():
-            assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/settings_help.py"
+            assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/setting_words.py or method_setting_words.py"
             assert widget.toolTip().strip(), f"{name}.{key} has no tooltip"
             if isinstance(defaults[key], bool):
                 assert isinstance(widget, QCheckBox), f"{name}.{key}"

@@ -335,7 +335,7 @@ def test_an_evaluation_sharded_over_the_cluster_equals_the_local_one(driver_env,
 
 @needs_ray
 def test_a_reproductions_independent_runs_on_the_cluster_score_as_here(driver_env, monkeypatch):
-    from core.commands.reproduce.dhmc_faces import run_protocol
+    from core.commands.reproduce.dhmc_faces_runs import run_protocol
     from core.engine.cluster import connected
     from core.engine.faces.age_groups import AGE_GROUP_NAMES
     from core.engine.faces.descriptor import DescriptorInfo

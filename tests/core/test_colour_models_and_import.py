@@ -301,7 +301,7 @@ def test_a_network_trained_with_dropout_imports_as_mc_dropout(tmp_path, capsys):
 
 
 def test_lenet5_has_lecuns_widths_and_every_hidden_layer_drops():
-    from core.engine.models import split_before_dropout
+    from core.engine.models.dropout import split_before_dropout
 
     # 5×5 convolutions 1→6 and 6→16 (with biases), then 16·4·4 → 120 → 84 → 10
     assert ArchSpec("lenet5").parameter_count() == (25 * 6 + 6) + (150 * 16 + 16) + (256 * 120 + 120) + (

@@ -24,7 +24,8 @@ from core.analysis.evaluation import evaluate, evaluation_tables
 from core.analysis.metrics import score_histograms
 from core.commands.main import main
 from core.engine.data.idx import write_idx
-from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
+from core.engine.inference.base import Dataset, SampledPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
 from core.engine.store import load_posterior, save_posterior

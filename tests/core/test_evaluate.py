@@ -13,7 +13,8 @@ import torch
 from core.analysis.evaluation import resolve_dataset
 from core.commands.main import main
 from core.engine.data.idx import write_idx
-from core.engine.inference.base import DropoutPosterior, SampledPosterior
+from core.engine.inference.base import SampledPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.models import ArchSpec
 from core.engine.store import save_posterior
 

@@ -550,7 +550,7 @@ def test_utkface_split_of_real_faces_trains_heads_through_the_cli(real_faces, tm
 
 
 def test_scores_of_runs_follow_their_definitions():
-    from core.commands.reproduce.dhmc_faces import score_runs
+    from core.commands.reproduce.dhmc_faces_runs import score_runs
 
     labels = np.array([0, 1, 2, 7])
     mean = np.full((4, 8), 0.02)
@@ -566,7 +566,8 @@ def test_scores_of_runs_follow_their_definitions():
 
 
 def test_reproduction_runs_both_protocols_and_writes_every_output(tmp_path):
-    from core.commands.reproduce.dhmc_faces import run_protocol, write_outputs
+    from core.commands.reproduce.dhmc_faces_figures import write_outputs
+    from core.commands.reproduce.dhmc_faces_runs import run_protocol
 
     x, y = _separable(60, INFO.dim, 0)
     xt, yt = _separable(20, INFO.dim, 1)

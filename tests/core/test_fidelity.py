@@ -18,7 +18,8 @@ from core.analysis.fidelity import (
 )
 from core.commands.main import main
 from core.engine.inference import get_method
-from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
+from core.engine.inference.base import Dataset, SampledPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.models import ArchSpec
 from core.engine.runner import drain, fit_posterior
 from core.engine.store import save_posterior

@@ -26,7 +26,8 @@ from core.engine.data.idx import IdxFormatError, load_idx, write_idx
 from core.engine.data.preprocess import EmptyDrawingError, load_image
 from core.engine.faces.photo import load_photo
 from core.engine.files import strict_json
-from core.engine.inference.base import DropoutPosterior, SampledPosterior
+from core.engine.inference.base import SampledPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
 from core.engine.store import (

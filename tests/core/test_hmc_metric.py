@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from core.engine.inference import curvature, hmc, laplace
+from core.engine.inference import curvature, ggn, hmc
 from core.engine.inference.base import Dataset
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain
@@ -29,7 +29,7 @@ def test_the_linear_shortcut_is_the_exact_ggn(bias):
     model = nn.Sequential(nn.Flatten(), nn.Linear(12, 4, bias=bias))
     x, y = torch.randn(50, 1, 3, 4, generator=g), torch.randint(0, 4, (50,), generator=g)
     names = [n for n, _ in model.named_parameters()]
-    ours = laplace.linear_ggn(model, names, Dataset(x, y), batch_size=16)
+    ours = ggn.linear_ggn(model, names, Dataset(x, y), batch_size=16)
     op = curvlinops.GGNLinearOperator(model, nn.CrossEntropyLoss(reduction="sum"), list(model.parameters()),
                                       [(x[:16], y[:16]), (x[16:], y[16:])], check_deterministic=False, num_data=50)
     theirs = (op @ torch.eye(ours.shape[0])).double()
@@ -39,7 +39,7 @@ def test_the_linear_shortcut_is_the_exact_ggn(bias):
 def test_the_linear_shortcut_declines_a_network_with_hidden_layers():
     model = build_model(ArchSpec("mlp", num_classes=3, image_size=4))
     names = [n for n, _ in model.named_parameters()]
-    assert laplace.linear_ggn(model, names, Dataset(torch.rand(5, 1, 4, 4), torch.zeros(5, dtype=torch.long)), 8) is None
+    assert ggn.linear_ggn(model, names, Dataset(torch.rand(5, 1, 4, 4), torch.zeros(5, dtype=torch.long)), 8) is None
 
 
 def _spd(d: int, seed: int, spread: float) -> torch.Tensor:

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from core.engine.inference import get_method
-from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior, accuracy
-from core.engine.inference.mc_dropout import model_precision, weight_decay
-from core.engine.models import ArchSpec, build_model, mc_dropout, num_parameters
+from core.engine.inference.base import Dataset, SampledPosterior, accuracy
+from core.engine.inference.mc_dropout import DropoutPosterior, model_precision, weight_decay
+from core.engine.models import ArchSpec, build_model, num_parameters
+from core.engine.models.dropout import mc_dropout
 from core.engine.runner import drain
 from core.engine.store import FORMAT_VERSION, PosteriorFileError, load_posterior, save_posterior
 

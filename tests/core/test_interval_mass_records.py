@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.commands import zoo
+from core.commands import zoo_tiers
 from core.commands.main import main
 from core.engine.inference.base import SampledPosterior
 from core.engine.models import ArchSpec
@@ -74,7 +74,7 @@ def test_the_bundled_paper_tier_records_how_much_of_hmc_each_interval_holds():
     holding 0.09 of HMC's draws (0.16 since SWAG starts at the mode). Laplace centred on the mode
     holds 0.85 (0.52 around the Adam fit it had before, issue 46)."""
     folder = resources_dir() / "models"
-    tier = zoo.TIERS["paper"]
+    tier = zoo_tiers.TIERS["paper"]
     records = {m: file_records(folder / tier.file_name(m))["info"].get("interval_mass")
                for m in tier.methods if (folder / tier.file_name(m)).exists()}
     if not records:

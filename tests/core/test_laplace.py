@@ -15,11 +15,9 @@ pytest.importorskip("curvlinops")
 
 from core.engine.inference import get_method  # noqa: E402
 from core.engine.inference.base import Dataset  # noqa: E402
+from core.engine.inference.ggn import diag_ggn, full_ggn, kron_factors  # noqa: E402
 from core.engine.inference.laplace import (  # noqa: E402
     LaplaceConfig,
-    diag_ggn,
-    full_ggn,
-    kron_factors,
     laplace_log_evidence,
     optimise_prior_precision,
 )

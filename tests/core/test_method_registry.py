@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.commands import zoo
+from core.commands import zoo_build, zoo_tiers
 from core.engine import naming
 from core.engine.inference import DEFAULT_METHOD, FAMILIES, METHODS
 from core.engine.settings_help import has_own_words
@@ -68,9 +68,9 @@ def test_every_method_has_every_fact(name):
     # a method that predicts with the network's dropout trains with it, and starts above 0
     assert not method.needs_dropout or (method.uses_model_dropout and method.default_drop_rate > 0), name
     assert method.default_drop_rate == 0.0 or method.uses_model_dropout, name
-    assert method.tiers and set(method.tiers) <= set(zoo.TIERS), name
+    assert method.tiers and set(method.tiers) <= set(zoo_tiers.TIERS), name
     for key in method.defaults():
-        assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/settings_help.py"
+        assert has_own_words(name, key), f"{name}.{key} has no words in core/engine/setting_words.py or method_setting_words.py"
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -83,7 +83,7 @@ def test_every_tier_setting_of_a_method_is_one_it_has(name):
         sets = {args[i + 1].split("=", 1)[0]: args[i + 1].split("=", 1)[1]
                 for i, a in enumerate(args) if a == "--set"}
         method.parse_settings(sets)  # raises on an unknown setting or a value of the wrong type
-        assert zoo.TIERS[tier].methods[name] == ("--method", name, *args)
+        assert zoo_tiers.TIERS[tier].methods[name] == ("--method", name, *args)
         assert shlex.join(args) == shlex.join(map(str, args))  # plain strings, as a command line
 
 
@@ -108,13 +108,13 @@ def test_names_words_and_zoo_read_the_registry():
         assert method_item_text(name).startswith(f"{method.label} — ")
         assert trace_words(name) == TRACE_WORDS[method.family]
     assert list(naming.METHOD_LABELS) == list(METHODS)
-    for tier_name, tier in zoo.TIERS.items():
+    for tier_name, tier in zoo_tiers.TIERS.items():
         # a tier on a person's own network takes the paper tier's settings for the methods that name none
         assert set(tier.methods) == {m for m, method in METHODS.items()
                                      if tier_name in method.tiers or (tier.own and "paper" in method.tiers)}
         if tier.reference is not None:
             assert next(iter(tier.methods)) == tier.reference  # built first: the others are measured against it
-    assert set(zoo.TIERS["paper"].methods) == set(METHODS)  # the paper tier holds every method
+    assert set(zoo_tiers.TIERS["paper"].methods) == set(METHODS)  # the paper tier holds every method
 
 
 def test_every_member_of_an_ensemble_reaches_the_unique_map_of_a_convex_problem():
@@ -181,7 +181,7 @@ def test_the_face_tier_holds_every_method_under_one_prior_and_parses_as_train_ar
     from core.commands import train
     from core.engine.inference.recipes import FACE_PRIOR_STD
 
-    tier = zoo.TIERS["faces"]
+    tier = zoo_tiers.TIERS["faces"]
     assert set(tier.methods) == set(METHODS) and tier.reference == "hmc" == next(iter(tier.methods))
     assert tier.rhat_target == 1.01 and tier.file_name("hmc") == "faces_softmax_hmc.pt"
     parser = argparse.ArgumentParser()
@@ -193,18 +193,18 @@ def test_the_face_tier_holds_every_method_under_one_prior_and_parses_as_train_ar
             assert config.length_scale == pytest.approx(1 / FACE_PRIOR_STD, rel=1e-5)
         elif name != "vdropout":
             assert config.prior_std == FACE_PRIOR_STD, name
-        given = [tier.file_name("map") if a == zoo.MAP_FILE else a for a in argv]  # the tier's MAP beside x.pt
+        given = [tier.file_name("map") if a == zoo_build.MAP_FILE else a for a in argv]  # the tier's MAP beside x.pt
         line = [*tier.model, *given, "--seed", "0", "--out", "x.pt"]
         parsed = parser.parse_args(line)
         assert (parsed.dataset, parsed.model, parsed.method) == ("utkface", "softmax", name)
-        assert zoo.train_arguments(tier, name, Path("x.pt"), args)[1:] == line
+        assert zoo_build.train_arguments(tier, name, Path("x.pt"), args)[1:] == line
 
 
 def test_the_face_tiers_samplers_keep_100_draws_and_measure_4000():
     """Each sampled file keeps at least 100 draws; R̂ is measured on at least 4 × 1,000 draws of the
     run (over fewer, the largest of the probe's 8,000 R̂ values lies above 1.01 even for perfectly
     mixed chains: docs/zoo.md)."""
-    for name, argv in zoo.TIERS["faces"].methods.items():
+    for name, argv in zoo_tiers.TIERS["faces"].methods.items():
         config = METHODS[name].parse_settings(_sets(argv))
         if not hasattr(config, "num_chains"):
             continue

@@ -151,15 +151,15 @@ def test_full_laplace_too_large_for_memory_is_refused_with_one_sentence():
 def test_zoo_starts_laplace_and_swag_from_the_tier_map_and_records_its_name_only(tmp_path):
     import argparse
 
-    from core.commands import zoo
+    from core.commands import zoo_build, zoo_tiers
 
-    tier = zoo.TIERS["paper"]
+    tier = zoo_tiers.TIERS["paper"]
     args = argparse.Namespace(seed=0, data_dir="/data", limit=None, cluster=None)
-    argv = zoo.train_arguments(tier, "laplace", tmp_path / "paper_softmax_laplace.pt", args)
+    argv = zoo_build.train_arguments(tier, "laplace", tmp_path / "paper_softmax_laplace.pt", args)
     assert argv[argv.index("--start-from") + 1] == str(tmp_path / "paper_softmax_map.pt")
-    recorded = zoo.recorded_arguments(argv)
+    recorded = zoo_build.recorded_arguments(argv)
     assert recorded[recorded.index("--start-from") + 1] == "paper_softmax_map.pt"
-    assert "--set" in zoo.train_arguments(tier, "map", tmp_path / "m.pt", args)  # optimiser=newton, said
+    assert "--set" in zoo_build.train_arguments(tier, "map", tmp_path / "m.pt", args)  # optimiser=newton, said
 
 
 def test_bundled_sampler_files_stay_valid_and_the_mode_based_ones_are_rebuilt():
@@ -170,19 +170,19 @@ def test_bundled_sampler_files_stay_valid_and_the_mode_based_ones_are_rebuilt():
     import argparse
     from pathlib import Path
 
-    from core.commands import zoo
+    from core.commands import zoo_build, zoo_tiers
 
     folder = Path(__file__).resolve().parents[2] / "resources" / "models"
-    tier = zoo.TIERS["paper"]
+    tier = zoo_tiers.TIERS["paper"]
     if not (folder / tier.file_name("hmc")).is_file():
         pytest.skip("the paper tier's files are not in this checkout")
     args = argparse.Namespace(seed=0, data_dir=None, limit=None, cluster=None)
     for method in ("hmc", "sgld", "sghmc", "dsghmc", "mfvi", "snvi", "sgmmvi", "vdropout", "mc_dropout", "ensemble"):
         path = folder / tier.file_name(method)
-        assert zoo._kept(path, zoo.train_arguments(tier, method, path, args)), method
+        assert zoo_build.already_made(path, zoo_build.train_arguments(tier, method, path, args)), method
     for method in ("map",):
         path = folder / tier.file_name(method)
         record = __import__("core.engine.store", fromlist=["file_records"]).file_records(path)["info"]
         if record.get("map", {}).get("optimiser") == "newton":
             continue  # rebuilt already
-        assert not zoo._kept(path, zoo.train_arguments(tier, method, path, args)), method
+        assert not zoo_build.already_made(path, zoo_build.train_arguments(tier, method, path, args)), method

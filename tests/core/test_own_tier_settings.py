@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.commands.console import parse_settings
-from core.commands.zoo import TIERS, tier_methods
+from core.commands.zoo_tiers import TIERS, tier_methods
 from core.engine.inference import METHODS
 from core.engine.inference.recipes import FEATURES_BATCH, FEATURES_TIER, PAPER
 from core.engine.training_plan import planned_steps

@@ -50,8 +50,9 @@ from core.engine.data.preprocess import (
 )
 from core.engine.files import NotSavedError, atomic_write
 from core.engine.inference import get_method
-from core.engine.inference.base import Dataset, DropoutPosterior, SampledPosterior
+from core.engine.inference.base import Dataset, SampledPosterior
 from core.engine.inference.dsghmc import InputDropoutPosterior
+from core.engine.inference.mc_dropout import DropoutPosterior
 from core.engine.models import ArchSpec
 from core.engine.resources import bundled_posteriors
 from core.engine.runner import drain

@@ -9,14 +9,11 @@ import pytest
 import torch
 from torch.func import functional_call, vmap
 
-from core.engine.inference.base import DropoutPosterior, interactive_generator
-from core.engine.models import (
-    ArchSpec,
-    build_model,
-    mc_dropout,
-    split_before_dropout,
-    stacked_forward,
-)
+from core.engine.inference.base import interactive_generator
+from core.engine.inference.mc_dropout import DropoutPosterior
+from core.engine.models import ArchSpec, build_model
+from core.engine.models.dropout import mc_dropout, split_before_dropout
+from core.engine.models.stacked import stacked_forward
 
 SPECS = [
     ArchSpec("softmax"),

@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from core.commands import zoo
+from core.commands import zoo, zoo_build, zoo_tiers
 from core.commands.main import main
 from core.engine.resources import resources_dir
 from core.engine.store import file_records
 
 # a tier small enough for a test: the real one's methods with a handful of steps
-TINY = zoo.Tier(
+TINY = zoo_tiers.Tier(
     "paper", ("--model", "softmax"), {
         "hmc": ("--method", "hmc", "--set", "num_chains=4", "--set", "num_warmup=6", "--set", "num_samples=8",
                 "--set", "num_leapfrog=3", "--storage", "float16"),
@@ -27,7 +27,7 @@ TINY = zoo.Tier(
     reference="hmc", rhat_target=1.01, words="a test tier")
 
 #: The tiers that ship with bayescope (a tier built on a person's own network ships with none).
-BUNDLED_TIERS = [t for t in zoo.TIERS.values() if not t.own]
+BUNDLED_TIERS = [t for t in zoo_tiers.TIERS.values() if not t.own]
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def data_dir(tiny_mnist):
 
 
 def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(zoo.TIERS, "paper", TINY)
+    monkeypatch.setitem(zoo_tiers.TIERS, "paper", TINY)
     out = tmp_path / "zoo"
     assert main(["zoo", "--tier", "paper", "--out", str(out), "--data-dir", str(data_dir)]) == 0
     files = sorted(out.glob("*.pt"))
@@ -83,15 +83,15 @@ def test_a_tier_is_every_method_on_one_model_measured_against_the_reference(data
 
 
 def test_a_rebuild_keeps_the_files_made_with_the_same_arguments(data_dir, tmp_path, monkeypatch, capsys):
-    tier = zoo.Tier("paper", TINY.model, {m: TINY.methods[m] for m in ("map", "mfvi")}, None, 1.01, "test")
-    monkeypatch.setitem(zoo.TIERS, "paper", tier)
+    tier = zoo_tiers.Tier("paper", TINY.model, {m: TINY.methods[m] for m in ("map", "mfvi")}, None, 1.01, "test")
+    monkeypatch.setitem(zoo_tiers.TIERS, "paper", tier)
     out = tmp_path / "zoo"
     argv = ["zoo", "--tier", "paper", "--out", str(out), "--data-dir", str(data_dir)]
     assert main(argv) == 0
     made = {f.name: f.stat().st_mtime_ns for f in out.glob("*.pt")}
     capsys.readouterr()
     changed = {**tier.methods, "mfvi": ("--method", "mfvi", "--set", "epochs=2")}
-    monkeypatch.setitem(zoo.TIERS, "paper", zoo.Tier("paper", TINY.model, changed, None, 1.01, "test"))
+    monkeypatch.setitem(zoo_tiers.TIERS, "paper", zoo_tiers.Tier("paper", TINY.model, changed, None, 1.01, "test"))
     assert main(argv) == 0
     said = capsys.readouterr().out
     assert "map: kept paper_softmax_map.pt" in said and "mfvi: kept" not in said
@@ -107,7 +107,7 @@ def test_a_samplers_run_made_in_parts_is_the_run_made_at_once(data_dir, tmp_path
     from core.engine.store import load_posterior
 
     sgld = (*TINY.methods["sgld"], "--keep-draws", "4", "--storage", "float16")
-    monkeypatch.setitem(zoo.TIERS, "paper", zoo.Tier("paper", TINY.model, {"sgld": sgld, "map": TINY.methods["map"]},
+    monkeypatch.setitem(zoo_tiers.TIERS, "paper", zoo_tiers.Tier("paper", TINY.model, {"sgld": sgld, "map": TINY.methods["map"]},
                                                      None, 1.01, "test"))
     whole, parted = tmp_path / "whole", tmp_path / "parted"
     name = "paper_softmax_sgld.pt"
@@ -186,7 +186,7 @@ def test_a_bad_cluster_address_is_refused_before_anything_is_trained(tmp_path, c
     assert not out.exists()  # refused before the folder was made or the first method trained
 
 
-def _bundled(tier: zoo.Tier) -> list[dict]:
+def _bundled(tier: zoo_tiers.Tier) -> list[dict]:
     files = sorted((resources_dir() / "models").glob(f"{tier.name}_*.pt"))
     if not files:
         pytest.skip(f"no {tier.name}-tier posterior is bundled")
@@ -206,7 +206,7 @@ def test_every_bundled_file_of_a_tier_is_what_the_zoo_command_makes(tier):
 
     args = Namespace(seed=0, data_dir=None, limit=None)
     for r in _bundled(tier):
-        expected = zoo.recorded_arguments(zoo.train_arguments(tier, r["method"], resources_dir(), args))
+        expected = zoo_build.recorded_arguments(zoo_build.train_arguments(tier, r["method"], resources_dir(), args))
         assert r["info"]["zoo"]["arguments"] == expected, r["method"]
 
 
@@ -215,13 +215,13 @@ def test_a_tier_rebuilt_on_a_cluster_records_the_arguments_of_one_rebuilt_here(t
     what makes a file, so a file built on a cluster is kept by a rebuild here, and the reverse."""
     from argparse import Namespace
 
-    tier = zoo.TIERS["paper"]
-    here = zoo.train_arguments(tier, "sghmc", tmp_path, Namespace(seed=0, data_dir="data", limit=None))
-    there = zoo.train_arguments(tier, "sghmc", tmp_path, Namespace(seed=0, data_dir="data", limit=None,
+    tier = zoo_tiers.TIERS["paper"]
+    here = zoo_build.train_arguments(tier, "sghmc", tmp_path, Namespace(seed=0, data_dir="data", limit=None))
+    there = zoo_build.train_arguments(tier, "sghmc", tmp_path, Namespace(seed=0, data_dir="data", limit=None,
                                                                    cluster="local"))
     assert "--cluster" not in here and there[there.index("--cluster") + 1] == "local"
-    assert zoo.recorded_arguments(there) == zoo.recorded_arguments(here)
-    assert "local" not in zoo.recorded_arguments(there) and "data" not in zoo.recorded_arguments(there)
+    assert zoo_build.recorded_arguments(there) == zoo_build.recorded_arguments(here)
+    assert "local" not in zoo_build.recorded_arguments(there) and "data" not in zoo_build.recorded_arguments(there)
 
 
 #: A tier's methods not bundled yet, with the reason in docs/zoo.md (none: every tier bundles all its
@@ -249,7 +249,7 @@ def test_the_bundled_reference_of_the_paper_tier_has_converged():
     calls it exact inference."""
     from core.engine.tiers import reference_words
 
-    tier = zoo.TIERS["paper"]
+    tier = zoo_tiers.TIERS["paper"]
     (reference,) = [r for r in _bundled(tier) if r["method"] == tier.reference]
     record = reference["info"]["diagnostics"]
     assert record["chains"] >= 4 and record["chains"] * record["draws"] >= 100
@@ -264,7 +264,7 @@ def test_the_paper_tiers_sampled_files_place_their_draws_against_hmcs():
     under the exact posterior, beside HMC's own level (``bayescope-cli zoo``); input dropout (MC
     dropout, D-SGHMC) makes another model, variational dropout has another prior, MAP holds one
     set of weights, and HMC is not placed against itself."""
-    files = {r["method"]: r for r in _bundled(zoo.TIERS["paper"])}
+    files = {r["method"]: r for r in _bundled(zoo_tiers.TIERS["paper"])}
     levels = {m: r["info"].get("log_posterior_level") for m, r in files.items()}
     assert {m for m, level in levels.items() if level} == {"sgld", "sghmc", "ensemble", "laplace", "swag", "mfvi",
                                                            "snvi", "sgmmvi"}
@@ -281,7 +281,7 @@ def test_the_paper_tiers_samplers_draws_are_as_probable_as_exact_inferences():
     plain steps of mini-batches of 100 they lay 1,700 below it)."""
     from core.engine.naming import LEVEL_SPREADS
 
-    for r in _sampled(_bundled(zoo.TIERS["paper"])):
+    for r in _sampled(_bundled(zoo_tiers.TIERS["paper"])):
         level = r["info"].get("log_posterior_level")
         if level:  # D-SGHMC's input masks make another model
             ref = level["reference"]
@@ -298,7 +298,7 @@ NOT_CONVERGED = {
 
 @pytest.mark.parametrize("tier", [pytest.param(tier, marks=[pytest.mark.xfail(
     strict=True, reason=f"{NOT_CONVERGED[name]}: issue 23 stays open until every sampler meets its tier's target")]
-    if name in NOT_CONVERGED else []) for name, tier in zoo.TIERS.items() if not tier.own],
+    if name in NOT_CONVERGED else []) for name, tier in zoo_tiers.TIERS.items() if not tier.own],
     ids=[t.name for t in BUNDLED_TIERS])
 def test_every_bundled_sampled_posterior_of_a_tier_is_converged(tier):
     for r in _sampled(_bundled(tier)):
@@ -311,7 +311,7 @@ def test_the_network_tier_shares_one_prior_and_says_how_its_samplers_stepped():
     RMSprop's) was fixed before their first draw, and their columns say so."""
     from core.engine.naming import fit_lines
 
-    bundled = {r["method"]: r for r in _bundled(zoo.TIERS["network"])}
+    bundled = {r["method"]: r for r in _bundled(zoo_tiers.TIERS["network"])}
     for method, r in bundled.items():
         if method == "mc_dropout":
             assert r["config"]["length_scale"] == pytest.approx(1 / zoo.NETWORK_PRIOR_STD)
@@ -330,7 +330,7 @@ def test_the_paper_tiers_variational_files_say_where_their_fit_ended():
     variational dropout records the share of its weights whose noise its α ≤ 1 limit decides."""
     from core.engine.naming import fit_lines
 
-    files = {r["method"]: r for r in _bundled(zoo.TIERS["paper"])}
+    files = {r["method"]: r for r in _bundled(zoo_tiers.TIERS["paper"])}
     mixture = files["sgmmvi"]["info"]
     assert mixture["weight_floor"] == pytest.approx(1 / 6) and len(mixture["weights"]) == 3
     assert min(mixture["weights"]) >= mixture["weight_floor"] - 1e-4

@@ -10,7 +10,7 @@ import threading
 import pytest
 import torch
 
-from core.commands import zoo
+from core.commands import zoo, zoo_build, zoo_tiers
 from core.commands.main import main
 from core.commands.zoo_jobs import Job, schedule
 from core.engine.inference import build_cache
@@ -64,7 +64,7 @@ def test_side_by_side_makes_the_files_one_at_a_time_makes(tmp_path, tier_inputs,
     assert main(["zoo", *_argv(tier_inputs, together, jobs=2)]) == 0
     said = capsys.readouterr()
     assert "2 at a time" in said.out and "[5/5]" in said.out
-    assert not multiprocessing.active_children() and not (together / zoo.SHARED_FOLDER).exists()
+    assert not multiprocessing.active_children() and not (together / zoo_build.SHARED_FOLDER).exists()
     for method in METHODS:
         a, b = load_posterior(alone / f"features_{method}.pt"), load_posterior(together / f"features_{method}.pt")
         # the same arguments recorded (the imported network's file in each build's own folder)
@@ -103,7 +103,7 @@ def test_cancelling_stops_the_workers_and_keeps_what_finished(tmp_path, tier_inp
     gen.close()  # as Ctrl-C: the workers are stopped, the build unwinds
     assert not multiprocessing.active_children()
     assert not [t for t in threading.enumerate() if t.name == "bayescope-observed"]
-    assert not (out / zoo.SHARED_FOLDER).exists()
+    assert not (out / zoo_build.SHARED_FOLDER).exists()
     made = {p.name for p in out.glob("features_*.pt")} - {"features_network.pt"}
     assert 1 <= len(made) < 3 and not list(out.glob("*.tmp*"))
     # finished: a file with the tier's record of the arguments that made it. A worker's file the
@@ -144,11 +144,11 @@ def test_the_longest_methods_go_first_and_the_window_builds_one_at_a_time():
             Job("mfvi", ("train",))]
     assert [j.method for j in schedule(jobs)] == ["hmc", "sgld", "map", "mfvi"]
     args = zoo.parse_arguments(["--tier", "features", "--out", "x"])
-    assert zoo.jobs_for(zoo.TIERS["features"], ["map", "hmc"], args) == min(2, multiprocessing.cpu_count())
-    assert zoo.jobs_for(zoo.TIERS["paper"], ["map", "hmc"], zoo.parse_arguments(["--tier", "paper", "--out", "x"])) == 1
+    assert zoo_build.jobs_for(zoo_tiers.TIERS["features"], ["map", "hmc"], args) == min(2, multiprocessing.cpu_count())
+    assert zoo_build.jobs_for(zoo_tiers.TIERS["paper"], ["map", "hmc"], zoo.parse_arguments(["--tier", "paper", "--out", "x"])) == 1
     from core.engine.runner import observed
 
-    assert drain_all(observed(zoo.jobs_for, zoo.TIERS["features"], ["map", "hmc"], args))[0] == 1
+    assert drain_all(observed(zoo_build.jobs_for, zoo_tiers.TIERS["features"], ["map", "hmc"], args))[0] == 1
 
 
 def test_a_result_shared_through_the_store_is_computed_once(tmp_path):

@@ -18,13 +18,43 @@ def write_table(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def plot_sensitivity(path: Path, results: dict[str, dict[str, ChainScores]]) -> None:
+#: The methods the per-method figures compare, in this order (those a run has).
+COMPARED = ("SGLD", "SGHMC", "D-SGHMC p=0.5")
+
+
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no window)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    return plt
+
+
+def _save(fig, path: Path, title: str | None = None, *, tight_layout: bool = True, **options) -> None:
+    """``fig`` titled, laid out and written to ``path`` as PNG (120 dpi), then closed."""
+    if title is not None:
+        fig.suptitle(title)
+    if tight_layout:
+        fig.tight_layout()
+    fig.savefig(path, dpi=120, **options)
+    _pyplot().close(fig)
+
+
+def _method_panels(scores: dict[str, ChainScores], panel_width: float, height: float, **options):
+    """A figure of one panel per method of :data:`COMPARED` in ``scores``, each titled with its
+    name; returns the figure and its (axes, name) pairs."""
+    names = [n for n in COMPARED if n in scores]
+    fig, axes = _pyplot().subplots(1, len(names), figsize=(panel_width * len(names), height), **options)
+    panels = list(zip(np.atleast_1d(axes), names, strict=True))
+    for ax, name in panels:
+        ax.set_title(name)
+    return fig, panels
+
+
+def plot_sensitivity(path: Path, results: dict[str, dict[str, ChainScores]]) -> None:
+    fig, ax = _pyplot().subplots(figsize=(5.5, 3.8))
     colours = {"paper": "tab:red", "tuned": "tab:blue"}
     for protocol, scores in results.items():
         ps = [p for p in KEEP_PROBS if f"D-SGHMC p={p:g}" in scores]
@@ -39,48 +69,25 @@ def plot_sensitivity(path: Path, results: dict[str, dict[str, ChainScores]]) -> 
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("D-SGHMC on MNIST: sensitivity to p")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_class_errors(path: Path, scores: dict[str, ChainScores], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [n for n in ("SGLD", "SGHMC", "D-SGHMC p=0.5") if n in scores]
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), sharey=True)
-    axes = np.atleast_1d(axes)
-    for ax, name in zip(axes, names, strict=True):
+    fig, panels = _method_panels(scores, 4.2, 3.4, sharey=True)
+    for ax, name in panels:
         ax.boxplot(scores[name].class_error, positions=range(10))
-        ax.set_title(name)
         ax.set_xlabel("class")
-    axes[0].set_ylabel("test error per class over chains (%)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    panels[0][0].set_ylabel("test error per class over chains (%)")
+    _save(fig, path, title)
 
 
 def plot_probability_matrix(path: Path, scores: dict[str, ChainScores], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [n for n in ("SGLD", "SGHMC", "D-SGHMC p=0.5") if n in scores]
-    fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.8))
-    axes = np.atleast_1d(axes)
-    for ax, name in zip(axes, names, strict=True):
+    fig, panels = _method_panels(scores, 4.0, 3.8)
+    for ax, name in panels:
         im = ax.imshow(scores[name].probability_matrix, vmin=0, vmax=1, cmap="viridis")
-        ax.set_title(name)
         ax.set_xlabel("predicted class")
         ax.set_ylabel("true class")
         ax.set_xticks(range(10))
         ax.set_yticks(range(10))
-    fig.colorbar(im, ax=list(axes), shrink=0.8, label="mean predicted probability")
-    fig.suptitle(title)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    fig.colorbar(im, ax=[ax for ax, _ in panels], shrink=0.8, label="mean predicted probability")
+    _save(fig, path, title, tight_layout=False, bbox_inches="tight")

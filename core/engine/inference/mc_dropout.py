@@ -14,6 +14,8 @@ Prediction keeps dropout on and averages T stochastic passes; for regression the
 variance is τ⁻¹ + the sample variance of the outputs (τ is kept in the config for that).
 Here the knob is the **drop rate** of the architecture; p in the formula is the keep
 probability, as in the paper's appendix (z ~ Bernoulli(p), z = 0 drops the unit).
+The fitted network is a :class:`DropoutPosterior`, which an imported network with dropout
+(:mod:`core.engine.import_weights`) is too.
 """
 
 from __future__ import annotations
@@ -21,10 +23,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
+from torch import nn
 
 from core.engine.device import seeded_generator
-from core.engine.inference.base import Dataset, DropoutPosterior, FitGenerator, optimise
-from core.engine.models import ArchSpec, build_model
+from core.engine.inference.base import (
+    Dataset,
+    FitGenerator,
+    Posterior,
+    _logits_to_proba,
+    check_param_shapes,
+    interactive_generator,
+    optimise,
+    register_posterior_kind,
+    sample_count_setting,
+)
+from core.engine.models import FEATURES, ArchSpec, build_model
+from core.engine.models.dropout import mc_dropout, split_before_dropout
 
 
 def weight_decay(drop_rate: float, length_scale: float, tau: float, n: int) -> float:
@@ -65,6 +79,108 @@ class McDropoutConfig:
             raise ValueError("length_scale and tau must be positive")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.num_samples < 1:
             raise ValueError("epochs, batch_size, lr and num_samples must be positive")
+
+
+def dropout_input_size(arch: ArchSpec) -> int:
+    """Values one image hands the dropout layers of ``arch``'s model (the sum of their inputs'
+    sizes), found once per architecture by one image's pass, with hooks on them, through a
+    model of its own (a posterior's model may be predicting on another thread meanwhile)."""
+    key = repr(arch)
+    if key not in _DROPOUT_INPUTS:
+        model = build_model(arch)
+        sizes: list[int] = []
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.register_forward_hook(lambda _m, args, _out: sizes.append(args[0][0].numel()))
+        # a features head reads the network's features (N, D), not images
+        shape = (arch.features,) if arch.name == FEATURES else arch.input_shape
+        with torch.no_grad():
+            model(torch.zeros(1, *shape))
+        _DROPOUT_INPUTS[key] = sum(sizes)
+    return _DROPOUT_INPUTS[key]
+
+
+_DROPOUT_INPUTS: dict[tuple, int] = {}
+
+
+@register_posterior_kind
+class DropoutPosterior(Posterior):
+    """MC dropout (Gal & Ghahramani 2016): one weight set, dropout kept on at prediction.
+
+    The S stochastic passes run as one batch of S·N inputs, so one call draws S independent
+    dropout masks per input. Masks come from ``generator``, or, without one, from the
+    posterior's fixed bank (:func:`interactive_generator`): the same S masks on every call.
+    """
+
+    kind = "dropout"
+    default_num_samples = 100
+
+    def __init__(self, method, arch, config, seed, dataset, params, info=None) -> None:
+        super().__init__(method, arch, config, seed, dataset, info)
+        if arch.drop_rate <= 0:
+            raise ValueError("MC dropout needs an architecture with drop_rate > 0")
+        check_param_shapes(arch, params, lead=0)
+        # the count the fit chose (McDropoutConfig.num_samples) is the one a prediction uses
+        self.default_num_samples = sample_count_setting(self.config, "num_samples", DropoutPosterior.default_num_samples)
+        self.model = build_model(arch)
+        self.model.load_state_dict(params, strict=False)
+        self._split = split_before_dropout(self.model)
+        self._masks: dict[tuple[int, ...], list[torch.Tensor]] = {}
+
+    def prediction_bytes(self, num_samples: int | None, batch_size: int) -> float:
+        """The weights once and, per draw and image, every layer's output and, at each dropout
+        layer, its mask and the masked product before its division (``Dropout.forward``'s
+        ``x * mask / keep``): on softmax regression the input's copies are most of a draw's
+        memory, 4 of them where the layers' outputs count 2."""
+        s = self.effective_num_samples(num_samples)
+        per_draw = self.arch.activations_per_image() + 2 * dropout_input_size(self.arch)
+        return 4.0 * (self.arch.parameter_count() + s * batch_size * per_draw)
+
+    def predict_proba(self, x, num_samples=None, generator=None):
+        s = self.effective_num_samples(num_samples)
+        if s < 1:
+            raise ValueError(f"the number of samples must be at least 1, got {s}")
+        n = x.shape[0]
+        shared, rest = self._split
+        with torch.no_grad():
+            h = shared(x)  # the same for every draw: computed once per input
+            h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
+            if generator is None and isinstance(rest, nn.Sequential) and s * n <= self.MASK_BANK_ROWS:
+                masks = iter(self._fixed_masks(rest, h))
+                for layer in rest:  # Dropout.forward's rule, with the bank's masks drawn once
+                    h = h * next(masks) / (1.0 - layer.p) if isinstance(layer, nn.Dropout) else layer(h)
+                logits = h
+            else:
+                g = generator if generator is not None else interactive_generator(self.seed)
+                with mc_dropout(self.model, generator=g):
+                    logits = rest(h)
+        return _logits_to_proba(logits.reshape(s, n, -1))
+
+    #: The fixed bank's masks are kept for batches of at most this many rows (S·N).
+    MASK_BANK_ROWS = 1024
+
+    def _fixed_masks(self, rest: nn.Sequential, h: torch.Tensor) -> list[torch.Tensor]:
+        """The masks the fixed bank (:func:`interactive_generator`) draws for a batch shaped
+        like ``h``, drawn once and kept (for the last two shapes): bit for bit the masks a
+        fresh generator gives each call, without drawing them on every stroke."""
+        key = tuple(h.shape)
+        if key not in self._masks:
+            g, masks = interactive_generator(self.seed), []
+            for layer in rest:  # the layers' order is the order the generator is used in
+                if isinstance(layer, nn.Dropout):
+                    masks.append(torch.empty_like(h).bernoulli_(1.0 - layer.p, generator=g))
+                    h = h * masks[-1] / (1.0 - layer.p)
+                else:
+                    h = layer(h)
+            self._masks = {**dict(list(self._masks.items())[-1:]), key: masks}
+        return self._masks[key]
+
+    def state_tensors(self):
+        return {k: v.detach().clone() for k, v in self.model.named_parameters()}
+
+    @classmethod
+    def from_state(cls, method, arch, config, seed, dataset, info, tensors):
+        return cls(method, arch, config, seed, dataset, tensors, info)
 
 
 def fit(config: McDropoutConfig, arch: ArchSpec, data: Dataset, seed: int) -> FitGenerator:

@@ -3,7 +3,7 @@
 A :class:`ParamLayout` names the slices of θ that hold each parameter, so that a posterior over
 θ (a variational family, SWAG's or Laplace's Gaussian, a sampler's metric) can hand the model
 stacked weight sets (S, P) and :func:`stacked_logits` evaluates all of them at once
-(:func:`core.engine.models.stacked_forward`).
+(:func:`core.engine.models.stacked.stacked_forward`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from core.engine.models import stacked_forward
+from core.engine.models.stacked import stacked_forward
 
 
 class ParamLayout:
@@ -54,5 +54,5 @@ def stacked_logits(
     chunk_size: int | None = None,
 ) -> torch.Tensor:
     """Logits (S, N, K) of the model at each row of ``theta`` (S, P) (see
-    :func:`core.engine.models.stacked_forward`)."""
+    :func:`core.engine.models.stacked.stacked_forward`)."""
     return stacked_forward(model, layout.unflatten(theta), x, chunk_size)

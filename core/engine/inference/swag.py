@@ -31,7 +31,6 @@ from core.engine.inference.base import (
     Dataset,
     FitGenerator,
     ProgressRecord,
-    dropout_generator,
     minibatches,
     squared_norm,
 )
@@ -44,6 +43,7 @@ from core.engine.inference.map import (
 from core.engine.inference.param_layout import ParamLayout
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
+from core.engine.models.dropout import dropout_generator
 
 
 @dataclass(frozen=True)

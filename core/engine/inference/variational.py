@@ -3,7 +3,7 @@
 The weights of an arbitrary ``nn.Module`` are flattened into one vector θ ∈ ℝᴾ (a
 :class:`~core.engine.inference.param_layout.ParamLayout`); a variational family q(θ) draws
 stacked θ's and the model is evaluated on all of them at once
-(:func:`core.engine.models.stacked_forward`). The families are one class, a mixture of C
+(:func:`core.engine.models.stacked.stacked_forward`). The families are one class, a mixture of C
 Gaussians diag(σ²) + UUᵀ of rank K: MF-VI (C = 1, K = 0), sN-VI (C = 1, K ≥ 1) and sGMM-VI
 (C > 1), drawn ``naive``, ``paired`` or ``unscented``.
 
@@ -42,13 +42,8 @@ from core.engine.inference.base import (
 from core.engine.inference.elbo import VariationalState, train_loop
 from core.engine.inference.gaussian_family import mixture_log_prob, mixture_sample
 from core.engine.inference.param_layout import ParamLayout
-from core.engine.models import (
-    ArchSpec,
-    build_model,
-    first_layer_matrix,
-    first_linear_name,
-    stacked_forward,
-)
+from core.engine.models import ArchSpec, build_model
+from core.engine.models.stacked import first_layer_matrix, first_linear_name, stacked_forward
 
 # ----------------------------------------------------------------------------- posterior
 
@@ -60,7 +55,7 @@ class VariationalPosterior(Posterior):
     Tensors: ``mean`` (C, P), ``diag_std`` (C, P), ``factors`` (C, P, K), ``log_weights``
     (C,). MF-VI has C = 1, K = 0; variational dropout stores σ = √α |μ| (0 for its
     deterministic biases). Prediction draws θ ~ q and evaluates all draws at once
-    (:func:`core.engine.models.stacked_forward`).
+    (:func:`core.engine.models.stacked.stacked_forward`).
     """
 
     kind = "variational"
@@ -169,7 +164,7 @@ class VariationalPosterior(Posterior):
 
     def _prepared(self, theta: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """``theta``'s named weights and its first linear layer as one matrix
-        (:func:`~core.engine.models.first_layer_matrix`), made once per bank and draw count and
+        (:func:`~core.engine.models.stacked.first_layer_matrix`), made once per bank and draw count and
         kept for the last :data:`PREPARED_KEPT` counts, as
         :meth:`~core.engine.inference.base.SampledPosterior._prepared` does for stored draws: a
         stroke judged from the bank's same rows copied every weight into that matrix first
