@@ -13,7 +13,7 @@ first ``--images`` MNIST test images), in this process, one torch thread:
 * each one's ratio to the forward pass, the best of ``--repeats``;
 * **largest change**: the largest absolute difference between the two runs in any per-image
   number evaluate reports (p̄ and the six scores) and in any number of its tables
-  (:func:`core.analysis.evaluation.evaluation_tables`: accuracy, NLL, ECE, Brier, AUROC ...),
+  (:func:`core.analysis.evaluation_results.evaluation_tables`: accuracy, NLL, ECE, Brier, AUROC ...),
   and how many images' predicted class or chains' predictions changed.
 
 The product keeps float64 scoring (the 1e-12 bound of ``tests/core/test_evaluation_batching.py``;
@@ -117,7 +117,7 @@ def float32_scorer(wide_sums: bool = True):
 
 def _table_numbers(ev) -> dict[str, float]:
     """Every number of evaluate's tables, by table, row and column."""
-    from core.analysis.evaluation import evaluation_tables
+    from core.analysis.evaluation_results import evaluation_tables
 
     out: dict[str, float] = {}
     for name, rows in evaluation_tables(ev).items():

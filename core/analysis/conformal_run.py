@@ -38,7 +38,8 @@ from core.analysis.conformal import (
     image_fingerprints,
 )
 from core.analysis.conformal import calibration_mask as pixel_hash_mask
-from core.analysis.evaluation import FACE_TEST_SET, Evaluation
+from core.analysis.evaluation import FACE_TEST_SET
+from core.analysis.evaluation_results import Evaluation
 from core.analysis.streaming import predict_dataset
 from core.engine.calibration_file import how_to_calibrate, read_calibration, write_calibration
 from core.engine.data.split import pack_fingerprints, unpack

@@ -196,7 +196,7 @@ class CorruptionEvaluation:
 
 def summary_row(name: str, predictions: Any, ood: Any) -> dict[str, Any]:
     """One posterior's numbers at one severity (the formulas of the clean evaluation's summary
-    and OOD tables, :func:`core.analysis.evaluation.evaluation_tables`)."""
+    and OOD tables, :func:`core.analysis.evaluation_results.evaluation_tables`)."""
     proba, labels = predictions.mean_proba, predictions.labels
     row: dict[str, Any] = {
         "posterior": name,

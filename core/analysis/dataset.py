@@ -1,7 +1,7 @@
 """What the Dataset tab shows of several posteriors: every view's arrays, and the images behind them.
 
-:class:`DatasetViews` holds the :class:`~core.analysis.evaluation.Evaluation`, its tables
-(:func:`core.analysis.evaluation.evaluation_tables`, without the per-image one) and one
+:class:`DatasetViews` holds the :class:`~core.analysis.evaluation_results.Evaluation`, its tables
+(:func:`core.analysis.evaluation_results.evaluation_tables`, without the per-image one) and one
 :class:`ColumnViews` per posterior with the arrays its plots draw (:func:`build_views`). The
 test images behind a confusion cell or a histogram bin come from :func:`confusion_cell_images`
 and :func:`histogram_bin_images`.
@@ -17,14 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.evaluation import (
-    Evaluation,
-    evaluation_tables,
-    ood_fields,
-    ood_list,
-    resolve_dataset,
-    set_names,
-)
+from core.analysis.evaluation import ood_fields, ood_list, resolve_dataset, set_names
+from core.analysis.evaluation_results import Evaluation, evaluation_tables
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,
@@ -66,7 +60,7 @@ SHORT_SCORE_WORDS: dict[str, str] = {
 }
 
 #: Views that export, by the key that :func:`core.outputs.report.evaluation_figures` and
-#: :func:`core.analysis.evaluation.evaluation_tables` use, with their titles.
+#: :func:`core.analysis.evaluation_results.evaluation_tables` use, with their titles.
 DATASET_VIEWS: dict[str, str] = {
     "summary": "Metrics",
     "reliability": "Reliability diagram",
@@ -195,7 +189,7 @@ class HistogramPair:
 class ColumnViews:
     """What one posterior's column of the Dataset tab draws (K classes, C chains).
 
-    ``summary`` is the row of :func:`core.analysis.evaluation.evaluation_tables`' summary table;
+    ``summary`` is the row of :func:`core.analysis.evaluation_results.evaluation_tables`' summary table;
     ``ood`` maps each score to its AUROC and AUPR (rows of the ood_detection table: the first OOD
     set); ``ood_sets`` maps every OOD set to score → its row of the ood_sets table (AUROC, AUPR,
     rank among the columns, best).

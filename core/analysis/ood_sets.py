@@ -4,7 +4,7 @@ each set apart best, and whether that changes from one set to another.
 An audit found that the ranking of the posteriors by mutual information on notMNIST is not
 their ranking on Fashion-MNIST; one OOD set cannot show that. :func:`ood_set_rows` computes the
 AUROC and AUPR of every score of every posterior on every set (the ``ood_sets`` table of
-:func:`core.analysis.evaluation.evaluation_tables`), ranks the posteriors per set and score,
+:func:`core.analysis.evaluation_results.evaluation_tables`), ranks the posteriors per set and score,
 and :func:`ranking_changes` names the scores whose best column differs between the sets.
 """
 

@@ -305,8 +305,12 @@ def _first_index(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 #: Rows from which the classes are laid out first for their arg-max and top two: below it
 #: the copy and the dozen operations on it cost more than torch's own arg-max and topk
-#: (about 5 µs an operation against 40-120 ns a row).
-CLASS_ORDER_ROWS = 512
+#: (about 5 µs an operation against 40-120 ns a row). p̄'s order and 4 chains' arg-max, CPU
+#: time at load 6, classes-first against torch's own: 655 rows 442 against 200 µs (8 classes),
+#: 1,024 rows 490 against 339, 2,000 rows 709 against 648, 4,623 rows 1,178 against 1,469
+#: (10 classes: 2,000 rows 543 against 603); the face SGHMC's parts of 655 images paid 1-1.6 ns
+#: a draw-image-class value for it at 512.
+CLASS_ORDER_ROWS = 2048
 
 
 def first_argmax(x: torch.Tensor) -> torch.Tensor:

@@ -15,14 +15,13 @@ from pathlib import Path
 from core.analysis.conformal_run import attach_conformal, guarantee_words
 from core.analysis.evaluation import (
     FACE_TEST_SET,
-    Evaluation,
     check_memory,
     evaluate,
-    evaluation_tables,
     load_posteriors,
     resolve_dataset,
     resolve_image,
 )
+from core.analysis.evaluation_results import Evaluation, evaluation_tables
 from core.analysis.metrics import rotation_angles
 from core.analysis.ood_sets import AUROC_WORDS, ranking_changes
 from core.analysis.scoring import SCORES

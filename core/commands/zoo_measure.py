@@ -17,7 +17,8 @@ def measure(tier: Tier, methods: list[str], folder: Path, args: argparse.Namespa
     """One row per method: convergence, test-set quality, OOD detection and distance to the reference,
     on ``sets`` (by default the tier's own, :attr:`Tier.data`)."""
     from core.analysis.conformal_run import calibrate_evaluation
-    from core.analysis.evaluation import evaluate, evaluation_tables
+    from core.analysis.evaluation import evaluate
+    from core.analysis.evaluation_results import evaluation_tables
     from core.analysis.fidelity import fidelity_to_reference
     from core.commands.info import convergence_record, summary
     from core.engine.runner import drain

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 #: Share of the available memory one request may use: the process, the GUI and the
 #: intermediate copies that a single estimate does not count need the rest.
@@ -21,6 +20,17 @@ class MemoryEstimateError(ValueError):
     """A request would need more memory than this machine has available."""
 
 
+def _read_head(path: str, size: int = 4096) -> str:
+    """The first ``size`` bytes of a small kernel file as text, read with one system call:
+    ``Path.read_text`` cost 30-40 µs a file here, and an evaluation of a cheap posterior
+    (the face tier's MAP: a forward pass of 0.6-0.8 ms) reads four of them."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, size).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
 def _cgroup_headroom() -> int | None:
     """Bytes left under a cgroup v2/v1 memory limit (containers), or None without one."""
     for limit_file, usage_file in (
@@ -28,12 +38,12 @@ def _cgroup_headroom() -> int | None:
         ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
     ):
         try:
-            limit_text = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
+            limit_text = _read_head(limit_file).strip()
+            if limit_text == "max" or int(limit_text) >= 1 << 60:
+                return None  # no limit: its usage need not be read
+            usage = int(_read_head(usage_file).strip())
         except (OSError, ValueError):
             continue
-        if limit_text == "max" or int(limit_text) >= 1 << 60:
-            return None
         return max(int(limit_text) - usage, 0)
     return None
 
@@ -42,7 +52,7 @@ def available_bytes() -> int:
     """Memory this process can still obtain without swapping (best estimate per platform)."""
     found: list[int] = []
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in _read_head("/proc/meminfo", 512).splitlines():  # MemAvailable is its third line
             if line.startswith("MemAvailable:"):
                 found.append(int(line.split()[1]) * 1024)
                 break

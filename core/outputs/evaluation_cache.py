@@ -32,13 +32,8 @@ from core.analysis.dataset import (
     open_sets,
     unique_names,
 )
-from core.analysis.evaluation import (
-    PosteriorEvaluation,
-    check_run_memory,
-    evaluate,
-    ood_list,
-    set_names,
-)
+from core.analysis.evaluation import check_run_memory, evaluate, ood_list, set_names
+from core.analysis.evaluation_results import PosteriorEvaluation
 from core.analysis.metrics import ECE_BINS
 from core.analysis.scoring import SCORES
 from core.analysis.streaming import DatasetPredictions

@@ -21,7 +21,7 @@ from core.engine.files import atomic_write, strict_json
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from core.analysis.evaluation import Table
+    from core.analysis.evaluation_results import Table
 
 
 def write_table(

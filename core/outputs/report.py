@@ -22,10 +22,7 @@ from typing import Any
 from core.analysis.comparison import provenance
 from core.analysis.corruption import SHOWN_SCORES, CorruptionEvaluation, severity_lines
 from core.analysis.dataset import DATASET_VIEWS, SCORE_WORDS, TABLE_VIEWS, DatasetViews
-from core.analysis.evaluation import (
-    Evaluation,
-    evaluation_tables,
-)
+from core.analysis.evaluation_results import Evaluation, evaluation_tables
 from core.analysis.metrics import (
     ECE_BINS,
     REJECTION_SCORES,

@@ -11,7 +11,8 @@ from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtWidgets import QMessageBox
 
 from app.main import MainWindow
-from core.analysis.evaluation import evaluate, evaluation_tables, resolve_dataset
+from core.analysis.evaluation import evaluate, resolve_dataset
+from core.analysis.evaluation_results import evaluation_tables
 from core.engine.resources import resources_dir
 from core.engine.runner import drain
 from core.engine.store import load_posterior

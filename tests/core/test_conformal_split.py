@@ -11,7 +11,7 @@ import torch
 
 from core.analysis.conformal import calibration_mask, image_fingerprints
 from core.analysis.conformal_run import attach_conformal, calibrate, calibration_of_record
-from core.analysis.evaluation import Evaluation, PosteriorEvaluation
+from core.analysis.evaluation_results import Evaluation, PosteriorEvaluation
 from core.analysis.streaming import DatasetPredictions
 from core.engine.calibration_file import (
     CalibrationFileError,

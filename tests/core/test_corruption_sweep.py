@@ -13,7 +13,8 @@ from core.analysis.corruption import (
     corruption_sweep,
     corruption_sweeps,
 )
-from core.analysis.evaluation import evaluate, evaluation_tables, load_posteriors, resolve_dataset
+from core.analysis.evaluation import evaluate, load_posteriors, resolve_dataset
+from core.analysis.evaluation_results import evaluation_tables
 from core.engine.data.corruptions import corrupt
 from core.engine.resources import resources_dir
 from core.engine.runner import drain

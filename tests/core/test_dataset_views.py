@@ -20,7 +20,8 @@ from core.analysis.dataset import (
     histogram_bin_images,
     histogram_bin_indices,
 )
-from core.analysis.evaluation import evaluate, evaluation_tables
+from core.analysis.evaluation import evaluate
+from core.analysis.evaluation_results import evaluation_tables
 from core.analysis.metrics import score_histograms
 from core.commands.main import main
 from core.engine.data.idx import write_idx

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.analysis.evaluation import evaluate, evaluation_tables, load_posteriors, resolve_dataset
+from core.analysis.evaluation import evaluate, load_posteriors, resolve_dataset
+from core.analysis.evaluation_results import evaluation_tables
 from core.analysis.ood_sets import ood_set_rows, ranking_changes
 from core.analysis.scoring import SCORES
 from core.commands.evaluate import ood_specs
