@@ -130,7 +130,7 @@ FEATURES_BATCH = 50_000
 #: the number of chains (one triangular solve with the chains as right-hand sides), so a chain-step
 #: costs about 12.7 ms of CPU with 8 against 21 with 4 (512 features, load 9). Chains that mix read
 #: R̂ at the floor their number of draws sets (8 × 200 draws of the probe's 10,000 probabilities,
-#: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 400 each. Measured with
+#: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 300 to 400 (below). Measured with
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
 #: (docs/performance.md, "Building a feature tier", 2026-11-29). Every file keeps 25 draws a chain.
 FEATURES_SG_CHAINS = 8
@@ -179,7 +179,9 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=1600, bur
 #: probe pass (its masks) at load 8–12; seed 1: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
 #: **Now 12 + 167 epochs (1,611 steps, 8 × 300)**, for the tier's 15 minutes: R̂ 1.0064 (bulk and
 #: tail; shuffled 1.0081), bulk / tail ESS 1,510 / 1,436, 143 s of CPU and 41 s for the probe pass at
-#: load 6–10 (seed 0 only; its first half, 8 × 150, 1.0134).
+#: load 6–10 (seed 0; its first half, 8 × 150, 1.0134); seed 1: R̂ 1.0095 (bulk and tail; shuffled
+#: 1.0091), bulk / tail ESS 1,536 / 1,513, 106 s of CPU and 21 s for the probe pass at load 10–12 (its
+#: first half 1.0109): under 1.01 on both seeds, by 0.0005 on seed 1.
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
