@@ -9,10 +9,13 @@ CPU time of the sampling and of the probe pass (:func:`core.analysis.diagnostics
 tier measures: predictions of every measured draw, R̂, ESS and the shuffled baseline), the largest
 bulk and tail R̂ apart, the smallest bulk and tail ESS, and the same R̂ on the first half of the
 draws and on every 2nd / 4th draw (what a shorter run or more thinning would have read).
+``--after-training``: instead, what ``train`` does once the chains have run (save the file, the test
+accuracy, the probe pass, keep 25 draws a chain and save again, the stored draws' figures), timed part
+by part on this run's posterior (:func:`after_training`).
 
 Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/measure_sg_feature_head.py sghmc
 [--features 512] [--seed 0 --seed 1] [--set num_chains=8 --set epochs=1450 ...] [--whiten [--noise]] [--stein] [--predictive FILE.npy] [--reference HMC.npy]
-[--json FILE]``
+[--after-training] [--json FILE]``
 (the seeds run one after the other, sharing one mode and curvature). Compare
 CPU times, not wall clock, and note the load average printed with them.
 """
@@ -179,8 +182,43 @@ def stein_temperature(posterior, data, prior_std: float, drop_rate: float, draws
     return {"draws": len(w), "masks per draw": masks, **out}
 
 
+def after_training(posterior, test, seed: int, keep_draws: int = 25, storage: str = "float16") -> dict:
+    """CPU seconds of what ``train`` does after the chains have run (as a tier's worker does it, the
+    features tier's files in float16), part by part: the first save, then
+    :func:`core.commands.train.measure_and_save` under cProfile, read by the cumulative time of its
+    parts (the profiler's own cost included in the total)."""
+    import contextlib
+    import cProfile
+    import io
+    import pstats
+    import tempfile
+
+    from core.commands import train
+    from core.engine.store import save_posterior
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(io.StringIO()):
+        path = Path(folder) / "posterior.pt"
+        started = time.process_time()
+        save_posterior(posterior, path, storage=storage)
+        out["first save"] = round(time.process_time() - started, 2)
+        profile = cProfile.Profile(time.process_time)
+        started = time.process_time()
+        profile.runcall(train.measure_and_save, posterior, path, test, seed, 30, keep_draws, storage)
+        out["measure_and_save"] = round(time.process_time() - started, 2)
+        out["file MB"] = round(path.stat().st_size / 1e6, 1)
+    stats = pstats.Stats(profile).stats
+    parts = {"accuracy_progress": "test accuracy (30 draws)", "diagnose_progress": "probe passes (all draws, then the kept ones)",
+             "save_posterior": "saves", "stored_draw_figures": "stored draws' figures"}
+    for (_, _, name), (_, _, _, cumulative, _) in stats.items():
+        if name in parts:
+            out[parts[name]] = round(out.get(parts[name], 0.0) + cumulative, 2)
+    return out
+
+
 def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=None, *, noise: bool = False,
-        stein: bool = False, predictive: str | None = None, reference: str | None = None, probe: bool = True) -> dict:
+        stein: bool = False, predictive: str | None = None, reference: str | None = None, probe: bool = True,
+        after: bool = False) -> dict:
     """One fit of ``method`` and its figures; ``metric``: also the draws whitened by it (and with
     ``noise`` the gradient noise that spreads them); ``predictive``: save the probe's mean
     predictive there; ``reference``: its distance to the one saved there (HMC's); ``probe`` False:
@@ -200,6 +238,9 @@ def run(method: str, sets: list[str], seed: int, arch, data, probe_set, metric=N
     cpu = time.process_time() - started
     out = {"method": method, "seed": seed, "settings": sets, "chains": config.num_chains,
            "num_steps": posterior.info["num_steps"], "thin": posterior.info["thin"], "cpu_sampling_s": round(cpu, 1)}
+    if after:
+        out["after training, CPU s"] = after_training(posterior, probe_set, seed)
+        probe = False
     if probe:
         started = time.process_time()
         record = diagnose(posterior, probe_set, seed=0)
@@ -253,6 +294,9 @@ def main() -> int:
     parser.add_argument("--reference", metavar="FILE.npy",
                         help="the distance of the mean predictive to this one (HMC's, saved by "
                              "measure_hmc_feature_head.py --predictive): KL(reference ‖ it), total variation, agreement")
+    parser.add_argument("--after-training", action="store_true",
+                        help="time what train does after the chains have run (saves, test accuracy, probe pass, "
+                             "the stored draws' figures) instead of the probe pass alone (after_training)")
     args = parser.parse_args()
     if args.predict:
         for eta, friction in [(e, None) for e in (0.2, 0.4)] + [(e, a) for e in (0.1, 0.15, 0.2)
@@ -278,7 +322,7 @@ def main() -> int:
         for seed in args.seed or [0]:
             out = run(args.method, args.set, seed, arch, data, probe_set, metric if args.whiten else None,
                       noise=args.noise, stein=args.stein, predictive=args.predictive, reference=args.reference,
-                      probe=not args.no_probe)
+                      probe=not args.no_probe, after=args.after_training)
             out = {**out, "features": args.features, "cpu_curvature_s": round(curvature_cpu, 1)}
             print(json.dumps(out), flush=True)
             if args.json:

@@ -106,10 +106,14 @@ def cpu_cores() -> int:
 
 def describe_device(device: torch.device | str) -> str:
     """Where work runs, in words for a status line: ``the CPU (2 cores)``,
-    ``NVIDIA H100 (cuda:0)``, ``the Apple GPU (mps)``."""
+    ``NVIDIA H100 (cuda:0)``, ``the Apple GPU (mps)``. On the CPU it names the threads torch
+    computes with when they are fewer than the cores (``the CPU (1 thread of its 2 cores)``): a
+    process of ``zoo --jobs``, or one started with ``OMP_NUM_THREADS=1``, uses no more."""
     device = torch.device(device)
     if device.type == "cpu":
-        cores = cpu_cores()
+        cores, threads = cpu_cores(), torch.get_num_threads()
+        if threads < cores:
+            return f"the CPU ({threads} thread{'s' if threads != 1 else ''} of its {cores} cores)"
         return f"the CPU ({cores} core{'s' if cores != 1 else ''})"
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()

@@ -10,7 +10,6 @@ posterior's device. On a GPU machine ``pytest -k device`` runs the tests marked 
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -89,8 +88,19 @@ def test_each_missing_device_is_named(monkeypatch):
 
 
 def test_where_work_runs_in_words(monkeypatch):
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert describe_device(torch.device("cpu")) == f"the CPU ({cores} core{'s' if cores != 1 else ''})"
+    import core.engine.device as device_module
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(device_module, "cpu_cores", lambda: 2)
+    try:
+        torch.set_num_threads(2)  # every core: as a lone run uses them
+        assert describe_device(torch.device("cpu")) == "the CPU (2 cores)"
+        torch.set_num_threads(1)  # a zoo --jobs worker, or OMP_NUM_THREADS=1: one thread, said so
+        assert describe_device(torch.device("cpu")) == "the CPU (1 thread of its 2 cores)"
+        monkeypatch.setattr(device_module, "cpu_cores", lambda: 1)
+        assert describe_device(torch.device("cpu")) == "the CPU (1 core)"
+    finally:
+        torch.set_num_threads(before)
     pretend_cuda(monkeypatch, 2)
     assert describe_device(torch.device("cuda", 1)) == "NVIDIA Test GPU (cuda:1)"
     assert describe_device("mps") == "the Apple GPU (mps)"

@@ -13,6 +13,7 @@ import torch
 from core.commands import zoo, zoo_build, zoo_tiers
 from core.commands.main import main
 from core.commands.zoo_jobs import Job, schedule
+from core.engine.device import cpu_cores
 from core.engine.inference import build_cache
 from core.engine.store import load_posterior
 from tests.core.test_own_network import TinyCNN, colour_folder, save_torchscript
@@ -64,6 +65,8 @@ def test_side_by_side_makes_the_files_one_at_a_time_makes(tmp_path, tier_inputs,
     assert main(["zoo", *_argv(tier_inputs, together, jobs=2)]) == 0
     said = capsys.readouterr()
     assert "2 at a time" in said.out and "[5/5]" in said.out
+    if cpu_cores() > 1:  # a worker at one torch thread says so, not the machine's cores
+        assert f"Training on the CPU (1 thread of its {cpu_cores()} cores)." in said.err
     assert not multiprocessing.active_children() and not (together / zoo_build.SHARED_FOLDER).exists()
     for method in METHODS:
         a, b = load_posterior(alone / f"features_{method}.pt"), load_posterior(together / f"features_{method}.pt")

@@ -130,14 +130,16 @@ FEATURES_BATCH = 50_000
 #: the number of chains (one triangular solve with the chains as right-hand sides), so a chain-step
 #: costs about 12.7 ms of CPU with 8 against 21 with 4 (512 features, load 9). Chains that mix read
 #: R̂ at the floor their number of draws sets (8 × 200 draws of the probe's 10,000 probabilities,
-#: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 400 each. Measured with
+#: shuffled: 1.012), so R̂ ≤ 1.01 with margin is a matter of draws: 8 × 300 to 400 (below). Measured with
 #: ``benchmarks/measure_sg_feature_head.py`` on ``bench_feature_tier.py``'s 8,026 × 512 features
 #: (docs/performance.md, "Building a feature tier", 2026-11-29). Every file keeps 25 draws a chain.
 FEATURES_SG_CHAINS = 8
 #: The features tier's longest methods, in CPU seconds at 8,026 training images × 512 features (one
 #: thread; docs/performance.md, "Building a feature tier"): ``zoo --jobs`` hands the methods out
-#: longest first, and those not named here (each well under a minute) after them.
-FEATURES_SECONDS = {"hmc": 986, "sgld": 478, "dsghmc": 184, "sghmc": 169}
+#: longest first, and those not named here (each well under a minute) after them. D-SGHMC's and
+#: SGHMC's are their workers' CPU in the whole build near idle (3.5 and 2.2 minutes, beside HMC);
+#: SGLD's is that build's 384 s at 4,200 steps less 500 steps at 57.7 ms (an estimate).
+FEATURES_SECONDS = {"hmc": 986, "sgld": 355, "dsghmc": 210, "sghmc": 132}
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
 #: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
@@ -146,8 +148,12 @@ FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvatu
 #: tail 1.0054; shuffled 1.0063), bulk / tail ESS 1,894 / 2,071, 415 s of CPU and 63 s for the probe
 #: pass at load 5–8; its first 2,000 kept steps read 1.015. Seed 1: R̂ 1.0062 (shuffled 1.0063), bulk
 #: ESS 1,843, 338 s + 52 s at load 6–7. Whitened by the curvature its draws have variances of median
-#: 1.12 on both seeds (1/(1 − η/4) = 1.11 predicted).
-FEATURES_SGLD = (*chain_settings(thin=10, init="overdispersed", epochs=4200, burn_in=200, chains=FEATURES_SG_CHAINS),
+#: 1.12 on both seeds (1/(1 − η/4) = 1.11 predicted). **Now 200 + 3,500 steps (8 × 350)**, an eighth
+#: less: R̂ 1.0094 (seed 0; tail 1.0077, shuffled 1.0085, bulk / tail ESS 1,644 / 1,729) and 1.0082
+#: (seed 1; shuffled 1.0079, ESS 1,619), 214 s of CPU and 9 s for the probe pass at load 6–8. At
+#: 200 + 3,000 (8 × 300) seed 0 read 1.0108 (seed 1 1.0091): the ESS, set by the steps (about 17 a
+#: bulk effective draw), not by the thinning, holds R̂ up; whitened variances median 1.12 at every length.
+FEATURES_SGLD = (*chain_settings(thin=10, init="overdispersed", epochs=3700, burn_in=200, chains=FEATURES_SG_CHAINS),
                  *FEATURES_SG, "--set", "step_size=0.4")
 #: SGHMC at η 0.15, friction 0.3, underdamped: on a Gaussian a linear function forgets in 2·friction/η
 #: = 4 steps (the former 0.1 / 0.6: 12) and its square, which the folded tail R̂ sees, in about
@@ -179,7 +185,9 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=1600, bur
 #: probe pass (its masks) at load 8–12; seed 1: 1.0047 (shuffled 1.0069), ESS 1,949, 225 + 98 s.
 #: **Now 12 + 167 epochs (1,611 steps, 8 × 300)**, for the tier's 15 minutes: R̂ 1.0064 (bulk and
 #: tail; shuffled 1.0081), bulk / tail ESS 1,510 / 1,436, 143 s of CPU and 41 s for the probe pass at
-#: load 6–10 (seed 0 only; its first half, 8 × 150, 1.0134).
+#: load 6–10 (seed 0; its first half, 8 × 150, 1.0134); seed 1: R̂ 1.0095 (bulk and tail; shuffled
+#: 1.0091), bulk / tail ESS 1,536 / 1,513, 106 s of CPU and 21 s for the probe pass at load 10–12 (its
+#: first half 1.0109): under 1.01 on both seeds, by 0.0005 on seed 1.
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
