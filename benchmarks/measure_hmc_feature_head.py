@@ -207,6 +207,9 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true", help="what holds R̂ up (module docstring)")
     parser.add_argument("--prefixes", default="", help="with --breakdown: comma-separated draws a chain")
     parser.add_argument("--json", help="append the figures to this file")
+    parser.add_argument("--progress", metavar="FILE",
+                        help="append each progress record with the process's CPU seconds so far (a run cut short "
+                             "still tells its cost per iteration)")
     parser.add_argument("--predictive", metavar="FILE.npy",
                         help="save the probe's mean predictive (1,000 × 10), the reference for the SG samplers' "
                              "distance to HMC (measure_sg_feature_head.py --reference)")
@@ -227,7 +230,7 @@ def main() -> int:
     config = recipe_config(args.set)
     load_before = os.getloadavg()
     started = time.process_time()
-    posterior = next_value(hmc.fit(config, arch, data, args.seed))
+    posterior = next_value(hmc.fit(config, arch, data, args.seed), args.progress)
     cpu = time.process_time() - started
     w = posterior.samples["linear.weight"].float()
     b = posterior.samples["linear.bias"].float()
@@ -260,11 +263,17 @@ def main() -> int:
     return 0
 
 
-def next_value(generator):
-    """The return value of a progress generator, its records dropped."""
+def next_value(generator, progress: str | None = None):
+    """The return value of a progress generator, its records dropped (or appended to ``progress``
+    with the CPU seconds and load average at each)."""
     try:
         while True:
-            next(generator)
+            record = next(generator)
+            if progress:
+                with open(progress, "a") as fh:
+                    fh.write(json.dumps({"step": record.step, "total": record.total, "phase": record.phase,
+                                         "cpu_s": round(time.process_time(), 2), "load": os.getloadavg()[0],
+                                         **{k: round(v, 4) for k, v in record.values.items()}}) + "\n")
     except StopIteration as stop:
         return stop.value
 

@@ -351,8 +351,11 @@ COMMON: dict[str, SettingHelp] = {
         "proportion. By the curvature: first find the most probable weights, then move along "
         "the directions the data pin down in small steps and along those they leave free in "
         "large ones, however the weights are correlated (needs memory for a weights × weights "
-        "matrix, so small models only).",
-        choices={"diagonal": "per weight", "curvature": "by the curvature at the mode"},
+        "matrix, so small models only). By the curvature's main directions: the same, but only "
+        "the directions pinned down far more or less than most are kept apart and the rest are "
+        "treated alike, so each step costs much less when most directions are alike.",
+        choices={"diagonal": "per weight", "curvature": "by the curvature at the mode",
+                 "curvature-lowrank": "by the curvature's main directions (cheaper)"},
     ),
     "max_energy_error": SettingHelp(
         "Divergence threshold",

@@ -116,6 +116,7 @@ PHASE_WORDS: dict[str, str] = {
     # a sampler's fixed metric (metric=curvature or kron), before its first step
     "finding the mode": "Finding the most probable weights",
     "curvature at the mode": "Measuring how sharply the data pin them down",
+    "main directions of the curvature": "Finding the directions the data pin down most",
     "averaging": "Taking snapshots around them",
 }
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from core.engine.inference import curvature, ggn, hmc
 from core.engine.inference.base import Dataset
+from core.engine.inference.lowrank_metric import LowRankMetric
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain
 from tests.core.test_reliability_hmc import GaussianTarget, _rotation
@@ -67,30 +68,43 @@ def test_dense_metric_momenta_velocity_and_spread_follow_m():
     assert torch.allclose(metric.kinetic(some).double(), kinetic, rtol=1e-4)
 
 
+class ShiftedGaussian(GaussianTarget):
+    """N(mean, Σ) per chain."""
+
+    def __init__(self, covariance: np.ndarray, mean: torch.Tensor) -> None:
+        super().__init__(covariance)
+        self.mean = mean.float()
+
+    def log_prob_and_grad(self, params, batch):
+        return super().log_prob_and_grad({"theta": params["theta"] - self.mean}, batch)
+
+
 def test_find_mode_finds_a_gaussians_mean():
     cov = _spd(6, 2, 1e3).numpy()
     mean = torch.arange(6, dtype=torch.float32) - 2.5
-
-    class Shifted(GaussianTarget):
-        def log_prob_and_grad(self, params, batch):
-            logp, grad = super().log_prob_and_grad({"theta": params["theta"] - mean}, batch)
-            return logp, grad
-
-    mode, logp = curvature.find_mode(Shifted(cov), {"theta": torch.zeros(1, 6)}, None)
+    mode, logp = curvature.find_mode(ShiftedGaussian(cov, mean), {"theta": torch.zeros(1, 6)}, None)
     assert torch.allclose(mode["theta"][0], mean, atol=1e-3)
     assert logp == pytest.approx(0.0, abs=1e-4)
 
 
-def _principal_variance_ratios(metric, cov: np.ndarray, num_leapfrog: int, seed: int) -> np.ndarray:
+def _principal_moments(metric, cov: np.ndarray, num_leapfrog: int, seed: int,
+                       mean: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """HMC's draws of N(mean, Σ) along Σ's principal axes: each chain's variance over the true one
+    (chains × axes) and the pooled mean's error in posterior standard deviations (axes)."""
     config = hmc.HmcConfig(num_chains=4, num_warmup=100, num_samples=400, num_leapfrog=num_leapfrog,
                            step_size=0.1)
     g = torch.Generator().manual_seed(seed)
     params = {"theta": torch.randn(4, len(cov), generator=g)}
-    result = drain(hmc.run(params, config=config, target=GaussianTarget(cov), batch=None, generator=g,
+    mean = torch.zeros(len(cov)) if mean is None else mean
+    result = drain(hmc.run(params, config=config, target=ShiftedGaussian(cov, mean), batch=None, generator=g,
                            metric=metric))
     w, v = np.linalg.eigh(cov)
-    draws = result.samples["theta"].double().numpy() @ v
-    return draws.var(axis=1, ddof=1) / w
+    draws = (result.samples["theta"].double().numpy() - mean.double().numpy()) @ v
+    return draws.var(axis=1, ddof=1) / w, draws.reshape(-1, len(w)).mean(0) / np.sqrt(w)
+
+
+def _principal_variance_ratios(metric, cov: np.ndarray, num_leapfrog: int, seed: int) -> np.ndarray:
+    return _principal_moments(metric, cov, num_leapfrog, seed)[0]
 
 
 def test_a_dense_metric_samples_a_correlated_gaussian_a_diagonal_one_cannot():
@@ -105,11 +119,54 @@ def test_a_dense_metric_samples_a_correlated_gaussian_a_diagonal_one_cannot():
     assert diagonal.min() < 0.6 or diagonal.max() > 1.5
 
 
-def test_curvature_hmc_matches_the_quadrature_of_a_logistic_posterior():
+def _identity_plus_low_rank(d: int = 20, seed: int = 5) -> torch.Tensor:
+    """A precision that is one level (0.9-1.1) but for four directions (400, 30, 0.05, 0.01): the
+    shape of the features head's curvature, at 20 weights."""
+    values = torch.cat([torch.linspace(0.9, 1.1, d - 4, dtype=torch.float64),
+                        torch.tensor([400.0, 30.0, 0.05, 0.01], dtype=torch.float64)])
+    q = torch.tensor(_rotation(d, seed))
+    return q @ torch.diag(values) @ q.T
+
+
+CURVATURE_FORMS = {
+    "dense": lambda precision: curvature.DenseMetric(precision, {"theta": torch.Size([len(precision)])}),
+    "lowrank": lambda precision: LowRankMetric.of_precision(precision, {"theta": torch.Size([len(precision)])}),
+}
+
+
+@pytest.mark.parametrize("form", list(CURVATURE_FORMS))
+def test_hmc_with_a_curvature_metric_meets_a_gaussian_s_mean_and_covariance(form):
+    """20 dimensions, standard deviations from 0.05 to 10 along rotated axes: with M the precision,
+    dense or as its level plus the four directions off it, every chain has every principal variance
+    within 0.6-1.5× and the pooled mean lies within 0.2 standard deviations on every axis."""
+    precision = _identity_plus_low_rank()
+    metric = CURVATURE_FORMS[form](precision)
+    assert form == "dense" or metric.rank == 4
+    cov = torch.linalg.inv(precision).numpy()
+    mean = torch.linspace(-3.0, 3.0, 20)
+    ratios, error = _principal_moments(metric, cov, 5, seed=4, mean=mean)
+    assert ratios.min() > 0.6 and ratios.max() < 1.5, ratios.round(2)
+    assert np.abs(error).max() < 0.2, error.round(3)
+
+
+def test_the_level_alone_without_the_directions_off_it_does_not_meet_the_covariance():
+    """The negative control of the test above: the same harness with M̃ = cI (no directions kept)
+    random-walks along the loosest axis and misses its variance."""
+    precision = _identity_plus_low_rank()
+    level = LowRankMetric.of_precision(precision, {"theta": torch.Size([20])}, cap=0)
+    assert level.rank == 0
+    ratios, _ = _principal_moments(level, torch.linalg.inv(precision).numpy(), 5, seed=4,
+                                   mean=torch.linspace(-3.0, 3.0, 20))
+    assert ratios.min() < 0.6 or ratios.max() > 1.5
+
+
+@pytest.mark.parametrize("metric", hmc.CURVATURE_METRICS)
+def test_curvature_hmc_matches_the_quadrature_of_a_logistic_posterior(metric):
     """The 4-weight softmax regression whose class shift only the prior holds (its predictive
-    by grid quadrature): chains from overdispersed starts around the mode, M from its curvature."""
+    by grid quadrature): chains from overdispersed starts around the mode, M from its curvature
+    (dense, or its level plus the directions off it)."""
     config = hmc.HmcConfig(num_chains=8, num_warmup=100, num_samples=250, num_leapfrog=4, step_size=0.3,
-                           metric="curvature", init="overdispersed")
+                           metric=metric, init="overdispersed")
     predictive, exact = _fit(hmc.fit, config)
     assert (predictive - exact).abs().max() < 0.006
 

@@ -21,6 +21,7 @@ import torch
 from core.engine.inference import METHODS, softmax_target
 from core.engine.inference.base import Dataset
 from core.engine.inference.curvature import DenseMetric
+from core.engine.inference.lowrank_metric import LowRankMetric
 from core.engine.inference.sampling import ChainGenerators, ModelTarget, epoch_batches, merge_chains
 from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.models import ArchSpec, build_model
@@ -127,10 +128,20 @@ def test_one_product_over_the_slots_is_each_chain_s_closed_form():
 # --------------------------------------------------------------------- the dense metric
 
 
-def _metric(p: int = 1500) -> DenseMetric:
+def _mass(p: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(3)
     a = torch.randn(p, p, generator=g, dtype=torch.float64)
-    return DenseMetric(a @ a.T / p + torch.eye(p, dtype=torch.float64), {"theta": torch.Size([p])})
+    return a @ a.T / p + torch.eye(p, dtype=torch.float64)
+
+
+def _metric(p: int = 1500) -> DenseMetric:
+    return DenseMetric(_mass(p), {"theta": torch.Size([p])})
+
+
+#: The curvature metrics a run's products go through: dense, and as a scaled identity plus its main
+#: directions (the spectrum of ``_mass`` spreads over 1-5, so the cap of 256 directions binds).
+METRICS = {"dense": _metric,
+           "lowrank": lambda p=1500: LowRankMetric.of_precision(_mass(p), {"theta": torch.Size([p])})}
 
 
 PRODUCTS = {
@@ -142,9 +153,12 @@ PRODUCTS = {
 }
 
 
+@pytest.mark.parametrize("kind", list(METRICS))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_every_metric_product_of_a_chain_beside_random_chains_is_the_chain_alone_bit_for_bit(threads):
-    metric = _metric()
+def test_every_metric_product_of_a_chain_beside_random_chains_is_the_chain_alone_bit_for_bit(threads, kind):
+    metric = METRICS[kind]()
+    if kind == "lowrank":
+        assert metric.rank == 256
     tree = {"theta": torch.randn(SLOTS, 1500, generator=torch.Generator().manual_seed(4))}
     with torch_threads(threads):
         for name, product in PRODUCTS.items():
@@ -203,6 +217,9 @@ RUNS = {  # full batch (batch_size ≥ 300 examples) with the curvature metric: 
     # each chain's leapfrog steps from its own step size: chains stop at different steps
     "hmc-trajectory": {"num_chains": 4, "num_warmup": 12, "num_samples": 8, "num_leapfrog": 12, "step_size": 0.3,
                        "trajectory_length": 1.5, "metric": "curvature", "init": "overdispersed"},
+    # the curvature as a scaled identity plus its main directions: its thin products in slots too
+    "hmc-lowrank": {"num_chains": 4, "num_warmup": 12, "num_samples": 8, "num_leapfrog": 12, "step_size": 0.3,
+                    "trajectory_length": 1.5, "metric": "curvature-lowrank", "init": "overdispersed"},
 }
 
 

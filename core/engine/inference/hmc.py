@@ -63,6 +63,7 @@ from core.engine.inference.curvature import (
     DenseMetric,
     mode_and_curvature,
 )
+from core.engine.inference.lowrank_metric import LowRankMetric, mode_and_lowrank_curvature
 from core.engine.inference.sampling import (
     BudgetPolicy,
     ChainGenerators,
@@ -74,7 +75,9 @@ from core.engine.inference.sampling import (
 from core.engine.inference.slots import ChainSlots
 from core.engine.models import ArchSpec, build_model
 
-MetricName = Literal["diagonal", "curvature"]
+MetricName = Literal["diagonal", "curvature", "curvature-lowrank"]
+#: The metrics taken from the curvature at the mode (and so the ones ``init="overdispersed"`` can use).
+CURVATURE_METRICS = ("curvature", "curvature-lowrank")
 #: ``sampling.InitName`` and ``overdispersed`` (around the mode, curvature metric only).
 HmcInit = Literal["default", "prior", "overdispersed"]
 
@@ -124,7 +127,9 @@ class HmcConfig:
     metric
         ``diagonal``: M diagonal, tuned in warm-up; ``curvature``: M the posterior precision
         at the mode, dense (see the module's docstring; for models of up to about 20,000
-        weights: M takes 16·P² bytes).
+        weights: M takes 16·P² bytes); ``curvature-lowrank``: the same M as a scaled identity
+        plus its main directions (:mod:`~core.engine.inference.lowrank_metric`: a product costs
+        a tenth or less of the dense one's where most of M's spectrum is one level).
     max_energy_error
         An energy error above this marks a divergent, rejected proposal.
     prior_std, memory_budget_mb, on_budget
@@ -164,11 +169,11 @@ class HmcConfig:
             raise ValueError("step_size_jitter must lie in [0, 1)")
         if self.prior_std <= 0 or self.max_energy_error <= 0:
             raise ValueError("prior_std and max_energy_error must be positive")
-        if self.metric not in ("diagonal", "curvature"):
-            raise ValueError(f"metric must be diagonal or curvature, got {self.metric!r}")
-        if self.init == "overdispersed" and self.metric != "curvature":
+        if self.metric not in ("diagonal", *CURVATURE_METRICS):
+            raise ValueError(f"metric must be diagonal, curvature or curvature-lowrank, got {self.metric!r}")
+        if self.init == "overdispersed" and self.metric not in CURVATURE_METRICS:
             raise ValueError("init=overdispersed spreads chains around the mode by the curvature; "
-                             "it needs metric=curvature")
+                             "it needs metric=curvature or curvature-lowrank")
 
 
 class DiagonalMetric:
@@ -191,7 +196,7 @@ class DiagonalMetric:
         return self.momentum(z), {k: z[k] * self.inv_mass[k].sqrt() for k in z}
 
 
-Metric = DiagonalMetric | DenseMetric
+Metric = DiagonalMetric | DenseMetric | LowRankMetric
 
 
 @dataclass
@@ -534,10 +539,13 @@ def fit(
     chains = len(chain_ids)
     batch = (data.x, data.y)
     metric, extra = None, {}
-    if config.metric == "curvature":
-        mode, mode_logp, metric = yield from mode_and_curvature(arch, data, config.prior_std,
-                                                                config.num_warmup + config.num_samples)
-        extra = {"metric": "curvature", "mode_log_posterior": mode_logp}
+    if config.metric in CURVATURE_METRICS:
+        build = mode_and_curvature if config.metric == "curvature" else mode_and_lowrank_curvature
+        mode, mode_logp, metric = yield from build(arch, data, config.prior_std, config.num_warmup + config.num_samples)
+        extra = {"metric": config.metric, "mode_log_posterior": mode_logp}
+        if isinstance(metric, LowRankMetric):
+            extra["metric_rank"] = metric.rank
+            extra["metric_bulk"] = metric.bulk
         metric = metric.in_slots(slots)
         if config.init == "overdispersed":
             spread = metric.spread(sampling.normal_like(params, generator))

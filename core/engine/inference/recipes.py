@@ -138,8 +138,9 @@ FEATURES_SG_CHAINS = 8
 #: thread; docs/performance.md, "Building a feature tier"): ``zoo --jobs`` hands the methods out
 #: longest first, and those not named here (each well under a minute) after them. D-SGHMC's and
 #: SGHMC's are their workers' CPU in the whole build near idle (3.5 and 2.2 minutes, beside HMC);
-#: SGLD's is that build's 384 s at 4,200 steps less 500 steps at 57.7 ms (an estimate).
-FEATURES_SECONDS = {"hmc": 986, "sgld": 355, "dsghmc": 210, "sghmc": 132}
+#: SGLD's is that build's 384 s at 4,200 steps less 500 steps at 57.7 ms (an estimate); HMC's its
+#: low-rank metric's run alone at load 6–18.
+FEATURES_SECONDS = {"hmc": 388, "sgld": 355, "dsghmc": 210, "sghmc": 132}
 FEATURES_SG = ("--set", f"batch_size={FEATURES_BATCH}", "--set", "metric=curvature", "--keep-draws", "25")
 #: SGLD at η 0.4 (its draws 1/√(1 − η/4) = 5 % wider than the posterior's: no accept/reject step):
 #: a linear function forgets in about 4/η = 10 steps where the posterior is as wide as the curvature
@@ -191,7 +192,7 @@ FEATURES_SGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=1600, bur
 FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, burn_in=12, chains=FEATURES_SG_CHAINS),
                    "--set", "batch_size=1000", "--set", "metric=curvature", "--keep-draws", "25",
                    "--set", "step_size=0.15", "--set", "friction=0.3", "--drop-rate", "0.5")
-#: HMC with the dense curvature metric at the mode, as the face tier's, and trajectories long enough
+#: HMC with the curvature metric at the mode, as the face tier's (here in its low-rank form, below), and trajectories long enough
 #: for 5,130 weights: the step adapts to about 0.1 there (ε shrinks as P^(−1/4)), so 8 leapfrog steps
 #: moved about one posterior standard deviation a proposal and random-walked (512 features, 4 chains,
 #: 100 + 400 × 8: R̂ 1.067, bulk ESS 55 of 1,600 draws, ≈ 440 s of CPU). The curvature at the mode is
@@ -235,7 +236,19 @@ FEATURES_DSGHMC = (*chain_settings(thin=5, init="overdispersed", epochs=179, bur
 #: 15–18 steps, 986 s of CPU at load 3–4 (its first 400 draws a chain: 1.009). At most 24
 #: steps: π/2 in full down to ε 0.065 (about 2,000 features, ε shrinking as P^(−1/4)), and the
 #: planned gradients' bound (575 × 24) keeps the tier's samplers under the paper tier's epochs.
-FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature", "--set", "init=overdispersed",
+#:
+#: The metric is the same curvature kept as its median level plus the directions off it
+#: (``metric=curvature-lowrank``, :mod:`~core.engine.inference.lowrank_metric`): at 512 features
+#: 90 of 5,130 directions lie outside a factor 1.25 of the level (none between 1.2 and 1.5 times
+#: it), so M⁻¹r is two thin products instead of a 105 MB one and a transition costs 0.48 of the
+#: dense metric's CPU (same steps, alternating in one process; docs/performance.md, "Building a
+#: feature tier", 2026-11-29 12:20). The same settings, seed 0: R̂ 1.0066 (bulk 1.0064 / tail
+#: 1.0066), bulk / tail ESS 1,687 / 1,274, acceptance 0.89, 15–19 steps, **388 s of CPU** for
+#: the mode, its curvature, the eigendecomposition and 75 + 500 iterations at load 6–18 (the dense
+#: metric: 917–986 s); its first 400 draws a chain 1.0077 (floor 1.005). Seed 1: R̂ 1.0071, ESS
+#: 2,046 / 1,802, 355 s, first 400 draws 1.0089: 8 × 400 would leave 0.001–0.002 of margin, and
+#: HMC is no longer the build's longest lane, so 8 × 500 stays.
+FEATURES_HMC = ("--set", "num_chains=8", "--set", "metric=curvature-lowrank", "--set", "init=overdispersed",
                 "--set", "step_size=0.1", "--set", "target_accept=0.8", "--set", "num_warmup=75",
                 "--set", "num_samples=500", "--set", "thin=1", "--set", "trajectory_length=1.5708",
                 "--set", "step_size_jitter=0.3",
