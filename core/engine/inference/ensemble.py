@@ -35,16 +35,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from core.engine.inference.base import (
-    Dataset,
-    FitGenerator,
-    ProgressRecord,
-    SampledPosterior,
-    optimise,
-    squared_norm,
-)
+from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
 from core.engine.inference.chains import ChainGenerators, Params, resolve_chains, stack_chains
 from core.engine.inference.map import GRAD_TOL, check_mode_settings, converge, resolve_optimiser
+from core.engine.inference.optimisation import optimise, squared_norm
 from core.engine.memory import USABLE_FRACTION, available_bytes
 from core.engine.models import ArchSpec, Dropout
 
@@ -158,7 +152,7 @@ def train_one_by_one(
     penalty: float,
     describe: Callable[[int], str] = lambda i: f"member {i + 1}",
 ) -> Generator[ProgressRecord, None, Params]:
-    """Train each model in turn with :func:`~core.engine.inference.base.optimise` (Adam,
+    """Train each model in turn with :func:`~core.engine.inference.optimisation.optimise` (Adam,
     cosine schedule), model i from ``generators[i]``; return the stacked weights (M, ...)."""
     for i, (model, generator) in enumerate(zip(models, generators, strict=True)):
         for record in optimise(
