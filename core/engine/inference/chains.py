@@ -9,15 +9,15 @@ its mini-batch order, its noise, D-SGHMC's input masks, HMC's momentum, jitter a
 acceptance uniforms) from its own ``torch.Generator`` seeded by :func:`chain_seed` (s, c),
 held by a :class:`ChainGenerators`. Every draw has the shape of one chain, so a chain's
 numbers do not depend on which other chains run beside it: chains (0, 1, 2, 3) run
-together, one at a time, or as subsets on different machines (``fit(..., chains=(2, 3))``,
-then :func:`~core.engine.inference.chain_merge.merge_chains`) give the same chains, up to the float rounding of batched
-kernels (on the same kind of device: CPU and CUDA generators differ). A softmax head's products
+together, one at a time, or as subsets on different machines (``fit(..., chains=(2, 3))``, then
+:func:`~core.engine.inference.chain_merge.merge_chains`) give the same chains, up to the float rounding
+of batched kernels (on the same kind of device: CPU and CUDA generators differ). A softmax head's products
 on a batch every chain sees and the dense curvature metric's are one product over the run's
 chain slots (:mod:`~core.engine.inference.slots`: chain c in slot c, zeros in the slots of the
 chains a subset leaves out), so those chains are the same bit for bit. Nothing in a step
 couples chains: preconditioners, HMC's step-size and mass adaptation are per chain; the
-storage plan of a subset is the plan of the whole run (:func:`~core.engine.inference.sampling.fit_sgmcmc`); only a
-divergence in one chain stops the run it is part of, and progress records show chain means.
+storage plan of a subset is the plan of the whole run
+(:func:`~core.engine.inference.sampling.fit_sgmcmc`); only a divergence in one chain stops the run it is part of, and progress records show chain means.
 A plain ``torch.Generator`` is still accepted wherever a ``ChainGenerators`` is: it draws
 for all chains at once (one stream), as densities without chain identity and the
 statistical tests do.

@@ -496,10 +496,11 @@ def fit_sgmcmc(
 ) -> Generator[ProgressRecord, None, Any]:
     """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
 
-    ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result
-    holds exactly those chains of the full run (see the module docstring), ready for
-    :func:`~core.engine.inference.chain_merge.merge_chains`. Its storage plan is the full run's: the memory budget is for all
-    ``config.num_chains`` chains, so a subset thins as the whole run would. ``metric``, a fixed
+    ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result holds
+    exactly those chains of the full run (:mod:`~core.engine.inference.chains`), ready for
+    :func:`~core.engine.inference.chain_merge.merge_chains`. Its storage plan is the full run's: the
+    memory budget is for all ``config.num_chains`` chains, so a subset thins as the whole run
+    would. ``metric``, a fixed
     :class:`~core.engine.inference.curvature.DenseMetric` (the sampler's ``config.metric``), goes
     to ``init`` and is recorded in ``info["preconditioner"]``. ``ordered_batches``: a step that
     draws something per batch position (D-SGHMC's masks) gets its batches in their drawn order
