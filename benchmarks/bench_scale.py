@@ -45,7 +45,8 @@ from core.engine.data.datasets import load_split  # noqa: E402
 from core.engine.device import describe_device, on_device, resolve_device  # noqa: E402
 from core.engine.inference import ensemble, sgld  # noqa: E402
 from core.engine.inference.base import Dataset  # noqa: E402
-from core.engine.inference.sampling import ChainGenerators, ModelTarget, initial_params  # noqa: E402
+from core.engine.inference.chains import ChainGenerators  # noqa: E402
+from core.engine.inference.sampling import ModelTarget, initial_params  # noqa: E402
 from core.engine.models import ArchSpec, build_model  # noqa: E402
 from core.engine.naming import samples_used  # noqa: E402
 from core.engine.runner import drain  # noqa: E402

@@ -50,8 +50,9 @@ from core.analysis.metrics import accuracy, negative_log_likelihood  # noqa: E40
 from core.engine import convergence  # noqa: E402
 from core.engine.data.datasets import load_split  # noqa: E402
 from core.engine.device import describe_device, resolve_device  # noqa: E402
-from core.engine.inference import get_method, sampling  # noqa: E402
-from core.engine.inference.sampling import ChainConfig, ChainGenerators, SamplerDivergedError  # noqa: E402
+from core.engine.inference import get_method, hmc, sampling  # noqa: E402
+from core.engine.inference.chains import ChainGenerators  # noqa: E402
+from core.engine.inference.sampling import ChainConfig, SamplerDivergedError  # noqa: E402
 from core.engine.models import ArchSpec  # noqa: E402
 from core.engine.runner import drain, fit_posterior  # noqa: E402
 
@@ -81,7 +82,8 @@ def coupled(starts: str | None, noise: str | None) -> list:
         def models(self, arch):
             return self.starts.models(arch)
 
-    patches = [mock.patch.object(sampling, "ChainGenerators", Streams)]
+    patches = [mock.patch.object(sampling, "ChainGenerators", Streams),
+               mock.patch.object(hmc, "ChainGenerators", Streams)]
     if starts == "mode":
         seen = {}
         fit_sgmcmc = sampling.fit_sgmcmc

@@ -17,7 +17,8 @@ from core.commands.console import say
 from core.engine import tiers
 from core.engine.data.identity import output_class_names
 from core.engine.data.split import unpack
-from core.engine.inference.sampling import chains_in_words, chains_of_run
+from core.engine.inference.chain_merge import chains_of_run
+from core.engine.inference.chains import chains_in_words
 from core.engine.models import ArchSpec
 from core.engine.naming import (
     ARCH_LABELS,

@@ -3,7 +3,7 @@
 A long run of a sampler (or an ensemble) can be trained in parts, ``train --chains 0,1`` and
 ``train --chains 2,3`` with otherwise the same arguments, at different times or on different
 machines. Chain c draws everything from its own random stream, so the joined chains are those
-of the run made in one go (:func:`~core.engine.inference.sampling.merge_chains`). ``join``
+of the run made in one go (:func:`~core.engine.inference.chain_merge.merge_chains`). ``join``
 checks that the parts are of one run and hold every chain once, then does what ``train`` does
 after a whole run: it measures the test accuracy and whether the chains agree, keeps
 ``--keep-draws`` draws of each chain and saves the posterior.
@@ -27,7 +27,8 @@ from core.engine.data.identity import (
 )
 from core.engine.files import check_output_file
 from core.engine.inference.base import Dataset, Posterior
-from core.engine.inference.sampling import chains_in_words, chains_of_run, merge_chains
+from core.engine.inference.chain_merge import chains_of_run, merge_chains
+from core.engine.inference.chains import chains_in_words
 from core.engine.naming import plural
 from core.engine.store import load_posterior, save_posterior
 

@@ -47,7 +47,7 @@ from core.engine.data.listing import image_folder
 from core.engine.files import check_output_file, file_sha256
 from core.engine.inference import METHODS, get_method
 from core.engine.inference.base import Dataset, accuracy_progress
-from core.engine.inference.sampling import chains_of_run
+from core.engine.inference.chain_merge import chains_of_run
 from core.engine.models import (
     ARCHITECTURES,
     RESNET_MIN_SIZE,

@@ -23,8 +23,8 @@ from core.commands.zoo_jobs import (
 from core.commands.zoo_tiers import Tier
 from core.engine.inference import METHODS
 from core.engine.inference.base import ProgressRecord
+from core.engine.inference.chains import chains_in_words
 from core.engine.inference.recipes import FEATURES_SECONDS, FEATURES_TIER
-from core.engine.inference.sampling import chains_in_words
 from core.engine.runner import report
 
 

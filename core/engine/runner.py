@@ -199,7 +199,7 @@ def fit_posterior(
 
     With ``chains``, a method that runs independent chains or members (``method.runs_chains``)
     runs only those (numbers from 0), exactly as they are in the whole run; the parts are
-    joined by :func:`core.engine.inference.sampling.merge_chains`.
+    joined by :func:`core.engine.inference.chain_merge.merge_chains`.
     """
     from core.engine.device import steps_on  # torch: only when a fit runs
     from core.engine.inference.base import check_data_fits
@@ -267,7 +267,7 @@ def fit_posterior_on(
 
     A method of independent chains or ensemble members (``method.runs_chains``) runs each
     chain as its own task, drawing from its own stream (``chain_seed(seed, c)``), and the
-    parts are joined by :func:`~core.engine.inference.sampling.merge_chains`: the samples are
+    parts are joined by :func:`~core.engine.inference.chain_merge.merge_chains`: the samples are
     those of the same fit run here. Any other fit runs whole, as one task. The training set
     is copied to the cluster once. ``device`` is where each task computes: a CUDA task asks
     for one GPU. ``info["cluster"]`` records the address and the number of tasks, and
@@ -279,7 +279,7 @@ def fit_posterior_on(
     began = time.perf_counter()
     shared = executor.share(data)
     gpus = 1.0 if str(device).startswith("cuda") else 0.0
-    from core.engine.inference.sampling import chains_of_run, merge_chains
+    from core.engine.inference.chain_merge import chains_of_run, merge_chains
 
     count = chains_of_run(config) or 1
     if method.runs_chains and start is None and count > 1:

@@ -30,7 +30,9 @@ from core.engine.data.locate import DatasetMissingError
 from core.engine.files import NotSavedError
 from core.engine.inference import METHODS
 from core.engine.inference.base import Posterior
-from core.engine.inference.sampling import SampleBudgetError, SamplerDivergedError, chains_in_words
+from core.engine.inference.chains import chains_in_words
+from core.engine.inference.sample_store import SampleBudgetError
+from core.engine.inference.sampling import SamplerDivergedError
 from core.engine.models import ArchSpec, check_model_fits
 from core.engine.naming import ARCH_LABELS, METHOD_DESCRIPTIONS, METHOD_LABELS
 from core.engine.settings_help import in_words

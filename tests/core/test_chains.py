@@ -27,11 +27,11 @@ import pytest
 import torch
 
 from core.engine.inference import METHODS
-from core.engine.inference.sampling import (
+from core.engine.inference.chain_merge import merge_chains
+from core.engine.inference.chains import (
     ChainGenerators,
     chain_seed,
     chains_in_words,
-    merge_chains,
     resolve_chains,
 )
 from core.engine.models import ArchSpec

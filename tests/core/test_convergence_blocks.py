@@ -62,26 +62,46 @@ def _compare(x: np.ndarray, orders: list[np.ndarray]) -> None:
         assert ((got > 1.01).sum(), (got > 1.1).sum()) == ((want > 1.01).sum(), (want > 1.1).sum())
 
 
-@pytest.mark.parametrize("chains, draws", [(4, 40), (8, 60), (2, 12), (4, 41), (1, 40), (3, 2)])
+@pytest.mark.parametrize("chains, draws", [(4, 40), (8, 60), (2, 12), (4, 41), (8, 25), (2, 5), (3, 7), (1, 40),
+                                           (3, 2)])
 def test_awkward_elements_give_the_reference_figures(chains: int, draws: int) -> None:
-    """Ties, constants, NaN, folds all alike, chains apart; an odd draw count, one chain and too
-    few draws go to the reference itself."""
+    """Ties, constants, NaN, folds all alike, chains apart; odd draw counts (a middle draw left out
+    of each chain's split, another for each order); one chain and too few draws go to the reference
+    itself."""
     rng = np.random.default_rng(5)
     x = _awkward(rng, chains, draws)
     _compare(x, [rng.permutation(chains * draws) for _ in range(4)])
 
 
+@pytest.mark.parametrize("draws", [50, 25])
 @pytest.mark.parametrize("block_draws", [1, 3 * 8 * 50, cb.BLOCK_DRAWS])
 @pytest.mark.parametrize("shift", [0.0, 1.5])
-def test_probe_probabilities_give_the_reference_figures_whatever_the_blocks(block_draws, shift, monkeypatch) -> None:
+def test_probe_probabilities_give_the_reference_figures_whatever_the_blocks(block_draws, shift, draws,
+                                                                            monkeypatch) -> None:
     """Probabilities as the probe's, mixed and with one chain apart, in blocks of one element, of
-    three and all at once."""
+    three and all at once; 25 draws a chain is what the feature tiers' sampler files keep."""
     monkeypatch.setattr(cb, "BLOCK_DRAWS", block_draws)
     rng = np.random.default_rng(11)
-    x = _probabilities(rng, 8, 50, shift=shift)
+    x = _probabilities(rng, 8, draws, shift=shift)
     varies = cv.spread(x) > MIN_SPREAD
     assert 0 < varies.sum() < varies.size  # some saturate and are left out
-    _compare(x, [rng.permutation(8 * 50) for _ in range(8)])
+    _compare(x, [rng.permutation(8 * draws) for _ in range(8)])
+
+
+@pytest.mark.parametrize("draws", [24, 25])
+def test_odd_and_even_counts_take_the_block_path(draws: int, monkeypatch) -> None:
+    """Neither count hands its draws to the reference functions (which the checks above compare
+    against): an odd count is computed by blocks as an even one is."""
+    rng = np.random.default_rng(draws)
+    x = _probabilities(rng, 4, draws, images=5)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the draws went to the reference functions")
+
+    for name in ("summarise", "rhat_of_shuffles", "rhat", "ess_bulk", "ess_tail"):
+        monkeypatch.setattr(cv, name, refused)
+    summary, shuffled = cb.summarise_with_shuffles(x, MIN_SPREAD, [rng.permutation(4 * draws) for _ in range(3)])
+    assert np.isfinite(summary.rhat_max) and len(shuffled) == 3
 
 
 def test_probe_figures_against_arviz_on_a_few_elements() -> None:

@@ -11,7 +11,8 @@ import torch
 from core.engine.inference import dsghmc, sampling, sghmc, sgld
 from core.engine.inference.base import Dataset
 from core.engine.inference.curvature import KronMetric
-from core.engine.inference.sampling import FunctionTarget, StoragePlan
+from core.engine.inference.sample_store import StoragePlan
+from core.engine.inference.sampling import FunctionTarget
 from core.engine.models import ArchSpec
 from core.engine.naming import fit_lines
 from core.engine.runner import drain

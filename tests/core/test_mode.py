@@ -111,7 +111,7 @@ def test_ensemble_members_of_a_convex_model_reach_the_same_mode_from_different_s
 
 
 def _member_starts(count: int) -> list[nn.Module]:
-    from core.engine.inference.sampling import ChainGenerators
+    from core.engine.inference.chains import ChainGenerators
 
     return ChainGenerators(0, list(range(count)), torch.device("cpu")).models(ARCH)
 

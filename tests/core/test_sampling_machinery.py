@@ -6,16 +6,10 @@ import pytest
 import torch
 
 from core.engine.inference import METHODS, dsghmc, ensemble, hmc, sghmc, sgld
+from core.engine.inference.chains import ChainGenerators, chain_rand
 from core.engine.inference.dsghmc import InputDropoutPosterior
-from core.engine.inference.sampling import (
-    ChainGenerators,
-    FunctionTarget,
-    SampleBudgetError,
-    SampleBudgetWarning,
-    SamplerDivergedError,
-    chain_rand,
-    plan_storage,
-)
+from core.engine.inference.sample_store import SampleBudgetError, SampleBudgetWarning, plan_storage
+from core.engine.inference.sampling import FunctionTarget, SamplerDivergedError
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
 from core.engine.store import load_posterior, save_posterior
@@ -110,12 +104,9 @@ def test_a_chain_whose_log_posterior_collapses_while_finite_is_stopped():
     """SGHMC on LeNet-5 went from −1.5e5 to −1e14 with finite numbers and ran on to the end."""
     from types import SimpleNamespace
 
-    from core.engine.inference.sampling import (
-        DIVERGED_FALL,
-        ChainGenerators,
-        StoragePlan,
-        sample_chains,
-    )
+    from core.engine.inference.chains import ChainGenerators
+    from core.engine.inference.sample_store import StoragePlan
+    from core.engine.inference.sampling import DIVERGED_FALL, sample_chains
 
     def run(values, generator=None):
         falls = iter(values)
@@ -313,7 +304,8 @@ def test_a_runs_traces_hold_every_step_in_one_tensor_that_does_not_grow_by_objec
     import gc
     from types import SimpleNamespace
 
-    from core.engine.inference.sampling import StoragePlan, constant_batches, sample_chains
+    from core.engine.inference.sample_store import StoragePlan
+    from core.engine.inference.sampling import constant_batches, sample_chains
 
     def step(state, batch, generator, *, config, target):
         t = state.t + 1

@@ -20,9 +20,11 @@ import torch
 
 from core.engine.inference import METHODS, softmax_target
 from core.engine.inference.base import Dataset
+from core.engine.inference.chain_merge import merge_chains
+from core.engine.inference.chains import ChainGenerators
 from core.engine.inference.curvature import DenseMetric
 from core.engine.inference.lowrank_metric import LowRankMetric
-from core.engine.inference.sampling import ChainGenerators, ModelTarget, epoch_batches, merge_chains
+from core.engine.inference.sampling import ModelTarget, epoch_batches
 from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain, fit_posterior

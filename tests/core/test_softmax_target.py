@@ -16,13 +16,9 @@ import torch
 
 from core.engine.inference import dsghmc, hmc, sghmc, sgld, softmax_target
 from core.engine.inference.base import Dataset
+from core.engine.inference.chains import ChainGenerators
 from core.engine.inference.curvature import DenseMetric
-from core.engine.inference.sampling import (
-    ChainGenerators,
-    ModelTarget,
-    epoch_batches,
-    initial_params,
-)
+from core.engine.inference.sampling import ModelTarget, epoch_batches, initial_params
 from core.engine.models import ArchSpec, build_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -44,7 +44,7 @@ import torch
 from core.engine.convergence import effective_sample_size, split_chains
 from core.engine.inference import dsghmc, hmc, sampling, sghmc, sgld
 from core.engine.inference.base import Dataset
-from core.engine.inference.sampling import StoragePlan
+from core.engine.inference.sample_store import StoragePlan
 from core.engine.models import ArchSpec
 from core.engine.runner import drain
 
@@ -237,8 +237,8 @@ def test_hmc_without_its_metropolis_test_fails(monkeypatch):
     draws = run_gaussian("hmc", **settings)
     check = stein_check(draws, gaussian_grad(draws), MEAN)
     assert check.passes, check
-    real = sampling.chain_rand
-    monkeypatch.setattr(sampling, "chain_rand", lambda shape, generator, dtype=torch.float32, device="cpu":
+    real = hmc.chain_rand
+    monkeypatch.setattr(hmc, "chain_rand", lambda shape, generator, dtype=torch.float32, device="cpu":
                         torch.zeros_like(real(shape, generator, dtype, device)))
     draws = run_gaussian("hmc", **settings)
     check = stein_check(draws, gaussian_grad(draws), MEAN)

@@ -18,7 +18,7 @@ Steps covered:
   local reparameterisation, sN-VI paired and unscented, sGMM-VI, variational dropout) and
   their shared Adam step ``variational.apply_gradients``;
 - methods without a step of their own: MAP, MC dropout and the MAP phases of SWAG and Laplace
-  train through ``base.optimise`` and the ensemble through ``ensemble.train_side_by_side``; each
+  train through ``optimisation.optimise`` and the ensemble through ``ensemble.train_side_by_side``; each
   is checked on a one-batch epoch, which is exactly one step. SWAG's averaging phase (SGD with
   momentum inside its fit) and Laplace (no iteration: curvature at a mode) have no step to
   check; their units (``swag_moments``, the GGN) are tested in ``test_swag.py`` and
@@ -63,10 +63,13 @@ from core.engine.inference import (
     snvi,
     vdropout,
 )
-from core.engine.inference.base import Dataset, optimise
+from core.engine.inference.base import Dataset
+from core.engine.inference.chains import ChainGenerators, Params, stack_chains
 from core.engine.inference.curvature import DenseMetric, KronMetric
 from core.engine.inference.elbo import apply_gradients
-from core.engine.inference.sampling import Params, RmsPreconditioner
+from core.engine.inference.optimisation import optimise
+from core.engine.inference.sample_store import StoragePlan
+from core.engine.inference.sampling import RmsPreconditioner
 from core.engine.models import ArchSpec, build_model
 from core.engine.runner import drain
 
@@ -484,7 +487,7 @@ def test_the_chain_loop_keeps_the_state_after_every_thin_th_step_past_burn_in():
         t = state.t + 1
         return SimpleNamespace(t=t, params={"theta": torch.full((2, 1), float(t))}), {"log_posterior": torch.zeros(2)}
 
-    plan = sampling.StoragePlan(burn_in=7, thin=3, num_draws=4)
+    plan = StoragePlan(burn_in=7, thin=3, num_draws=4)
     result = drain(sampling.sample_chains(count, SimpleNamespace(t=0, params={"theta": torch.zeros(2, 1)}),
                                           config=None, target=None, batches=sampling.constant_batches(),
                                           num_steps=20, plan=plan, generator=torch.Generator()))
@@ -636,7 +639,7 @@ def _adam_first_move(g: torch.Tensor, lr: float) -> torch.Tensor:
 
 
 def test_the_map_fits_one_step_moves_each_weight_down_its_loss_gradient_by_the_learning_rate():
-    """``base.optimise`` (MAP, MC dropout, the MAP phase of SWAG and Laplace) on one batch for one
+    """``optimisation.optimise`` (MAP, MC dropout, the MAP phase of SWAG and Laplace) on one batch for one
     epoch is one Adam step: each weight moves by lr·g/(|g| + ε) against its gradient."""
     data, lr, penalty = _one_batch_data(), 0.01, 0.05
     torch.manual_seed(0)
@@ -652,10 +655,10 @@ def test_the_map_fits_one_step_moves_each_weight_down_its_loss_gradient_by_the_l
 def test_the_ensembles_one_step_moves_each_members_weights_down_its_loss_gradient():
     """``ensemble.train_side_by_side``, one batch for one epoch: member m moves as it would alone."""
     data, lr, penalty = _one_batch_data(), 0.01, 0.05
-    generators = sampling.ChainGenerators(0, (0, 1, 2))
+    generators = ChainGenerators(0, (0, 1, 2))
     models = generators.models(ARCH)
     grads = [_loss_gradients(m, data, penalty) for m in models]
-    before = sampling.stack_chains(models)
+    before = stack_chains(models)
     after = drain(ensemble.train_side_by_side(models, data, generators.generators, epochs=1, batch_size=len(data),
                                               lr=lr, penalty=penalty))
     for k, v in after.items():

@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from core.engine.inference.base import Dataset, minibatches, optimise
+from core.engine.inference.base import Dataset
 from core.engine.inference.elbo import train_loop
+from core.engine.inference.optimisation import minibatches, optimise
 
 
 def test_optimise_reports_the_mean_loss_of_the_steps_since_its_last_record():

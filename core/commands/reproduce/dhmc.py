@@ -65,7 +65,7 @@ from core.commands.reproduce.dhmc_figures import (
 )
 from core.commands.reproduce.dhmc_tuning import TrialRow, tune_step_sizes
 from core.engine.device import on_device, seeded_generator
-from core.engine.inference.sampling import Params
+from core.engine.inference.chains import Params
 
 PAPER_TABLE2 = {"SGLD": (88.06, 0.18), "SGHMC": (90.94, 0.28), "D-SGHMC p=0.5": (91.72, 0.11)}
 

@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 from core.engine.inference import dsghmc, sghmc, sgld
+from core.engine.inference.chains import Params
 from core.engine.inference.dsghmc import InputDropoutPosterior
-from core.engine.inference.sampling import Params, gaussian_log_prior
+from core.engine.inference.sampling import gaussian_log_prior
 from core.engine.models import ArchSpec
 
 KEEP_PROBS = (0.1, 0.5, 0.9)

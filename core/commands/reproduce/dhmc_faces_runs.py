@@ -23,8 +23,8 @@ from core.engine.faces.descriptor import DescriptorInfo
 from core.engine.faces.heads import face_arch
 from core.engine.inference import get_method, hmc, mc_dropout, mfvi, sghmc, sgld
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+from core.engine.inference.chains import Params
 from core.engine.inference.dsghmc import DsghmcConfig, InputDropoutPosterior
-from core.engine.inference.sampling import Params
 from core.engine.runner import Executor
 
 K = len(AGE_GROUP_NAMES)

@@ -84,7 +84,7 @@ class Method:
     fit_from: Callable[..., FitGenerator] | None = None
     #: Whether ``fit(..., chains=...)`` runs a subset of independent chains (or ensemble
     #: members), each from its own stream, to be merged with
-    #: :func:`~core.engine.inference.sampling.merge_chains`.
+    #: :func:`~core.engine.inference.chain_merge.merge_chains`.
     runs_chains: bool = False
     #: Its ``bayescope-cli train`` settings in each tier of ``bayescope-cli zoo`` it belongs to
     #: (without ``--method``; :mod:`core.engine.inference.recipes`).

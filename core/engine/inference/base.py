@@ -33,17 +33,15 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
-from torch import nn
 
 from core.engine.device import current_device, generator_on, on_device, seeded_generator, to_host
 from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model, image_features
-from core.engine.models.dropout import dropout_generator
 from core.engine.models.stacked import first_layer_matrix, first_linear_name, stacked_forward
 
 #: Offset between a posterior's seed and the seed of its fixed bank of prediction masks
@@ -516,13 +514,7 @@ def register_posterior_kind(cls: type[Posterior]) -> type[Posterior]:
     return cls
 
 
-# ----------------------------------------------------------------------------- training
-
-
-def minibatches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """Indices of one epoch in random order, in batches (the last may be smaller)."""
-    order = torch.randperm(n, generator=generator)
-    yield from order.split(batch_size)
+# ------------------------------------------------------------------------- test accuracy
 
 
 def accuracy_progress(
@@ -564,74 +556,3 @@ def accuracy(
             next(run)
         except StopIteration as stop:
             return stop.value
-
-
-def squared_norm(params: Iterator[torch.Tensor] | list[torch.Tensor]) -> torch.Tensor:
-    return sum((p.pow(2).sum() for p in params), torch.zeros(()))
-
-
-def optimise(
-    model: nn.Module,
-    data: Dataset,
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    penalty: float,
-    generator: torch.Generator,
-    report_every: int = 20,
-) -> Generator[ProgressRecord, None, None]:
-    """Minimise mean cross-entropy + ``penalty``·‖θ‖² with Adam, yielding progress.
-
-    Each record's ``loss`` and ``train_accuracy`` are means over the steps since the previous
-    record (they do not restart at a pass boundary).
-
-    The model is trained in place, in training mode (dropout on), and left in eval mode.
-    Mini-batch order and dropout masks both come from ``generator``, so the fit is
-    reproducible from its seed whatever else uses torch's global generator meanwhile.
-    """
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    steps_per_epoch = math.ceil(len(data) / batch_size)
-    total = epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(total, 1))
-    step = 0
-    model.train()
-    try:
-        with dropout_generator(model, generator):
-            # loss and accuracy are means over the steps since the last report, not over the pass so far:
-            # a mean that restarts each pass drops at every pass boundary, which reads as a sudden gain
-            running, seen, correct = 0.0, 0, 0
-            for epoch in range(epochs):
-                pass_seen = 0
-                for idx in minibatches(len(data), batch_size, generator):
-                    x, y = data.x[idx], data.y[idx]
-                    logits = model(x)
-                    nll = nn.functional.cross_entropy(logits, y)
-                    loss = nll + penalty * squared_norm(list(model.parameters()))
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    step += 1
-                    running += nll.item() * len(y)
-                    seen += len(y)
-                    pass_seen += len(y)
-                    correct += int((logits.argmax(-1) == y).sum())
-                    if not math.isfinite(loss.item()):
-                        raise FloatingPointError(
-                            f"the loss became {loss.item()} at step {step}; lower the learning rate"
-                        )
-                    if step % report_every == 0 or step == total:
-                        yield ProgressRecord(
-                            step,
-                            total,
-                            {
-                                "loss": running / seen,
-                                "train_accuracy": correct / seen,
-                                "epoch": epoch + pass_seen / len(data),
-                                "lr": sched.get_last_lr()[0],
-                            },
-                        )
-                        running, seen, correct = 0.0, 0, 0
-    finally:
-        model.eval()

@@ -24,12 +24,14 @@ import torch
 
 from core.engine.device import seeded_generator
 from core.engine.inference import sampling
-from core.engine.inference.base import Dataset, ProgressRecord, optimise
+from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.inference.build_cache import once_per_build
+from core.engine.inference.chains import Params
 from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
 from core.engine.inference.map import GRAD_TOL, MapConfig, converge, linear_layer
+from core.engine.inference.optimisation import optimise
 from core.engine.inference.param_layout import ParamLayout
-from core.engine.inference.sampling import Params, Target
+from core.engine.inference.sampling import Target
 from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.memory import check_fits
 from core.engine.models import ArchSpec, build_model

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from core.engine.inference.base import Dataset, ProgressRecord, minibatches
+from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.inference.gaussian_family import (
     LowRankMixture,
     Prior,
@@ -30,6 +30,7 @@ from core.engine.inference.gaussian_family import (
     group_size,
 )
 from core.engine.inference.local_reparam import LocalReparameterisation
+from core.engine.inference.optimisation import minibatches
 from core.engine.inference.param_layout import ParamLayout, stacked_logits
 from core.engine.models import ArchSpec, build_model
 

@@ -10,10 +10,10 @@ and the predictive is the uniform mixture p(y | x) = (1/M) Σ_m p(y | x, θ_m). 
 optional adversarial training is not used.) Members are stored as the M chains, one draw
 each, of a :class:`SampledPosterior`, so they predict in one vectorised call. Member m's
 initial weights, mini-batch order and (for architectures with dropout) training masks come
-from its own stream, seeded by :func:`~core.engine.inference.sampling.chain_seed` (seed, m),
+from its own stream, seeded by :func:`~core.engine.inference.chains.chain_seed` (seed, m),
 so the ensemble is reproducible from its seed and a subset of members (``fit(...,
 chains=(1, 3))``) is exactly those members of the whole ensemble, ready for
-:func:`~core.engine.inference.sampling.merge_chains`.
+:func:`~core.engine.inference.chain_merge.merge_chains`.
 
 The members train side by side (:func:`train_side_by_side`): their weights are stacked
 along a leading member dimension, the loss of every member is evaluated in one
@@ -35,16 +35,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from core.engine.inference.base import (
-    Dataset,
-    FitGenerator,
-    ProgressRecord,
-    SampledPosterior,
-    optimise,
-    squared_norm,
-)
+from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
+from core.engine.inference.chains import ChainGenerators, Params, resolve_chains, stack_chains
 from core.engine.inference.map import GRAD_TOL, check_mode_settings, converge, resolve_optimiser
-from core.engine.inference.sampling import ChainGenerators, Params, resolve_chains, stack_chains
+from core.engine.inference.optimisation import optimise, squared_norm
 from core.engine.memory import USABLE_FRACTION, available_bytes
 from core.engine.models import ArchSpec, Dropout
 
@@ -158,7 +152,7 @@ def train_one_by_one(
     penalty: float,
     describe: Callable[[int], str] = lambda i: f"member {i + 1}",
 ) -> Generator[ProgressRecord, None, Params]:
-    """Train each model in turn with :func:`~core.engine.inference.base.optimise` (Adam,
+    """Train each model in turn with :func:`~core.engine.inference.optimisation.optimise` (Adam,
     cosine schedule), model i from ``generators[i]``; return the stacked weights (M, ...)."""
     for i, (model, generator) in enumerate(zip(models, generators, strict=True)):
         for record in optimise(

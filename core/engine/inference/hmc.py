@@ -59,19 +59,14 @@ import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
+from core.engine.inference.chains import ChainGenerators, Params, chain_rand, resolve_chains
 from core.engine.inference.curvature import (
     DenseMetric,
     mode_and_curvature,
 )
 from core.engine.inference.lowrank_metric import LowRankMetric, mode_and_lowrank_curvature
-from core.engine.inference.sampling import (
-    BudgetPolicy,
-    ChainGenerators,
-    ChainResult,
-    Params,
-    Target,
-    per_chain,
-)
+from core.engine.inference.sample_store import BudgetPolicy, bytes_per_draw, plan_storage, warn_plan
+from core.engine.inference.sampling import ChainResult, Target, per_chain
 from core.engine.inference.slots import ChainSlots
 from core.engine.models import ArchSpec, build_model
 
@@ -320,7 +315,7 @@ def step(
     if config.trajectory_length > 0:  # from ε before its jitter: the jitter varies the length too
         num_steps = torch.ceil(config.trajectory_length / step_size).clamp(1, config.num_leapfrog).to(torch.int64)
     if config.step_size_jitter > 0:
-        u = sampling.chain_rand(step_size.shape, generator, step_size.dtype, step_size.device)
+        u = chain_rand(step_size.shape, generator, step_size.dtype, step_size.device)
         step_size = step_size * (1.0 + config.step_size_jitter * (2.0 * u - 1.0))
     theta, r, v, logp, grad, grad_velocity_end = trajectory(
         state.params, momentum, velocity, state.grad, grad_velocity, step_size, state.metric,
@@ -332,7 +327,7 @@ def step(
     divergent = ~finite | (error > config.max_energy_error)
     accept_prob = torch.where(finite, torch.exp(torch.clamp(-error, max=0.0)), 0.0)
     accept_prob = torch.where(divergent, 0.0, accept_prob)
-    u = sampling.chain_rand(accept_prob.shape, generator, accept_prob.dtype, accept_prob.device)
+    u = chain_rand(accept_prob.shape, generator, accept_prob.dtype, accept_prob.device)
     accept = u < accept_prob
     new_params = {
         k: torch.where(per_chain(accept, v), theta[k], v) for k, v in state.params.items()
@@ -485,12 +480,12 @@ def run(
     """
     total = config.num_warmup + config.num_samples
     state = init(params, config=config, target=target, batch=batch, metric=metric)
-    plan = sampling.plan_storage(
+    plan = plan_storage(
         config.num_samples, 0, config.thin,
-        sampling.bytes_per_draw(params) if draw_bytes is None else draw_bytes,
+        bytes_per_draw(params) if draw_bytes is None else draw_bytes,
         config.memory_budget_mb, config.on_budget,
     )
-    sampling.warn_plan(plan)
+    warn_plan(plan)
     state, warm_traces = yield from warmup(
         state, config=config, target=target, batch=batch, generator=generator, total=total
     )
@@ -526,11 +521,11 @@ def fit(
     """Full-batch HMC on a classifier: every chain (or the subset ``chains``) from its own stream.
 
     Chain c draws its starting weights, momenta, jitter and acceptance uniforms from
-    :func:`~core.engine.inference.sampling.chain_seed` (seed, c); warm-up adapts each chain
+    :func:`~core.engine.inference.chains.chain_seed` (seed, c); warm-up adapts each chain
     on its own, so a subset holds exactly those chains of the full run.
     """
-    chain_ids = sampling.resolve_chains(chains, config.num_chains)
-    generator = sampling.ChainGenerators(seed, chain_ids, data.x.device)
+    chain_ids = resolve_chains(chains, config.num_chains)
+    generator = ChainGenerators(seed, chain_ids, data.x.device)
     slots = ChainSlots.of(chain_ids, config.num_chains)  # one product over the run's chains: chain c in slot c
     start_init = "default" if config.init == "overdispersed" else config.init
     params = sampling.initial_params(arch, start_init, config.prior_std, generator)
@@ -552,7 +547,7 @@ def fit(
             params = {k: mode[k] + 2.0 * spread[k] for k in params}
     result = yield from run(
         params, config=config, target=target, batch=batch, generator=generator,
-        draw_bytes=sampling.bytes_per_draw(params) // chains * config.num_chains, metric=metric,
+        draw_bytes=bytes_per_draw(params) // chains * config.num_chains, metric=metric,
     )
     info = {
         **extra,

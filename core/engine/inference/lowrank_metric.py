@@ -34,9 +34,9 @@ import torch
 
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.inference.build_cache import once_per_build
+from core.engine.inference.chains import Params
 from core.engine.inference.curvature import DenseMetric, mode_and_curvature
 from core.engine.inference.param_layout import ParamLayout
-from core.engine.inference.sampling import Params
 from core.engine.inference.slots import ChainSlots, chain_slots
 from core.engine.models import ArchSpec
 

@@ -38,13 +38,8 @@ from torch import nn
 from torch.func import functional_call
 
 from core.engine.device import seeded_generator
-from core.engine.inference.base import (
-    Dataset,
-    FitGenerator,
-    ProgressRecord,
-    SampledPosterior,
-    optimise,
-)
+from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord, SampledPosterior
+from core.engine.inference.optimisation import optimise
 from core.engine.models import ArchSpec, build_model
 
 OPTIMISERS = ("auto", "newton", "lbfgs", "adam")

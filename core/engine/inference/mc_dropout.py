@@ -33,10 +33,10 @@ from core.engine.inference.base import (
     _logits_to_proba,
     check_param_shapes,
     interactive_generator,
-    optimise,
     register_posterior_kind,
     sample_count_setting,
 )
+from core.engine.inference.optimisation import optimise
 from core.engine.models import FEATURES, ArchSpec, build_model
 from core.engine.models.dropout import mc_dropout, split_before_dropout
 

@@ -1,40 +1,21 @@
-"""Machinery shared by the samplers: targets, chains, the sample store and diagnostics.
+"""The samplers' shared run: targets, the loop of steps, their batches and trace diagnostics.
 
-Parameters of C chains are a dict of tensors with a leading chain dimension (C, ...). A
-*target* returns the log posterior of every chain, log p(θ_c | D) up to a constant, and its
-gradient; a sampler's ``step(state, batch, generator, *, config, target)`` moves all chains
-at once. :func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain
-traces and fills a :class:`SampleStore` (leading dims (chain, draw)) that refuses, or thins
-with a warning, before it exceeds its memory budget. :func:`diagnostics` summarises scalar
-traces with :mod:`core.engine.convergence` (rank-normalised split-R̂ and bulk ESS, Vehtari et
-al. 2021), the same estimators as the probe diagnostics.
-
-Per-chain random streams
-------------------------
-In a fit, chain c of a run with seed s draws everything about itself (its initial weights,
-its mini-batch order, its noise, D-SGHMC's input masks, HMC's momentum, jitter and
-acceptance uniforms) from its own ``torch.Generator`` seeded by :func:`chain_seed` (s, c),
-held by a :class:`ChainGenerators`. Every draw has the shape of one chain, so a chain's
-numbers do not depend on which other chains run beside it: chains (0, 1, 2, 3) run
-together, one at a time, or as subsets on different machines (``fit(..., chains=(2, 3))``,
-then :func:`merge_chains`) give the same chains, up to the float rounding of batched
-kernels (on the same kind of device: CPU and CUDA generators differ). A softmax head's products
-on a batch every chain sees and the dense curvature metric's are one product over the run's
-chain slots (:mod:`~core.engine.inference.slots`: chain c in slot c, zeros in the slots of the
-chains a subset leaves out), so those chains are the same bit for bit. Nothing in a step
-couples chains: preconditioners, HMC's step-size and mass adaptation are per chain; the
-storage plan of a subset is the plan of the whole run (:func:`fit_sgmcmc`); only a
-divergence in one chain stops the run it is part of, and progress records show chain means.
-A plain ``torch.Generator`` is still accepted wherever a ``ChainGenerators`` is: it draws
-for all chains at once (one stream), as densities without chain identity and the
-statistical tests do.
+Parameters of C chains are a dict of tensors with a leading chain dimension (C, ...)
+(:data:`~core.engine.inference.chains.Params`). A *target* returns the log posterior of every
+chain, log p(θ_c | D) up to a constant, and its gradient; a sampler's
+``step(state, batch, generator, *, config, target)`` moves all chains at once.
+:func:`sample_chains` runs the steps with burn-in and thinning, keeps per-chain traces and fills
+a :class:`~core.engine.inference.sample_store.SampleStore` (leading dims (chain, draw)) within
+its memory budget; :func:`fit_sgmcmc` is the ``fit`` of a mini-batch sampler on a classifier.
+:func:`diagnostics` summarises scalar traces with :mod:`core.engine.convergence`
+(rank-normalised split-R̂ and bulk ESS, Vehtari et al. 2021), the same estimators as the probe
+diagnostics. Each chain draws from its own random stream (:mod:`~core.engine.inference.chains`),
+so chains run in parts and joined (:mod:`~core.engine.inference.chain_merge`) are the run's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
@@ -47,21 +28,24 @@ from torch.func import functional_call, vmap
 from core.engine import convergence
 from core.engine.inference import softmax_target
 from core.engine.inference.base import Dataset, ProgressRecord, SampledPosterior
+from core.engine.inference.chains import (
+    ChainGenerators,
+    Params,
+    chain_randn,
+    chains_in_words,
+    resolve_chains,
+    stack_chains,
+)
+from core.engine.inference.sample_store import (
+    BudgetPolicy,
+    SampleStore,
+    StoragePlan,
+    bytes_per_draw,
+    plan_storage,
+    warn_plan,
+)
 from core.engine.inference.slots import ChainSlots
 from core.engine.models import ArchSpec, build_model
-
-Params = dict[str, torch.Tensor]
-BudgetPolicy = Literal["refuse", "thin"]
-"""What a full sample store does: ``"refuse"`` raises before sampling starts; ``"thin"``
-keeps every k-th draw instead (k as small as fits) and warns."""
-
-
-class SampleBudgetError(ValueError):
-    """Storing the requested draws would exceed the memory budget."""
-
-
-class SampleBudgetWarning(UserWarning):
-    """The sample store thinned the chains further to stay within its memory budget."""
 
 
 class SamplerDivergedError(FloatingPointError):
@@ -189,129 +173,6 @@ def gaussian_log_prior(params: Params, prior_std: float) -> torch.Tensor:
     return -0.5 * sq / prior_std**2
 
 
-# ------------------------------------------------------------------ per-chain streams
-
-
-def chain_seed(seed: int, chain: int) -> int:
-    """The seed of chain (or ensemble member) ``chain`` of a fit with seed ``seed``.
-
-    The first 8 bytes, big-endian, of SHA-256 of the ASCII text ``"bayescope-chain:{seed}:{chain}"``,
-    with the top bit cleared (a non-negative 63-bit integer, which ``torch.Generator.manual_seed``
-    takes on every device). A hash rather than ``seed + chain`` so that neighbouring seeds do
-    not share chains (seed 0's chain 1 is not seed 1's chain 0); hashlib rather than numpy's
-    ``SeedSequence`` so that the value is fixed by this text alone, across library versions.
-    """
-    if chain < 0:
-        raise ValueError(f"a chain number is at least 0, got {chain}")
-    digest = hashlib.sha256(f"bayescope-chain:{int(seed)}:{int(chain)}".encode("ascii")).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
-
-
-class ChainGenerators:
-    """One ``torch.Generator`` per chain, seeded by :func:`chain_seed` (seed, c) for c in ``chain_ids``.
-
-    Every draw is made chain by chain with the shape of one chain and stacked, so chain c's
-    numbers are the same whichever chains run with it. The generators live on ``device``
-    (where the parameters are), so a CUDA run draws on the GPU.
-    """
-
-    def __init__(self, seed: int, chain_ids: Sequence[int], device: torch.device | str = "cpu") -> None:
-        self.seed = int(seed)
-        self.chain_ids = tuple(int(c) for c in chain_ids)
-        self.device = torch.device(device)
-        self.generators = [
-            torch.Generator(device=self.device).manual_seed(chain_seed(self.seed, c)) for c in self.chain_ids
-        ]
-
-    def __len__(self) -> int:
-        return len(self.generators)
-
-    def _check(self, chains: int) -> None:
-        if chains != len(self.generators):
-            raise ValueError(f"a draw for {chains} chains from the generators of {len(self)} chains")
-
-    def randn(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
-              device: torch.device | str | None = None) -> torch.Tensor:
-        """Standard normal draws of shape (C, *shape[1:]), row c from chain c's generator."""
-        self._check(shape[0])
-        out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
-        for row, g in zip(out, self.generators, strict=True):
-            row.normal_(generator=g)
-        return out.to(device) if device is not None else out
-
-    def rand(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
-             device: torch.device | str | None = None) -> torch.Tensor:
-        """Uniform [0, 1) draws of shape (C, *shape[1:]), row c from chain c's generator."""
-        self._check(shape[0])
-        out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
-        for row, g in zip(out, self.generators, strict=True):
-            row.uniform_(generator=g)
-        return out.to(device) if device is not None else out
-
-    def randperm(self, n: int) -> torch.Tensor:
-        """A random order of 0 … n−1 per chain: (C, n) on the CPU (where the data lie)."""
-        return torch.stack([torch.randperm(n, generator=g, device=self.device).cpu() for g in self.generators])
-
-    def models(self, arch: ArchSpec) -> list[nn.Module]:
-        """One freshly initialised model per chain, on the CPU: each initialises itself with
-        torch's global generator (forked, so the caller's stays as it was) seeded by an integer
-        drawn first from the chain's own stream."""
-        models = []
-        for g in self.generators:
-            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=self.device))
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                models.append(build_model(arch))
-        return models
-
-
-def chain_randn(shape: Sequence[int], generator: torch.Generator | ChainGenerators,
-                dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
-    """N(0, 1) draws of shape (C, ...): per chain from :class:`ChainGenerators`, else in one call."""
-    if isinstance(generator, ChainGenerators):
-        return generator.randn(shape, dtype, device)
-    return torch.randn(tuple(shape), generator=generator, dtype=dtype, device=device)
-
-
-def chain_rand(shape: Sequence[int], generator: torch.Generator | ChainGenerators,
-               dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
-    """U[0, 1) draws of shape (C, ...): per chain from :class:`ChainGenerators`, else in one call."""
-    if isinstance(generator, ChainGenerators):
-        return generator.rand(shape, dtype, device)
-    return torch.rand(tuple(shape), generator=generator, dtype=dtype, device=device)
-
-
-def chains_in_words(chains: Sequence[int]) -> str:
-    """"chain 2", "chains 1 and 3", "chains 0, 1 and 3" ("no chain" for none)."""
-    names = [str(int(c)) for c in chains]
-    if not names:
-        return "no chain"
-    if len(names) == 1:
-        return f"chain {names[0]}"
-    return f"chains {', '.join(names[:-1])} and {names[-1]}"
-
-
-def resolve_chains(chains: Sequence[int] | None, num_chains: int) -> tuple[int, ...]:
-    """The chain numbers a fit runs: all of 0 … num_chains−1, or the given subset, sorted.
-
-    Raises ``ValueError`` with a sentence for an empty subset, a repeated chain or one
-    outside the run.
-    """
-    if chains is None:
-        return tuple(range(num_chains))
-    ids = [int(c) for c in chains]
-    if not ids:
-        raise ValueError("a fit runs at least one chain; the subset of chains is empty")
-    if len(set(ids)) != len(ids):
-        twice = sorted({c for c in ids if ids.count(c) > 1})
-        raise ValueError(f"the subset names {chains_in_words(twice)} twice")
-    bad = [c for c in ids if not 0 <= c < num_chains]
-    if bad:
-        raise ValueError(f"{chains_in_words(bad)} {'lies' if len(bad) == 1 else 'lie'} outside the run's "
-                         f"{num_chains} chains (0 to {num_chains - 1})")
-    return tuple(sorted(ids))
-
-
 # ------------------------------------------------------------------------ tensor helpers
 
 
@@ -329,13 +190,6 @@ def chain_norm(tree: Params) -> torch.Tensor:
     """Euclidean norm of each chain's flattened parameters: shape (C,)."""
     return sum(v.flatten(1).pow(2).sum(1) for v in tree.values()).sqrt()
 
-
-def stack_chains(models: list[nn.Module]) -> Params:
-    """Parameters of several models with a leading chain dimension."""
-    names = [k for k, _ in models[0].named_parameters()]
-    return {
-        k: torch.stack([dict(m.named_parameters())[k].detach() for m in models]) for k in names
-    }
 
 
 @dataclass
@@ -379,89 +233,6 @@ def check_metric(metric: str, precondition: bool) -> None:
 def preconditioner_adapting(adapt_steps: int, t: int) -> bool:
     """Whether an RMSprop preconditioner still adapts at step t (``adapt_steps`` < 0: always)."""
     return adapt_steps < 0 or t < adapt_steps
-
-
-# -------------------------------------------------------------------------- sample store
-
-
-def bytes_per_draw(params: Params) -> int:
-    """Bytes of one draw of all chains (float32)."""
-    return sum(v.numel() for v in params.values()) * 4
-
-
-@dataclass(frozen=True)
-class StoragePlan:
-    """How many draws a run keeps: every ``thin``-th step after ``burn_in``."""
-
-    burn_in: int
-    thin: int
-    num_draws: int
-    message: str = ""
-
-
-def plan_storage(
-    num_steps: int,
-    burn_in: int,
-    thin: int,
-    draw_bytes: int,
-    budget_mb: float,
-    policy: BudgetPolicy = "refuse",
-) -> StoragePlan:
-    """Decide the thinning before sampling so the store never exceeds ``budget_mb``.
-
-    Raises
-    ------
-    SampleBudgetError
-        With ``policy="refuse"`` when the draws would not fit, or when not even one fits.
-    """
-    if not 0 <= burn_in < num_steps:
-        raise ValueError(f"burn-in ({burn_in}) must be below the number of steps ({num_steps})")
-    if thin < 1:
-        raise ValueError("thin must be at least 1")
-    budget = budget_mb * 2**20
-    draws = (num_steps - burn_in) // thin
-    if draws < 1:
-        raise ValueError(f"thinning by {thin} after {burn_in} burn-in steps keeps no draw")
-    needed = draws * draw_bytes
-    if needed <= budget:
-        return StoragePlan(burn_in, thin, draws)
-    fits = int(budget // draw_bytes)
-    text = (
-        f"storing {draws} draws needs {needed / 2**20:.1f} MB, over the sample budget of "
-        f"{budget_mb:g} MB"
-    )
-    if policy == "refuse" or fits < 1:
-        raise SampleBudgetError(
-            f"{text}; raise memory_budget_mb, thin more, sample fewer chains or steps"
-        )
-    new_thin = math.ceil((num_steps - burn_in) / fits)
-    draws = (num_steps - burn_in) // new_thin
-    return StoragePlan(
-        burn_in, new_thin, draws, f"{text}: thinning by {new_thin} instead of {thin} ({draws} draws)"
-    )
-
-
-class SampleStore:
-    """Preallocated draws with leading dims (chain, draw)."""
-
-    def __init__(self, template: Params, num_draws: int) -> None:
-        self.samples = {
-            k: torch.empty((v.shape[0], num_draws, *v.shape[1:]), dtype=torch.float32)
-            for k, v in template.items()
-        }
-        self.num_draws = num_draws
-        self.filled = 0
-
-    def append(self, params: Params) -> None:
-        if self.filled >= self.num_draws:
-            raise IndexError("the sample store is full")
-        for k, v in params.items():
-            self.samples[k][:, self.filled] = v.detach()
-        self.filled += 1
-
-    def result(self) -> Params:
-        return {k: v[:, : self.filled] for k, v in self.samples.items()}
-
 
 # ---------------------------------------------------------------------------- the loop
 
@@ -632,9 +403,6 @@ def downsampled_traces(traces: dict[str, torch.Tensor], points: int = 500) -> di
     return out
 
 
-def warn_plan(plan: StoragePlan) -> None:
-    if plan.message:
-        warnings.warn(plan.message, SampleBudgetWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------------- SG-MCMC on models
@@ -728,10 +496,11 @@ def fit_sgmcmc(
 ) -> Generator[ProgressRecord, None, Any]:
     """The ``fit`` of a mini-batch sampler on a classifier: chains, burn-in, thinning, store.
 
-    ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result
-    holds exactly those chains of the full run (see the module docstring), ready for
-    :func:`merge_chains`. Its storage plan is the full run's: the memory budget is for all
-    ``config.num_chains`` chains, so a subset thins as the whole run would. ``metric``, a fixed
+    ``chains`` runs a subset of the ``config.num_chains`` chains (None: all): the result holds
+    exactly those chains of the full run (:mod:`~core.engine.inference.chains`), ready for
+    :func:`~core.engine.inference.chain_merge.merge_chains`. Its storage plan is the full run's: the
+    memory budget is for all ``config.num_chains`` chains, so a subset thins as the whole run
+    would. ``metric``, a fixed
     :class:`~core.engine.inference.curvature.DenseMetric` (the sampler's ``config.metric``), goes
     to ``init`` and is recorded in ``info["preconditioner"]``. ``ordered_batches``: a step that
     draws something per batch position (D-SGHMC's masks) gets its batches in their drawn order
@@ -789,125 +558,3 @@ def fit_sgmcmc(
     if make_posterior is not None:
         return make_posterior(result.samples, info)
     return SampledPosterior(method, arch, asdict(config), seed, data.name, result.samples, info)
-
-
-# ------------------------------------------------------------------------ merging chains
-
-#: ``info`` values that add up over the parts of a run.
-_SUMMED_INFO = ("num_chains", "num_members", "divergences", "train_seconds")
-#: ``info`` values that are a mean over chains (weighted by each part's number of chains).
-_CHAIN_MEAN_INFO = ("acceptance_rate",)
-#: ``info`` values that hold one entry per chain, in chain order.
-_PER_CHAIN_INFO = ("chain_ids", "step_size")
-
-
-def chains_of_run(config: Any) -> int:
-    """How many chains (or ensemble members) a run's settings ask for: a config object or its
-    dict as saved in a file; 0 for a method without chains."""
-    get = config.get if isinstance(config, dict) else (lambda name, default: getattr(config, name, default))
-    return int(get("num_chains", 0) or get("num_members", 0) or 0)
-
-
-def merge_chains(posteriors: Sequence[SampledPosterior]) -> SampledPosterior:
-    """Concatenate posteriors that hold different chains of one run along the chain dimension.
-
-    Each part is a fit of the same method, architecture, config, seed and data run on a
-    subset of the chains (``fit(..., chains=...)``, perhaps on another machine); the result
-    holds their chains in chain order, so merging the subsets of a run gives the run.
-    ``info`` is merged chain by chain: per-chain traces and lists are concatenated in chain
-    order, counts (chains, members, divergences, training seconds) added, the acceptance
-    rate averaged over chains; R̂ and ESS, which need all chains at once, are recomputed from
-    the merged traces that ``info`` keeps (downsampled to at most 500 points per chain, so
-    they can differ a little from those of a single run, which used every step). Raises
-    ``ValueError`` naming what disagrees, or a chain held twice.
-    """
-    parts = list(posteriors)
-    if not parts:
-        raise ValueError("there is nothing to merge: no posterior was given")
-    first = parts[0]
-    for p in parts:
-        if not isinstance(p, SampledPosterior):
-            raise ValueError(f"only sampled posteriors hold chains to merge, got a {type(p).__name__}")
-    for what, value in (
-        ("kind", lambda p: type(p).__name__), ("method", lambda p: p.method), ("architecture", lambda p: p.arch),
-        ("settings", lambda p: p.config), ("seed", lambda p: p.seed), ("training data", lambda p: p.dataset),
-        ("training data files", lambda p: p.info.get("training_data")),
-        ("number of draws per chain", lambda p: p.num_draws),
-    ):
-        values = [value(p) for p in parts]
-        if any(v != values[0] for v in values[1:]):
-            raise ValueError(f"the posteriors to merge differ in their {what}: {_differences(values)}")
-    ids = [_chain_ids(p) for p in parts]
-    flat = [c for part in ids for c in part]
-    if len(set(flat)) != len(flat):
-        twice = sorted({c for c in flat if flat.count(c) > 1})
-        raise ValueError(f"the posteriors to merge hold {chains_in_words(twice)} twice")
-    order = sorted(range(len(parts)), key=lambda i: ids[i][0])  # parts by their first chain
-    parts, ids = [parts[i] for i in order], [ids[i] for i in order]
-    concat = [c for part in ids for c in part]
-    index = sorted(range(len(concat)), key=concat.__getitem__)  # then chains by number
-    samples = {k: torch.cat([p.samples[k] for p in parts])[index] for k in first.samples}
-    info = _merge_info([p.info for p in parts], ids, index, first.config)
-    return type(first).from_state(first.method, first.arch, first.config, first.seed, first.dataset,
-                                  info, samples)
-
-
-def _differences(values: list[Any]) -> str:
-    """What differs between the parts' values, in words: "sgld, sghmc"; for settings (dicts), each
-    setting that differs with its values, "step_size 0.001, 0.002"."""
-    if all(isinstance(v, dict) for v in values):
-        keys = dict.fromkeys(k for v in values for k in v)
-        return "; ".join(f"{k} {', '.join(str(v.get(k, 'unset')) for v in values)}"
-                         for k in keys if any(v.get(k) != values[0].get(k) for v in values))
-    return ", ".join(str(v) for v in values)
-
-
-def _chain_ids(posterior: SampledPosterior) -> list[int]:
-    ids = posterior.info.get("chain_ids")
-    if ids is None and not chains_of_run(posterior.config):
-        raise ValueError(f"a {posterior.method} posterior runs no chains, so it has none to merge")
-    if ids is None:
-        raise ValueError(f"this {posterior.method} posterior does not record which chains it holds "
-                         "(it was trained before chains could be run apart), so it cannot be merged")
-    if len(ids) != posterior.num_chains:
-        raise ValueError(f"the posterior records chains {ids} but holds {posterior.num_chains}")
-    return [int(c) for c in ids]
-
-
-def _merge_info(
-    infos: list[dict[str, Any]], ids: list[list[int]], index: list[int], config: dict[str, Any]
-) -> dict[str, Any]:
-    """``info`` of merged parts (see :func:`merge_chains`); ``index`` puts the chains in order."""
-    counts = [len(i) for i in ids]
-    out: dict[str, Any] = {}
-    diagnosed: set[str] = set()
-    for key in dict.fromkeys(k for info in infos for k in info):
-        values = [info.get(key) for info in infos]
-        if key.startswith(("rhat_", "ess_")):
-            diagnosed.add(key.split("_", 1)[1])
-        elif key == "traces":
-            names = dict.fromkeys(n for v in values for n in (v or {}))
-            out[key] = {n: [[row for v in values for row in v[n]][i] for i in index] for n in names}
-        elif key in _SUMMED_INFO and all(isinstance(v, (int, float)) for v in values):
-            out[key] = sum(values)
-        elif key in _CHAIN_MEAN_INFO and all(isinstance(v, (int, float)) for v in values):
-            out[key] = sum(v * c for v, c in zip(values, counts, strict=True)) / sum(counts)
-        elif key in _PER_CHAIN_INFO and all(isinstance(v, list) for v in values):
-            out[key] = [[x for v in values for x in v][i] for i in index]
-        elif all(v == values[0] for v in values[1:]):
-            out[key] = values[0]
-        else:
-            out[key] = values  # one value per part, parts in chain order: kept, not guessed at
-    traces = {n: v for n, v in out.get("traces", {}).items() if n in diagnosed}
-    if traces:
-        # downsampled_traces kept every stride-th step of the run's T steps, burn-in included
-        if "num_steps" in out:
-            total, burn_in = int(out["num_steps"]), int(out.get("burn_in_steps", 0))
-        else:  # HMC: warm-up, then sampling
-            total = int(config.get("num_warmup", 0)) + int(config.get("num_samples", 0))
-            burn_in = int(config.get("num_warmup", 0))
-        stride = max(1, math.ceil(total / 500))
-        full = {n: torch.tensor(v, dtype=torch.float32) for n, v in traces.items()}
-        out.update(diagnostics(full, math.ceil(burn_in / stride)))
-        out["diagnostics_from"] = "the merged traces" + (f", one step in {stride}" if stride > 1 else "")
-    return out

@@ -32,14 +32,9 @@ import torch
 
 from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, FitGenerator
+from core.engine.inference.chains import ChainGenerators, Params
 from core.engine.inference.curvature import DenseMetric, fixed_metric
-from core.engine.inference.sampling import (
-    ChainConfig,
-    ChainGenerators,
-    Params,
-    RmsPreconditioner,
-    Target,
-)
+from core.engine.inference.sampling import ChainConfig, RmsPreconditioner, Target
 from core.engine.models import ArchSpec
 
 Schedule = Literal["constant", "polynomial"]

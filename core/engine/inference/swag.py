@@ -27,19 +27,14 @@ import torch
 from torch import nn
 
 from core.engine.device import seeded_generator
-from core.engine.inference.base import (
-    Dataset,
-    FitGenerator,
-    ProgressRecord,
-    minibatches,
-    squared_norm,
-)
+from core.engine.inference.base import Dataset, FitGenerator, ProgressRecord
 from core.engine.inference.map import (
     GRAD_TOL,
     check_mode_settings,
     log_posterior_and_grad,
     train_to_mode,
 )
+from core.engine.inference.optimisation import minibatches, squared_norm
 from core.engine.inference.param_layout import ParamLayout
 from core.engine.inference.variational import VariationalPosterior
 from core.engine.models import ArchSpec, build_model
