@@ -503,8 +503,9 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     singles[:, 6 * k:] = _correlation_stacked(centred).reshape(c, k * k)
     singles = singles.astype(np.float32)
     # the top two classes and their overlap as top_two and top_two_overlap find them: torch's
-    # order of ties, its float32 root and sum; h₁h₂ is the same IEEE product
-    tops = _top_two_indices(mean)  # (C, 2)
+    # topk (its order of ties; two argmaxes in numpy took twice its time), its float32 root and
+    # sum; h₁h₂ is the same IEEE product
+    tops = torch.from_numpy(mean).topk(2, dim=-1).indices.numpy()  # (C, 2)
     rows = np.arange(c)
     product = hist[rows, tops[:, 0]] * hist[rows, tops[:, 1]]  # histograms hold no negatives
     # the root in torch: its float32 sqrt and numpy's differ in the last bit for most inputs
@@ -546,25 +547,6 @@ def _as_numpy(samples: torch.Tensor) -> np.ndarray:
     return (samples if samples.dtype in (torch.float32, torch.float64) else samples.double()).numpy()
 
 
-def _top_two_indices(mean: np.ndarray) -> np.ndarray:
-    """The two largest classes of each row of (C, K), as ``torch.topk(2)`` finds them: by two
-    argmaxes when the three largest means differ (then there is one answer), by torch's topk
-    itself when they do not, so that ties (e.g. the classes without mass of a certain input)
-    are broken as torch breaks them."""
-    if mean.shape[1] >= 2:
-        largest = np.sort(mean, axis=1)[:, :-4:-1]  # (C, up to 3), the largest first
-        distinct = largest[:, 0] > largest[:, 1]
-        if largest.shape[1] > 2:
-            distinct &= largest[:, 1] > largest[:, 2]
-        if distinct.all():  # NaN compares False: torch decides then too
-            rows = np.arange(len(mean))
-            first = mean.argmax(1)
-            rest = mean.copy()
-            rest[rows, first] = -np.inf
-            return np.stack((first, rest.argmax(1)), axis=1)
-    return torch.from_numpy(mean).topk(2, dim=-1).indices.numpy()
-
-
 @lru_cache(maxsize=16)
 def _bin_offsets(c: int, k: int, bins: int) -> np.ndarray:
     """(c·K + k)·bins for every posterior c and class k, shaped (C, 1, K) against the draws."""
@@ -588,7 +570,7 @@ def _correlation_stacked(centred: np.ndarray) -> np.ndarray:
     # 1e-16 (of 600,000 float32 entries from random draws, 40 differed, all by under 2e-16:
     # correlations near 0); every other number of a summary is the definition's bit for bit
     cov = np.matmul(centred.transpose(0, 2, 1), centred) / centred.shape[1]
-    std = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))  # (C, K)
+    std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))  # (C, K): sums of squares, never below 0
     varying = std > CONSTANT_STD
     if varying.all():  # the usual case: no class constant over the draws
         corr = cov / (std[:, :, None] * std[:, None, :])
@@ -597,7 +579,7 @@ def _correlation_stacked(centred: np.ndarray) -> np.ndarray:
         safe = np.where(varying, std, 1.0)
         corr = np.where(varying[:, :, None] & varying[:, None, :],
                         np.minimum(np.maximum(cov / (safe[:, :, None] * safe[:, None, :]), -1.0), 1.0), 0.0)
-    corr[:, np.arange(k), np.arange(k)] = 1.0
+    corr.reshape(-1, k * k)[:, ::k + 1] = 1.0  # the diagonals (corr is C-contiguous: a view)
     return corr
 
 
