@@ -10,7 +10,7 @@ drawing, the thread's processor time (``time.thread_time``) of:
 * **forward**: the posterior's own ``predict_proba``; **summary**: ``summarise_many`` of its draws;
 * **request**: the four columns in one ``predict_inputs`` as the window asks, against their floors' sum.
 
-Medians of ``--rounds`` rounds of ``--reps`` calls each. With ``--against REF`` the engine of a
+Medians of ``--rounds`` rounds of ``--reps`` calls each, the floors' rounds among the others. With ``--against REF`` the engine of a
 git revision (its ``core/analysis/uncertainty.py`` and ``predictive.py``) is timed too, round by
 round alternating with this checkout's, so that the two see the same load; the summaries of the
 two are compared on the way (the largest difference of any number, which should be 0).
@@ -110,9 +110,11 @@ def main() -> None:
           f"processor time of this thread, load average {os.getloadavg()[0]:.1f} at the start")
     for draws in (16, 100):
         counts = [samples_used(p, draws) for p in posteriors]
-        floors = [floor_ms(p, n, repeats=args.reps, clock=time.thread_time) * 1e3 for p, n in zip(posteriors, counts, strict=True)]
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
+            for p, n in zip(posteriors, counts, strict=True):  # the floor in every round too: it drifts with the load
+                times.setdefault(("floor", p.method), []).append(
+                    floor_ms(p, n, repeats=args.reps, clock=time.thread_time) * 1e3)
             for name, engine in engines.items():
                 for p, n in zip(posteriors, counts, strict=True):
                     draws_of = p.predict_proba(x, num_samples=n)[:, 0]
@@ -125,6 +127,7 @@ def main() -> None:
                 columns = [(p, x, n) for p, n in zip(posteriors, counts, strict=True)]
                 times.setdefault((name, "request"), []).append(
                     cpu_us(lambda e=engine, c=columns: e.predict_inputs(c, seed=None), args.reps))
+        floors = [float(np.median(times["floor", p.method])) for p in posteriors]
         print(f"\n{draws} draws asked (load {os.getloadavg()[0]:.1f}); µs of processor time, medians")
         header = "".join(f"{name + ' ' + part:>22s}" for name in engines for part in ("engine", "÷ floor", "summary"))
         print(f"  {'column':12s}{'floor':>9s}{'forward':>9s}{header}")
