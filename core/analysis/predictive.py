@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,7 +38,9 @@ class ProbabilitiesNotFiniteError(ValueError):
 def check_finite(samples: torch.Tensor, posterior: Posterior) -> torch.Tensor:
     """``samples`` (probabilities), or a :class:`ProbabilitiesNotFiniteError` sentence when any is
     NaN or infinite: a summary would otherwise name the class of a NaN (argmax of NaN is an index)."""
-    if not bool(torch.isfinite(samples).all()):
+    # one sum first: it is finite whenever every number is (probabilities cannot overflow it), so
+    # the full elementwise check runs only when something is wrong or the sum overflowed
+    if not math.isfinite(samples.detach().sum()) and not bool(torch.isfinite(samples).all()):
         bad = int((~torch.isfinite(samples)).flatten(1).any(1).sum()) if samples.ndim > 1 else 1
         raise ProbabilitiesNotFiniteError(
             f"the {posterior.method} posterior's class probabilities for this input are not numbers in {bad} of "

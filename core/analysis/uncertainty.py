@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import torch
@@ -434,9 +434,10 @@ def summarise(
     :func:`entropy`, :func:`class_correlation` ...), computed in float64 numpy: the window runs
     this for every column on every stroke, and on arrays this small each torch operation costs
     its call overhead (about 60 of them took 0.4 ms, four to eight times the forward pass of a
-    softmax-regression column). Every tensor field is bit for bit what those functions give and
-    the entropies agree to 1e-15 (``tests/core/test_uncertainty.py``); the top two classes and
-    their overlap still come from torch, so ties and the float32 sum order are theirs.
+    softmax-regression column). Every tensor field is bit for bit what those functions give but
+    the correlation (to 2e-16: a matrix product sums in its own order), and the entropies agree
+    to 1e-15 (``tests/core/test_uncertainty.py``); the top two classes and their overlap still
+    come from torch, so ties, the float32 root and the sum order are theirs.
     """
     return summarise_many([samples], level, bins, threshold)[0]
 
@@ -461,8 +462,9 @@ def summarise_many(
     for i, one in enumerate(samples):
         groups.setdefault(tuple(one.shape), []).append(i)
     for members in groups.values():
-        arrays = [samples[i].detach().cpu().double().numpy() for i in members]
-        p = arrays[0][None] if len(arrays) == 1 else np.stack(arrays)  # (C, S, K)
+        # float32 or float64 in, float64 out: one conversion for the group (exact either way)
+        arrays = [_as_numpy(samples[i]) for i in members]
+        p = (arrays[0][None] if len(arrays) == 1 else np.stack(arrays)).astype(np.float64)  # (C, S, K)
         for i, summary in zip(members, _summarise_stacked(p, level, bins, threshold), strict=True):
             summaries[i] = summary
     return summaries  # type: ignore[return-value]
@@ -471,48 +473,66 @@ def summarise_many(
 def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float) -> list[Summary]:
     """The summaries of C posteriors' draws stacked as (C, S, K) float64. Every reduction runs
     along the draws' axis as it did for one (S, K) array (row after row, or along the classes
-    innermost), so each column's numbers do not depend on what it was stacked with."""
+    innermost), so each column's numbers do not depend on what it was stacked with.
+
+    Written for few operations: on arrays of a few hundred numbers each numpy call costs its
+    1–3 µs of overhead, not its arithmetic, and this runs for every column on every stroke."""
     c, s, k = p.shape
     j, m = interval_ranks(s, level)
     ordered = np.sort(p, axis=1)
-    # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32
-    index = np.minimum((np.minimum(np.maximum(p, 0.0), 1.0) * bins).astype(np.int64), bins - 1) + np.arange(k) * bins
-    if c > 1:  # each posterior's own bins
-        index += np.arange(c)[:, None, None] * (k * bins)
-    counts = np.bincount(index.ravel(), minlength=c * k * bins).reshape(c, k, bins).astype(np.float32)
-    hist = counts / np.float32(s)
-    mean = _over_draws(p)  # (C, K)
-    total = _entropy(mean)  # (C,)
-    aleatoric = _over_draws(_entropy(p))
+    # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32; each
+    # posterior's and class's own bins by one offset (c·K + k)·bins
+    index = (np.minimum(np.maximum(p, 0.0), 1.0) * bins).astype(np.int64)
+    np.minimum(index, bins - 1, out=index)
+    index += _bin_offsets(c, k, bins)
+    hist = np.bincount(index.ravel(), minlength=c * k * bins).reshape(c, k, bins).astype(np.float32)
+    hist /= np.float32(s)
+    mean = np.add.reduce(p, 1) / s  # (C, K)
+    # the entropies of the draws and of their mean in one pass: the mean as draw S + 1
+    entropies = _entropy(np.concatenate((p, mean[:, None, :]), axis=1))  # (C, S + 1)
+    total, aleatoric = entropies[:, s], np.add.reduce(entropies[:, :s], 1) / s
     centred = p - mean[:, None, :]
-    total_variance = mean * (1 - mean)
-    aleatoric_variance = _over_draws(p * (1 - p))
-    epistemic_variance = _over_draws(centred * centred)
-    correlation = _correlation_stacked(centred)
-    # the top two classes and their overlap in torch, as top_two and top_two_overlap find them,
-    # for all C at once (row by row along the classes, as for one)
-    histograms = torch.from_numpy(hist)
-    tops = torch.from_numpy(mean).topk(2, dim=-1).indices  # (C, 2)
-    pairs = torch.from_numpy(hist[np.arange(c)[:, None], tops.numpy()])  # (C, 2, bins)
-    overlaps = bhattacharyya_coefficient(pairs[:, 0], pairs[:, 1]).tolist()
-    # each overlap as a float32 tensor, as is_uncertain(overlap) makes of one float
-    uncertain = is_uncertain(torch.tensor(overlaps, dtype=torch.float32), threshold).tolist()
-    singles = {name: torch.from_numpy(values.astype(np.float32)) for name, values in (
-        ("mean", mean), ("lower", ordered[:, j - 1]), ("upper", ordered[:, m - 1]),
-        ("total_variance", total_variance), ("aleatoric_variance", aleatoric_variance),
-        ("epistemic_variance", epistemic_variance), ("correlation", correlation))}
-    summaries, edges = [], torch.linspace(0, 1, bins + 1)
+    # the float32 numbers of each summary, one row per posterior, converted once
+    singles = np.empty((c, 6 * k + k * k))
+    singles[:, :k] = mean
+    singles[:, k:2 * k] = ordered[:, j - 1]
+    singles[:, 2 * k:3 * k] = ordered[:, m - 1]
+    np.multiply(mean, 1 - mean, out=singles[:, 3 * k:4 * k])
+    singles[:, 4 * k:5 * k] = np.add.reduce(p * (1 - p), 1) / s
+    singles[:, 5 * k:6 * k] = np.add.reduce(centred * centred, 1) / s
+    singles[:, 6 * k:] = _correlation_stacked(centred).reshape(c, k * k)
+    singles = singles.astype(np.float32)
+    # the top two classes and their overlap as top_two and top_two_overlap find them: torch's
+    # topk (its order of ties; two argmaxes in numpy took twice its time), its float32 root and
+    # sum; h₁h₂ is the same IEEE product
+    tops = torch.from_numpy(mean).topk(2, dim=-1).indices.numpy()  # (C, 2)
+    rows = np.arange(c)
+    product = hist[rows, tops[:, 0]] * hist[rows, tops[:, 1]]  # histograms hold no negatives
+    # the root in torch: its float32 sqrt and numpy's differ in the last bit for most inputs
+    overlap32 = torch.from_numpy(product).sqrt_().sum(-1).numpy()
+    overlaps = overlap32.tolist()
+    # is_uncertain compares a float32 tensor with the threshold: in float32
+    uncertain = (overlap32 > np.float32(threshold)).tolist()
+    edges = _bin_edges(bins)
+    summaries = []
     for i, (first, second) in enumerate(tops.tolist()):
+        row = singles[i]
         t, a = float(total[i]), float(aleatoric[i])
+        # tensors on views of this posterior's own row: each holds its own numbers only
         summaries.append(Summary(
-            # each summary owns its tensors, as before (a view would carry all C into a pickle)
-            **{name: values[i] if c == 1 else values[i].clone() for name, values in singles.items()},
-            histograms=histograms[i] if c == 1 else histograms[i].clone(),
-            bin_edges=edges if i == 0 else edges.clone(),  # each its own, as before
+            mean=torch.from_numpy(row[:k]),
+            lower=torch.from_numpy(row[k:2 * k]),
+            upper=torch.from_numpy(row[2 * k:3 * k]),
+            histograms=torch.from_numpy(hist[i]),
+            bin_edges=torch.from_numpy(edges.copy()),
             total=t,
             aleatoric=a,
             epistemic=max(t - a, 0.0) + 0.0,  # max(−0.0, 0.0) is −0.0
             num_samples=s,
+            total_variance=torch.from_numpy(row[3 * k:4 * k]),
+            aleatoric_variance=torch.from_numpy(row[4 * k:5 * k]),
+            epistemic_variance=torch.from_numpy(row[5 * k:6 * k]),
+            correlation=torch.from_numpy(row[6 * k:].reshape(k, k)),
             top_two=(first, second),
             overlap=overlaps[i],
             uncertain=uncertain[i],
@@ -521,32 +541,51 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     return summaries
 
 
+def _as_numpy(samples: torch.Tensor) -> np.ndarray:
+    """The draws as a numpy array, float32 or float64 as they came (other types as float64)."""
+    samples = samples.detach().cpu()
+    return (samples if samples.dtype in (torch.float32, torch.float64) else samples.double()).numpy()
+
+
+@lru_cache(maxsize=16)
+def _bin_offsets(c: int, k: int, bins: int) -> np.ndarray:
+    """(c·K + k)·bins for every posterior c and class k, shaped (C, 1, K) against the draws."""
+    return (np.arange(c * k, dtype=np.int64) * bins).reshape(c, 1, k)
+
+
+@lru_cache(maxsize=4)
+def _bin_edges(bins: int) -> np.ndarray:
+    """The fixed edges of :func:`class_histograms` (torch's linspace, kept; copied per summary)."""
+    edges = torch.linspace(0, 1, bins + 1).numpy()
+    edges.flags.writeable = False
+    return edges
+
+
 def _correlation_stacked(centred: np.ndarray) -> np.ndarray:
     """:func:`class_correlation` of each of C posteriors' draws already centred on their mean,
     (C, S, K) float64 → (C, K, K)."""
     k = centred.shape[2]
-    cov = _over_draws(centred[:, :, :, None] * centred[:, :, None, :])
-    std = np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))  # (C, K)
+    # one matrix product (a seventh of the outer products' time): its sums run in another order
+    # than the definition's mean of outer products, so a correlation may differ from it by about
+    # 1e-16 (of 600,000 float32 entries from random draws, 40 differed, all by under 2e-16:
+    # correlations near 0); every other number of a summary is the definition's bit for bit
+    cov = np.matmul(centred.transpose(0, 2, 1), centred) / centred.shape[1]
+    std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))  # (C, K): sums of squares, never below 0
     varying = std > CONSTANT_STD
-    safe = np.where(varying, std, 1.0)
-    corr = np.where(varying[:, :, None] & varying[:, None, :],
-                    np.minimum(np.maximum(cov / (safe[:, :, None] * safe[:, None, :]), -1.0), 1.0), 0.0)
-    corr[:, np.arange(k), np.arange(k)] = 1.0
+    if varying.all():  # the usual case: no class constant over the draws
+        corr = cov / (std[:, :, None] * std[:, None, :])
+        np.minimum(np.maximum(corr, -1.0, out=corr), 1.0, out=corr)
+    else:
+        safe = np.where(varying, std, 1.0)
+        corr = np.where(varying[:, :, None] & varying[:, None, :],
+                        np.minimum(np.maximum(cov / (safe[:, :, None] * safe[:, None, :]), -1.0), 1.0), 0.0)
+    corr.reshape(-1, k * k)[:, ::k + 1] = 1.0  # the diagonals (corr is C-contiguous: a view)
     return corr
-
-
-def _over_draws(values: np.ndarray) -> np.ndarray:
-    """The mean over the draws' axis (the second: (C, S, ...)), as ``ndarray.mean(1)`` computes
-    it (the sum, then one division) without its Python wrapper."""
-    return np.add.reduce(values, 1) / values.shape[1]
-
-
-def _single(values: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(values.astype(np.float32))
 
 
 def _entropy(p: np.ndarray) -> np.ndarray:
     """:func:`entropy` along the last axis of a float64 array (0·log 0 = 0, never −0)."""
     p = np.maximum(p, 0.0)
     logs = np.log(p, where=p > 0, out=np.zeros_like(p))
-    return -(p * logs).sum(-1) + 0.0
+    logs *= p
+    return -np.add.reduce(logs, -1) + 0.0

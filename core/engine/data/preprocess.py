@@ -267,7 +267,8 @@ def image_to_input(image: np.ndarray) -> torch.Tensor:
     image = check_drawing(image)
     if image.shape != (28, 28):
         image = to_mnist(image)
-    return torch.from_numpy(np.ascontiguousarray(np.clip(image, 0.0, 1.0))).reshape(1, 1, 28, 28)
+    # clipped by the two ufuncs (np.clip's Python wrapper costs as much as the clip here)
+    return torch.from_numpy(np.ascontiguousarray(np.minimum(np.maximum(image, 0.0), 1.0))).reshape(1, 1, 28, 28)
 
 
 def rotate_image(image: np.ndarray, degrees: float) -> np.ndarray:

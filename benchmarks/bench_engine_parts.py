@@ -1,0 +1,158 @@
+"""The engine's share of a stroke, column by column, in processor time: each default column's
+engine time over its forward-pass floor (issue 49: ≤ 1.5×), and where the rest goes.
+
+For the window's default columns at the preview's 16 draws and the full count's 100, on one
+drawing, the thread's processor time (``time.thread_time``) of:
+
+* **floor**: ``bench_gui.py``'s plain batched forward pass of the column's architecture;
+* **engine**: one column judged alone as ``bench_gui.py`` times it (``predict_image``: the
+  28×28 input made, the forward pass, the finite check, the summary);
+* **forward**: the posterior's own ``predict_proba``; **summary**: ``summarise_many`` of its draws;
+* **request**: the four columns in one ``predict_inputs`` as the window asks, against their floors' sum.
+
+Medians of ``--rounds`` rounds of ``--reps`` calls each, the floors' rounds among the others. With ``--against REF`` the engine of a
+git revision (its ``core/analysis/uncertainty.py`` and ``predictive.py``) is timed too, round by
+round alternating with this checkout's, so that the two see the same load; the summaries of the
+two are compared on the way (the largest difference of any number, which should be 0).
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_engine_parts.py [--rounds 7 --reps 200]
+[--against a78f67e]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import types
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: this checkout's packages
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_gui's floor
+
+from bench_gui import floor_ms  # noqa: E402
+
+from core.analysis import predictive as current  # noqa: E402
+
+
+def engine_at(ref: str) -> types.ModuleType:
+    """``core.analysis.predictive`` as it was at git revision ``ref``, on that revision's own
+    ``core.analysis.uncertainty`` (the rest of the engine is this checkout's)."""
+    def source(path: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+
+    modules = {}
+    for name, path in (("uncertainty", "core/analysis/uncertainty.py"), ("predictive", "core/analysis/predictive.py")):
+        module = types.ModuleType(f"core.analysis.{name}_at_{ref}")
+        sys.modules[module.__name__] = module  # dataclasses look their module up
+        kept = sys.modules["core.analysis.uncertainty"]
+        if name == "predictive":  # its imports of the uncertainty module bind to the revision's
+            sys.modules["core.analysis.uncertainty"] = modules["uncertainty"]
+        try:
+            exec(compile(source(path), f"{ref}:{path}", "exec"), module.__dict__)  # noqa: S102
+        finally:
+            sys.modules["core.analysis.uncertainty"] = kept
+        modules[name] = module
+    return modules["predictive"]
+
+
+def cpu_us(call, reps: int) -> float:
+    """Processor time of this thread per call, µs."""
+    start = time.thread_time()
+    for _ in range(reps):
+        call()
+    return (time.thread_time() - start) / reps * 1e6
+
+
+def largest_difference(a, b) -> float:
+    """The largest difference between two summaries' numbers (tensors, floats, flags, classes)."""
+    worst = 0.0
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, torch.Tensor):
+            worst = max(worst, float((x.double() - y.double()).abs().max()))
+        elif isinstance(x, float):
+            worst = max(worst, abs(x - y))
+        elif x != y:
+            return float("inf")
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--against", help="a git revision whose engine is timed alternately with this one")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    from app.settings import default_columns
+    from core.engine.naming import samples_used
+    from core.engine.store import load_posterior
+
+    posteriors = [load_posterior(path) for path in default_columns()]
+    drawing = np.zeros((28, 28), np.float32)
+    drawing[6:22, 13:16] = 1.0  # a stroke: a 1
+    drawing[6:9, 10:14] = 0.6
+    engines = {"this": current}
+    if args.against:
+        engines[args.against] = engine_at(args.against)
+    x = current.image_batch(drawing)
+    print(f"{len(posteriors)} columns, {args.rounds} rounds × {args.reps} calls, 1 thread, "
+          f"processor time of this thread, load average {os.getloadavg()[0]:.1f} at the start")
+    for draws in (16, 100):
+        counts = [samples_used(p, draws) for p in posteriors]
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(args.rounds):
+            for p, n in zip(posteriors, counts, strict=True):  # the floor in every round too: it drifts with the load
+                times.setdefault(("floor", p.method), []).append(
+                    floor_ms(p, n, repeats=args.reps, clock=time.thread_time) * 1e3)
+            for name, engine in engines.items():
+                for p, n in zip(posteriors, counts, strict=True):
+                    draws_of = p.predict_proba(x, num_samples=n)[:, 0]
+                    for part, call in (
+                        ("engine", lambda p=p, n=n, e=engine: e.predict_image(p, drawing, n, seed=None)),
+                        ("forward", lambda p=p, n=n: p.predict_proba(x, num_samples=n)),
+                        ("summary", lambda d=draws_of, e=engine: e.summarise_many([d])),
+                    ):
+                        times.setdefault((name, f"{p.method} {part}"), []).append(cpu_us(call, args.reps))
+                columns = [(p, x, n) for p, n in zip(posteriors, counts, strict=True)]
+                times.setdefault((name, "request"), []).append(
+                    cpu_us(lambda e=engine, c=columns: e.predict_inputs(c, seed=None), args.reps))
+        floors = [float(np.median(times["floor", p.method])) for p in posteriors]
+        print(f"\n{draws} draws asked (load {os.getloadavg()[0]:.1f}); µs of processor time, medians")
+        header = "".join(f"{name + ' ' + part:>22s}" for name in engines for part in ("engine", "÷ floor", "summary"))
+        print(f"  {'column':12s}{'floor':>9s}{'forward':>9s}{header}")
+        for p, floor in zip(posteriors, floors, strict=True):
+            row = f"  {p.method:12s}{floor:9.0f}{np.median(times['this', f'{p.method} forward']):9.0f}"
+            for name in engines:
+                engine = float(np.median(times[name, f"{p.method} engine"]))
+                row += f"{engine:22.0f}{engine / floor:22.2f}{np.median(times[name, f'{p.method} summary']):22.0f}"
+            print(row)
+        for name in engines:
+            request = float(np.median(times[name, "request"]))
+            print(f"  the {len(posteriors)} columns in one request ({name}): {request:.0f} µs, "
+                  f"{request / sum(floors):.2f}× their floors' sum ({sum(floors):.0f} µs)")
+        if args.against:
+            worst = 0.0
+            for seed_input in range(4):
+                image = np.clip(drawing + 0.4 * np.random.default_rng(seed_input).random((28, 28), np.float32), 0, 1)
+                for p, n in zip(posteriors, counts, strict=True):
+                    a = current.predict_image(p, image, n, seed=None).summary
+                    b = engines[args.against].predict_image(p, image, n, seed=None).summary
+                    worst = max(worst, largest_difference(a, b))
+            print(f"  largest difference of any summary number, this against {args.against}, "
+                  f"4 inputs × {len(posteriors)} columns: {worst:.3g}")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The window's engine gives the numbers their definitions give (issue 49, the engine's fixed cost).
+
+``predict_inputs`` judges several posteriors on one input and summarises them in one numpy pass
+(:func:`core.analysis.uncertainty.summarise_many`, written for few array operations); the finite
+checks look at one sum first. Here every number a column shows, from the bundled default
+posteriors on several drawings and at several draw counts, is checked against the torch helpers
+that define it (``credible_interval``, ``class_histograms``, ``entropy``, ``variance_decomposition``,
+``class_correlation``, ``top_two``, ``top_two_overlap``, ``is_uncertain``): the path the summaries
+took before they were computed in numpy. Tensors to 1e-12 (they are float32, so bit for bit in
+practice), entropies to 1e-12, classes and flags exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from core.analysis.predictive import (
+    ProbabilitiesNotFiniteError,
+    check_finite,
+    image_batch,
+    predict_input,
+    predict_inputs,
+)
+from core.analysis.uncertainty import (
+    class_correlation,
+    class_histograms,
+    credible_interval,
+    expected_entropy,
+    is_uncertain,
+    mutual_information,
+    predictive_entropy,
+    summarise_many,
+    top_two,
+    top_two_overlap,
+    variance_decomposition,
+)
+from core.engine.data.preprocess import check_drawing, image_to_input
+from core.engine.resources import resources_dir
+from core.engine.store import load_posterior
+
+#: The window's default columns (app.settings.DEFAULT_COLUMNS: exact, SG sampling, dropout, VI).
+DEFAULTS = ("paper_softmax_hmc.pt", "paper_softmax_sghmc.pt", "paper_softmax_mc_dropout.pt",
+            "paper_softmax_mfvi.pt")
+
+
+@pytest.fixture(scope="module")
+def posteriors():
+    return [load_posterior(resources_dir() / "models" / name) for name in DEFAULTS]
+
+
+def _drawings() -> list[np.ndarray]:
+    """A 1, a blot, a noisy smear and a ring: inputs the columns agree and disagree on."""
+    one = np.zeros((28, 28), np.float32)
+    one[5:23, 13:16] = 1.0
+    blot = np.zeros((28, 28), np.float32)
+    blot[9:19, 9:19] = 0.8
+    smear = np.clip(np.random.default_rng(3).random((28, 28), dtype=np.float32) - 0.3, 0, 1)
+    yy, xx = np.mgrid[:28, :28]
+    ring = (np.abs(np.hypot(yy - 14, xx - 14) - 7) < 2).astype(np.float32)
+    return [one, blot, smear, ring]
+
+
+def _assert_defined_numbers(summary, samples: torch.Tensor, level: float) -> None:
+    """Every field of ``summary`` as its torch helper defines it, from the draws in float64."""
+    p = samples.double()
+    lower, upper = credible_interval(p, level)
+    parts = variance_decomposition(p)
+    hist, edges = class_histograms(p)
+    expected = {"mean": p.mean(0), "lower": lower, "upper": upper, "histograms": hist, "bin_edges": edges,
+                "total_variance": parts.total, "aleatoric_variance": parts.aleatoric,
+                "epistemic_variance": parts.epistemic, "correlation": class_correlation(p)}
+    for name, want in expected.items():
+        got = getattr(summary, name)
+        assert got.dtype == torch.float32, name
+        assert torch.allclose(got.double(), want.float().double(), rtol=0, atol=1e-12), name
+    assert summary.total == pytest.approx(float(predictive_entropy(p)), abs=1e-12)
+    assert summary.aleatoric == pytest.approx(float(expected_entropy(p)), abs=1e-12)
+    assert summary.epistemic == pytest.approx(float(mutual_information(p)), abs=1e-12)
+    assert summary.top_two == tuple(int(i) for i in top_two(p))
+    assert summary.overlap == float(top_two_overlap(p))
+    assert summary.uncertain == bool(is_uncertain(top_two_overlap(p)))
+    assert summary.num_samples == len(samples) and summary.level == level
+
+
+@pytest.mark.parametrize("draws", [1, 16, 100])
+@pytest.mark.parametrize("seed", [None, 5])
+def test_the_default_columns_summaries_are_their_definitions(posteriors, draws, seed):
+    """All four columns in one request, as the window asks, on four drawings: each summary is
+    what the helpers give for its draws, and what the column gets when judged alone."""
+    for level in (0.9, 0.5):
+        for drawing in _drawings():
+            x = image_batch(drawing)
+            together = predict_inputs([(p, x, draws) for p in posteriors], seed=seed, level=level)
+            for posterior, prediction in zip(posteriors, together, strict=True):
+                assert not isinstance(prediction, Exception), prediction
+                assert prediction.samples.shape == (draws, 10)
+                _assert_defined_numbers(prediction.summary, prediction.samples, level)
+                alone = predict_input(posterior, x, draws, seed=seed, level=level)
+                assert torch.equal(alone.samples, prediction.samples)
+                assert alone.summary.overlap == prediction.summary.overlap
+                assert torch.equal(alone.summary.correlation, prediction.summary.correlation)
+
+
+def test_summaries_of_awkward_draws_are_their_definitions():
+    """Draws with ties between classes, a class without mass, one class certain, float64 and
+    float16 draws, stacked with others of their shape."""
+    g = torch.Generator().manual_seed(11)
+    arrays = [torch.softmax(4 * torch.randn(16, 10, generator=g), -1) for _ in range(6)]
+    arrays[0][:, 2] = 0.0  # a class no draw gives mass to
+    arrays[1] = torch.round(arrays[1] * 4) / 4  # ties between classes and draws
+    arrays[2] = torch.zeros(16, 10).index_fill_(1, torch.tensor([7]), 1.0)  # certain: overlap of empty rows
+    arrays[3] = arrays[3].double()
+    arrays[4] = arrays[4].half()
+    for summary, samples in zip(summarise_many(arrays, level=0.8), arrays, strict=True):
+        _assert_defined_numbers(summary, samples, 0.8)
+        for name in ("mean", "correlation", "histograms", "bin_edges"):  # each its own numbers only
+            tensor = getattr(summary, name)
+            assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size(), name
+
+
+def test_the_finite_checks_still_find_one_bad_number():
+    """The probabilities' check looks at a sum first; a NaN or an infinity anywhere is still
+    found, and a sum that overflows from finite numbers alone is not taken for one. The drawing
+    is clipped by two ufuncs now, and handed on contiguous whatever its layout."""
+    posterior = load_posterior(resources_dir() / "models" / DEFAULTS[1])
+    samples = torch.full((16, 10), 0.1)
+    assert check_finite(samples, posterior) is samples
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        broken = samples.clone()
+        broken[9, 4] = bad
+        with pytest.raises(ProbabilitiesNotFiniteError, match="not numbers in 1 of its 16 samples"):
+            check_finite(broken, posterior)
+    huge = torch.full((4, 10), 3e38)  # finite numbers whose sum is not
+    assert check_finite(huge, posterior) is huge
+    drawing = np.zeros((28, 28), np.float32)
+    drawing[10:18, 10:18] = 1.0
+    drawing[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        check_drawing(drawing)
+    drawing[0, 0] = 3.0  # clipped to 1 by the two ufuncs as np.clip did
+    assert float(image_to_input(drawing)[0, 0, 0, 0]) == 1.0
+    transposed = np.asfortranarray(_drawings()[0])
+    assert image_to_input(transposed).is_contiguous()
