@@ -75,23 +75,25 @@ class ChainGenerators:
         if chains != len(self.generators):
             raise ValueError(f"a draw for {chains} chains from the generators of {len(self)} chains")
 
-    def randn(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
-              device: torch.device | str | None = None) -> torch.Tensor:
-        """Standard normal draws of shape (C, *shape[1:]), row c from chain c's generator."""
+    def _draws(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str | None,
+               fill: str) -> torch.Tensor:
+        """Draws of shape (C, *shape[1:]), row c filled in place (``fill``: ``normal_`` or
+        ``uniform_``) from chain c's generator."""
         self._check(shape[0])
         out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
         for row, g in zip(out, self.generators, strict=True):
-            row.normal_(generator=g)
+            getattr(row, fill)(generator=g)
         return out.to(device) if device is not None else out
+
+    def randn(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
+              device: torch.device | str | None = None) -> torch.Tensor:
+        """Standard normal draws of shape (C, *shape[1:]), row c from chain c's generator."""
+        return self._draws(shape, dtype, device, "normal_")
 
     def rand(self, shape: Sequence[int], dtype: torch.dtype = torch.float32,
              device: torch.device | str | None = None) -> torch.Tensor:
         """Uniform [0, 1) draws of shape (C, *shape[1:]), row c from chain c's generator."""
-        self._check(shape[0])
-        out = torch.empty(tuple(shape), dtype=dtype, device=self.device)
-        for row, g in zip(out, self.generators, strict=True):
-            row.uniform_(generator=g)
-        return out.to(device) if device is not None else out
+        return self._draws(shape, dtype, device, "uniform_")
 
     def randperm(self, n: int) -> torch.Tensor:
         """A random order of 0 … n−1 per chain: (C, n) on the CPU (where the data lie)."""
