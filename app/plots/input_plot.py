@@ -152,6 +152,12 @@ def diamond(colour: tuple[int, ...], ratio: float) -> QPixmap:
     return pixmap
 
 
+@functools.lru_cache(maxsize=256)
+def _class_axis_labels(classes: tuple[str, ...], choice: LabelChoice | None) -> tuple[tuple[int, str], ...]:
+    """A class axis's labels under ``choice``: one per class, by its index (see ``class_labels``)."""
+    return tuple(enumerate(class_labels(classes, choice)))
+
+
 @dataclass
 class Axis:
     """One side of a plot: fixed ticks, or one tick per class with labels fitted to the room.
@@ -179,10 +185,12 @@ class Axis:
     def class_names(self) -> tuple[str, ...]:
         return self.classes
 
-    def labels(self) -> list[tuple[float, str]]:
+    def labels(self) -> tuple[tuple[float, str], ...]:
+        """Each label's value and text (a class axis's made once per choice: every paint of a
+        stroke keys the plot's backdrop by them, 40 calls an update)."""
         if self.classes:
-            return list(enumerate(class_labels(self.classes, self.choice)))
-        return list(self.ticks)
+            return _class_axis_labels(self.classes, self.choice)
+        return tuple(self.ticks)
 
     def font(self, base: QFont) -> QFont:
         return small_font(base) if self.choice is not None and self.choice[1] else base
@@ -484,7 +492,7 @@ class InputPlot(QWidget):
         repaints only the data over it. (Text costs most of a plot's paint: the title drawn on
         every paint took a quarter of it.)"""
         ratio = self.devicePixelRatioF()
-        key = (self._layout_key, ratio, tuple(self.left.labels()), tuple(self.bottom.labels()), self.backdrop_key(),
+        key = (self._layout_key, ratio, self.left.labels(), self.bottom.labels(), self.backdrop_key(),
                self._title_wordings)
         self._shown_backdrop = (self._layout_key, self.backdrop_key())
         kept = self._backdrops.get(key)

@@ -53,7 +53,9 @@ class DrawingCanvas(QWidget):
         it, bit for bit, without the whole 280×280 float copy and its checks (≈ 1 ms of every
         stroke event). A blank canvas gives one blank pixel (an empty drawing all the same)."""
         grey = self._grey()
-        rows, cols = np.flatnonzero(grey.any(1)), np.flatnonzero(grey.any(0))
+        # the box from each row's and column's largest grey level: two passes over the drawing,
+        # no boolean copy of it (any() made one pass and a copy each)
+        rows, cols = np.flatnonzero(grey.max(1)), np.flatnonzero(grey.max(0))
         if not len(rows):
             return np.zeros((1, 1), dtype=np.float32)
         return grey[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
@@ -187,8 +189,9 @@ class DrawingCanvas(QWidget):
         """The larger side of the ink's bounding box as a fraction of the canvas (0 if empty)."""
         # above 0.1 of full ink: grey level 26 and up (25/255 = 0.098), read from the grey levels
         # themselves (the float copy cost as much again on every stroke event)
-        ink = self._grey() >= 26
-        if not ink.any():
+        grey = self._grey()
+        rows = np.flatnonzero(grey.max(1) >= 26)  # a row with a pixel of 26 or more
+        if not len(rows):
             return 0.0
-        rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
+        cols = np.flatnonzero(grey.max(0) >= 26)
         return max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1) / self.SIDE

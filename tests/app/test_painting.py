@@ -598,3 +598,21 @@ def test_what_the_model_sees_is_repainted_only_when_it_changed(qtbot):
     assert np.array_equal(view.shown, moved) and not np.array_equal(_pixels(view.grab().toImage()), before)
     view.show_image(None)  # cleared: a black square
     assert view.shown.shape == (28, 28) and not view.shown.any()
+
+
+def test_a_class_axis_labels_each_class_as_its_choice_says_and_follows_a_new_choice():
+    """An axis's labels are made once per choice (every paint keys its plot's backdrop by them)
+    and follow the choice: the names as they are, shortened, every other one."""
+    from app.plots.axes import ACROSS_LADDER
+    from app.plots.input_plot import Axis
+
+    names = ("0-2", "3-7", "8-14", "15-24", "25-37")
+    axis = Axis("bottom", classes=names)
+    assert axis.labels() == tuple(enumerate(names))
+    expected = {(False, False, 1): names, (True, False, 1): ("0", "3", "8", "15", "25"),
+                (True, True, 1): ("0", "3", "8", "15", "25"), (True, True, 2): ("0", "", "8", "", "25")}
+    for choice in (*ACROSS_LADDER, None, ACROSS_LADDER[-1]):
+        axis.choice = choice
+        assert axis.labels() == tuple(enumerate(expected.get(choice, names))), choice
+        assert axis.labels() is axis.labels()  # made once for this choice
+    assert Axis("left", ticks=((0.0, "0"), (1.0, "1"))).labels() == ((0.0, "0"), (1.0, "1"))

@@ -240,3 +240,43 @@ def test_a_top_heavy_stroke_keeps_all_its_ink_inside():
     assert _edge_ink(out) == 0.0
     rows = np.flatnonzero((out > 0.05).any(1))
     assert rows[-1] - rows[0] + 1 >= 20  # the whole 20-pixel box, stem included, is there
+
+
+def _shifted_by_rolls(box: np.ndarray, ft: float, fl: float) -> np.ndarray:
+    """The sub-pixel bilinear shift by (ft, fl) of a box padded with a row and a column of zeros,
+    written with np.roll: each pixel moved down, right and both, weighted."""
+    padded = np.zeros((box.shape[0] + 1, box.shape[1] + 1), dtype=np.float32)
+    padded[:-1, :-1] = box
+    down, right = np.roll(padded, 1, axis=0), np.roll(padded, 1, axis=1)
+    return ((1 - ft) * (1 - fl) * padded + ft * (1 - fl) * down + (1 - ft) * fl * right
+            + ft * fl * np.roll(down, 1, axis=1))
+
+
+def test_to_mnist_places_the_box_by_the_bilinear_shift_bit_for_bit():
+    """The 20-pixel box lands in the field by a whole-pixel placement and the bilinear shift of
+    its remaining fraction, the same float32 bits as the shift written with np.roll (drawings of
+    every aspect, the sub-pixel fractions 0 to 1)."""
+    import math
+
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    for case in range(60):
+        h, w = (int(v) for v in rng.integers(3, 200, 2))
+        canvas = np.zeros((h, w), dtype=np.float32)
+        canvas[rng.integers(0, h, 40), rng.integers(0, w, 40)] = rng.uniform(0.3, 1.0, 40)
+        canvas[h // 2, :] = 1.0  # a bar across: the box is the whole drawing
+        canvas[:, w // 2] = 1.0
+        scale = 20 / max(h, w)
+        new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
+        small = np.clip(np.asarray(Image.fromarray(canvas, mode="F").resize(
+            (new_w, new_h), Image.Resampling.LANCZOS), dtype=np.float32), 0.0, 1.0)
+        ys, xs = np.indices(small.shape)
+        total = small.sum()
+        top = min(max(13.5 - (ys * small).sum() / total, 1), 27 - new_h)
+        left = min(max(13.5 - (xs * small).sum() / total, 1), 27 - new_w)
+        ti, li = math.floor(top), math.floor(left)
+        expected = np.zeros((28, 28), dtype=np.float32)
+        shifted = _shifted_by_rolls(small, top - ti, left - li)
+        expected[ti : ti + new_h + 1, li : li + new_w + 1] = shifted[: 28 - ti, : 28 - li]
+        assert np.array_equal(to_mnist(canvas), np.clip(expected, 0.0, 1.0)), case

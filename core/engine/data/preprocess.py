@@ -80,13 +80,15 @@ def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     left = min(max(left, EDGE_MARGIN), size - EDGE_MARGIN - new_w)
     ti, li = math.floor(top), math.floor(left)
     ft, fl = top - ti, left - li
-    padded = np.zeros((new_h + 1, new_w + 1), dtype=np.float32)
-    padded[:new_h, :new_w] = small
+    # the box and its copies a pixel down, right, and both, in one more row and column of zeros
+    # (np.roll of the padded box made the same arrays at four times the cost)
+    padded, down, right, both = np.zeros((4, new_h + 1, new_w + 1), dtype=np.float32)
+    padded[:new_h, :new_w] = down[1:, :new_w] = right[:new_h, 1:] = both[1:, 1:] = small
     shifted = (
         (1 - ft) * (1 - fl) * padded
-        + ft * (1 - fl) * np.roll(padded, 1, axis=0)
-        + (1 - ft) * fl * np.roll(padded, 1, axis=1)
-        + ft * fl * np.roll(np.roll(padded, 1, axis=0), 1, axis=1)
+        + ft * (1 - fl) * down
+        + (1 - ft) * fl * right
+        + ft * fl * both
     )
     ph, pw = shifted.shape
     y0, x0 = max(ti, 0), max(li, 0)
