@@ -8,7 +8,11 @@ whole process and of the window's thread, and the window thread's share of each 
 canvas event (with, inside it, the model input made and the request: the engine when it runs
 on the window's thread, with its summaries and finite checks; the columns fed their prediction:
 headers, the plots' numbers, the verdict's words and layout, the conformal sets), the plots' and
-the verdicts' painting, and the parts of those. Medians and 10th percentiles over the strokes.
+the verdicts' painting, and the parts of those. Medians, 10th and 90th percentiles over the
+strokes. For the tail: how often each part ran (a second paint or layout would show), and, for
+the slowest quarter of the updates against the rest, the garbage collector's passes, page faults
+(an allocation burst) and the scheduler's switches of the window's thread; and for the slowest few
+(``--slowest``), the parts that took longer than their median.
 A part that the checkout it runs from lacks is left out (so an older checkout can be compared).
 
 Run: ``python benchmarks/bench_gui_parts.py [--strokes 20]`` (``OMP_NUM_THREADS=1`` on a
@@ -18,7 +22,9 @@ shared machine, as for every torch process there).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import resource
 import sys
 import tempfile
 import threading
@@ -30,6 +36,8 @@ import numpy as np
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: this checkout's packages
+#: getrusage of the calling thread alone (Linux); elsewhere the process's
+RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 
 #: The parts timed, as (label, module, owner, attribute). A part runs inside the one it is
 #: indented under; the engine and the columns fed run inside the canvas event when the request is
@@ -78,6 +86,10 @@ def instrument(spent: dict[str, float]) -> None:
         cls.show = _timed(shown, "  plots fed their numbers", spent, window_thread)
 
 
+#: How many times each part ran in the update being timed (a second paint of a plot shows here).
+calls: dict[str, int] = {}
+
+
 def _timed(function, label: str, spent: dict[str, float], window_thread: int):
     def timed(*args, **kwargs):
         if threading.get_ident() != window_thread:
@@ -87,12 +99,15 @@ def _timed(function, label: str, spent: dict[str, float], window_thread: int):
             return function(*args, **kwargs)
         finally:
             spent[label] = spent.get(label, 0.0) + time.thread_time() - start
+            calls[label] = calls.get(label, 0) + 1
     return timed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strokes", type=int, default=20)
+    parser.add_argument("--slowest", type=int, default=3,
+                        help="for this many of the slowest previews, the parts that took longer than their median")
     args = parser.parse_args()
 
     from PySide6.QtCore import QPoint, QSettings, Qt
@@ -128,14 +143,33 @@ def main() -> None:
             time.sleep(0.0003)
         sys.exit("an update never arrived")
 
+    collected: list[float] = []  # the garbage collector's passes in the update: their thread time
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            collected.append(-time.thread_time())
+        elif collected:
+            collected[-1] += time.thread_time()
+
+    gc.callbacks.append(on_gc)
+
     def update(event, full: bool) -> dict[str, float]:
         spent.clear()
+        calls.clear()
+        collected.clear()
         before = window.inference.last_request
+        usage = resource.getrusage(RUSAGE_THREAD)
         thread, process = time.thread_time(), time.process_time()
         event()
         settle(before, full)
+        after = resource.getrusage(RUSAGE_THREAD)
         return {"process (all threads)": (time.process_time() - process) * 1e3,
-                "window's thread": (time.thread_time() - thread) * 1e3, **{k: v * 1e3 for k, v in spent.items()}}
+                "window's thread": (time.thread_time() - thread) * 1e3, **{k: v * 1e3 for k, v in spent.items()},
+                **{f"calls: {k.strip()}": n for k, n in calls.items()},
+                "events: garbage collections": len(collected), "events: their ms": sum(collected) * 1e3,
+                "events: page faults (minor)": after.ru_minflt - usage.ru_minflt,
+                "events: switched out by the scheduler": after.ru_nivcsw - usage.ru_nivcsw,
+                "events: waits (voluntary switches)": after.ru_nvcsw - usage.ru_nvcsw}
 
     rng = np.random.default_rng(0)
     rows: dict[str, list[dict[str, float]]] = {"preview (16 draws)": [], "full count (100 draws)": []}
@@ -154,7 +188,8 @@ def main() -> None:
             rows["full count (100 draws)"].append(full)
         time.sleep(0.05)
     window.close()
-    print(f"{args.strokes} strokes, {len(columns)} columns, processor time per update in ms, median [10th percentile], "
+    print(f"{args.strokes} strokes, {len(columns)} columns, processor time per update in ms, median [10th percentile]"
+          " [90th percentile], "
           f"load average {os.getloadavg()[0]:.1f}")
     labels = ["process (all threads)", "window's thread"] + list(dict.fromkeys(label for label, *_ in PARTS))
     labels.insert(labels.index("  plots' backdrops (axes, title)"), "  plots' data")
@@ -168,7 +203,25 @@ def main() -> None:
             values = [u.get(label, 0.0) for u in updates]
             if any(values):
                 print(f"  {label:40s} {np.median(values):6.2f}  [{np.percentile(values, 10):6.2f}]"
-                      f"   (in {sum(label in u for u in updates)} of {len(updates)})")
+                      f"  [{np.percentile(values, 90):6.2f}]   (in {sum(label in u for u in updates)} of {len(updates)})")
+        counted = sorted(k for k in set().union(*updates) if k.startswith("calls: "))
+        varied = [k for k in counted if len({u.get(k, 0) for u in updates}) > 1]
+        print("  calls per update: " + ("each part as often in every update (no second paint or layout)" if not varied
+                                        else "; ".join(f"{k[7:]} {min(u.get(k, 0) for u in updates)}–"
+                                                       f"{max(u.get(k, 0) for u in updates)}" for k in varied)))
+        events = sorted(k for k in set().union(*updates) if k.startswith("events: "))
+        thread = "window's thread"
+        slow = np.array([u[thread] for u in updates]) >= np.percentile([u[thread] for u in updates], 75)
+        print("  per update, the slowest quarter / the rest (mean): " + "; ".join(
+            f"{k[8:]} {np.mean([u.get(k, 0) for u, s in zip(updates, slow, strict=True) if s]):.2f} / "
+            f"{np.mean([u.get(k, 0) for u, s in zip(updates, slow, strict=True) if not s]):.2f}" for k in events))
+        for u in sorted(updates, key=lambda u: -u[thread])[: args.slowest]:
+            over = sorted(((u.get(label, 0.0) - np.median([v.get(label, 0.0) for v in updates]), label.strip())
+                           for label in labels[2:]), reverse=True)
+            more = [f"{k[7:]} {u.get(k, 0)}" for k in counted if u.get(k, 0) != np.median([v.get(k, 0) for v in updates])]
+            print(f"  a slow one, {u[thread]:.2f} ms (median {np.median([v[thread] for v in updates]):.2f}): over "
+                  "their medians: " + ", ".join(f"{name} +{d:.2f}" for d, name in over[:4] if d > 0.05)
+                  + (f"; calls {', '.join(more)}" if more else ""))
 
 
 if __name__ == "__main__":
