@@ -16,13 +16,16 @@ Three figures from one run, so their ratios are comparable (the machine is share
 Also the cold start through the launcher (``app.__main__.main``, a fresh process): when the
 window is shown and usable, when the default columns are on it (their titles and words, read
 from the files' records without torch) and when their weights are in (the engine loaded: from
-then on a stroke is judged).
+then on a stroke is judged), with the processor time the process had used by then. Each launch
+varies: ``--cold-only --cold-runs 9`` prints only these, as medians of nine launches;
+``--bytecode`` times them with the modules' compiled bytecode kept, as an installed copy has it
+(with ``PYTHONDONTWRITEBYTECODE=1`` this checkout's modules are compiled again at each launch).
 
 With ``--training`` a LeNet SGHMC run on MNIST trains in the background while the strokes
 are timed, in a worker thread of the same process, as the training dialog runs it (the
 issue's "interactive p95 with a training run in the background").
 
-Run: ``python benchmarks/bench_gui.py [--strokes 40] [--training]`` (from any folder: it puts this
+Run: ``python benchmarks/bench_gui.py [--strokes 40] [--training] [--cold-only] [--bytecode]`` (from any folder: it puts this
 checkout's packages first on the path, for the cold starts too).
 """
 
@@ -45,12 +48,11 @@ sys.path.insert(0, str(ROOT))  # run as a script: this checkout's packages
 COLD_START = """
 import sys, time
 t0 = time.perf_counter()
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
-import app.__main__ as entry
+import app.__main__ as entry  # Qt is imported by the launcher, as when it is started by itself
 marks = {}
 
 def probe():
+    from PySide6.QtWidgets import QApplication
     from app.main import MainWindow
     for w in QApplication.topLevelWidgets():
         if isinstance(w, MainWindow) and w.isVisible():
@@ -59,12 +61,13 @@ def probe():
                 marks.setdefault("columns", time.perf_counter() - t0)
             # shown from their files' records first: the numbers can come once their weights are in
             if "columns" in marks and all(getattr(c, "ready", True) for c in w.workspace.columns):
-                print(marks["window"], marks["columns"], time.perf_counter() - t0)
+                print(marks["window"], marks["columns"], time.perf_counter() - t0, time.process_time())
                 w.close()
                 QApplication.instance().quit()
 
 splash = entry._starting_splash
 def starting():
+    from PySide6.QtCore import QTimer
     shown = splash()
     timer = QTimer(shown, interval=25)  # polls from the first event-loop turn on (a faster poll slows the background import)
     timer.timeout.connect(probe)
@@ -304,7 +307,14 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--training", action="store_true", help="train a posterior in the background meanwhile")
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--cold-runs", type=int, default=3, help="launches timed for the cold-start figures")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold-start figures, no strokes")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="cold starts with the modules' bytecode kept, as an installed copy has it")
     args = parser.parse_args()
+    if args.cold_only:
+        print_cold_starts(cold_starts(args.cold_runs, args.bytecode), args.bytecode)
+        return
 
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
@@ -390,15 +400,7 @@ def main() -> None:
         request.append((time.perf_counter() - start) * 1e3)
     window.close()
 
-    cold = []
-    for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", COLD_START], capture_output=True, text=True,
-                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
-                                  "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-                                  "XDG_CONFIG_HOME": tempfile.mkdtemp()})
-        if out.returncode == 0:
-            cold.append([float(v) * 1e3 for v in out.stdout.strip().splitlines()[-1].split()])
-    cold = np.asarray(cold).reshape(-1, 3) if cold else np.full((1, 3), np.nan)
+    cold = cold_starts(args.cold_runs, args.bytecode)
 
     print(f"{args.strokes} strokes, {len(columns)} columns, {args.samples} samples asked, "
           f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
@@ -423,9 +425,41 @@ def main() -> None:
               f"   (target ≤ {COLUMN_TARGET_RATIO}×)")
     print(f"  engine, the columns in one request as the window asks   {percentiles(request)}   their floors' sum "
           f"{sum(floors.values()):6.2f} ms   median/floors {np.median(request) / sum(floors.values()):4.1f}×")
-    print(f"  cold start: window shown and usable   median {np.median(cold[:, 0]):6.0f} ms   (target ≤ 2000 ms)")
-    print(f"  cold start: default columns on it     median {np.median(cold[:, 1]):6.0f} ms   (target ≤ {COLUMNS_TARGET_MS} ms)")
-    print(f"  cold start: their weights in          median {np.median(cold[:, 2]):6.0f} ms   (a stroke is judged from then on)")
+    print_cold_starts(cold, args.bytecode)
+
+
+def cold_starts(runs: int, bytecode: bool) -> np.ndarray:
+    """``runs`` launches through the launcher, each in a fresh process: per launch the window shown,
+    the default columns on it, their weights in (ms from the interpreter's first line) and the
+    processor time the process had used by then (ms).
+
+    ``bytecode``: with the modules' compiled bytecode kept (in a folder of its own, made by one
+    launch that is not counted), as an installed copy has it; otherwise as the environment says
+    (``PYTHONDONTWRITEBYTECODE=1`` compiles this checkout's modules again at every launch)."""
+    import tempfile
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp()
+    cold = []
+    for run in range(runs + bytecode):
+        out = subprocess.run([sys.executable, "-c", COLD_START], capture_output=True, text=True,
+                             env={**env, "XDG_CONFIG_HOME": tempfile.mkdtemp()})
+        if out.returncode == 0 and run >= bytecode:
+            cold.append([float(v) * 1e3 for v in out.stdout.strip().splitlines()[-1].split()])
+    return np.asarray(cold).reshape(-1, 4) if cold else np.full((1, 4), np.nan)
+
+
+def print_cold_starts(cold: np.ndarray, bytecode: bool) -> None:
+    kept = "its bytecode kept" if bytecode else (
+        "compiled at each launch" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "its bytecode as Python keeps it")
+    print(f"  cold start ({len(cold)} launches, median; {kept}; load average {os.getloadavg()[0]:.1f}):")
+    print(f"    window shown and usable   {np.median(cold[:, 0]):6.0f} ms   (target ≤ 2000 ms)")
+    print(f"    default columns on it     {np.median(cold[:, 1]):6.0f} ms   (target ≤ {COLUMNS_TARGET_MS} ms)")
+    print(f"    their weights in          {np.median(cold[:, 2]):6.0f} ms   (a stroke is judged from then on; "
+          f"processor time by then {np.median(cold[:, 3]):.0f} ms)")
 
 
 if __name__ == "__main__":

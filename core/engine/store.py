@@ -237,8 +237,20 @@ def _check_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
                 f"{path}: weight {name!r} is stored as {str(t.dtype).removeprefix('torch.')}, "
                 "not as floating-point numbers; the file is not a valid posterior"
             )
-        if not torch.isfinite(t).all():
+        if not all_finite(t):
             raise PosteriorFileError(f"{path}: weight {name!r} holds NaN or infinite values; the file is not usable")
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every number of ``t`` is finite: one float32 sum first, number by number only when
+    the sum is not finite.
+
+    A sum is finite only if every number is (a NaN or an infinity makes it NaN or infinite); one
+    that is not (a bad number, or finite numbers whose sum overflows) is checked number by number.
+    ``torch.isfinite`` on the 6.3 M float16 weights of the bundled HMC took 17 ms warm and 45 ms as
+    the first file a launch reads, the sum 3 ms.
+    """
+    return bool(torch.isfinite(t.sum(dtype=torch.float32))) or bool(torch.isfinite(t).all())
 
 
 def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tuple[ArchSpec, str, str]:

@@ -145,3 +145,52 @@ def test_a_plot_asked_for_before_the_weights_are_in_is_said_to_be_coming(qtbot, 
     monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.information", lambda *a: told.append(a[2]))
     win.exports.column_plot_dialog(win.workspace.columns[0].key, "histograms")
     assert told and "still being read" in told[0]
+
+
+COLLECTIONS = r"""
+import gc, json, sys, time
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+import app.__main__ as entry
+from app.main import MainWindow
+
+kept = []
+seen = {"before": [], "after": []}  # the cyclic collections begun, by generation, before and after the weights
+
+def collected(phase, info):
+    if phase == "start":
+        window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
+        columns = window.workspace.columns if window is not None else []
+        seen["after" if columns and all(c.ready for c in columns) else "before"].append(info["generation"])
+gc.callbacks.append(collected)
+
+def check():
+    window = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
+    if window is None or not window.workspace.columns or not all(c.ready for c in window.workspace.columns):
+        return
+    if "ready_at" not in seen:
+        seen["ready_at"] = time.monotonic()
+        kept.extend([] for _ in range(5000))  # past the youngest generation's threshold: its next tick collects
+    seen["automatic"] = gc.isenabled()
+    if seen["after"] or time.monotonic() - seen["ready_at"] > 5:
+        del seen["ready_at"]
+        print(json.dumps(seen))
+        window.close()
+        QApplication.instance().quit()
+
+app = QApplication(sys.argv[:1])
+timer = QTimer(interval=20)
+timer.timeout.connect(check)
+timer.start()
+sys.exit(entry.main([]))
+"""
+
+
+def test_no_collection_walks_the_engine_while_it_imports_and_the_window_collects_once_it_is_in(fresh_interpreter):
+    """Through the launcher: from the first line to the columns' weights in, no cyclic collection
+    runs (each walked the objects the engine's import had made so far, 80–90 ms of the interpreter
+    that the import waited for); once they are in, the window's own collector (automatic collection
+    stays off: a worker thread must never collect a widget) collects again, on its timer."""
+    seen = json.loads(fresh_interpreter(COLLECTIONS))
+    assert seen["before"] == []
+    assert seen["after"] and seen["automatic"] is False

@@ -239,6 +239,30 @@ def test_a_flipped_bit_in_the_weights_is_reported_as_damage(tmp_path):
         load_posterior(path)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_the_finite_check_of_weights_agrees_with_isfinite_number_by_number(dtype):
+    """``all_finite`` (a sum first) against ``torch.isfinite`` on every number, its definition: one
+    NaN or infinity anywhere among 100,000 finite numbers, both infinities at once (their sum is
+    NaN), and finite numbers whose sum overflows the dtype and float32 (not refused)."""
+    from core.engine.store import all_finite
+
+    rng = torch.Generator().manual_seed(0)
+    for bad in (float("nan"), float("inf"), float("-inf"), None):
+        for _ in range(5):
+            t = torch.randn(100_000, generator=rng).to(dtype)
+            at = torch.randint(0, t.numel(), (2,), generator=rng)
+            if bad is None:
+                t[at[0]], t[at[1]] = float("inf"), float("-inf")
+            else:
+                t[at[0]] = bad
+            assert not bool(torch.isfinite(t).all()) and not all_finite(t)
+    big = torch.finfo(dtype).max
+    overflowing = torch.full((1_000,), big, dtype=dtype)
+    assert torch.isinf(overflowing.sum(dtype=torch.float32)) or dtype == torch.float16
+    assert bool(torch.isfinite(overflowing).all()) and all_finite(overflowing)
+    assert all_finite(torch.randn(3, 4, generator=rng).to(dtype)) and all_finite(torch.zeros(0, dtype=dtype))
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
