@@ -435,6 +435,18 @@ class Workspace(QObject):
             tiers.tier_of(ref.posterior.info), ref.posterior.arch.name)
         return ref if same else None
 
+    def reference_expected(self) -> bool:
+        """While some column's weights are still being read (the reference is found only once they
+        are in, :meth:`find_reference`): whether a shown column is of a tier with exact inference
+        and not of its method, so that its comparison line will come. The columns keep that line's
+        room from the start, and their plots do not move when the weights arrive."""
+        from core.engine import tiers
+
+        if all(c.ready for c in self.columns):
+            return False
+        return any((tier := tiers.tier_of(c.posterior.info)) in tiers.REFERENCES
+                   and c.posterior.method != tiers.REFERENCES[tier] for c in self.columns)
+
     def set_failure(self, key: str, message: str) -> None:
         """The column's posterior could not judge the input: it shows ``message`` instead."""
         column = self.column(key)

@@ -105,7 +105,8 @@ class ColumnsPanel(QScrollArea):
         # while any column says its chains disagree, all keep that room: plots stay aligned
         # (the room of the tallest of their warnings, so that none is cut and none is padded)
         reserve = [view.warning for view in self.views.values() if view.warning]
-        marked = any(workspace.reference_for(c) is not None for c in workspace.columns)
+        marked = (any(workspace.reference_for(c) is not None for c in workspace.columns)
+                  or workspace.reference_expected())
         for view in self.views.values():
             view.reserve_warning_room(reserve)
             view.reserve_reference_room(marked)

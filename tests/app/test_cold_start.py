@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QApplication
 
 from app.main import MainWindow
 from app.settings import default_columns
@@ -194,3 +195,24 @@ def test_no_collection_walks_the_engine_while_it_imports_and_the_window_collects
     seen = json.loads(fresh_interpreter(COLLECTIONS))
     assert seen["before"] == []
     assert seen["after"] and seen["automatic"] is False
+
+
+def test_the_plots_stay_where_they_are_when_the_weights_arrive(qtbot, monkeypatch, shared_data):
+    # the comparison line with exact inference comes only once the weights are in; its room is
+    # kept from the start, so the plots do not jump down (about 70 px) as the columns fill
+    win = _window(qtbot, monkeypatch, shared_data)
+    win.resize(1600, 1000)
+    qtbot.wait(50)
+
+    def tops() -> list[tuple[int, int]]:
+        QApplication.processEvents()
+        return [(view.plots["histograms"].mapTo(win, QPoint(0, 0)).y(), view.plots["histograms"].height())
+                for view in win.column_views.values()]
+
+    assert not any(c.ready for c in win.workspace.columns)
+    before = tops()
+    win.load_columns()
+    _stroke(qtbot, win.canvas)
+    qtbot.waitUntil(lambda: all(c.prediction is not None for c in win.workspace.columns), timeout=60_000)
+    assert any(win.workspace.reference_for(c) is not None for c in win.workspace.columns)
+    assert tops() == before
