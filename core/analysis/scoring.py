@@ -9,6 +9,7 @@ the classes' order of few-class rows faster than torch's own reductions.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -75,28 +76,46 @@ class PartScorer:
 
     def __init__(self, chains: torch.Tensor, num_classes: int, images: int, bins: int = DEFAULT_BINS) -> None:
         s, k = len(chains), num_classes
-        self.s, self.k, self.bins = s, k, bins
+        self.s, self.k, self.bins, self.images = s, k, bins, images
+        self.chains = chains
         self.ones = torch.ones(1, s, dtype=torch.float64)
         self.ones_k = torch.ones(k, dtype=torch.float64)
         self.ones_s = torch.ones(s, dtype=torch.float64)
         self.ones_sk = torch.ones(s * k, dtype=torch.float64)
-        present, counts = torch.unique(chains, return_counts=True)  # chains that received a sample
-        self.num_chains = len(present)
+        if s == 1:  # one draw (MAP): one chain, no sort to find it
+            self.present, counts = chains, torch.ones(1, dtype=torch.long)
+        else:  # chains that received a sample
+            self.present, counts = torch.unique(chains, return_counts=True)
+        self.num_chains = len(self.present)
         self.chain_counts = counts.double().unsqueeze(1)
         # a chain's draws are one run of rows (SampledPosterior's order): its sum is one
         # product with its own rows; in any other order, a product with its 0/1 weights
-        runs = bool((chains[1:] >= chains[:-1]).all())
+        runs = s == 1 or bool((chains[1:] >= chains[:-1]).all())
         edges = [0, *torch.cumsum(counts, 0).tolist()]
         self.chain_rows = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)] if runs else None
-        self.member = (chains.unsqueeze(0) == present.unsqueeze(1)).double()  # (C, S)
         # flat, so that a part of fewer images is one contiguous (S, n·K) block, which the
         # softmax of logits views as (S·n, K) rows
         self.draws = torch.empty(s * images * k, dtype=torch.float64)
         self.temporary = torch.empty(s * images * k, dtype=torch.float64)
-        self.sums = torch.empty(3 * images * k, dtype=torch.float64)  # (3, n·K) of a part, contiguous
-        self.cells = bins * torch.arange(2 * images).view(images, 2)  # each image's two histograms
-        self.images = images
         self._draw_cells: torch.Tensor | None = None  # :meth:`_pair_cells`, made on first use
+
+    # What only some paths use is made on first use: one draw's logits (MAP) need none of it,
+    # and a scorer is made for every data set evaluated, where the face MAP's whole scoring is
+    # a few hundred µs.
+    @functools.cached_property
+    def member(self) -> torch.Tensor:
+        """Each chain's 0/1 weights of the draws (C, S)."""
+        return (self.chains.unsqueeze(0) == self.present.unsqueeze(1)).double()
+
+    @functools.cached_property
+    def sums(self) -> torch.Tensor:
+        """The three per-class sums of a part, (3, n·K) contiguous, flat."""
+        return torch.empty(3 * self.images * self.k, dtype=torch.float64)
+
+    @functools.cached_property
+    def cells(self) -> torch.Tensor:
+        """Each image's two histograms' first cells (images, 2)."""
+        return self.bins * torch.arange(2 * self.images).view(self.images, 2)
 
     def score(self, part: torch.Tensor, logits: bool = False,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
