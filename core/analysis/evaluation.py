@@ -453,15 +453,22 @@ def run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int],
     The posteriors run one after the other, so the largest step counts once; every
     posterior's per-image results on every set are kept to the end.
     """
-    step, largest, kept = 0.0, plans[0][0], 0.0
+    nbytes, name, _ = _run_bytes(plans, sizes, num_samples)
+    return nbytes, name
+
+
+def _run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int], num_samples: int | None,
+               ) -> tuple[float, str, int]:
+    """:func:`run_bytes`, and the draws of the posterior whose step needs the most."""
+    step, largest, draws, kept = -1.0, plans[0][0], 0, 0.0
     for name, posterior, block in plans:
         chains = chain_ids(posterior, num_samples)
         s = len(chains)
         need = evaluation_step_bytes(posterior, s, block, max(sizes, default=1))
         if need > step:
-            step, largest = need, name
+            step, largest, draws = need, name, s
         kept += sum(result_bytes(n, posterior.num_classes, len(torch.unique(chains))) for n in sizes)
-    return step + kept, largest
+    return step + kept, largest, draws
 
 
 def check_run_memory(plans: Sequence[tuple[str, Posterior, int]], sets: Sequence[Dataset],
@@ -471,10 +478,9 @@ def check_run_memory(plans: Sequence[tuple[str, Posterior, int]], sets: Sequence
     if not plans or not sets:
         return
     sizes = [len(subset) for subset in sets]
-    nbytes, name = run_bytes(plans, sizes, num_samples)
-    posterior = dict((n, p) for n, p, _ in plans)[name]
-    s = len(chain_ids(posterior, num_samples))
-    images = " and ".join(f"{len(subset):,} images of {subset.name}" for subset in sets)
+    nbytes, name, s = _run_bytes(plans, sizes, num_samples)
+    posterior = next(p for n, p, _ in plans if n == name)
+    images = " and ".join(f"{size:,} images of {subset.name}" for size, subset in zip(sizes, sets, strict=True))
     what = (f"evaluating {len(plans)} posterior{'s' if len(plans) > 1 else ''} on {images} "
             f"({s:,} draws of {name} at a time)")
     check_fits(nbytes, what, "ask for fewer draws or fewer images", posterior.device)
