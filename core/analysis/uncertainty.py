@@ -478,7 +478,7 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     Written for few operations: on arrays of a few hundred numbers each numpy call costs its
     1–3 µs of overhead, not its arithmetic, and this runs for every column on every stroke."""
     c, s, k = p.shape
-    j, m = interval_ranks(s, level)
+    j, m = _interval_ranks(s, level)
     ordered = np.sort(p, axis=1)
     # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32; each
     # posterior's and class's own bins by one offset (c·K + k)·bins
@@ -499,8 +499,10 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     singles[:, k:2 * k] = ordered[:, j - 1]
     singles[:, 2 * k:3 * k] = ordered[:, m - 1]
     np.multiply(mean, 1 - mean, out=singles[:, 3 * k:4 * k])
-    singles[:, 4 * k:5 * k] = np.add.reduce(p * (1 - p), 1) / s
-    singles[:, 5 * k:6 * k] = np.add.reduce(centred * centred, 1) / s
+    # the two variance parts summed into their places and divided by S together
+    np.add.reduce(p * (1 - p), 1, out=singles[:, 4 * k:5 * k])
+    np.add.reduce(centred * centred, 1, out=singles[:, 5 * k:6 * k])
+    singles[:, 4 * k:6 * k] /= s
     singles[:, 6 * k:] = _correlation_stacked(centred).reshape(c, k * k)
     singles = singles.astype(np.float32)
     # the top two classes and their overlap as top_two and top_two_overlap find them (torch's
@@ -514,7 +516,7 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     overlap32 = torch.from_numpy(product).sqrt_().sum(-1).numpy()
     overlaps = overlap32.tolist()
     # is_uncertain compares a float32 tensor with the threshold: in float32
-    uncertain = (overlap32 > np.float32(threshold)).tolist()
+    above = float(np.float32(threshold))  # float32 against float32, compared exactly as doubles
     edges = _bin_edges(bins)
     summaries = []
     for i, (first, second) in enumerate(tops):
@@ -537,10 +539,13 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
             correlation=torch.from_numpy(row[6 * k:].reshape(k, k)),
             top_two=(first, second),
             overlap=overlaps[i],
-            uncertain=uncertain[i],
+            uncertain=overlaps[i] > above,
             level=level,
         ))
     return summaries
+
+
+_interval_ranks = lru_cache(maxsize=16)(interval_ranks)  # the same two counts on every stroke
 
 
 def _as_numpy(samples: torch.Tensor) -> np.ndarray:

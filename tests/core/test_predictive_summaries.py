@@ -137,6 +137,11 @@ def test_summaries_on_the_bins_edges_and_with_tied_leaders_are_their_definitions
     for arrays in ([on_edges], [uniform], [second, third, first], [two, two.flip(1)]):
         for summary, samples in zip(summarise_many(arrays, level=0.9), arrays, strict=True):
             _assert_defined_numbers(summary, samples, 0.9)
+    # the flag at its threshold: strictly above it, in float32 as is_uncertain compares
+    overlap = summarise_many([on_edges])[0].overlap
+    for threshold in (overlap, float(np.nextafter(np.float32(overlap), np.float32(0))), overlap - 1e-12):
+        want = bool(is_uncertain(torch.tensor(overlap, dtype=torch.float32), threshold))
+        assert summarise_many([on_edges], threshold=threshold)[0].uncertain == want
 
 
 def test_the_finite_checks_still_find_one_bad_number():
