@@ -519,9 +519,8 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     above = float(np.float32(threshold))  # float32 against float32, compared exactly as doubles
     edges = _bin_edges(bins)
     summaries = []
-    for i, (first, second) in enumerate(tops):
+    for i, ((first, second), t, a) in enumerate(zip(tops, total.tolist(), aleatoric.tolist(), strict=True)):
         row = singles[i]
-        t, a = float(total[i]), float(aleatoric[i])
         # tensors on views of this posterior's own row: each holds its own numbers only
         summaries.append(Summary(
             mean=torch.from_numpy(row[:k]),
@@ -577,8 +576,8 @@ def _correlation_stacked(centred: np.ndarray) -> np.ndarray:
     # 1e-16 (of 600,000 float32 entries from random draws, 40 differed, all by under 2e-16:
     # correlations near 0); every other number of a summary is the definition's bit for bit
     cov = np.matmul(centred.transpose(0, 2, 1), centred) / centred.shape[1]
-    std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))  # (C, K): sums of squares, never below 0
-    if std.min() > CONSTANT_STD:  # the usual case: no class constant over the draws (nor a NaN)
+    std = np.sqrt(cov.diagonal(0, 1, 2))  # (C, K): sums of squares, never below 0 (methods: no dispatch)
+    if np.minimum.reduce(std, None) > CONSTANT_STD:  # the usual case: no class constant over the draws (nor a NaN)
         corr = cov / (std[:, :, None] * std[:, None, :])
         np.minimum(np.maximum(corr, -1.0, out=corr), 1.0, out=corr)
     else:
