@@ -15,6 +15,8 @@ git revision (its ``core/analysis/uncertainty.py`` and ``predictive.py``) is tim
 round alternating with this checkout's, so that the two see the same load; the summaries of the
 two are compared on the way (the largest difference of any number, which should be 0).
 
+MC dropout's ``predict_proba`` is the revision's too (``core/engine/inference/mc_dropout.py``).
+
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_engine_parts.py [--rounds 7 --reps 200]
 [--against a78f67e]``.
 """
@@ -42,12 +44,16 @@ from bench_gui import floor_ms  # noqa: E402
 from core.analysis import predictive as current  # noqa: E402
 
 
+def source_at(ref: str, path: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
 def engine_at(ref: str) -> types.ModuleType:
     """``core.analysis.predictive`` as it was at git revision ``ref``, on that revision's own
     ``core.analysis.uncertainty`` (the rest of the engine is this checkout's)."""
     def source(path: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True,
-                              capture_output=True, text=True).stdout
+        return source_at(ref, path)
 
     modules = {}
     for name, path in (("uncertainty", "core/analysis/uncertainty.py"), ("predictive", "core/analysis/predictive.py")):
@@ -62,6 +68,35 @@ def engine_at(ref: str) -> types.ModuleType:
             sys.modules["core.analysis.uncertainty"] = kept
         modules[name] = module
     return modules["predictive"]
+
+
+def dropout_at(ref: str):
+    """A function giving, for a posterior, the same posterior predicting with MC dropout's
+    ``predict_proba`` as it was at ``ref`` (its class as ``core/engine/inference/mc_dropout.py``
+    was then, the weights shared, its masks drawn anew), and any other posterior unchanged."""
+    import copy
+
+    from core.engine.inference import base
+    from core.engine.inference.mc_dropout import DropoutPosterior
+
+    module = types.ModuleType(f"core.engine.inference.mc_dropout_at_{ref}")
+    sys.modules[module.__name__] = module
+    kinds = dict(base.POSTERIOR_KINDS)  # the revision's class registers itself: undone below
+    try:
+        path = "core/engine/inference/mc_dropout.py"
+        exec(compile(source_at(ref, path), f"{ref}:{path}", "exec"), module.__dict__)  # noqa: S102
+    finally:
+        base.POSTERIOR_KINDS.clear()
+        base.POSTERIOR_KINDS.update(kinds)
+
+    def at_ref(posterior):
+        if type(posterior) is not DropoutPosterior:
+            return posterior
+        old = copy.copy(posterior)
+        old.__class__ = module.DropoutPosterior
+        old._masks = {}
+        return old
+    return at_ref
 
 
 def cpu_us(call, reps: int) -> float:
@@ -103,8 +138,10 @@ def main() -> None:
     drawing[6:22, 13:16] = 1.0  # a stroke: a 1
     drawing[6:9, 10:14] = 0.6
     engines = {"this": current}
+    columns_of = {"this": posteriors}
     if args.against:
         engines[args.against] = engine_at(args.against)
+        columns_of[args.against] = [dropout_at(args.against)(p) for p in posteriors]
     x = current.image_batch(drawing)
     print(f"{len(posteriors)} columns, {args.rounds} rounds × {args.reps} calls, 1 thread, "
           f"processor time of this thread, load average {os.getloadavg()[0]:.1f} at the start")
@@ -116,7 +153,7 @@ def main() -> None:
                 times.setdefault(("floor", p.method), []).append(
                     floor_ms(p, n, repeats=args.reps, clock=time.thread_time) * 1e3)
             for name, engine in engines.items():
-                for p, n in zip(posteriors, counts, strict=True):
+                for p, n in zip(columns_of[name], counts, strict=True):
                     draws_of = p.predict_proba(x, num_samples=n)[:, 0]
                     for part, call in (
                         ("engine", lambda p=p, n=n, e=engine: e.predict_image(p, drawing, n, seed=None)),
@@ -124,18 +161,20 @@ def main() -> None:
                         ("summary", lambda d=draws_of, e=engine: e.summarise_many([d])),
                     ):
                         times.setdefault((name, f"{p.method} {part}"), []).append(cpu_us(call, args.reps))
-                columns = [(p, x, n) for p, n in zip(posteriors, counts, strict=True)]
+                columns = [(p, x, n) for p, n in zip(columns_of[name], counts, strict=True)]
                 times.setdefault((name, "request"), []).append(
                     cpu_us(lambda e=engine, c=columns: e.predict_inputs(c, seed=None), args.reps))
         floors = [float(np.median(times["floor", p.method])) for p in posteriors]
         print(f"\n{draws} draws asked (load {os.getloadavg()[0]:.1f}); µs of processor time, medians")
-        header = "".join(f"{name + ' ' + part:>22s}" for name in engines for part in ("engine", "÷ floor", "summary"))
-        print(f"  {'column':12s}{'floor':>9s}{'forward':>9s}{header}")
+        parts = ("engine", "÷ floor", "forward", "summary")
+        header = "".join(f"{name[:10] + ' ' + part:>19s}" for name in engines for part in parts)
+        print(f"  {'column':12s}{'floor':>9s}{header}")
         for p, floor in zip(posteriors, floors, strict=True):
-            row = f"  {p.method:12s}{floor:9.0f}{np.median(times['this', f'{p.method} forward']):9.0f}"
+            row = f"  {p.method:12s}{floor:9.0f}"
             for name in engines:
                 engine = float(np.median(times[name, f"{p.method} engine"]))
-                row += f"{engine:22.0f}{engine / floor:22.2f}{np.median(times[name, f'{p.method} summary']):22.0f}"
+                row += (f"{engine:19.0f}{engine / floor:19.2f}{np.median(times[name, f'{p.method} forward']):19.0f}"
+                        f"{np.median(times[name, f'{p.method} summary']):19.0f}")
             print(row)
         for name in engines:
             request = float(np.median(times[name, "request"]))
@@ -145,9 +184,9 @@ def main() -> None:
             worst = 0.0
             for seed_input in range(4):
                 image = np.clip(drawing + 0.4 * np.random.default_rng(seed_input).random((28, 28), np.float32), 0, 1)
-                for p, n in zip(posteriors, counts, strict=True):
+                for p, q, n in zip(posteriors, columns_of[args.against], counts, strict=True):
                     a = current.predict_image(p, image, n, seed=None).summary
-                    b = engines[args.against].predict_image(p, image, n, seed=None).summary
+                    b = engines[args.against].predict_image(q, image, n, seed=None).summary
                     worst = max(worst, largest_difference(a, b))
             print(f"  largest difference of any summary number, this against {args.against}, "
                   f"4 inputs × {len(posteriors)} columns: {worst:.3g}")

@@ -91,6 +91,8 @@ def image_batch(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     """One 28×28 image (or a raw drawing, or the model input already made) as a batch of one
     shaped for the digit models, (1, 1, 28, 28)."""
     x = image if isinstance(image, torch.Tensor) else image_to_input(image)
+    if x.dtype == torch.float32 and x.ndim == 4 and x.shape[:2] == (1, 1):  # as image_to_input makes it
+        return x
     return x.reshape(1, 1, *x.shape[-2:]).float()
 
 

@@ -33,6 +33,15 @@ from functools import cached_property, lru_cache
 import numpy as np
 import torch
 
+from core.analysis.summary_arrays import (
+    as_numpy,
+    bin_edges,
+    bin_offsets,
+    correlation_stacked,
+    entropy_rows,
+    top_two_rows,
+)
+
 DEFAULT_BINS = 20
 
 #: Default threshold of :func:`is_uncertain` on the Bhattacharyya coefficient BC of the top
@@ -436,8 +445,9 @@ def summarise(
     its call overhead (about 60 of them took 0.4 ms, four to eight times the forward pass of a
     softmax-regression column). Every tensor field is bit for bit what those functions give but
     the correlation (to 2e-16: a matrix product sums in its own order), and the entropies agree
-    to 1e-15 (``tests/core/test_uncertainty.py``); the top two classes and their overlap still
-    come from torch, so ties, the float32 root and the sum order are theirs.
+    to 1e-15 (``tests/core/test_uncertainty.py``); the overlap's root and sum still come from
+    torch, and the top two from its ``topk`` wherever a tie leaves the order to its rule
+    (:mod:`core.analysis.summary_arrays` holds the array helpers).
     """
     return summarise_many([samples], level, bins, threshold)[0]
 
@@ -463,7 +473,7 @@ def summarise_many(
         groups.setdefault(tuple(one.shape), []).append(i)
     for members in groups.values():
         # float32 or float64 in, float64 out: one conversion for the group (exact either way)
-        arrays = [_as_numpy(samples[i]) for i in members]
+        arrays = [as_numpy(samples[i]) for i in members]
         p = (arrays[0][None] if len(arrays) == 1 else np.stack(arrays)).astype(np.float64)  # (C, S, K)
         for i, summary in zip(members, _summarise_stacked(p, level, bins, threshold), strict=True):
             summaries[i] = summary
@@ -478,18 +488,18 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     Written for few operations: on arrays of a few hundred numbers each numpy call costs its
     1–3 µs of overhead, not its arithmetic, and this runs for every column on every stroke."""
     c, s, k = p.shape
-    j, m = interval_ranks(s, level)
+    j, m = _interval_ranks(s, level)
     ordered = np.sort(p, axis=1)
     # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32; each
     # posterior's and class's own bins by one offset (c·K + k)·bins
-    index = (np.minimum(np.maximum(p, 0.0), 1.0) * bins).astype(np.int64)
-    np.minimum(index, bins - 1, out=index)
-    index += _bin_offsets(c, k, bins)
-    hist = np.bincount(index.ravel(), minlength=c * k * bins).reshape(c, k, bins).astype(np.float32)
-    hist /= np.float32(s)
+    # (p·bins clamped to [0, bins − 1], then cut: the same bin as p clamped first, two calls fewer)
+    index = np.minimum(np.maximum(p * bins, 0.0), bins - 1).astype(np.int64)
+    index += bin_offsets(c, k, bins)
+    counts = np.bincount(index.ravel(), minlength=c * k * bins).reshape(c, k, bins)
+    hist = np.divide(counts, np.float32(s), dtype=np.float32)  # float32(count) / float32(S)
     mean = np.add.reduce(p, 1) / s  # (C, K)
     # the entropies of the draws and of their mean in one pass: the mean as draw S + 1
-    entropies = _entropy(np.concatenate((p, mean[:, None, :]), axis=1))  # (C, S + 1)
+    entropies = entropy_rows(np.concatenate((p, mean[:, None, :]), axis=1))  # (C, S + 1)
     total, aleatoric = entropies[:, s], np.add.reduce(entropies[:, :s], 1) / s
     centred = p - mean[:, None, :]
     # the float32 numbers of each summary, one row per posterior, converted once
@@ -498,26 +508,26 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     singles[:, k:2 * k] = ordered[:, j - 1]
     singles[:, 2 * k:3 * k] = ordered[:, m - 1]
     np.multiply(mean, 1 - mean, out=singles[:, 3 * k:4 * k])
-    singles[:, 4 * k:5 * k] = np.add.reduce(p * (1 - p), 1) / s
-    singles[:, 5 * k:6 * k] = np.add.reduce(centred * centred, 1) / s
-    singles[:, 6 * k:] = _correlation_stacked(centred).reshape(c, k * k)
+    np.add.reduce(p * (1 - p), 1, out=singles[:, 4 * k:5 * k])  # both parts divided by S at once
+    np.add.reduce(centred * centred, 1, out=singles[:, 5 * k:6 * k])
+    singles[:, 4 * k:6 * k] /= s
+    singles[:, 6 * k:] = correlation_stacked(centred, CONSTANT_STD).reshape(c, k * k)
     singles = singles.astype(np.float32)
-    # the top two classes and their overlap as top_two and top_two_overlap find them: torch's
-    # topk (its order of ties; two argmaxes in numpy took twice its time), its float32 root and
-    # sum; h₁h₂ is the same IEEE product
-    tops = torch.from_numpy(mean).topk(2, dim=-1).indices.numpy()  # (C, 2)
-    rows = np.arange(c)
-    product = hist[rows, tops[:, 0]] * hist[rows, tops[:, 1]]  # histograms hold no negatives
-    # the root in torch: its float32 sqrt and numpy's differ in the last bit for most inputs
-    overlap32 = torch.from_numpy(product).sqrt_().sum(-1).numpy()
-    overlaps = overlap32.tolist()
-    # is_uncertain compares a float32 tensor with the threshold: in float32
-    uncertain = (overlap32 > np.float32(threshold)).tolist()
-    edges = _bin_edges(bins)
+    # the top two classes and their overlap as top_two and top_two_overlap find them (torch's
+    # topk wherever a tie makes its order matter), its float32 root and sum; h₁h₂ is the same
+    # IEEE product
+    tops = top_two_rows(mean)
+    product = np.empty((c, bins), np.float32)  # histograms hold no negatives
+    for i, (first, second) in enumerate(tops):  # plain indexing: a fraction of fancy indexing's cost
+        np.multiply(hist[i, first], hist[i, second], out=product[i])
+    # the root in torch: its float32 sqrt is not correctly rounded (numpy's is), so they differ
+    overlaps = torch.from_numpy(product).sqrt_().sum(-1).tolist()
+    # is_uncertain compares float32 with float32: as doubles, exactly the same comparison
+    above = float(np.float32(threshold))
+    edges = bin_edges(bins)
     summaries = []
-    for i, (first, second) in enumerate(tops.tolist()):
+    for i, ((first, second), t, a) in enumerate(zip(tops, total.tolist(), aleatoric.tolist(), strict=True)):
         row = singles[i]
-        t, a = float(total[i]), float(aleatoric[i])
         # tensors on views of this posterior's own row: each holds its own numbers only
         summaries.append(Summary(
             mean=torch.from_numpy(row[:k]),
@@ -535,57 +545,10 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
             correlation=torch.from_numpy(row[6 * k:].reshape(k, k)),
             top_two=(first, second),
             overlap=overlaps[i],
-            uncertain=uncertain[i],
+            uncertain=overlaps[i] > above,
             level=level,
         ))
     return summaries
 
 
-def _as_numpy(samples: torch.Tensor) -> np.ndarray:
-    """The draws as a numpy array, float32 or float64 as they came (other types as float64)."""
-    samples = samples.detach().cpu()
-    return (samples if samples.dtype in (torch.float32, torch.float64) else samples.double()).numpy()
-
-
-@lru_cache(maxsize=16)
-def _bin_offsets(c: int, k: int, bins: int) -> np.ndarray:
-    """(c·K + k)·bins for every posterior c and class k, shaped (C, 1, K) against the draws."""
-    return (np.arange(c * k, dtype=np.int64) * bins).reshape(c, 1, k)
-
-
-@lru_cache(maxsize=4)
-def _bin_edges(bins: int) -> np.ndarray:
-    """The fixed edges of :func:`class_histograms` (torch's linspace, kept; copied per summary)."""
-    edges = torch.linspace(0, 1, bins + 1).numpy()
-    edges.flags.writeable = False
-    return edges
-
-
-def _correlation_stacked(centred: np.ndarray) -> np.ndarray:
-    """:func:`class_correlation` of each of C posteriors' draws already centred on their mean,
-    (C, S, K) float64 → (C, K, K)."""
-    k = centred.shape[2]
-    # one matrix product (a seventh of the outer products' time): its sums run in another order
-    # than the definition's mean of outer products, so a correlation may differ from it by about
-    # 1e-16 (of 600,000 float32 entries from random draws, 40 differed, all by under 2e-16:
-    # correlations near 0); every other number of a summary is the definition's bit for bit
-    cov = np.matmul(centred.transpose(0, 2, 1), centred) / centred.shape[1]
-    std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))  # (C, K): sums of squares, never below 0
-    varying = std > CONSTANT_STD
-    if varying.all():  # the usual case: no class constant over the draws
-        corr = cov / (std[:, :, None] * std[:, None, :])
-        np.minimum(np.maximum(corr, -1.0, out=corr), 1.0, out=corr)
-    else:
-        safe = np.where(varying, std, 1.0)
-        corr = np.where(varying[:, :, None] & varying[:, None, :],
-                        np.minimum(np.maximum(cov / (safe[:, :, None] * safe[:, None, :]), -1.0), 1.0), 0.0)
-    corr.reshape(-1, k * k)[:, ::k + 1] = 1.0  # the diagonals (corr is C-contiguous: a view)
-    return corr
-
-
-def _entropy(p: np.ndarray) -> np.ndarray:
-    """:func:`entropy` along the last axis of a float64 array (0·log 0 = 0, never −0)."""
-    p = np.maximum(p, 0.0)
-    logs = np.log(p, where=p > 0, out=np.zeros_like(p))
-    logs *= p
-    return -np.add.reduce(logs, -1) + 0.0
+_interval_ranks = lru_cache(maxsize=16)(interval_ranks)  # the same two counts on every stroke

@@ -120,6 +120,30 @@ def test_summaries_of_awkward_draws_are_their_definitions():
             assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size(), name
 
 
+def test_summaries_on_the_bins_edges_and_with_tied_leaders_are_their_definitions():
+    """Draws exactly on the histograms' edges, just below them, at 0 and 1 and just outside
+    [0, 1] (the bins are cut from p·bins clamped to [0, bins − 1]); classes tied for first,
+    second or third place, where the top two come from torch's topk, and two classes only."""
+    edges = torch.linspace(0, 1, 21, dtype=torch.float64)
+    below = torch.nextafter(edges, torch.zeros(()))
+    values = torch.cat([edges, below, torch.tensor([0.0, 1.0, -1e-12, 1 + 1e-12, 1e-300, 0.05, 0.95])])
+    g = torch.Generator().manual_seed(2)
+    on_edges = values[torch.randint(len(values), (100, 10), generator=g)]
+    uniform = torch.full((16, 10), 0.1, dtype=torch.float64)  # every class tied
+    second = torch.tensor([[0.4, 0.2, 0.2, 0.1, 0.1]] * 8, dtype=torch.float64)  # tie for second place
+    third = torch.tensor([[0.4, 0.3, 0.1, 0.1, 0.1]] * 8, dtype=torch.float64)  # tie for third place
+    first = torch.tensor([[0.1, 0.35, 0.35, 0.2, 0.0]] * 8, dtype=torch.float64)  # tie for first place
+    two = torch.softmax(torch.randn(16, 2, generator=g, dtype=torch.float64), -1)
+    for arrays in ([on_edges], [uniform], [second, third, first], [two, two.flip(1)]):
+        for summary, samples in zip(summarise_many(arrays, level=0.9), arrays, strict=True):
+            _assert_defined_numbers(summary, samples, 0.9)
+    # the flag at its threshold: strictly above it, in float32 as is_uncertain compares
+    overlap = summarise_many([on_edges])[0].overlap
+    for threshold in (overlap, float(np.nextafter(np.float32(overlap), np.float32(0))), overlap - 1e-12):
+        want = bool(is_uncertain(torch.tensor(overlap, dtype=torch.float32), threshold))
+        assert summarise_many([on_edges], threshold=threshold)[0].uncertain == want
+
+
 def test_the_finite_checks_still_find_one_bad_number():
     """The probabilities' check looks at a sum first; a NaN or an infinity anywhere is still
     found, and a sum that overflows from finite numbers alone is not taken for one. The drawing

@@ -92,6 +92,26 @@ def test_mc_dropout_kept_masks_are_the_bank_s_masks_bit_for_bit(spec):
     assert not torch.equal(posterior.predict_proba(x, 16, generator=g), posterior.predict_proba(x, 16, generator=g))
 
 
+@pytest.mark.parametrize("spec", [ArchSpec("softmax", drop_rate=0.5), ArchSpec("mlp", hidden=32, drop_rate=0.25),
+                                  ArchSpec("softmax", drop_rate=0.3)], ids=["half", "quarter", "other"])
+@pytest.mark.parametrize("n", [1, 3])
+def test_mc_dropout_kept_masks_on_one_input_or_several_are_dropout_s_own(spec, n):
+    """The kept masks met by broadcasting (one input) or by the input's copies (several), kept
+    divided by the keep rate where it is a power of two (p = 0.5, 0.25): the same probabilities
+    bit for bit as torch's dropout with the bank's generator."""
+    model = build_model(spec)
+    posterior = DropoutPosterior("mc_dropout", spec, {}, 3, "test", dict(model.named_parameters()))
+    x = torch.rand(n, *spec.input_shape, generator=torch.Generator().manual_seed(n))
+    shared, rest = split_before_dropout(posterior.model)
+    for s in (16, 5):
+        with torch.no_grad(), mc_dropout(posterior.model, generator=interactive_generator(3)):
+            h = shared(x)
+            h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
+            want = torch.softmax(rest(h).reshape(s, n, -1).float(), -1)
+        assert torch.equal(posterior.predict_proba(x, s), want)
+        assert torch.equal(posterior.predict_proba(x, s), want)  # from the kept masks
+
+
 @pytest.mark.parametrize("spec", SPECS[:3], ids=lambda s: s.name)
 def test_a_shared_batch_target_is_the_per_chain_target_on_the_same_batch(spec):
     # full-batch HMC passes one (x, y) to every chain; its log posterior and gradient are

@@ -20,6 +20,7 @@ The fitted network is a :class:`DropoutPosterior`, which an imported network wit
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -144,13 +145,20 @@ class DropoutPosterior(Posterior):
         shared, rest = self._split
         with torch.no_grad():
             h = shared(x)  # the same for every draw: computed once per input
-            h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
             if generator is None and isinstance(rest, nn.Sequential) and s * n <= self.MASK_BANK_ROWS:
-                masks = iter(self._fixed_masks(rest, h))
+                rows = (s * n, *h.shape[1:])
+                if n > 1 or not isinstance(rest[0], nn.Dropout):  # one input meets the S masks broadcast
+                    h = h.unsqueeze(0).expand(s, *h.shape).reshape(rows)
+                masks = iter(self._fixed_masks(rest, h, rows))
                 for layer in rest:  # Dropout.forward's rule, with the bank's masks drawn once
-                    h = h * next(masks) / (1.0 - layer.p) if isinstance(layer, nn.Dropout) else layer(h)
+                    if isinstance(layer, nn.Dropout):
+                        mask, scaled = next(masks)
+                        h = h * mask if scaled else h * mask / (1.0 - layer.p)
+                    else:
+                        h = layer(h)
                 logits = h
             else:
+                h = h.unsqueeze(0).expand(s, *h.shape).reshape(s * n, *h.shape[1:])
                 g = generator if generator is not None else interactive_generator(self.seed)
                 with mc_dropout(self.model, generator=g):
                     logits = rest(h)
@@ -159,21 +167,29 @@ class DropoutPosterior(Posterior):
     #: The fixed bank's masks are kept for batches of at most this many rows (S·N).
     MASK_BANK_ROWS = 1024
 
-    def _fixed_masks(self, rest: nn.Sequential, h: torch.Tensor) -> list[torch.Tensor]:
-        """The masks the fixed bank (:func:`interactive_generator`) draws for a batch shaped
-        like ``h``, drawn once and kept (for the last two shapes): bit for bit the masks a
-        fresh generator gives each call, without drawing them on every stroke."""
-        key = tuple(h.shape)
-        if key not in self._masks:
-            g, masks = interactive_generator(self.seed), []
+    def _fixed_masks(self, rest: nn.Sequential, h: torch.Tensor,
+                     rows: tuple[int, ...]) -> list[tuple[torch.Tensor, bool]]:
+        """The masks the fixed bank (:func:`interactive_generator`) draws for a batch of shape
+        ``rows`` (``h``: that batch, or one row of it), drawn once and kept (for the last two
+        shapes): bit for bit the masks a fresh generator gives each call, without drawing them
+        on every stroke. Each comes as ``(mask, scaled)``: where the keep rate 1 − p is a power
+        of two (p = 0.5), the mask is kept already divided by it (``scaled``), one product a
+        stroke fewer; h·(m/q) is h·m/q bit for bit then, both being exact scalings by 1/q."""
+        found = self._masks.get(rows)
+        if found is None:
+            g, found = interactive_generator(self.seed), []
+            h = h.expand(rows)
             for layer in rest:  # the layers' order is the order the generator is used in
                 if isinstance(layer, nn.Dropout):
-                    masks.append(torch.empty_like(h).bernoulli_(1.0 - layer.p, generator=g))
-                    h = h * masks[-1] / (1.0 - layer.p)
+                    keep = 1.0 - layer.p
+                    mask = torch.empty_like(h).bernoulli_(keep, generator=g)
+                    h = h * mask / keep
+                    scaled = keep > 0 and math.frexp(keep)[0] == 0.5
+                    found.append((mask / keep, True) if scaled else (mask, False))
                 else:
                     h = layer(h)
-            self._masks = {**dict(list(self._masks.items())[-1:]), key: masks}
-        return self._masks[key]
+            self._masks = {**dict(list(self._masks.items())[-1:]), rows: found}
+        return found
 
     def state_tensors(self):
         return {k: v.detach().clone() for k, v in self.model.named_parameters()}
