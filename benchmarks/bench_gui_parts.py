@@ -81,7 +81,10 @@ def instrument(spent: dict[str, float]) -> None:
     from app.plots.input_views import INPUT_PLOTS
 
     for cls in INPUT_PLOTS:
-        cls.paint_data = _timed(cls.paint_data, "  plots' data", spent, window_thread)
+        cls.paint_data = _timed(_timed(cls.paint_data, f"    {cls.view_key} data", spent, window_thread),
+                                "  plots' data", spent, window_thread)
+        if "paint_overlay" in vars(cls):  # what a plot draws over its data (the entropy's labels)
+            cls.paint_overlay = _timed(cls.paint_overlay, f"  {cls.view_key} overlay", spent, window_thread)
         shown = _timed(cls.show, f"    {cls.view_key} fed", spent, window_thread)
         cls.show = _timed(shown, "  plots fed their numbers", spent, window_thread)
 
@@ -192,8 +195,11 @@ def main() -> None:
           " [90th percentile], "
           f"load average {os.getloadavg()[0]:.1f}")
     labels = ["process (all threads)", "window's thread"] + list(dict.fromkeys(label for label, *_ in PARTS))
-    labels.insert(labels.index("  plots' backdrops (axes, title)"), "  plots' data")
     from app.plots.input_views import INPUT_PLOTS
+
+    labels[labels.index("  plots' backdrops (axes, title)"):labels.index("  plots' backdrops (axes, title)")] = [
+        "  plots' data", *(f"    {cls.view_key} data" for cls in INPUT_PLOTS),
+        *(f"  {cls.view_key} overlay" for cls in INPUT_PLOTS if "paint_overlay" in vars(cls))]
 
     labels[labels.index("  verdict in words"):labels.index("  verdict in words")] = [
         "  plots fed their numbers", *(f"    {cls.view_key} fed" for cls in INPUT_PLOTS)]

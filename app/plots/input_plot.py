@@ -1,6 +1,6 @@
 """The base of the per-input plots (:mod:`app.plots.input_views`): a plain widget that paints
-itself in one ``QPainter`` pass, its class and probability axes, and the helpers that hand Qt
-whole numpy arrays of lines and rectangles (:func:`draw_lines`): no Python object per drawn item.
+itself in one ``QPainter`` pass, and its class and probability axes; it draws through the helpers
+of :mod:`app.plots.drawing`, which hand Qt whole numpy arrays of lines and rectangles.
 
 An :class:`InputPlot` stores the numbers it draws (:attr:`InputPlot.values`) and schedules one
 repaint; subclasses give the view's ``view_key`` (the :mod:`core.outputs.input_figures` view that
@@ -11,19 +11,16 @@ menu's "Export…" emits ``export_requested(view_key)``.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import shiboken6
 from PySide6.QtCore import QEvent, QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
     QFontMetricsF,
-    QImage,
     QPainter,
     QPen,
     QPixmap,
@@ -40,6 +37,16 @@ from app.plots.axes import (
     small_font,
     sparsest,
 )
+from app.plots.drawing import (  # noqa: F401 (also imported from here by the views)
+    IMAGE_BAND_ROWS,
+    colour_index,
+    colours,
+    draw_image,
+    draw_lines,
+    draw_rects,
+    lookup_table,
+    to_image,
+)
 from app.plots.style import (
     BACKGROUND,
     FOREGROUND,
@@ -54,79 +61,6 @@ FEW_DRAWS = 30
 PROBABILITY_TICKS = ((0.0, "0"), (0.5, ".5"), (1.0, "1"))
 TICK_LENGTH = 4
 TITLE_POINT_SIZE = 9.0
-
-
-def lookup_table(colour_map) -> np.ndarray:
-    """256 RGB rows of a pyqtgraph colour map, for painting an array as an image."""
-    return np.ascontiguousarray(colour_map.getLookupTable(0.0, 1.0, 256, alpha=False), dtype=np.uint8)
-
-
-def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> np.ndarray:
-    """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row."""
-    return table[colour_index(values, low, high)]
-
-
-def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
-    """The row of a 256-row table for each value: ``low``..``high`` → 0..255, NaN → 0, beyond
-    the range its end. (Without ``np.nan_to_num`` and ``np.clip``, whose Python wrappers cost
-    more than the arithmetic on a stroke's 10×10 arrays; infinities end at 0 or 255 either way.)"""
-    values = np.where(np.isnan(values), low, values)
-    return np.minimum(np.maximum((values - low) / (high - low) * 255.0 + 0.5, 0), 255).astype(np.uint8)
-
-
-def to_image(pixels: np.ndarray) -> QImage:
-    """A uint8 grey (rows, columns) or RGB (rows, columns, 3) array as an image that owns its
-    pixels."""
-    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
-    fmt = QImage.Format.Format_RGB888 if pixels.ndim == 3 else QImage.Format.Format_Grayscale8
-    return QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.strides[0], fmt).copy()
-
-
-#: Rows of the window an image is drawn in at a time by :func:`draw_image`.
-IMAGE_BAND_ROWS = 64
-
-
-def draw_image(painter: QPainter, target: QRectF | QRect, image: QImage) -> None:
-    """``painter.drawImage(target, image)``, the same pixels, all drawn on this thread.
-
-    Scaled over more than 95 rows, Qt's raster engine splits an image's rows across its thread
-    pool and sleeps until the pool is done: 0.03 ms of this thread's time and 0.1 ms of wall clock
-    on an idle machine, but a median 3.4 ms for "what the model sees" on a busy one, where each
-    pool thread waits for a core and this thread for them. Drawn in bands of
-    :data:`IMAGE_BAND_ROWS` rows, each clipped from the one transform (so every pixel samples the
-    image exactly as before), no band reaches the pool."""
-    target = QRectF(target)
-    top, bottom = math.floor(target.top()), math.ceil(target.bottom())
-    left, width = math.floor(target.left()) - 1, math.ceil(target.width()) + 3
-    for y in range(top, bottom, IMAGE_BAND_ROWS):
-        painter.save()
-        painter.setClipRect(QRect(left, y, width, min(IMAGE_BAND_ROWS, bottom - y)), Qt.ClipOperation.IntersectClip)
-        painter.drawImage(target, image)
-        painter.restore()
-
-
-def draw_lines(painter: QPainter, lines: np.ndarray) -> None:
-    """Lines given as rows (x0, y0, x1, y1) of pixel coordinates, handed to Qt as one array.
-
-    A ``QLineF`` is four doubles and a ``QRectF`` (x, y, width, height) too, so Qt reads the rows
-    in place: no Python object per line (a list of ``QLineF`` cost more than Qt's drawing).
-    """
-    _draw_array(painter.drawLines, QLineF, lines)
-
-
-def draw_rects(painter: QPainter, rects: np.ndarray) -> None:
-    """Rectangles given as rows (x, y, width, height) of pixel coordinates, in the painter's pen
-    and brush, handed to Qt as one array (see :func:`draw_lines`)."""
-    _draw_array(painter.drawRects, QRectF, rects)
-
-
-def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
-    rows = np.ascontiguousarray(rows, dtype=np.float64)
-    if len(rows):
-        # the address from the array interface: ``rows.ctypes`` builds an object and runs an
-        # ``import ctypes`` (through PySide's import hook) on every use, twice the time
-        address = rows.__array_interface__["data"][0]
-        draw(shiboken6.wrapInstance(address, kind), len(rows))  # `rows` lives through the call
 
 
 MEAN_PEN = QPen(QColor(*MEAN), 1)  # whole-pixel widths take Qt's fast line path

@@ -3,6 +3,8 @@ numpy rows, and the canvas repainting only around the newest stroke segment."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, Qt
@@ -146,6 +148,8 @@ def test_a_strokes_segment_repaints_the_canvas_only_and_the_screen_shows_it(qtbo
 @pytest.mark.parametrize(("shape", "target", "clip"), [
     ((28, 28), QRectF(6, 6, 140, 140), None),  # what the model sees
     ((10, 10, 3), QRectF(20.3, 10.7, 151.4, 151.4), QRect(15, 5, 200, 160)),  # a class correlation, clipped
+    ((10, 10, 3), QRectF(60.6, 38.4, 68.6, 68.6), QRect(58, 36, 73, 73)),  # one in a 1400×860 window: one draw
+    ((10, 10, 3), QRectF(3.5, 2.5, 94.0, 95.0), None),  # 96 rows touched (2 to 97): two bands
     ((10, 40, 3), QRectF(30.5, 3.25, 160.0, 222.6), None),  # the draws' shading
     ((280, 280), QRectF(0, 0, 236, 236), QRect(40, 90, 30, 120)),  # the canvas, a segment's repaint
 ])
@@ -177,6 +181,9 @@ def test_an_image_drawn_in_bands_paints_what_one_draw_paints_and_no_band_reaches
     banded = painted(lambda painter: draw_image(painter, target, image))
     assert np.array_equal(whole, banded)
     assert heights and max(heights) <= 95
+    # as few bands as 95 rows each allow: one draw, unclipped, for an image over 95 rows or fewer
+    rows = math.ceil(target.bottom()) - math.floor(target.top())
+    assert len(heights) == -(-rows // 95)
 
 
 def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
