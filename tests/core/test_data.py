@@ -280,3 +280,33 @@ def test_to_mnist_places_the_box_by_the_bilinear_shift_bit_for_bit():
         shifted = _shifted_by_rolls(small, top - ti, left - li)
         expected[ti : ti + new_h + 1, li : li + new_w + 1] = shifted[: 28 - ti, : 28 - li]
         assert np.array_equal(to_mnist(canvas), np.clip(expected, 0.0, 1.0)), case
+
+
+def test_to_mnist_finds_the_ink_and_clips_as_with_flags_and_np_clip():
+    """The box of the ink read from each row's and column's largest value and the check from the
+    smallest and largest (no arrays of flags): the same float32 bits as the box of the pixels
+    over the threshold, clipped by np.clip, for drawings with faint grey around the ink and
+    values beyond [0, 1]; NaN and infinities refused, a drawing all under the threshold empty."""
+    from core.engine.data.preprocess import INK_THRESHOLD, EmptyDrawingError
+
+    rng = np.random.default_rng(5)
+    for case in range(80):
+        h, w = (int(v) for v in rng.integers(5, 240, 2))
+        canvas = rng.uniform(0, INK_THRESHOLD, (h, w)).astype(np.float32)  # faint, never ink
+        r0, c0 = int(rng.integers(0, h)), int(rng.integers(0, w))
+        r1, c1 = int(rng.integers(r0, h)) + 1, int(rng.integers(c0, w)) + 1
+        canvas[r0:r1, c0:c1] += rng.uniform(0, [1.0, 1.3][case % 2], (r1 - r0, c1 - c0)).astype(np.float32)
+        canvas[r0, c0] = 0.9
+        if case % 3 == 0:
+            canvas[rng.integers(0, h), rng.integers(0, w)] = -0.4  # below 0: clipped to it
+        ink = canvas > INK_THRESHOLD
+        rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
+        box = np.clip(canvas[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1], 0.0, 1.0)
+        assert to_mnist(canvas).tobytes() == to_mnist(box).tobytes(), case
+    for bad in (np.nan, np.inf, -np.inf):
+        canvas = np.zeros((30, 30), np.float32)
+        canvas[5:9, 5:9], canvas[20, 20] = 1.0, bad
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            to_mnist(canvas)
+    with pytest.raises(EmptyDrawingError):
+        to_mnist(np.full((30, 30), INK_THRESHOLD, np.float32))  # at the threshold is not over it
