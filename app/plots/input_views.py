@@ -5,7 +5,8 @@ They are plain widgets that paint themselves with one ``QPainter`` pass: a strok
 text laid out in Python per item) their own paint took 16–18 ms per update, 7.6–8.4 ms now
 (``benchmarks/bench_gui.py``, "painting the plots per update"). Their axes are fixed; a new prediction only stores
 the numbers drawn (:attr:`InputPlot.values`) and schedules one repaint, which hands Qt whole numpy
-arrays of lines and rectangles (:func:`draw_lines`): no Python object per drawn item.
+arrays of lines and rectangles kept with the layout (:class:`app.plots.drawing.Rows`): no Python object per
+drawn item.
 
 Each plot has a ``view_key`` naming the :mod:`core.outputs.input_figures` view that exports the same
 numbers, a tooltip in plain words, and a context menu whose "Export…" emits
@@ -22,6 +23,7 @@ import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 
+from app.plots.drawing import Rows
 from app.plots.input_plot import (
     DIAMOND,
     FEW_DRAWS,
@@ -34,8 +36,6 @@ from app.plots.input_plot import (
     colours,
     diamond,
     draw_image,
-    draw_lines,
-    draw_rects,
     lookup_table,
     to_image,
 )
@@ -144,18 +144,18 @@ class DrawsPlot(InputPlot):
             draw_image(painter, self.span(0, -0.5, 1, k - 0.5), self._heat)
         else:
             ticks = v["ticks"]  # (S, K): one tick per draw, in its class's row
-            lines = self.geometry(("ticks", len(ticks)), lambda: self._tick_lines(rows, len(ticks)))
-            lines[:, 0] = lines[:, 2] = (a * ticks + b).ravel()
+            lines = self.geometry(("ticks", len(ticks)), lambda: Rows(self._tick_lines(rows, len(ticks)), QLineF))
+            lines.array[:, 0] = lines.array[:, 2] = (a * ticks + b).ravel()
             painter.setPen(DRAW_PEN)
-            draw_lines(painter, lines)
+            lines.draw(painter)
         # the interval as whiskers across each row, with their beams: values low→high at row,
         # low→low and high→high at row ∓ 0.125 (one array for the three)
-        whiskers = self.geometry("whiskers", lambda: self._whisker_rows(k))  # their y kept; x filled in place
+        whiskers = self.geometry("whiskers", lambda: Rows(self._whisker_rows(k), QLineF))  # y kept; x filled in place
         low, high = a * v["lower"] + b, a * v["upper"] + b
-        whiskers[:, 0] = np.concatenate([low, low, high])
-        whiskers[:, 2] = np.concatenate([high, low, high])
+        whiskers.array[:, 0] = np.concatenate([low, low, high])
+        whiskers.array[:, 2] = np.concatenate([high, low, high])
         painter.setPen(MEAN_PEN)
-        draw_lines(painter, whiskers)
+        whiskers.draw(painter)
         top, ratio = int(v["top"]), self.devicePixelRatioF()
         tops = self.geometry("diamonds", lambda: (rows - DIAMOND[1]).tolist())
         marks = (diamond(MEAN, ratio), diamond(BAR_TOP, ratio))
@@ -243,42 +243,43 @@ class IntervalPlot(InputPlot):
     def paint_data(self, painter: QPainter) -> None:
         v, r = self.values, self.reference
         k = len(v["mean"])
-        x = self.geometry("x", self._x_pixels)
+        x = self.geometry("x", self._x_pixels)  # the rows drawn, their x kept, y filled in place
         a, b, c, d = self._affine
         y = c * np.concatenate([v["mean"], v["lower"], v["upper"], *((r["mean"], r["lower"], r["upper"]) if r else ())]) + d
         mean, low, high = y[:k], y[k:2 * k], y[2 * k:3 * k]
         base = c * 0.0 + d
-        bars = x["bars"].copy()  # (x, y, width, height) from the axis to each mean
-        bars[:, 1], bars[:, 3] = np.minimum(base, mean), np.abs(mean - base)
+        bars = x["bars"]  # (x, y, width, height) from the axis to each mean
+        bars.array[:, 1], bars.array[:, 3] = np.minimum(base, mean), np.abs(mean - base)
         # every bar, then the predicted class's again in its colour: both opaque and unsmoothed,
         # so its pixels are all its own (two boolean selections of the bars cost more than a bar)
         top = int(v["top"])
         painter.setPen(NO_PEN)
         painter.setBrush(BAR_COLOUR)
-        draw_rects(painter, bars)
+        bars.draw(painter)
         painter.setBrush(BAR_TOP_COLOUR)
-        draw_rects(painter, bars[top:top + 1])
+        bars.draw(painter, top, top + 1)
         # whiskers low→high at each class, beams at low and at high
-        whiskers = x["whiskers"].copy()
-        whiskers[:, 1], whiskers[:, 3] = np.concatenate([low, low, high]), np.concatenate([high, low, high])
+        whiskers = x["whiskers"]
+        whiskers.array[:, 1], whiskers.array[:, 3] = np.concatenate([low, low, high]), np.concatenate([high, low, high])
         painter.setPen(MEAN_PEN)
-        draw_lines(painter, whiskers)
+        whiskers.draw(painter)
         if r is not None:
             ref_mean, ref_low, ref_high = y[3 * k:4 * k], y[4 * k:5 * k], y[5 * k:]
-            means = x["reference"].copy()
-            means[:, 1] = means[:, 3] = ref_mean
+            means = x["reference"]
+            means.array[:, 1] = means.array[:, 3] = ref_mean
             painter.setPen(REFERENCE_MEAN_PEN)
-            draw_lines(painter, means)
+            means.draw(painter)
             # its interval right of each bar, with beams reaching back to it at low and high
-            marks = x["reference_interval"].copy()
-            marks[:, 1] = np.concatenate([ref_low, ref_low, ref_high])
-            marks[:, 3] = np.concatenate([ref_high, ref_low, ref_high])
+            marks = x["reference_interval"]
+            marks.array[:, 1] = np.concatenate([ref_low, ref_low, ref_high])
+            marks.array[:, 3] = np.concatenate([ref_high, ref_low, ref_high])
             painter.setPen(REFERENCE_PEN)
-            draw_lines(painter, marks)
+            marks.draw(painter)
 
-    def _x_pixels(self) -> dict[str, np.ndarray]:
+    def _x_pixels(self) -> dict[str, Rows]:
         """The pixel columns of everything drawn at a class: bars 0.7 wide, whiskers and their beams
-        0.25 wide, the reference's mean 0.9 wide and its interval at the right of that."""
+        0.25 wide, the reference's mean 0.9 wide and its interval at the right of that (their y
+        filled by each paint)."""
         a, b = self._affine[:2]
         at = np.arange(len(self.class_names), dtype=float)
         left, right = a * (at - 0.35) + b, a * (at + 0.35) + b
@@ -293,7 +294,8 @@ class IntervalPlot(InputPlot):
         interval = np.empty((3 * len(at), 4))
         interval[:, 0] = a * np.concatenate([side, side - 0.08, side - 0.08]) + b
         interval[:, 2] = a * np.concatenate([side, side, side]) + b
-        return {"bars": bars, "whiskers": whiskers, "reference": reference, "reference_interval": interval}
+        return {"bars": Rows(bars, QRectF), "whiskers": Rows(whiskers, QLineF), "reference": Rows(reference, QLineF),
+                "reference_interval": Rows(interval, QLineF)}
 
 
 class EntropyPlot(InputPlot):
@@ -381,13 +383,13 @@ class EntropyPlot(InputPlot):
 
     def paint_data(self, painter: QPainter) -> None:
         a, b = self._affine[:2]
-        bars = self.geometry(("bars", self.names), self._bar_rows).copy()  # (x, y, width, height)
+        bars = self.geometry(("bars", self.names), lambda: Rows(self._bar_rows(), QRectF))  # (x, y, width, height)
         zero, ends = a * 0.0 + b, a * self.values["nats"] + b
-        bars[:, 0], bars[:, 2] = np.minimum(zero, ends), np.abs(ends - zero)
+        bars.array[:, 0], bars.array[:, 2] = np.minimum(zero, ends), np.abs(ends - zero)
         painter.setPen(NO_PEN)
-        for name, bar in zip(self.names, bars, strict=True):
+        for i, name in enumerate(self.names):
             painter.setBrush(UNCERTAINTY_COLOURS[name])
-            draw_rects(painter, bar[None])
+            bars.draw(painter, i, i + 1)
 
     def _bar_rows(self) -> np.ndarray:
         """Each row's bar, 0.6 tall, its y and height in pixels (x and width follow the numbers)."""
@@ -483,16 +485,16 @@ class VariancePlot(InputPlot):
         k = len(aleatoric)
         c, d = self._affine[2:]
         # the bars' x and width kept with the layout: both rows of bars, aleatoric then epistemic
-        bars = self.geometry("bars", self._bar_columns)  # y and height filled in place
+        bars = self.geometry("bars", lambda: Rows(self._bar_columns(), QRectF))  # y and height filled in place
         # aleatoric from 0, epistemic stacked on it: their edges mapped in one operation (slices,
         # not np.split, whose Python wrapper cost more than the arithmetic)
         edges = c * np.concatenate([aleatoric, aleatoric + epistemic]) + d
         low, high = np.concatenate([np.full(k, c * 0.0 + d), edges[:k]]), edges
-        bars[:, 1], bars[:, 3] = np.minimum(low, high), np.abs(high - low)
+        bars.array[:, 1], bars.array[:, 3] = np.minimum(low, high), np.abs(high - low)
         painter.setPen(NO_PEN)
         for i, fill in enumerate((UNCERTAINTY_COLOURS["aleatoric"], UNCERTAINTY_COLOURS["epistemic"])):
             painter.setBrush(fill)
-            draw_rects(painter, bars[i * k:(i + 1) * k])
+            bars.draw(painter, i * k, (i + 1) * k)
 
     def _bar_columns(self) -> np.ndarray:
         """Each class's bar, 0.7 wide, twice (aleatoric, then epistemic): rows (x, y, width,

@@ -79,6 +79,35 @@ def test_rects_from_numpy_rows_paint_as_filled_qrectf_objects():
     assert np.array_equal(_paint(batched), expected)
 
 
+def test_rows_kept_with_a_layout_paint_what_they_hold_now_as_qt_objects():
+    """A plot's ``Rows``, filled in place between paints, draws its numbers of the moment (not
+    those it was made with) as ``QLineF``/``QRectF`` objects paint, whole or from row to row."""
+    from app.plots.drawing import Rows
+
+    rng = np.random.default_rng(2)
+    lines, rects = Rows(np.zeros((30, 4)), QLineF), Rows(np.zeros((12, 4)), QRectF)
+    for _ in range(3):  # filled anew each time, as a stroke's paints do
+        lines.array[:] = rng.uniform(-10, 170, (30, 4))
+        rects.array[:, :2], rects.array[:, 2:] = rng.uniform(-5, 150, (12, 2)), rng.uniform(0.3, 30, (12, 2))
+        expected = _paint(lambda p: p.drawLines([QLineF(*row) for row in lines.array.tolist()]))
+        assert (expected != 255).any()
+        assert np.array_equal(_paint(lines.draw), expected)
+        part = _paint(lambda p: p.drawLines([QLineF(*row) for row in lines.array[7:19].tolist()]))
+        assert np.array_equal(_paint(lambda p: lines.draw(p, 7, 19)), part) and not np.array_equal(part, expected)
+
+        def filled(painter: QPainter, rows) -> None:
+            for x, y, w, h in rows.tolist():
+                painter.fillRect(QRectF(x, y, w, h), QColor(200, 30, 30))
+
+        def drawn(painter: QPainter, *span) -> None:
+            painter.setPen(Qt.PenStyle.NoPen)
+            rects.draw(painter, *span)
+
+        assert np.array_equal(_paint(drawn), _paint(lambda p: filled(p, rects.array)))
+        assert np.array_equal(_paint(lambda p: drawn(p, 5, 6)), _paint(lambda p: filled(p, rects.array[5:6])))
+    assert np.array_equal(_paint(lambda p: lines.draw(p, 4, 4)), _paint(lambda p: None))  # no rows: nothing
+
+
 @pytest.mark.parametrize("size", [280, 456, 333])
 def test_canvas_repaints_every_pixel_a_segment_changed(qtbot, size):
     canvas = DrawingCanvas()
