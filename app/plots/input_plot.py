@@ -37,16 +37,7 @@ from app.plots.axes import (
     small_font,
     sparsest,
 )
-from app.plots.drawing import (  # noqa: F401 (also imported from here by the views)
-    IMAGE_BAND_ROWS,
-    colour_index,
-    colours,
-    draw_image,
-    draw_lines,
-    draw_rects,
-    lookup_table,
-    to_image,
-)
+from app.plots.drawing import draw_image, to_image
 from app.plots.style import (
     BACKGROUND,
     FOREGROUND,

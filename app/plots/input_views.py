@@ -23,7 +23,7 @@ import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 
-from app.plots.drawing import Rows
+from app.plots.drawing import Rows, colour_index, colours, draw_image, lookup_table, to_image
 from app.plots.input_plot import (
     DIAMOND,
     FEW_DRAWS,
@@ -32,12 +32,7 @@ from app.plots.input_plot import (
     TICK_LENGTH,
     Axis,
     InputPlot,
-    colour_index,
-    colours,
     diamond,
-    draw_image,
-    lookup_table,
-    to_image,
 )
 from app.plots.style import (
     BAR,

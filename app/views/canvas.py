@@ -7,7 +7,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.plots.input_plot import draw_image
+from app.plots.drawing import draw_image
 
 
 class DrawingCanvas(QWidget):

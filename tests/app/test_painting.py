@@ -11,7 +11,7 @@ from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
 from PySide6.QtTest import QTest
 
-from app.plots.input_plot import draw_lines, draw_rects
+from app.plots.drawing import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
 
 
@@ -186,7 +186,7 @@ def test_an_image_drawn_in_bands_paints_what_one_draw_paints_and_no_band_reaches
     """``draw_image`` draws in bands so that Qt's raster engine never hands the rows to its thread
     pool (it does for a scaled image over 95 rows, and then waits for the pool's threads to get a
     core): every pixel as one ``drawImage`` paints it, each band at most 95 rows high."""
-    from app.plots.input_plot import draw_image, to_image
+    from app.plots.drawing import draw_image, to_image
 
     image = to_image(np.random.default_rng(len(shape)).integers(0, 256, shape))
     heights: list[int] = []

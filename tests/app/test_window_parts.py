@@ -300,7 +300,7 @@ class TestWindowSession:
 
 class TestInputPlotHelpers:
     def test_colours_map_the_range_onto_the_table_ends(self):
-        from app.plots.input_plot import colours
+        from app.plots.drawing import colours
 
         table = np.stack([np.arange(256, dtype=np.uint8)] * 3, axis=1)  # row i is grey i
         out = colours(np.array([[-1.0, 0.0, 0.5, 1.0, 2.0, np.nan]]), table, 0.0, 1.0)
@@ -310,7 +310,7 @@ class TestInputPlotHelpers:
     @pytest.mark.parametrize("dtype", [np.float32, np.float64])
     def test_colour_rows_are_those_of_nan_to_num_and_clip(self, dtype):
         """The table rows without numpy's slow wrappers (issue 49) are the rows they gave."""
-        from app.plots.input_plot import colour_index
+        from app.plots.drawing import colour_index
 
         values = np.random.default_rng(0).uniform(-1.5, 1.5, (40, 10)).astype(dtype)
         values.flat[[3, 17, 99]] = [np.nan, np.inf, -np.inf]
@@ -319,7 +319,7 @@ class TestInputPlotHelpers:
         assert np.array_equal(colour_index(values, -1.0, 1.0), before)
 
     def test_an_image_owns_its_pixels(self, qtbot):
-        from app.plots.input_plot import to_image
+        from app.plots.drawing import to_image
 
         pixels = np.zeros((2, 3), np.uint8)
         pixels[1, 2] = 200
