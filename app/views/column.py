@@ -469,8 +469,8 @@ class ColumnView(QFrame):
             # verdict's sentence, the top class's numbers and the overlap flag. The comparison with
             # the reference and the conformal and credible sets say, faded, that they come with the
             # full count (comparing, finding the sets and laying out their new words on every move
-            # was a fifth of feeding a column). The last full count's words, faded, were shown here
-            # before: "HMC reads 7" under "Probably a 0" read as a contradiction, not as pending.
+            # was a fifth of feeding a column). No word of an earlier input stays: a faded "HMC
+            # reads 7" under this input's "Probably a 0" would read as a contradiction.
             calibration, missing = calibration_of(column)
             waiting = [] if reference is None else [comparison_waits(who[0])]
             if calibration is not None:
