@@ -164,7 +164,6 @@ def _parse_like(default: Any, text: str, name: str) -> Any:
 
 
 METHODS: dict[str, Method] = {}
-_MODULE = __name__ + ".{}"
 
 
 def register(method: Method) -> Method:
@@ -175,14 +174,14 @@ def register(method: Method) -> Method:
 # In the order the training dialog lists them: point estimates and dropout, the samplers, the
 # variational families, the methods that spread belief around a trained network.
 register(Method(
-    "map", _MODULE.format("map"), "MapConfig", "maximum a posteriori point estimate",
+    "map", f"{__name__}.map", "MapConfig", "maximum a posteriori point estimate",
     **method_words("map"),
     family="loss", uses_model_dropout=True,
     # to the mode by Newton steps (issue 46: the 10 epochs of Adam before stopped 2,804 nats below it)
     tiers={PAPER: CONVERGED_MAP, NETWORK: NETWORK_PRIOR, FACES: (*CONVERGED_MAP, *FACE_PRIOR)},
 ))
 register(Method(
-    "mc_dropout", _MODULE.format("mc_dropout"), "McDropoutConfig", "MC dropout (Gal & Ghahramani 2016)",
+    "mc_dropout", f"{__name__}.mc_dropout", "McDropoutConfig", "MC dropout (Gal & Ghahramani 2016)",
     **method_words("mc_dropout"),
     family="loss", needs_dropout=True, uses_model_dropout=True, default_drop_rate=0.5,
     tiers={PAPER: ("--drop-rate", "0.5"),
@@ -193,7 +192,7 @@ register(Method(
            FACES: ("--drop-rate", "0.1", *FACE_TRAINING, "--set", f"length_scale={1 / FACE_PRIOR_STD:g}")},
 ))
 register(Method(
-    "sgld", _MODULE.format("sgld"), "SgldConfig", "SGLD (Welling & Teh 2011)",
+    "sgld", f"{__name__}.sgld", "SgldConfig", "SGLD (Welling & Teh 2011)",
     **method_words("sgld"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGLD_CHAINS, "--set", "step_size=5e-2", *HALF),
@@ -208,7 +207,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_SGLD, *HALF)},
 ))
 register(Method(
-    "sghmc", _MODULE.format("sghmc"), "SghmcConfig", "SGHMC (Chen, Fox & Guestrin 2014)",
+    "sghmc", f"{__name__}.sghmc", "SghmcConfig", "SGHMC (Chen, Fox & Guestrin 2014)",
     **method_words("sghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGHMC_CHAINS, "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
@@ -219,7 +218,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_SGHMC, *HALF)},
 ))
 register(Method(
-    "dsghmc", _MODULE.format("dsghmc"), "DsghmcConfig", "Dropout SGHMC (Hernández et al., Alg. 1)",
+    "dsghmc", f"{__name__}.dsghmc", "DsghmcConfig", "Dropout SGHMC (Hernández et al., Alg. 1)",
     **method_words("dsghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*DSGHMC_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1", "--drop-rate", "0.5", *HALF),
@@ -231,7 +230,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_DSGHMC, *HALF)},
 ))
 register(Method(
-    "hmc", _MODULE.format("hmc"), "HmcConfig", "full-batch HMC with Stan-style warm-up",
+    "hmc", f"{__name__}.hmc", "HmcConfig", "full-batch HMC with Stan-style warm-up",
     **method_words("hmc"),
     family="sampler", runs_chains=True,
     # the dense curvature metric (docs/zoo.md: diagonal HMC did not converge in 700 iterations);
@@ -248,7 +247,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_HMC, *HALF)},
 ))
 register(Method(
-    "ensemble", _MODULE.format("ensemble"), "EnsembleConfig", "deep ensemble (Lakshminarayanan et al.)",
+    "ensemble", f"{__name__}.ensemble", "EnsembleConfig", "deep ensemble (Lakshminarayanan et al.)",
     **method_words("ensemble"),
     family="loss", runs_chains=True, uses_model_dropout=True,
     # every member from its own random start to convergence by Newton steps, as the MAP (issue 46):
@@ -258,7 +257,7 @@ register(Method(
            FACES: ("--set", "num_members=5", *CONVERGED_MAP, *FACE_PRIOR)},
 ))
 register(Method(
-    "mfvi", _MODULE.format("mfvi"), "MfviConfig", "mean-field Gaussian VI, Bayes by backprop",
+    "mfvi", f"{__name__}.mfvi", "MfviConfig", "mean-field Gaussian VI, Bayes by backprop",
     **method_words("mfvi"),
     family="elbo",
     # 60 epochs: at 30 its ELBO still rose by 0.0006 (paper) and 0.001 (network) per epoch as the
@@ -267,7 +266,7 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01", *FACE_PRIOR)},
 ))
 register(Method(
-    "snvi", _MODULE.format("snvi"), "SnviConfig", "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
+    "snvi", f"{__name__}.snvi", "SnviConfig", "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
     **method_words("snvi"),
     family="elbo",
     tiers={PAPER: ("--set", "epochs=30", "--set", "rank=4"),
@@ -275,7 +274,7 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01", "--set", "rank=4", *FACE_PRIOR)},
 ))
 register(Method(
-    "sgmmvi", _MODULE.format("sgmmvi"), "SgmmviConfig", "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
+    "sgmmvi", f"{__name__}.sgmmvi", "SgmmviConfig", "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
     **method_words("sgmmvi"),
     family="elbo",
     # each component keeps at least half an equal weight (min_share 0.5, the default): left
@@ -286,7 +285,7 @@ register(Method(
                    *FACE_PRIOR)},
 ))
 register(Method(
-    "vdropout", _MODULE.format("vdropout"), "VdropoutConfig", "variational dropout, learned α (Kingma et al. 2015)",
+    "vdropout", f"{__name__}.vdropout", "VdropoutConfig", "variational dropout, learned α (Kingma et al. 2015)",
     **method_words("vdropout"),
     family="elbo",
     # the log-uniform prior of variational dropout has no scale to share
@@ -294,7 +293,7 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01")},
 ))
 register(Method(
-    "swag", _MODULE.format("swag"), "SwagConfig", "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
+    "swag", f"{__name__}.swag", "SwagConfig", "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
     **method_words("swag"),
     family="post_hoc", starts_from_weights=True,
     # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
@@ -302,7 +301,7 @@ register(Method(
            FACES: (*FROM_TIER_MAP, "--set", "batch_size=100", *FACE_PRIOR)},
 ))
 register(Method(
-    "laplace", _MODULE.format("laplace"), "LaplaceConfig",
+    "laplace", f"{__name__}.laplace", "LaplaceConfig",
     "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
     **method_words("laplace"),
     family="post_hoc", starts_from_weights=True,
