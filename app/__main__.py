@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -88,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     splash.close()
     # The window works (drawing, tabs, menus) while the engine imports in the background;
     # the columns appear when their posteriors are read.
-    engine = PythonThreadCall(_import_engine)
-    engine.finished.connect(worker_classes)  # superqt, before the first prediction asks for a worker
+    # with the modules of the methods of the columns shown from their records, so that reading
+    # their files imports nothing more in the window's thread
+    methods = {column.posterior.method for column in window.workspace.columns}
+    engine = PythonThreadCall(lambda: _import_engine(methods))
+    engine.finished.connect(worker_classes)  # superqt's workers, before the first prediction asks for one
     engine.finished.connect(window.load_columns)
     engine.finished.connect(garbage_collector.timer.start)
     engine.start()
@@ -99,9 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     return app.exec()
 
 
-def _import_engine() -> None:
+def _import_engine(methods: Iterable[str] = ()) -> None:
+    """Import torch, the engine and the modules of ``methods`` (the others': when first needed)."""
     import core.analysis.predictive  # noqa: F401
-    import core.engine.store  # noqa: F401 — torch and every inference method
+    import core.engine.store  # noqa: F401 — torch and the method registry
+    from core.engine.inference import METHODS
+
+    for name in methods:
+        if name in METHODS:  # an unknown one is explained when its file is read
+            METHODS[name].load()
 
 
 def _app_icon():

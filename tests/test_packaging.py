@@ -66,9 +66,13 @@ def test_spec_takes_its_data_and_trims_from_bundle_module():
 
 
 def test_spec_collects_every_app_and_core_module():
-    # The CLI finds its reproduce targets with importlib: the import scan alone misses them.
+    # The CLI finds its reproduce targets, and the method registry each method's module, with
+    # importlib: the import scan alone misses them.
+    from core.engine.inference import METHODS
+
     text = (PACKAGING / "bayescope.spec").read_text()
     assert 'collect_submodules("app")' in text and 'collect_submodules("core")' in text
+    assert all(method.module.startswith("core.") for method in METHODS.values())
     # ... which it can only do with the checkout on its path.
     assert text.index("sys.path.insert(0, str(ROOT))") < text.index('collect_submodules("app")')
 

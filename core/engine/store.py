@@ -255,7 +255,7 @@ def all_finite(t: torch.Tensor) -> bool:
 
 def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tuple[ArchSpec, str, str]:
     """Every check short of building the posterior; returns (arch, kind, method)."""
-    from core.engine.inference import METHODS  # registers every posterior kind too
+    from core.engine.inference import METHODS, load_all_methods
 
     _check_records(path, payload, need_checksum)
     if need_checksum:
@@ -270,12 +270,15 @@ def _validated(path: Path, payload: dict[str, Any], need_checksum: bool) -> tupl
             )
     _check_weights(path, payload["tensors"])
     kind, method = payload["kind"], payload["method"]
-    if kind not in POSTERIOR_KINDS:
-        raise PosteriorFileError(f"{path}: unknown posterior kind {kind!r}")
     if method not in METHODS:
         raise PosteriorFileError(
             f"{path}: unknown inference method {method!r}; this bayescope knows {', '.join(sorted(METHODS))}"
         )
+    METHODS[method].load()  # its module registers the kinds it makes; only the methods read are imported
+    if kind not in POSTERIOR_KINDS:
+        load_all_methods()  # a kind another method's module defines
+    if kind not in POSTERIOR_KINDS:
+        raise PosteriorFileError(f"{path}: unknown posterior kind {kind!r}")
     if payload["storage"] not in STORAGE_DTYPES:
         raise PosteriorFileError(f"{path}: unknown weight storage {payload['storage']!r}")
     try:

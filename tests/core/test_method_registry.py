@@ -5,13 +5,21 @@ it and none that checks it against a known answer fails here."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import inspect
 import math
+import os
+import pkgutil
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+import core.engine.inference
 from core.commands import zoo_build, zoo_tiers
 from core.engine import naming
 from core.engine.inference import DEFAULT_METHOD, FAMILIES, METHODS
@@ -97,6 +105,83 @@ def test_every_method_has_a_smoke_run_and_a_statistical_test(name):
 
 def test_no_proof_is_listed_for_a_method_that_is_not_registered():
     assert set(PROOFS) == set(METHODS)
+
+
+def _package_modules() -> dict[str, object]:
+    """Every module of core/engine/inference, imported."""
+    return {info.name: importlib.import_module(f"core.engine.inference.{info.name}")
+            for info in pkgutil.iter_modules(core.engine.inference.__path__)}
+
+
+def test_the_registry_names_each_method_s_module_and_the_modules_agree():
+    """The registry names each method's module, config class and ``fit_from`` without importing
+    them; every module of the package, imported, agrees with it: the named config is a dataclass
+    there, ``fit`` a function of it, ``fit_from`` there exactly when the entry says it starts
+    from weights, and no module with a ``fit`` is left out of the registry."""
+    modules = _package_modules()
+    for name, method in METHODS.items():
+        module = importlib.import_module(method.module)
+        assert method.module == f"core.engine.inference.{name}", name  # one module per method, by its name
+        assert dataclasses.is_dataclass(getattr(module, method.config_name)), name
+        assert method.config_cls is getattr(module, method.config_name)
+        assert callable(module.fit) and method.fit is module.fit, name
+        assert hasattr(module, "fit_from") == method.starts_from_weights, name
+        assert method.fit_from is getattr(module, "fit_from", None), name
+    with_fit = {short for short, module in modules.items()
+                if inspect.isfunction(getattr(module, "fit", None)) and module.fit.__module__ == module.__name__}
+    assert with_fit == set(METHODS)
+
+
+_KINDS_OF_THE_REGISTRY = """
+import importlib, pkgutil, sys
+import core.engine.inference as inference
+from core.engine.inference.base import POSTERIOR_KINDS
+inference.load_all_methods()
+by_registry = set(POSTERIOR_KINDS)
+for info in pkgutil.iter_modules(inference.__path__):
+    importlib.import_module("core.engine.inference." + info.name)
+sys.exit(0 if by_registry == set(POSTERIOR_KINDS) else f"{sorted(set(POSTERIOR_KINDS) - by_registry)} are "
+         "registered only by a module no method's module imports")
+"""
+
+
+def test_every_posterior_kind_is_registered_by_the_methods_modules():
+    """The store imports a file's method's module (or, for another kind, every method's): every
+    kind a module of the package registers must be reached so (a fresh process: here all are in)."""
+    done = subprocess.run([sys.executable, "-c", _KINDS_OF_THE_REGISTRY], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+_IMPORTED_AT_A_LAUNCH = """
+import sys
+from core.engine.inference import METHODS
+def methods_in():
+    return sorted(name for name, method in METHODS.items() if method.module in sys.modules)
+import core.engine.store
+print(" ".join(methods_in()) or "-")
+import core.analysis.predictive
+from core.engine.resources import resources_dir
+from core.engine.store import load_posterior
+print(" ".join(methods_in()))
+for method in ("hmc", "sghmc", "mc_dropout", "mfvi"):
+    assert load_posterior(resources_dir() / "models" / f"paper_softmax_{method}.pt").method == method
+print(" ".join(methods_in()))
+"""
+
+
+def test_a_launch_imports_only_the_modules_of_the_methods_it_reads():
+    """The window's engine import and its four default columns (as the launcher does them, in a
+    fresh process): the engine's import brings in no method's module; the predictive brings in
+    D-SGHMC's (its input dropout) with SGHMC's and SGLD's (which it builds on); reading the four
+    files adds HMC's, MC dropout's and mean-field VI's, and no other method's (all thirteen were
+    imported before)."""
+    done = subprocess.run([sys.executable, "-c", _IMPORTED_AT_A_LAUNCH], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    after_store, after_predictive, after_files = (line.split() for line in done.stdout.splitlines()[-3:])
+    assert after_store == ["-"]
+    assert after_predictive == ["dsghmc", "sghmc", "sgld"]
+    assert after_files == ["dsghmc", "hmc", "mc_dropout", "mfvi", "sghmc", "sgld"]
 
 
 def test_names_words_and_zoo_read_the_registry():

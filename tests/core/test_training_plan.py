@@ -4,6 +4,8 @@ is separated from start-up costs, the training-set size is read from the IDX hea
 from __future__ import annotations
 
 import math
+import sys
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,7 +90,10 @@ def test_step_cost_is_separated_from_start_up_costs(monkeypatch):
             yield ProgressRecord(step + 1, config.epochs)
         return None
 
-    monkeypatch.setitem(METHODS, "fake", Method("fake", FakeConfig, fit, "a fake method"))
+    module = types.ModuleType("fake_method")  # a method's module, as the registry imports it by name
+    module.FakeConfig, module.fit = FakeConfig, fit
+    monkeypatch.setitem(sys.modules, "fake_method", module)
+    monkeypatch.setitem(METHODS, "fake", Method("fake", "fake_method", "FakeConfig", "a fake method"))
     monkeypatch.setattr(plan.time, "perf_counter", lambda: clock[0])
     estimate, records = drain(estimate_duration("fake", FakeConfig(), ArchSpec("softmax"), 1000))
     assert estimate.seconds_per_step == pytest.approx(0.25)

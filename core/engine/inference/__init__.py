@@ -5,21 +5,21 @@ returns a :class:`~core.engine.inference.base.Posterior`) and every other fact a
 words, its family, its use of the network's dropout, its chains, its settings in each tier of
 ``bayescope-cli zoo``. The window, the commands and the words read them here; none lists
 methods of its own (docs/architecture.md, "Where a new thing goes").
+
+The registry names each method's module without importing it: the module is imported when its
+config, its ``fit`` or a posterior of it is first needed (``Method.load``), so a launch that reads
+four posteriors imports those four methods' modules only. ``tests/core/test_method_registry.py``
+imports every module of this package and checks it against the registry.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Any, Literal, get_args
 
-from core.engine.inference import dsghmc, ensemble, hmc, laplace, mc_dropout, sghmc, sgld
-from core.engine.inference import map as map_
-from core.engine.inference import mfvi as mfvi
-from core.engine.inference import sgmmvi as sgmmvi
-from core.engine.inference import snvi as snvi
-from core.engine.inference import swag as swag
-from core.engine.inference import vdropout as vdropout
 from core.engine.inference.base import Dataset, FitGenerator, Posterior, ProgressRecord
 from core.engine.inference.recipes import (
     CONVERGED_MAP,
@@ -63,8 +63,11 @@ class Method:
     and its tests (docs/architecture.md); ``tests/core/test_method_registry.py`` checks each fact."""
 
     name: str
-    config_cls: type
-    fit: Callable[[Any, ArchSpec, Dataset, int], FitGenerator]
+    #: The module that runs it, imported when it is first needed (its config, its ``fit``, a
+    #: posterior of it read from a file): a launch imports only its columns' methods.
+    module: str
+    #: The name of its config dataclass in ``module``.
+    config_name: str
     summary: str
     #: Its short name in headers and tables (``"SGHMC"``); from :mod:`core.engine.method_words`,
     #: as ``description``: the window shows them before the engine (torch) loads.
@@ -79,9 +82,9 @@ class Method:
     uses_model_dropout: bool = False
     #: The network's drop rate it starts with (Gal & Ghahramani use 0.5 for MC dropout).
     default_drop_rate: float = 0.0
-    #: ``fit_from(weights, config, arch, data, seed)`` for methods that start from given MAP
-    #: weights (a saved MAP posterior) instead of training them; None for the others.
-    fit_from: Callable[..., FitGenerator] | None = None
+    #: Whether it starts from given MAP weights (a saved MAP posterior) instead of training them:
+    #: its module has ``fit_from`` (below).
+    starts_from_weights: bool = False
     #: Whether ``fit(..., chains=...)`` runs a subset of independent chains (or ensemble
     #: members), each from its own stream, to be merged with
     #: :func:`~core.engine.inference.chain_merge.merge_chains`.
@@ -89,6 +92,25 @@ class Method:
     #: Its ``bayescope-cli train`` settings in each tier of ``bayescope-cli zoo`` it belongs to
     #: (without ``--method``; :mod:`core.engine.inference.recipes`).
     tiers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def load(self) -> ModuleType:
+        """Its module, imported on first use (which registers its posterior kinds too)."""
+        return importlib.import_module(self.module)
+
+    @property
+    def config_cls(self) -> type:
+        return getattr(self.load(), self.config_name)
+
+    @property
+    def fit(self) -> Callable[[Any, ArchSpec, Dataset, int], FitGenerator]:
+        """``fit(config, arch, data, seed)``: the generator that trains it."""
+        return self.load().fit
+
+    @property
+    def fit_from(self) -> Callable[..., FitGenerator] | None:
+        """``fit_from(weights, config, arch, data, seed)`` for a method that starts from given MAP
+        weights; None for the others (without importing its module)."""
+        return self.load().fit_from if self.starts_from_weights else None
 
     def make_config(self, **overrides: Any) -> Any:
         known = {f.name for f in fields(self.config_cls)}
@@ -152,14 +174,14 @@ def register(method: Method) -> Method:
 # In the order the training dialog lists them: point estimates and dropout, the samplers, the
 # variational families, the methods that spread belief around a trained network.
 register(Method(
-    "map", map_.MapConfig, map_.fit, "maximum a posteriori point estimate",
+    "map", f"{__name__}.map", "MapConfig", "maximum a posteriori point estimate",
     **method_words("map"),
     family="loss", uses_model_dropout=True,
     # to the mode by Newton steps (issue 46: the 10 epochs of Adam before stopped 2,804 nats below it)
     tiers={PAPER: CONVERGED_MAP, NETWORK: NETWORK_PRIOR, FACES: (*CONVERGED_MAP, *FACE_PRIOR)},
 ))
 register(Method(
-    "mc_dropout", mc_dropout.McDropoutConfig, mc_dropout.fit, "MC dropout (Gal & Ghahramani 2016)",
+    "mc_dropout", f"{__name__}.mc_dropout", "McDropoutConfig", "MC dropout (Gal & Ghahramani 2016)",
     **method_words("mc_dropout"),
     family="loss", needs_dropout=True, uses_model_dropout=True, default_drop_rate=0.5,
     tiers={PAPER: ("--drop-rate", "0.5"),
@@ -170,7 +192,7 @@ register(Method(
            FACES: ("--drop-rate", "0.1", *FACE_TRAINING, "--set", f"length_scale={1 / FACE_PRIOR_STD:g}")},
 ))
 register(Method(
-    "sgld", sgld.SgldConfig, sgld.fit, "SGLD (Welling & Teh 2011)",
+    "sgld", f"{__name__}.sgld", "SgldConfig", "SGLD (Welling & Teh 2011)",
     **method_words("sgld"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGLD_CHAINS, "--set", "step_size=5e-2", *HALF),
@@ -185,7 +207,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_SGLD, *HALF)},
 ))
 register(Method(
-    "sghmc", sghmc.SghmcConfig, sghmc.fit, "SGHMC (Chen, Fox & Guestrin 2014)",
+    "sghmc", f"{__name__}.sghmc", "SghmcConfig", "SGHMC (Chen, Fox & Guestrin 2014)",
     **method_words("sghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*SGHMC_CHAINS, "--set", "step_size=4e-3", "--set", "friction=0.12", *HALF),
@@ -196,7 +218,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_SGHMC, *HALF)},
 ))
 register(Method(
-    "dsghmc", dsghmc.DsghmcConfig, dsghmc.fit, "Dropout SGHMC (Hernández et al., Alg. 1)",
+    "dsghmc", f"{__name__}.dsghmc", "DsghmcConfig", "Dropout SGHMC (Hernández et al., Alg. 1)",
     **method_words("dsghmc"),
     family="sampler", runs_chains=True,
     tiers={PAPER: (*DSGHMC_CHAINS, "--set", "step_size=1.6e-5", "--set", "friction=0.1", "--drop-rate", "0.5", *HALF),
@@ -208,7 +230,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_DSGHMC, *HALF)},
 ))
 register(Method(
-    "hmc", hmc.HmcConfig, hmc.fit, "full-batch HMC with Stan-style warm-up",
+    "hmc", f"{__name__}.hmc", "HmcConfig", "full-batch HMC with Stan-style warm-up",
     **method_words("hmc"),
     family="sampler", runs_chains=True,
     # the dense curvature metric (docs/zoo.md: diagonal HMC did not converge in 700 iterations);
@@ -225,7 +247,7 @@ register(Method(
            FEATURES_TIER: (*FEATURES_HMC, *HALF)},
 ))
 register(Method(
-    "ensemble", ensemble.EnsembleConfig, ensemble.fit, "deep ensemble (Lakshminarayanan et al.)",
+    "ensemble", f"{__name__}.ensemble", "EnsembleConfig", "deep ensemble (Lakshminarayanan et al.)",
     **method_words("ensemble"),
     family="loss", runs_chains=True, uses_model_dropout=True,
     # every member from its own random start to convergence by Newton steps, as the MAP (issue 46):
@@ -235,7 +257,7 @@ register(Method(
            FACES: ("--set", "num_members=5", *CONVERGED_MAP, *FACE_PRIOR)},
 ))
 register(Method(
-    "mfvi", mfvi.MfviConfig, mfvi.fit, "mean-field Gaussian VI, Bayes by backprop",
+    "mfvi", f"{__name__}.mfvi", "MfviConfig", "mean-field Gaussian VI, Bayes by backprop",
     **method_words("mfvi"),
     family="elbo",
     # 60 epochs: at 30 its ELBO still rose by 0.0006 (paper) and 0.001 (network) per epoch as the
@@ -244,7 +266,7 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01", *FACE_PRIOR)},
 ))
 register(Method(
-    "snvi", snvi.SnviConfig, snvi.fit, "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
+    "snvi", f"{__name__}.snvi", "SnviConfig", "sN-VI: Gaussian, diag + rank-K covariance (Le Folgoc et al.)",
     **method_words("snvi"),
     family="elbo",
     tiers={PAPER: ("--set", "epochs=30", "--set", "rank=4"),
@@ -252,7 +274,7 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01", "--set", "rank=4", *FACE_PRIOR)},
 ))
 register(Method(
-    "sgmmvi", sgmmvi.SgmmviConfig, sgmmvi.fit, "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
+    "sgmmvi", f"{__name__}.sgmmvi", "SgmmviConfig", "sGMM-VI: mixture of sN-VI Gaussians (Le Folgoc et al.)",
     **method_words("sgmmvi"),
     family="elbo",
     # each component keeps at least half an equal weight (min_share 0.5, the default): left
@@ -263,7 +285,7 @@ register(Method(
                    *FACE_PRIOR)},
 ))
 register(Method(
-    "vdropout", vdropout.VdropoutConfig, vdropout.fit, "variational dropout, learned α (Kingma et al. 2015)",
+    "vdropout", f"{__name__}.vdropout", "VdropoutConfig", "variational dropout, learned α (Kingma et al. 2015)",
     **method_words("vdropout"),
     family="elbo",
     # the log-uniform prior of variational dropout has no scale to share
@@ -271,18 +293,18 @@ register(Method(
            FACES: ("--set", "epochs=60", "--set", "lr=0.01")},
 ))
 register(Method(
-    "swag", swag.SwagConfig, swag.fit, "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
+    "swag", f"{__name__}.swag", "SwagConfig", "SWAG: Gaussian of SGD iterates (Maddox et al. 2019)",
     **method_words("swag"),
-    family="post_hoc", fit_from=swag.fit_from,
+    family="post_hoc", starts_from_weights=True,
     # float16, as the samplers: the tier fits the 230 MB installer only so (docs/zoo.md)
     tiers={PAPER: FROM_TIER_MAP, NETWORK: (*NETWORK_PRIOR, *HALF),
            FACES: (*FROM_TIER_MAP, "--set", "batch_size=100", *FACE_PRIOR)},
 ))
 register(Method(
-    "laplace", laplace.LaplaceConfig, laplace.fit,
+    "laplace", f"{__name__}.laplace", "LaplaceConfig",
     "Laplace approximation around the MAP (MacKay; Daxberger et al. 2021)",
     **method_words("laplace"),
-    family="post_hoc", fit_from=laplace.fit_from,
+    family="post_hoc", starts_from_weights=True,
     # the face tier's 1,032 weights: the exact curvature (full) costs 8.5 MB, so nothing is factored
     tiers={PAPER: ("--set", "structure=kron", "--set", "prior_precision=prior", *FROM_TIER_MAP),
            NETWORK: ("--set", "structure=kron", "--set", "prior_precision=prior", *NETWORK_PRIOR),
@@ -293,6 +315,13 @@ register(Method(
 DEFAULT_METHOD = "mc_dropout"
 
 
+def load_all_methods() -> None:
+    """Import every method's module (and so register every posterior kind): for a posterior file
+    whose kind its own method's module does not define."""
+    for method in METHODS.values():
+        method.load()
+
+
 def get_method(name: str) -> Method:
     try:
         return METHODS[name]
@@ -300,4 +329,4 @@ def get_method(name: str) -> Method:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}") from None
 
 
-__all__ = ["DEFAULT_METHOD", "FAMILIES", "METHODS", "Dataset", "Family", "Method", "Posterior", "ProgressRecord", "get_method", "register"]
+__all__ = ["DEFAULT_METHOD", "FAMILIES", "METHODS", "Dataset", "Family", "Method", "Posterior", "ProgressRecord", "get_method", "load_all_methods", "register"]

@@ -12,6 +12,10 @@ step, from the full training set and shared by every chain; a fixed metric chang
 sampler moves, not what it targets (HMC: its Metropolis test; SGLD and SGHMC: a constant
 preconditioner needs no correction term, Ma, Chen & Fox 2015, "A Complete Recipe for
 Stochastic Gradient MCMC", §3).
+
+The MAP search and the GGN it builds M from (:mod:`~core.engine.inference.map`,
+:mod:`~core.engine.inference.laplace`) are imported by the functions that fit: a launch that reads
+an HMC or SGHMC posterior and predicts with it imports neither method's module.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ from core.engine.inference import sampling
 from core.engine.inference.base import Dataset, ProgressRecord
 from core.engine.inference.build_cache import once_per_build
 from core.engine.inference.chains import Params
-from core.engine.inference.laplace import full_ggn, kron_blocks, kron_eigen, summed_nll
-from core.engine.inference.map import GRAD_TOL, MapConfig, converge, linear_layer
 from core.engine.inference.optimisation import optimise
 from core.engine.inference.param_layout import ParamLayout
 from core.engine.inference.sampling import Target
@@ -212,6 +214,9 @@ def find_mode(target: Target, params: Params, batch: Any, max_iter: int = 500) -
 def curvature_metric(arch: ArchSpec, mode: Params, data: Dataset, prior_std: float) -> DenseMetric:
     """M = H(θ*) + I/σ²: the exact GGN of the summed negative log-likelihood at the one-chain
     ``mode``, plus the prior's precision; refused in words when P × P will not fit."""
+    # imported at a fit, not with this module (its docstring says why)
+    from core.engine.inference.laplace import full_ggn
+
     model = build_model(arch).to(data.x.device).eval()
     names = [n for n, _ in model.named_parameters()]
     size = sum(p.numel() for p in model.parameters())
@@ -248,6 +253,9 @@ def mode_and_curvature(
     linear in its weights, L-BFGS otherwise) and ``metric.about["mode"]`` records how far it got.
     Files made before (L-BFGS for at most 500 iterations, its gradient norm not recorded) stay
     valid: a fixed metric changes how a sampler moves, not what it targets."""
+    # imported at a fit, not with this module (its docstring says why)
+    from core.engine.inference.map import GRAD_TOL, converge, linear_layer
+
     model = build_model(arch).to(data.x.device)
     with torch.no_grad():
         for p in model.parameters():
@@ -280,6 +288,10 @@ def kron_mode_and_metric(
     the MAP method trains) and the :class:`KronMetric` of K-FAC at θ* on all of ``data``. Chains run
     on other machines from the same seed find the same θ* up to floating point; each chain's metric
     is fixed either way."""
+    # imported at a fit, not with this module (its docstring says why)
+    from core.engine.inference.laplace import kron_blocks, kron_eigen, summed_nll
+    from core.engine.inference.map import MapConfig
+
     recipe = MapConfig(prior_std=prior_std, epochs=KRON_MAP_EPOCHS)  # the MAP method's: Adam, cosine-annealed
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
