@@ -15,7 +15,6 @@ a long face evaluation was cancelled).
 from __future__ import annotations
 
 import gc
-import importlib.util
 import sys
 import threading
 import time
@@ -23,8 +22,6 @@ import weakref
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from functools import cache
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import shiboken6
@@ -173,46 +170,15 @@ def _pool_let_go(worker: Any) -> bool:
     return not shiboken6.isValid(worker)
 
 
-#: superqt's module of worker threads, the one part of superqt the app uses.
-SUPERQT_WORKERS = "superqt.utils._qthreading"
-
-
-def superqt_workers() -> ModuleType:
-    """superqt's worker module without superqt's widgets.
-
-    ``import superqt.utils`` first runs superqt's package, which imports every widget it has
-    (through qtpy's QtGui and QtWidgets): 90–150 ms of processor time at a launch, where the
-    worker module itself imports only qtpy's QtCore (about 10 ms). So the module is loaded from
-    superqt's own file under its own name: superqt, if imported later, finds it there and uses
-    the same module and classes. Where the file is not on disk (an installer's archive) or will
-    not load alone, superqt is imported as usual."""
-    if SUPERQT_WORKERS in sys.modules:
-        return sys.modules[SUPERQT_WORKERS]
-    package = importlib.util.find_spec("superqt")  # found, not imported
-    locations = package.submodule_search_locations if package is not None else None
-    path = Path(locations[0], "utils", "_qthreading.py") if locations else None
-    if path is not None and path.is_file():
-        spec = importlib.util.spec_from_file_location(SUPERQT_WORKERS, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[SUPERQT_WORKERS] = module
-        try:
-            spec.loader.exec_module(module)
-            return module
-        except Exception:  # a superqt whose worker module needs its package: imported whole below
-            del sys.modules[SUPERQT_WORKERS]
-    from superqt.utils import _qthreading
-
-    return _qthreading
-
-
 @cache
 def worker_classes() -> tuple[type[GeneratorWorker], type[FunctionWorker]]:
-    """superqt's generator and function workers as used here, made on first use (the launcher
-    makes them once the engine is loaded, before the first prediction asks for a worker), from
-    superqt's worker module alone (:func:`superqt_workers`)."""
-    workers = superqt_workers()
+    """superqt's generator and function workers as used here, made on first use: importing
+    superqt imports every widget it has (through qtpy, QtOpenGL too), 0.13–0.2 s of processor
+    time that the window need not wait for at launch (the launcher makes them once the engine
+    is loaded, before the first prediction asks for a worker)."""
+    from superqt.utils import FunctionWorker, GeneratorWorker
 
-    class _GeneratorWorker(workers.GeneratorWorker):
+    class _GeneratorWorker(GeneratorWorker):
         """superqt's generator worker, closing the generator in its own thread when it stops
         (superqt leaves a cancelled one open, to be closed by whichever thread frees it)."""
 
@@ -226,7 +192,7 @@ def worker_classes() -> tuple[type[GeneratorWorker], type[FunctionWorker]]:
             _keep_until_released(self, _pool_let_go)
             super().start()
 
-    class _FunctionWorker(workers.FunctionWorker):
+    class _FunctionWorker(FunctionWorker):
         def start(self) -> None:
             _keep_until_released(self, _pool_let_go)
             super().start()

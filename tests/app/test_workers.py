@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 import threading
 
 import pytest
@@ -228,32 +227,3 @@ def test_stop_workers_at_quit_ends_every_running_worker_and_closes_its_generator
     qtbot.waitUntil(lambda: pool.is_running, timeout=5000)
     assert stop_workers(timeout_s=10)
     assert sorted(closed) == ["pool", "python thread"]
-
-
-_WORKERS_ALONE = r"""
-import json, sys
-from PySide6.QtWidgets import QApplication
-app = QApplication([])
-from app.workers import function_worker, worker_classes
-done = []
-worker = function_worker(lambda: 6 * 7)
-worker.returned.connect(done.append)
-worker.finished.connect(app.quit)
-worker.start()
-app.exec()
-loaded = sorted(m for m in sys.modules if m.startswith("superqt"))
-import superqt.utils  # superqt as a whole, later: the same worker module and classes
-generator, function = worker_classes()
-print(json.dumps({"done": done, "loaded": loaded,
-                  "same": [generator.__mro__[1] is superqt.utils.GeneratorWorker,
-                           function.__mro__[1] is superqt.utils.FunctionWorker]}))
-"""
-
-
-def test_the_workers_come_from_superqt_without_its_widgets(fresh_interpreter):
-    """A worker runs with superqt's worker module alone (its package, which imports every widget,
-    took 90-150 ms of a launch); superqt imported whole afterwards has the same classes."""
-    seen = json.loads(fresh_interpreter(_WORKERS_ALONE))
-    assert seen["done"] == [42]
-    assert seen["loaded"] == ["superqt.utils._qthreading"]
-    assert seen["same"] == [True, True]
