@@ -1,7 +1,7 @@
 """How the plots and the drawing hand Qt their numbers: a colour map's lookup table, an array's
 colours as an image, an image drawn on the window's thread alone (:func:`draw_image`), and whole
-numpy arrays of lines and rectangles drawn in one call (:func:`draw_lines`): no Python object per
-drawn item. Moved out of :mod:`app.plots.input_plot`, which imports them from here.
+numpy arrays of lines and rectangles drawn in one call (:class:`Rows`, kept for as long as a plot's
+layout): no Python object per drawn item.
 """
 
 from __future__ import annotations
@@ -71,38 +71,15 @@ def draw_image(painter: QPainter, target: QRectF | QRect, image: QImage) -> None
         painter.restore()
 
 
-def draw_lines(painter: QPainter, lines: np.ndarray) -> None:
-    """Lines given as rows (x0, y0, x1, y1) of pixel coordinates, handed to Qt as one array.
-
-    A ``QLineF`` is four doubles and a ``QRectF`` (x, y, width, height) too, so Qt reads the rows
-    in place: no Python object per line (a list of ``QLineF`` cost more than Qt's drawing).
-    """
-    _draw_array(painter.drawLines, QLineF, lines)
-
-
-def draw_rects(painter: QPainter, rects: np.ndarray) -> None:
-    """Rectangles given as rows (x, y, width, height) of pixel coordinates, in the painter's pen
-    and brush, handed to Qt as one array (see :func:`draw_lines`)."""
-    _draw_array(painter.drawRects, QRectF, rects)
-
-
-def _draw_array(draw, kind: type, rows: np.ndarray) -> None:
-    rows = np.ascontiguousarray(rows, dtype=np.float64)
-    if len(rows):
-        # the address from the array interface: ``rows.ctypes`` builds an object and runs an
-        # ``import ctypes`` (through PySide's import hook) on every use, twice the time
-        address = rows.__array_interface__["data"][0]
-        draw(shiboken6.wrapInstance(address, kind), len(rows))  # `rows` lives through the call
-
-
 class Rows:
     """A float64 array of rows, lines (x0, y0, x1, y1) or rectangles (x, y, width, height) of
     pixel coordinates, kept for as long as a plot's layout: a paint fills its numbers in place
     (:attr:`array`) and draws it through Qt views of it made once (:meth:`draw`).
 
-    :func:`draw_lines` and :func:`draw_rects` read an array's address and wrap it anew on every
-    call (4–5 µs: the array interface's dict alone 2.7 µs), about 50 calls an update of four
-    columns; a plot's rows kept here pay that once per layout."""
+    A ``QLineF`` is four doubles and a ``QRectF`` (x, y, width, height) too, so Qt reads the rows
+    in place (a list of ``QLineF`` cost more than Qt's drawing). Wrapping an array's address anew
+    on every call cost 4–5 µs (the array interface's dict alone 2.7 µs), about 50 calls an update
+    of four columns; a plot's rows kept here pay that once per layout."""
 
     def __init__(self, rows: np.ndarray, kind: type) -> None:
         self.array = np.array(rows, dtype=np.float64, order="C", copy=True).reshape(-1, 4)
@@ -112,7 +89,7 @@ class Rows:
 
     def draw(self, painter: QPainter, start: int = 0, stop: int | None = None) -> None:
         """Rows ``start`` to ``stop`` (all by default) in the painter's pen (lines) or pen and
-        brush (rectangles), as :func:`draw_lines` and :func:`draw_rects` draw them."""
+        brush (rectangles), as the same ``QLineF`` or ``QRectF`` objects paint."""
         count = (len(self.array) if stop is None else stop) - start
         if count <= 0:
             return

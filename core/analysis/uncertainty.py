@@ -82,6 +82,7 @@ def mutual_information(samples: torch.Tensor) -> torch.Tensor:
     return (predictive_entropy(samples) - expected_entropy(samples)).clamp_min(0) + 0.0
 
 
+@lru_cache(maxsize=64)  # the same two counts on every stroke
 def interval_ranks(num_samples: int, level: float = 0.9) -> tuple[int, int]:
     """The ranks (j, k), 1 ≤ j ≤ k ≤ S, of the sorted draws that bound the interval at ``level``.
 
@@ -488,7 +489,7 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
     Written for few operations: on arrays of a few hundred numbers each numpy call costs its
     1–3 µs of overhead, not its arithmetic, and this runs for every column on every stroke."""
     c, s, k = p.shape
-    j, m = _interval_ranks(s, level)
+    j, m = interval_ranks(s, level)
     ordered = np.sort(p, axis=1)
     # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32; each
     # posterior's and class's own bins by one offset (c·K + k)·bins
@@ -550,5 +551,3 @@ def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float)
         ))
     return summaries
 
-
-_interval_ranks = lru_cache(maxsize=16)(interval_ranks)  # the same two counts on every stroke

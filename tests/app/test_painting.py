@@ -11,7 +11,6 @@ from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPen
 from PySide6.QtTest import QTest
 
-from app.plots.drawing import draw_lines, draw_rects
 from app.views.canvas import DrawingCanvas
 
 
@@ -49,36 +48,6 @@ def watch_paints(widgets, what):
         widget.installEventFilter(spy)
     return painted, spy
 
-def test_lines_from_numpy_rows_paint_as_qlinef_objects():
-    rows = np.random.default_rng(0).uniform(-10, 170, (200, 4))  # some reach outside the image
-    expected = _paint(lambda p: p.drawLines([QLineF(*row) for row in rows.tolist()]))
-    assert (expected != 255).any()
-    assert np.array_equal(_paint(lambda p: draw_lines(p, rows)), expected)
-    # a column of a wider array (not contiguous) and float32 rows are copied, not misread
-    wide = np.concatenate([rows, rows], axis=1)[:, :4]
-    assert np.array_equal(_paint(lambda p: draw_lines(p, wide)), expected)
-    assert np.array_equal(_paint(lambda p: draw_lines(p, rows.astype(np.float32))),
-                          _paint(lambda p: p.drawLines([QLineF(*row) for row in rows.astype(np.float32).tolist()])))
-    assert np.array_equal(_paint(lambda p: draw_lines(p, np.empty((0, 4)))), _paint(lambda p: None))
-
-
-def test_rects_from_numpy_rows_paint_as_filled_qrectf_objects():
-    rng = np.random.default_rng(1)
-    rows = np.concatenate([rng.uniform(-5, 150, (40, 2)), rng.uniform(0.3, 30, (40, 2))], axis=1)  # x, y, w, h
-
-    def filled(painter: QPainter) -> None:
-        for x, y, w, h in rows.tolist():
-            painter.fillRect(QRectF(x, y, w, h), QColor(200, 30, 30))
-
-    def batched(painter: QPainter) -> None:
-        painter.setPen(Qt.PenStyle.NoPen)
-        draw_rects(painter, rows)
-
-    expected = _paint(filled)
-    assert (expected != 255).any()
-    assert np.array_equal(_paint(batched), expected)
-
-
 def test_rows_kept_with_a_layout_paint_what_they_hold_now_as_qt_objects():
     """A plot's ``Rows``, filled in place between paints, draws its numbers of the moment (not
     those it was made with) as ``QLineF``/``QRectF`` objects paint, whole or from row to row."""
@@ -106,6 +75,14 @@ def test_rows_kept_with_a_layout_paint_what_they_hold_now_as_qt_objects():
         assert np.array_equal(_paint(drawn), _paint(lambda p: filled(p, rects.array)))
         assert np.array_equal(_paint(lambda p: drawn(p, 5, 6)), _paint(lambda p: filled(p, rects.array[5:6])))
     assert np.array_equal(_paint(lambda p: lines.draw(p, 4, 4)), _paint(lambda p: None))  # no rows: nothing
+    # a column of a wider array (not contiguous) and float32 rows are copied, not misread
+    rows = rng.uniform(-10, 170, (200, 4))
+    expected = _paint(lambda p: p.drawLines([QLineF(*row) for row in rows.tolist()]))
+    wide = np.concatenate([rows, rows], axis=1)[:, :4]
+    assert np.array_equal(_paint(Rows(wide, QLineF).draw), expected)
+    assert np.array_equal(_paint(Rows(rows.astype(np.float32), QLineF).draw),
+                          _paint(lambda p: p.drawLines([QLineF(*row) for row in rows.astype(np.float32).tolist()])))
+    assert np.array_equal(_paint(Rows(np.empty((0, 4)), QLineF).draw), _paint(lambda p: None))
 
 
 @pytest.mark.parametrize("size", [280, 456, 333])
