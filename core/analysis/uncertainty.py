@@ -34,12 +34,11 @@ import numpy as np
 import torch
 
 from core.analysis.summary_arrays import (
-    as_float32,
     as_numpy,
     bin_edges,
     bin_offsets,
     correlation_stacked,
-    plogp_rows,
+    entropy_rows,
     top_two_rows,
 )
 
@@ -473,60 +472,47 @@ def summarise_many(
     groups: dict[tuple[int, int], list[int]] = {}
     for i, one in enumerate(samples):
         groups.setdefault(tuple(one.shape), []).append(i)
-    for (s, k), members in groups.items():
-        # float32 or float64 in, float64 out (exact either way), one row more for the mean
-        draws = np.empty((len(members), s + 1, k))
-        for row, i in enumerate(members):
-            draws[row, :s] = as_numpy(samples[i])
-        for i, summary in zip(members, _summarise_stacked(draws, level, bins, threshold), strict=True):
+    for members in groups.values():
+        # float32 or float64 in, float64 out: one conversion for the group (exact either way)
+        arrays = [as_numpy(samples[i]) for i in members]
+        p = (arrays[0][None] if len(arrays) == 1 else np.stack(arrays)).astype(np.float64)  # (C, S, K)
+        for i, summary in zip(members, _summarise_stacked(p, level, bins, threshold), strict=True):
             summaries[i] = summary
     return summaries  # type: ignore[return-value]
 
 
-def _summarise_stacked(draws: np.ndarray, level: float, bins: int, threshold: float) -> list[Summary]:
-    """The summaries of C posteriors' draws given as (C, S + 1, K) float64: each posterior's S
-    draws in its first S rows, its last row free (the draws' mean is put there, so that the
-    entropies and p(1 − p) of the draws and of their mean are each one pass). Every reduction runs
+def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float) -> list[Summary]:
+    """The summaries of C posteriors' draws stacked as (C, S, K) float64. Every reduction runs
     along the draws' axis as it did for one (S, K) array (row after row, or along the classes
     innermost), so each column's numbers do not depend on what it was stacked with.
 
     Written for few operations: on arrays of a few hundred numbers each numpy call costs its
     1–3 µs of overhead, not its arithmetic, and this runs for every column on every stroke."""
-    c, s, k = draws.shape
-    s -= 1
+    c, s, k = p.shape
     j, m = interval_ranks(s, level)
-    p, mean = draws[:, :s], draws[:, s]
     ordered = np.sort(p, axis=1)
-    # probabilities never fall below 0: the clamps at 0 of the histograms and entropies are then
-    # left out (they would change nothing); the smallest draw of each class is the sorted first
-    nonnegative = min(ordered[:, 0].ravel().tolist()) >= 0.0
     # class_histograms: p = 1 goes in the last bin; counts as fractions of S in float32; each
     # posterior's and class's own bins by one offset (c·K + k)·bins
     # (p·bins clamped to [0, bins − 1], then cut: the same bin as p clamped first, two calls fewer)
-    index = p * bins
-    if not nonnegative:
-        np.maximum(index, 0.0, out=index)
-    index = np.minimum(index, bins - 1, out=index).astype(np.int64)
+    index = np.minimum(np.maximum(p * bins, 0.0), bins - 1).astype(np.int64)
     index += bin_offsets(c, k, bins)
     counts = np.bincount(index.ravel(), minlength=c * k * bins).reshape(c, k, bins)
     hist = np.divide(counts, np.float32(s), dtype=np.float32)  # float32(count) / float32(S)
-    np.add.reduce(p, 1, out=mean)
-    mean /= s
-    # Σ p log p of each draw and of the mean (row S); the entropies are their negatives
-    plogp = plogp_rows(draws, nonnegative)  # (C, S + 1)
-    minus_total, minus_summed = plogp[:, s].tolist(), np.add.reduce(plogp[:, :s], 1).tolist()
-    spread = draws * (1 - draws)  # p(1 − p) of each draw, p̄(1 − p̄) in row S
+    mean = np.add.reduce(p, 1) / s  # (C, K)
+    # the entropies of the draws and of their mean in one pass: the mean as draw S + 1
+    entropies = entropy_rows(np.concatenate((p, mean[:, None, :]), axis=1))  # (C, S + 1)
+    total, aleatoric = entropies[:, s], np.add.reduce(entropies[:, :s], 1) / s
     centred = p - mean[:, None, :]
     # the float32 numbers of each summary, one row per posterior, converted once
     singles = np.empty((c, 6 * k + k * k))
     singles[:, :k] = mean
     singles[:, k:2 * k] = ordered[:, j - 1]
     singles[:, 2 * k:3 * k] = ordered[:, m - 1]
-    singles[:, 3 * k:4 * k] = spread[:, s]
-    np.add.reduce(spread[:, :s], 1, out=singles[:, 4 * k:5 * k])  # both parts divided by S at once
+    np.multiply(mean, 1 - mean, out=singles[:, 3 * k:4 * k])
+    np.add.reduce(p * (1 - p), 1, out=singles[:, 4 * k:5 * k])  # both parts divided by S at once
     np.add.reduce(centred * centred, 1, out=singles[:, 5 * k:6 * k])
     singles[:, 4 * k:6 * k] /= s
-    correlation_stacked(centred, CONSTANT_STD, out=singles[:, 6 * k:])
+    singles[:, 6 * k:] = correlation_stacked(centred, CONSTANT_STD).reshape(c, k * k)
     singles = singles.astype(np.float32)
     # the top two classes and their overlap as top_two and top_two_overlap find them (torch's
     # topk wherever a tie makes its order matter), its float32 root and sum; h₁h₂ is the same
@@ -538,19 +524,18 @@ def _summarise_stacked(draws: np.ndarray, level: float, bins: int, threshold: fl
     # the root in torch: its float32 sqrt is not correctly rounded (numpy's is), so they differ
     overlaps = torch.from_numpy(product).sqrt_().sum(-1).tolist()
     # is_uncertain compares float32 with float32: as doubles, exactly the same comparison
-    above = as_float32(threshold)
+    above = float(np.float32(threshold))
     edges = bin_edges(bins)
     summaries = []
-    for i, ((first, second), minus_t, minus_a) in enumerate(zip(tops, minus_total, minus_summed, strict=True)):
+    for i, ((first, second), t, a) in enumerate(zip(tops, total.tolist(), aleatoric.tolist(), strict=True)):
         row = singles[i]
-        t, a = -minus_t + 0.0, -(minus_a / s) + 0.0  # −0.0 + 0.0 is +0.0
         # tensors on views of this posterior's own row: each holds its own numbers only
         summaries.append(Summary(
             mean=torch.from_numpy(row[:k]),
             lower=torch.from_numpy(row[k:2 * k]),
             upper=torch.from_numpy(row[2 * k:3 * k]),
             histograms=torch.from_numpy(hist[i]),
-            bin_edges=edges.clone(),
+            bin_edges=torch.from_numpy(edges.copy()),
             total=t,
             aleatoric=a,
             epistemic=max(t - a, 0.0) + 0.0,  # max(−0.0, 0.0) is −0.0
@@ -565,3 +550,4 @@ def _summarise_stacked(draws: np.ndarray, level: float, bins: int, threshold: fl
             level=level,
         ))
     return summaries
+
