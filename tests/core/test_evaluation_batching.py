@@ -171,6 +171,46 @@ def test_a_128_feature_head_gives_the_old_numbers(name, monkeypatch):
     _assert_same(ev.results["p"].data, _reference(posterior, data))
 
 
+@pytest.mark.parametrize("name", ["paper_softmax_map.pt", "paper_softmax_ensemble.pt", "paper_softmax_sghmc.pt",
+                                  "paper_softmax_mfvi.pt"])
+def test_one_part_and_several_parts_give_the_same_bits(name, shared_data, monkeypatch):
+    """A set scored in one part keeps the scorer's own tensors as its results; scored in parts
+    it copies each part into the run's. The same numbers (to 1e-12: the vectorised exponential
+    and division round a value by where it falls in a part, 2e-16 here), the same bits with the
+    chain ids passed by evaluate or found by predict_dataset, and results that hold only
+    themselves (a result that viewed the scorer's buffers would keep them for as long as the
+    evaluation is kept)."""
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled(name)
+    data = resolve_dataset("mnist-test", shared_data).first(120)
+    block = max(1, SAMPLE_BUDGET // len(chain_ids(posterior)))
+
+    def run(**kwargs):
+        return drain(predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0),
+                                     **kwargs))
+
+    whole = run(chains=chain_ids(posterior))
+    found = run()
+    with monkeypatch.context() as m:  # 17 images a part: 120 images in 8 parts
+        m.setattr(scoring, "SCORE_BYTES", 17 * 8 * len(chain_ids(posterior)) * posterior.num_classes)
+        parts = run()
+    np.testing.assert_array_equal(found.mean_proba, whole.mean_proba)
+    np.testing.assert_array_equal(found.chain_predictions, whole.chain_predictions)
+    for key in scoring.SCORES:
+        np.testing.assert_array_equal(found.scores[key], whole.scores[key], err_msg=key)
+    _assert_same(parts, {"mean": whole.mean_proba, "chains": whole.chain_predictions.T, **whole.scores})
+    # the memory the results hold (each array's own, or the torch storage it views) is what
+    # the memory check counts for them
+    held = {}
+    for a in [whole.mean_proba, whole.chain_predictions, whole.labels, *whole.scores.values()]:
+        if isinstance(a.base, torch.Tensor):
+            held[a.base.untyped_storage().data_ptr()] = a.base.untyped_storage().nbytes()
+        else:
+            held[a.ctypes.data] = a.nbytes
+    assert sum(held.values()) == streaming.result_bytes(len(data), posterior.num_classes, whole.num_chains)
+
+
 def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
     from core.analysis.evaluation import resolve_dataset
 
