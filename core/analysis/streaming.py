@@ -327,7 +327,7 @@ def predict_dataset(
     return DatasetPredictions(
         mean_proba=mean.numpy(),
         labels=data.y.numpy().astype(np.int64),
-        scores={key: row.numpy() for key, row in zip(SCORES, scores, strict=True)},
+        scores=dict(zip(SCORES, scores.numpy(), strict=True)),  # rows of one array: a tensor's rows cost a torch call each
         chain_predictions=chain_preds.numpy() if chain_preds is not None else np.zeros((1, 0), np.int64),
         num_samples=s,
     )

@@ -204,6 +204,8 @@ def test_one_part_and_several_parts_give_the_same_bits(name, shared_data, monkey
     # the memory check counts for them
     held = {}
     for a in [whole.mean_proba, whole.chain_predictions, whole.labels, *whole.scores.values()]:
+        while isinstance(a.base, np.ndarray):  # a row of a larger array: that array
+            a = a.base
         if isinstance(a.base, torch.Tensor):
             held[a.base.untyped_storage().data_ptr()] = a.base.untyped_storage().nbytes()
         else:
@@ -279,6 +281,35 @@ def test_a_run_that_would_not_fit_is_refused_before_it_starts(shared_data, tmp_p
     assert "would need about" in line and "fewer draws or fewer images" in line
     assert "Traceback" not in err and "MemoryEstimateError" not in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_run_below_the_floor_is_let_through_without_reading_the_machines_memory(shared_data, monkeypatch):
+    """A run estimated below UNWEIGHED_RUN_BYTES (the face MAP's 6 MB) is not weighed: the
+    kernel's memory files are not read, and it runs where the check would have refused it.
+    One above it (HMC's 800 draws of softmax regression: 25 MB of weights) is weighed as before."""
+    import core.analysis.evaluation as evaluation
+    import core.engine.memory as memory
+    from core.analysis.evaluation import check_run_memory, resolve_dataset, run_bytes
+    from core.engine.memory import MemoryEstimateError
+
+    data = resolve_dataset("mnist-test", shared_data).first(200)
+    small, large = _bundled("paper_softmax_map.pt"), _bundled("paper_softmax_hmc.pt")
+    reads = []
+
+    def available() -> int:
+        reads.append(1)
+        return 1 << 20  # 1 MB: any run weighed is refused
+
+    monkeypatch.setattr(memory, "available_bytes", available)
+    need, _ = run_bytes([("map", small, 4096)], [len(data)], None)
+    assert need < evaluation.UNWEIGHED_RUN_BYTES
+    result = drain(evaluate({"map": small}, data))
+    assert not reads and len(result.results["map"].data.labels) == len(data)
+    plans = [("hmc", large, max(1, SAMPLE_BUDGET // len(chain_ids(large))))]
+    assert run_bytes(plans, [len(data)], None)[0] >= evaluation.UNWEIGHED_RUN_BYTES
+    with pytest.raises(MemoryEstimateError, match="would need about"):
+        check_run_memory(plans, [data], None)
+    assert reads == [1]
 
 
 def test_progress_counts_images_and_says_the_rate_and_time_left(shared_data):
