@@ -478,11 +478,12 @@ def _run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int]
 
 
 #: A run estimated below this many bytes is not weighed against the machine's memory: the
-#: check would refuse it only with less than 20 MB available, when the process (about 250 MB
-#: of interpreter and torch before its first image, ``bench_evaluate.py``'s peak memory) is
-#: short of memory whatever it runs. Reading the kernel's three memory files took 45-150 µs
-#: of CPU time, as much as the rest of the face MAP's evaluation besides its forward pass
-#: and its scoring; the face MAP's and ensemble's runs are estimated at 6 and 12 MB.
+#: check would refuse it only with less than 20 MB available, when the process (about 280 MB
+#: of interpreter and torch before its first image: ``bench_evaluate.py``'s peak memory less
+#: the run's own) is short of memory whatever it runs. Reading the kernel's three memory
+#: files took 31-125 µs of CPU time (the most right after a forward pass), up to a third of
+#: what the face MAP's evaluation spends besides its forward pass and its scoring; the face
+#: MAP's and ensemble's runs are estimated at 6 and 12 MB.
 UNWEIGHED_RUN_BYTES = 16 << 20
 
 
