@@ -7,12 +7,13 @@ descriptors, ``utkface-test``, 4,741 at most) with the posterior's own number of
 
 * **evaluate**: :func:`core.analysis.evaluation.evaluate` drained, as the command line and the
   Dataset tab run it (predictions, every score, each chain's predictions);
-* **forward**: the same draws over the same images and nothing else, timed in the same
-  process. A posterior with stored draws (HMC, SG-MCMC, ensembles, MAP) predicts the images
-  in calls of 64, 256 and 1,024 images no larger than evaluate's own step (whose bytes
-  ``STEP_BYTES`` bounds) and of that step, and the fastest counts; one
-  that draws at prediction (dropout masks, weight draws) makes evaluate's own calls, block by
-  block with each block's generator, since those calls are the draws evaluate makes;
+* **forward** (the floor): the posterior's ``predict_proba`` (its float32 softmax included)
+  of the same draws over the same images and nothing else, timed in the same process. A
+  posterior with stored draws (HMC, SG-MCMC, ensembles, MAP) predicts the images in calls of
+  64, 256 and 1,024 images no larger than evaluate's own step (whose bytes ``STEP_BYTES``
+  bounds) and of that step, and the fastest of these call sizes counts; one that draws at
+  prediction (dropout masks, weight draws) makes evaluate's own calls, block by block with
+  each block's generator, since those calls are the draws evaluate makes;
 * **ratio**: evaluate / forward, each the best of ``--repeats`` runs taken alternately, so
   that a busy spell of the machine (shared by other work) weighs on both alike; and the same
   ratio of the process's CPU time, which waiting for a core shared with other work does not
@@ -25,9 +26,9 @@ that evaluation, Linux) beside the estimate the memory check weighs before the f
 (:func:`core.outputs.evaluation_cache.evaluate_dataset`, no cache) on the whole MNIST test set
 plus notMNIST, by the clock and by the process's CPU time. With ``--parts`` it prints a second
 table: where evaluate's CPU time goes, its own calls of the forward pass and of the scorer timed
-inside it (``predict_logits`` or ``predict_proba``, whichever it calls, and ``PartScorer.score``),
-the rest (checks, set-up, results), against the forward floor, and the scorer's time per
-draw-image-class value.
+inside it (``predict_logits`` or ``predict_proba``, whichever it calls; the scorer's set-up and
+``PartScorer.score``), the rest (the checks, the memory estimate, the steps' own work, the
+results), against the forward floor, and the scorer's time per draw-image-class value.
 
 Run: ``nice python benchmarks/bench_evaluate.py [--data-dir ../shared/data] [--images 1000]
 [--repeats 3] [--threads 2] [--device cpu|cuda|auto] [--only FILE ...] [--tab] [--parts]``.
@@ -145,8 +146,9 @@ def measure_one(path: str, data_dir: str, images: int, samples: int | None, thre
 
 def _timed_parts(posterior, data, samples, repeats: int) -> dict:
     """evaluate's CPU time split into its own forward calls, its scoring and the rest (ms, each
-    from the run of least total time): the posterior's prediction method evaluate calls and
-    :meth:`~core.analysis.scoring.PartScorer.score` wrapped with CPU timers in this process."""
+    from the run of least total time): the posterior's prediction method evaluate calls, and
+    :class:`~core.analysis.scoring.PartScorer`'s construction and
+    :meth:`~core.analysis.scoring.PartScorer.score`, wrapped with CPU timers in this process."""
     import core.analysis.scoring as scoring
     from core.analysis.evaluation import evaluate
     from core.analysis.streaming import scored_from_logits
@@ -165,6 +167,7 @@ def _timed_parts(posterior, data, samples, repeats: int) -> dict:
 
     name = "predict_logits" if scored_from_logits(posterior) else "predict_proba"
     setattr(posterior, name, timed(getattr(posterior, name), "forward"))  # this instance only
+    scoring.PartScorer.__init__ = timed(scoring.PartScorer.__init__, "scoring")  # the scorer's set-up
     scoring.PartScorer.score = timed(scoring.PartScorer.score, "scoring")
     best = None
     for _ in range(repeats):
@@ -234,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
           f"{args.threads} torch threads; best of {args.repeats}; predicting on {where}")
+    print("forward: the posterior's predict_proba (its softmax included) over the same images and draws and "
+          "nothing else; stored draws in calls of 64, 256 and 1,024 images and of evaluate's step, the fastest "
+          "of these call sizes counting; draws made at prediction in evaluate's own blocks. ratio: evaluate "
+          "÷ forward, each the best of its runs.")
     print("| posterior | draws | images | images a step | evaluate (s) | forward (s) | ratio | ratio of CPU time "
           "| images/s | peak memory (MB) | run's memory (MB) | estimated (MB) | accuracy |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -258,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     if args.parts:
         print("\nWhere evaluate's CPU time goes (ms of CPU time, the run of least total of "
-              f"{args.repeats}; the floor as above):\n")
+              f"{args.repeats}): its forward calls (predict_logits for the posteriors scored from their "
+              "logits, without the softmax, which the scorer takes; else predict_proba), its scoring (the "
+              "scorer's set-up and its score calls), the rest (checks, the memory estimate, the steps' "
+              "own work, the results); the floor as above:\n")
         print("| posterior | evaluate | its forward calls | its scoring | the rest | forward floor "
               "| scoring a value (ns) | ratio of CPU time |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -233,13 +233,15 @@ def predict_batches(
                                        batch_generator=batch_generator(seed, set_index, first_batch)))
 
 
-def _batch_sizes(posteriors: dict[str, Posterior], num_samples: int | None,
-                 batch_size: int | None) -> list[tuple[str, Posterior, int]]:
-    plans = []
+def _plans(posteriors: dict[str, Posterior], num_samples: int | None, batch_size: int | None,
+           ) -> tuple[list[tuple[str, Posterior, int]], dict[str, torch.Tensor]]:
+    """Each posterior's name, itself and its draw block, and the chain of each of its draws
+    (:func:`chain_ids`, found once a run for the block, the memory check and the prediction)."""
+    plans, chains = [], {}
     for name, posterior in posteriors.items():
-        s = len(chain_ids(posterior, num_samples))
-        plans.append((name, posterior, batch_size or max(1, SAMPLE_BUDGET // s)))
-    return plans
+        chains[name] = chain_ids(posterior, num_samples)
+        plans.append((name, posterior, batch_size or max(1, SAMPLE_BUDGET // len(chains[name]))))
+    return plans, chains
 
 
 def evaluate(
@@ -280,14 +282,15 @@ def evaluate(
     for other in oods:
         _check_data(posteriors, other, "OOD set")
     ood_names = set_names(oods)
-    plans = _batch_sizes(posteriors, num_samples, batch_size)
+    plans, chains = _plans(posteriors, num_samples, batch_size)
     sets = [(i, subset) for i, subset in enumerate((data, *oods))]
     if not weighed:
-        check_run_memory(plans, [subset for _, subset in sets], num_samples)  # before the first image
-    angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
+        check_run_memory(plans, [subset for _, subset in sets], num_samples, chains)  # before the first image
+    if rotate_image is not None:
+        angles = rotation_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     sweeps = len(plans) if rotate_image is not None else 0  # one step each, after the sets
     if executor is None:
-        run = _predict_here(plans, sets, num_samples, seed)
+        run = _predict_here(plans, sets, num_samples, seed, chains)
     else:
         run = _predict_on(executor, plans, sets, num_samples, seed)
     done = 0
@@ -352,9 +355,10 @@ Predictions = dict[str, dict[int, DatasetPredictions]]
 
 def _predict_here(
     plans: list[tuple[str, Posterior, int]], sets: list[tuple[int, Dataset]],
-    num_samples: int | None, seed: int,
+    num_samples: int | None, seed: int, chains: Mapping[str, torch.Tensor],
 ) -> Generator[ProgressRecord, None, Predictions]:
-    """Every posterior on every set, batch after batch, in this process."""
+    """Every posterior on every set, batch after batch, in this process (``chains``: each
+    posterior's :func:`chain_ids`)."""
     total = sum(len(subset) for _, subset in sets) * len(plans)  # progress counts images
     done = 0
     out: Predictions = {}
@@ -362,7 +366,7 @@ def _predict_here(
         out[name] = {}
         for index, subset in sets:
             run = predict_dataset(posterior, subset, num_samples, batch_size=b,
-                                  batch_generator=batch_generator(seed, index))
+                                  batch_generator=batch_generator(seed, index), chains=chains[name])
             try:
                 while True:
                     record = next(run)
@@ -458,27 +462,42 @@ def run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int],
 
 
 def _run_bytes(plans: Sequence[tuple[str, Posterior, int]], sizes: Sequence[int], num_samples: int | None,
-               ) -> tuple[float, str, int]:
-    """:func:`run_bytes`, and the draws of the posterior whose step needs the most."""
+               chains: Mapping[str, torch.Tensor] | None = None) -> tuple[float, str, int]:
+    """:func:`run_bytes`, and the draws of the posterior whose step needs the most
+    (``chains``: each posterior's :func:`chain_ids` where the caller has them)."""
     step, largest, draws, kept = -1.0, plans[0][0], 0, 0.0
     for name, posterior, block in plans:
-        chains = chain_ids(posterior, num_samples)
-        s = len(chains)
+        ids = chains[name] if chains is not None else chain_ids(posterior, num_samples)
+        s = len(ids)
         need = evaluation_step_bytes(posterior, s, block, max(sizes, default=1))
         if need > step:
             step, largest, draws = need, name, s
-        kept += sum(result_bytes(n, posterior.num_classes, len(torch.unique(chains))) for n in sizes)
+        num_chains = len(set(ids.tolist()))  # torch.unique took 17-26 µs for 5 to 800 draws, this 2-25
+        kept += sum(result_bytes(n, posterior.num_classes, num_chains) for n in sizes)
     return step + kept, largest, draws
 
 
+#: A run estimated below this many bytes is not weighed against the machine's memory: the
+#: check would refuse it only with less than 20 MB available, when the process (about 280 MB
+#: of interpreter and torch before its first image: ``bench_evaluate.py``'s peak memory less
+#: the run's own) is short of memory whatever it runs. Reading the kernel's three memory
+#: files took 31-125 µs of CPU time (the most right after a forward pass), up to a third of
+#: what the face MAP's evaluation spends besides its forward pass and its scoring; the face
+#: MAP's and ensemble's runs are estimated at 6 and 12 MB.
+UNWEIGHED_RUN_BYTES = 16 << 20
+
+
 def check_run_memory(plans: Sequence[tuple[str, Posterior, int]], sets: Sequence[Dataset],
-                     num_samples: int | None) -> None:
+                     num_samples: int | None, chains: Mapping[str, torch.Tensor] | None = None) -> None:
     """Refuse, before the first image, an evaluation whose whole run would not fit in memory:
-    one sentence naming the images and draws and what to lower."""
+    one sentence naming the images and draws and what to lower (``chains``: each posterior's
+    :func:`chain_ids` where the caller has them). A run below :data:`UNWEIGHED_RUN_BYTES` is let through."""
     if not plans or not sets:
         return
     sizes = [len(subset) for subset in sets]
-    nbytes, name, s = _run_bytes(plans, sizes, num_samples)
+    nbytes, name, s = _run_bytes(plans, sizes, num_samples, chains)
+    if nbytes < UNWEIGHED_RUN_BYTES:
+        return
     posterior = next(p for n, p, _ in plans if n == name)
     images = " and ".join(f"{size:,} images of {subset.name}" for size, subset in zip(sizes, sets, strict=True))
     what = (f"evaluating {len(plans)} posterior{'s' if len(plans) > 1 else ''} on {images} "

@@ -235,6 +235,8 @@ def predict_dataset(
     generator: torch.Generator | None = None,
     batch_size: int | None = None,
     batch_generator: Callable[[int], torch.Generator] | None = None,
+    *,
+    chains: torch.Tensor | None = None,
 ) -> Generator[ProgressRecord, None, DatasetPredictions]:
     """Stream ``data`` through ``posterior``; yield progress per step, return the results.
 
@@ -246,16 +248,17 @@ def predict_dataset(
     which no generator changes) and scores them in parts of :data:`SCORE_BYTES`, so memory
     holds one step, never the S×N×K tensor, and the results are those of block-by-block
     prediction. Each record's ``values`` hold ``examples`` (images done). Stop iterating to cancel.
+    ``chains`` is :func:`chain_ids` of ``posterior`` and ``num_samples`` where the caller has it.
     """
-    chains = chain_ids(posterior, num_samples)
+    chains = chain_ids(posterior, num_samples) if chains is None else chains
     s = len(chains)
     block = batch_size or max(1, SAMPLE_BUDGET // s)
     fixed = draws_fixed(posterior)
     from_logits = fixed or scored_from_logits(posterior)
     step = step_images(posterior, s, block, fixed)
     n, k = len(data), posterior.num_classes
-    mean = torch.empty(n, k, dtype=torch.float64)
-    scores = torch.empty(len(SCORES), n, dtype=torch.float64)  # a row per score
+    mean: torch.Tensor | None = None  # the results, made at the first of several parts
+    scores: torch.Tensor | None = None  # a row per score
     chain_preds: torch.Tensor | None = None
     scorer: PartScorer | None = None
     step_buffer: torch.Tensor | None = None
@@ -266,7 +269,7 @@ def predict_dataset(
             # stored draws: their logits, whose softmax the scorer takes in float64 (the float32
             # softmax cost the face tier's HMC as much as its whole forward pass, and the
             # logarithm of its rounded probabilities, one a class, as much again)
-            samples = logits_on_own_device(posterior, data.x[start:stop], num_samples)
+            samples = logits_on_own_device(posterior, data.x if step >= n else data.x[start:stop], num_samples)
         else:
             firsts = range(start, stop, block)
             for first in firsts:
@@ -298,7 +301,6 @@ def predict_dataset(
                 chains = torch.zeros(s, dtype=torch.long)
             part = min(score_images(s, k), step, n)
             scorer = PartScorer(chains, k, part)
-            chain_preds = torch.empty(scorer.num_chains, n, dtype=torch.long)
         for a in range(0, stop - start, part):
             b = min(a + part, stop - start)
             scored = scorer.score(samples[:, a:b], logits=from_logits)
@@ -309,14 +311,23 @@ def predict_dataset(
                     f"the {posterior.method} posterior's class probabilities are not numbers for {bad} of the "
                     f"images {start + 1:,} to {stop:,} of {data.name} (its outputs overflow), so they cannot be "
                     "scored; the posterior's weights or its input standardisation are out of range")
+            if b - a == n:  # the whole set in one part: the scorer's results (tensors of their own) are the run's
+                mean, scores, chain_preds = scored
+                continue
+            if mean is None:
+                mean = torch.empty(n, k, dtype=torch.float64)
+                scores = torch.empty(len(SCORES), n, dtype=torch.float64)
+                chain_preds = torch.empty(scorer.num_chains, n, dtype=torch.long)
             out = slice(start + a, start + b)
             mean[out], scores[:, out], chain_preds[:, out] = scored
         del samples
         yield ProgressRecord(i + 1, total_steps, {"examples": float(stop)}, "eval")
+    if mean is None or scores is None:  # no image
+        mean, scores = torch.empty(0, k, dtype=torch.float64), torch.empty(len(SCORES), 0, dtype=torch.float64)
     return DatasetPredictions(
         mean_proba=mean.numpy(),
         labels=data.y.numpy().astype(np.int64),
-        scores={key: row.numpy() for key, row in zip(SCORES, scores, strict=True)},
+        scores=dict(zip(SCORES, scores.numpy(), strict=True)),  # rows of one array: a tensor's rows cost a torch call each
         chain_predictions=chain_preds.numpy() if chain_preds is not None else np.zeros((1, 0), np.int64),
         num_samples=s,
     )

@@ -171,6 +171,48 @@ def test_a_128_feature_head_gives_the_old_numbers(name, monkeypatch):
     _assert_same(ev.results["p"].data, _reference(posterior, data))
 
 
+@pytest.mark.parametrize("name", ["paper_softmax_map.pt", "paper_softmax_ensemble.pt", "paper_softmax_sghmc.pt",
+                                  "paper_softmax_mfvi.pt"])
+def test_one_part_and_several_parts_give_the_same_bits(name, shared_data, monkeypatch):
+    """A set scored in one part keeps the scorer's own tensors as its results; scored in parts
+    it copies each part into the run's. The same numbers (to 1e-12: the vectorised exponential
+    and division round a value by where it falls in a part, 2e-16 here), the same bits with the
+    chain ids passed by evaluate or found by predict_dataset, and results that hold only
+    themselves (a result that viewed the scorer's buffers would keep them for as long as the
+    evaluation is kept)."""
+    from core.analysis.evaluation import resolve_dataset
+
+    posterior = _bundled(name)
+    data = resolve_dataset("mnist-test", shared_data).first(120)
+    block = max(1, SAMPLE_BUDGET // len(chain_ids(posterior)))
+
+    def run(**kwargs):
+        return drain(predict_dataset(posterior, data, batch_size=block, batch_generator=batch_generator(0, 0),
+                                     **kwargs))
+
+    whole = run(chains=chain_ids(posterior))
+    found = run()
+    with monkeypatch.context() as m:  # 17 images a part: 120 images in 8 parts
+        m.setattr(scoring, "SCORE_BYTES", 17 * 8 * len(chain_ids(posterior)) * posterior.num_classes)
+        parts = run()
+    np.testing.assert_array_equal(found.mean_proba, whole.mean_proba)
+    np.testing.assert_array_equal(found.chain_predictions, whole.chain_predictions)
+    for key in scoring.SCORES:
+        np.testing.assert_array_equal(found.scores[key], whole.scores[key], err_msg=key)
+    _assert_same(parts, {"mean": whole.mean_proba, "chains": whole.chain_predictions.T, **whole.scores})
+    # the memory the results hold (each array's own, or the torch storage it views) is what
+    # the memory check counts for them
+    held = {}
+    for a in [whole.mean_proba, whole.chain_predictions, whole.labels, *whole.scores.values()]:
+        while isinstance(a.base, np.ndarray):  # a row of a larger array: that array
+            a = a.base
+        if isinstance(a.base, torch.Tensor):
+            held[a.base.untyped_storage().data_ptr()] = a.base.untyped_storage().nbytes()
+        else:
+            held[a.ctypes.data] = a.nbytes
+    assert sum(held.values()) == streaming.result_bytes(len(data), posterior.num_classes, whole.num_chains)
+
+
 def test_the_ood_set_draws_from_its_own_generators(shared_data, monkeypatch):
     from core.analysis.evaluation import resolve_dataset
 
@@ -239,6 +281,35 @@ def test_a_run_that_would_not_fit_is_refused_before_it_starts(shared_data, tmp_p
     assert "would need about" in line and "fewer draws or fewer images" in line
     assert "Traceback" not in err and "MemoryEstimateError" not in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_run_below_the_floor_is_let_through_without_reading_the_machines_memory(shared_data, monkeypatch):
+    """A run estimated below UNWEIGHED_RUN_BYTES (the face MAP's 6 MB) is not weighed: the
+    kernel's memory files are not read, and it runs where the check would have refused it.
+    One above it (HMC's 800 draws of softmax regression: 25 MB of weights) is weighed as before."""
+    import core.analysis.evaluation as evaluation
+    import core.engine.memory as memory
+    from core.analysis.evaluation import check_run_memory, resolve_dataset, run_bytes
+    from core.engine.memory import MemoryEstimateError
+
+    data = resolve_dataset("mnist-test", shared_data).first(200)
+    small, large = _bundled("paper_softmax_map.pt"), _bundled("paper_softmax_hmc.pt")
+    reads = []
+
+    def available() -> int:
+        reads.append(1)
+        return 1 << 20  # 1 MB: any run weighed is refused
+
+    monkeypatch.setattr(memory, "available_bytes", available)
+    need, _ = run_bytes([("map", small, 4096)], [len(data)], None)
+    assert need < evaluation.UNWEIGHED_RUN_BYTES
+    result = drain(evaluate({"map": small}, data))
+    assert not reads and len(result.results["map"].data.labels) == len(data)
+    plans = [("hmc", large, max(1, SAMPLE_BUDGET // len(chain_ids(large))))]
+    assert run_bytes(plans, [len(data)], None)[0] >= evaluation.UNWEIGHED_RUN_BYTES
+    with pytest.raises(MemoryEstimateError, match="would need about"):
+        check_run_memory(plans, [data], None)
+    assert reads == [1]
 
 
 def test_progress_counts_images_and_says_the_rate_and_time_left(shared_data):

@@ -333,6 +333,8 @@ def match_classes(posteriors: Mapping[str, Any], data: Any) -> Any:
     if not known:
         return data
     output_names = next(iter(known))
+    if tuple(data.class_names) == output_names:  # the outputs' own classes in their order: nothing to map
+        return data
     who = next(who for who, names in named.items() if names is not None)
     return relabelled(data, class_map(data.class_names, output_names, data.name, who), output_names)
 
