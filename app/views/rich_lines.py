@@ -33,10 +33,14 @@ class RichLines(QWidget):
     "<b>" reads as written.
     """
 
-    #: Paragraphs kept laid out, the most recently shown: besides the last text's, those that come
-    #: back (the preview's note while a stroke moves, gone at the full count; a verdict that
-    #: returns as the numbers move back and forth).
-    KEPT = 24
+    #: Paragraphs kept laid out, the most recently shown by any of the widgets (the four columns'
+    #: verdicts): besides the last texts, those that come back (the preview's note while a stroke
+    #: moves, gone at the full count; a verdict that returns as the numbers move back and forth)
+    #: and those another column shows too ("Torn between 2 and 3", "2 vs 3: overlap 0.00").
+    KEPT = 96
+    #: The layouts kept, by paragraph, width and font (see KEPT); a layout is only drawn once
+    #: made, so widgets of the same width and font share it.
+    _kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}
 
     #: How strongly a pending paragraph is painted (see ``set_paragraphs``): a line that waits for
     #: work still to come is faded, so that it reads as waiting.
@@ -48,7 +52,6 @@ class RichLines(QWidget):
         self._pending: frozenset[int] = frozenset()
         # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
         self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float, list[Band]] | None = None
-        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # see KEPT
         self._font_described: str | None = None
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
