@@ -38,8 +38,8 @@ class RichLines(QWidget):
     #: moves, gone at the full count; a verdict that returns as the numbers move back and forth)
     #: and those another column shows too ("Torn between 2 and 3", "2 vs 3: overlap 0.00").
     KEPT = 96
-    #: The layouts kept, by paragraph, width and font (see KEPT); a layout is only drawn once
-    #: made, so widgets of the same width and font share it.
+    #: The layouts kept, by paragraph, width and font (see KEPT); a layout once made is never
+    #: changed, only drawn, so the widgets of one width and font share it.
     _kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}
 
     #: How strongly a pending paragraph is painted (see ``set_paragraphs``): a line that waits for
