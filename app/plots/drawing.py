@@ -6,6 +6,7 @@ layout): no Python object per drawn item.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -20,8 +21,9 @@ def lookup_table(colour_map) -> np.ndarray:
 
 
 def colours(values: np.ndarray, table: np.ndarray, low: float, high: float) -> np.ndarray:
-    """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row."""
-    return table[colour_index(values, low, high)]
+    """RGB (rows, columns, 3) of an array through ``table``: ``low``..``high`` → first..last row
+    (:func:`colour_index`'s rows, found by :func:`reversed_index` in the table read from its end)."""
+    return table[::-1].take(reversed_index(values, low, high), axis=0)
 
 
 def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -32,6 +34,43 @@ def colour_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
     row comes from the same arithmetic as a value at it; infinities end at 0 or 255 either way.)"""
     values = np.fmin(np.fmax(values, low), high)
     return ((values - low) / (high - low) * 255.0 + 0.5).astype(np.uint8)
+
+
+def reversed_index(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``255 − colour_index(values, low, high)``, bit for bit, in two numpy calls instead of
+    seven: the rows of a table read from its end (``table[::-1]``), found by one binary search
+    among the 255 values at which :func:`colour_index`'s row steps up (:func:`_steps`). NaN
+    takes row 255 of the reversed table as it takes row 0 of the table: negated, it sorts after
+    every step."""
+    return np.searchsorted(_steps(values.dtype, low, high), np.negative(values), side="left")
+
+
+@functools.cache
+def _steps(dtype: np.dtype, low: float, high: float) -> np.ndarray:
+    """The least value of ``dtype`` at which :func:`colour_index` gives each row 1..255, negated
+    (so ascending from row 255's to row 1's). Every operation of ``colour_index`` is monotonic, so
+    its row is a step function of the value; each step is found by bisecting the value's bits in
+    their order as numbers, on ``colour_index`` itself, so that the steps are its own to the last
+    bit."""
+    dtype = np.dtype(dtype)
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+    top = unsigned.type(1 << (8 * dtype.itemsize - 1))
+
+    def order(x: np.ndarray) -> np.ndarray:  # a float's bits as an unsigned number in the floats' order
+        bits = x.view(unsigned)
+        return np.where(bits & top, ~bits, bits | top)
+
+    def value(key: np.ndarray) -> np.ndarray:
+        return np.where(key & top, key & ~top, ~key).astype(unsigned).view(dtype)
+
+    rows = np.arange(1, 256)
+    lo = np.full(rows.shape, order(np.array([low], dtype))[0])
+    hi = np.full(rows.shape, order(np.array([high], dtype))[0])  # row 255 there; row 0 at ``low``
+    while (lo < hi).any():
+        mid = lo + (hi - lo) // 2
+        reached = colour_index(value(mid), low, high) >= rows
+        hi, lo = np.where(reached, mid, hi), np.where(reached, lo, mid + 1)
+    return np.negative(value(lo))[::-1].copy()
 
 
 def to_image(pixels: np.ndarray) -> QImage:

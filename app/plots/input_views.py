@@ -23,7 +23,7 @@ import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPen
 
-from app.plots.drawing import Rows, colour_index, colours, draw_image, lookup_table, to_image
+from app.plots.drawing import Rows, colours, draw_image, lookup_table, reversed_index, to_image
 from app.plots.input_plot import (
     DIAMOND,
     FEW_DRAWS,
@@ -527,8 +527,10 @@ class CorrelationPlot(InputPlot):
         self.bottom = Axis("bottom", classes=self.class_names)
         self.setMinimumHeight(104)
         self._table = lookup_table(diverging_lut())
-        self._veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
-        self._tables = np.stack([self._table, self._veiled])  # [veiled or not, row]
+        veiled = (self._table * (55 / 255) + 255 * (200 / 255)).round().astype(np.uint8)  # white at 200/255 opacity
+        # the table and its veiled copy, each read from its end (see reversed_index), one after the
+        # other: row r of the veiled copy is row 256 + r
+        self._reversed_tables = np.concatenate([self._table[::-1], veiled[::-1]])
         self.clear_view()
 
     def show(self, prediction: Prediction, level: float) -> None:
@@ -540,9 +542,10 @@ class CorrelationPlot(InputPlot):
         # (np.maximum, the ufunc, for np.clip's Python wrapper: the same values, NaN kept)
         faded = np.sqrt(np.maximum(summary.epistemic_variance.numpy(), 0)) < FADE_SD
         veil = faded[:, None] | faded[None, :]
-        # one lookup in the table and its veiled copy stacked, the veil (its bytes: 0 or 1)
-        # choosing which
-        self._image = to_image(self._tables[veil.view(np.uint8), colour_index(corr, -1.0, 1.0)])
+        # one lookup in the two reversed tables, the veil moving a cell's row to the veiled copy's
+        rows = reversed_index(corr, -1.0, 1.0)
+        np.add(rows, 256, out=rows, where=veil)
+        self._image = to_image(self._reversed_tables.take(rows, axis=0))
         self.values = {"correlation": corr}
         if summary.num_samples < 2:
             note = " (needs 2+ draws)"

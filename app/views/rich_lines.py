@@ -18,6 +18,9 @@ from PySide6.QtWidgets import QWidget
 Run = tuple[str, str]
 #: A paragraph: its runs and its colour (None: the text colour); it wraps at the widget's width.
 Paragraph = tuple[tuple[Run, ...], "str | tuple[int, int, int] | None"]
+#: A laid-out paragraph's place: its layout, the heights it starts and ends at, and the rows it
+#: covers (at least one) across the widget's width.
+Band = tuple[QTextLayout, tuple[float, float], QRect]
 
 
 class RichLines(QWidget):
@@ -30,10 +33,14 @@ class RichLines(QWidget):
     "<b>" reads as written.
     """
 
-    #: Paragraphs kept laid out, the most recently shown: besides the last text's, those that come
-    #: back (the preview's note while a stroke moves, gone at the full count; a verdict that
-    #: returns as the numbers move back and forth).
-    KEPT = 24
+    #: Paragraphs kept laid out, the most recently shown by any of the widgets (the four columns'
+    #: verdicts): besides the last texts, those that come back (the preview's note while a stroke
+    #: moves, gone at the full count; a verdict that returns as the numbers move back and forth)
+    #: and those another column shows too ("Torn between 2 and 3", "2 vs 3: overlap 0.00").
+    KEPT = 96
+    #: The layouts kept, by paragraph, width and font (see KEPT); a layout once made is never
+    #: changed, only drawn, so the widgets of one width and font share it.
+    _kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}
 
     #: How strongly a pending paragraph is painted (see ``set_paragraphs``): a line that waits for
     #: work still to come is faded, so that it reads as waiting.
@@ -43,8 +50,8 @@ class RichLines(QWidget):
         super().__init__(parent)
         self._paragraphs: tuple[Paragraph, ...] = ()
         self._pending: frozenset[int] = frozenset()
-        self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float] | None = None  # width, layouts, height
-        self._kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}  # see KEPT
+        # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
+        self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float, list[Band]] | None = None
         self._font_described: str | None = None
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
@@ -61,20 +68,26 @@ class RichLines(QWidget):
             return
         before, pending_before = self._laid_out, self._pending
         self._paragraphs, self._pending, self._laid_out = paragraphs, pending, None
-        if before is None or before[0] != self.width() or not self.isVisible():
+        width = self.width()
+        if before is None or before[0] != width or not self.isVisible():
             self.update()
             return
         # Only the bands of the paragraphs that changed, moved or came or went from pending are
         # repainted: a stroke changes the numbers of a line or two, and drawing text costs most of
-        # the verdict's paint.
-        placed, height = self._layouts(self.width())
-        old = {(*band, i in pending_before) for i, band in enumerate(_bands(before[1], before[2]))}
-        new = {(*band, i in pending) for i, band in enumerate(_bands(placed, height))}
-        dirty = QRegion()
-        for _, top, bottom, _ in old ^ new:
-            dirty += QRect(0, math.floor(top), self.width(), math.ceil(bottom) - math.floor(top))
-        if not dirty.isEmpty():
-            self.update(dirty)
+        # the verdict's paint. A band is the same where its layout, its heights and its fading
+        # are (bands lie one below the other, so an unchanged band keeps its index).
+        self._layouts(width)
+        new, old = self._laid_out[3], before[3]
+        spans: list[list[int]] = []
+        for i in range(max(len(old), len(new))):
+            was = old[i] if i < len(old) else None
+            now = new[i] if i < len(new) else None
+            if (was is not None and now is not None and was[0] is now[0] and was[1] == now[1]
+                    and (i in pending_before) == (i in pending)):
+                continue
+            spans.extend([band[2].top(), band[2].bottom() + 1] for band in (was, now) if band is not None)
+        if spans:
+            self.update(_region(spans, width))
 
     def setText(self, text: str) -> None:  # noqa: N802 (as QLabel's)
         """One plain paragraph (or none for "")."""
@@ -115,7 +128,10 @@ class RichLines(QWidget):
             y += laid[1]
         while len(kept) > self.KEPT:
             kept.pop(next(iter(kept)))
-        self._laid_out = (width, placed, y)
+        ends = [top for _, top in placed[1:]] + [y] if placed else []
+        bands = [(layout, (top, end), QRect(0, math.floor(top), width, max(1, math.ceil(end) - math.floor(top))))
+                 for (layout, top), end in zip(placed, ends, strict=True)]
+        self._laid_out = (width, placed, y, bands)
         return placed, y
 
     def _font_key(self) -> str:
@@ -134,14 +150,8 @@ class RichLines(QWidget):
     def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:
         """One paragraph wrapped to ``width``, its first line at the top, and its height."""
         runs, colour = paragraph
-        layout = QTextLayout("".join(text for text, _ in runs), self.font())
-        formats, start = [], 0
-        for text, how in runs:
-            if how or colour is not None:
-                span = QTextLayout.FormatRange()
-                span.start, span.length, span.format = start, len(text), _char_format(how, colour)
-                formats.append(span)
-            start += len(text)
+        layout = QTextLayout("".join([text for text, _ in runs]), self.font())
+        formats = _format_ranges(tuple([(len(text), how) for text, how in runs]), colour)
         if formats:
             layout.setFormats(formats)
         # keep the shaped glyphs: without the cache every draw shapes the text again (a 4-line
@@ -162,12 +172,14 @@ class RichLines(QWidget):
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
         # the painter is clipped to what needs painting: a paragraph outside it is skipped, also
         # one between two changed paragraphs (the region, not its bounding rectangle)
-        shown, width = event.region(), self.width()
-        placed, height = self._layouts(width)
-        for i, (layout, top, bottom) in enumerate(_bands(placed, height)):
-            if shown.intersects(QRect(0, math.floor(top), width, max(1, math.ceil(bottom) - math.floor(top)))):
+        shown, pending, opacity = event.region(), self._pending, 1.0
+        placed, _ = self._layouts(self.width())
+        for i, ((layout, top), (_, _, rows)) in enumerate(zip(placed, self._laid_out[3], strict=True)):
+            if shown.intersects(rows):
                 # a pending paragraph keeps its layout and is only painted fainter: no new shaping
-                painter.setOpacity(self.PENDING_OPACITY if i in self._pending else 1.0)
+                faded = self.PENDING_OPACITY if i in pending else 1.0
+                if faded != opacity:
+                    painter.setOpacity(opacity := faded)
                 layout.draw(painter, QPointF(0, top))
         painter.end()
 
@@ -186,7 +198,33 @@ def _char_format(how: str, colour: str | tuple[int, int, int] | None) -> QTextCh
     return char
 
 
-def _bands(placed: list[tuple[QTextLayout, float]], height: float) -> list[tuple[QTextLayout, float, float]]:
-    """Each laid-out paragraph with the heights it starts and ends at."""
-    ends = [y for _, y in placed[1:]] + [height] if placed else []
-    return [(layout, y, end) for (layout, y), end in zip(placed, ends, strict=True)]
+@functools.lru_cache(maxsize=256)
+def _format_ranges(runs: tuple[tuple[int, str], ...], colour) -> list[QTextLayout.FormatRange]:
+    """The format ranges of a paragraph of runs of these lengths and settings (a plain run in
+    no colour has none), made once for each: a stroke changes a run's digits, rarely its length."""
+    formats, start = [], 0
+    for length, how in runs:
+        if how or colour is not None:
+            span = QTextLayout.FormatRange()
+            span.start, span.length, span.format = start, length, _char_format(how, colour)
+            formats.append(span)
+        start += length
+    return formats
+
+
+def _region(spans: list[list[int]], width: int) -> QRect | QRegion:
+    """The full-width rows of ``spans`` (each [first row, row after the last]): one rectangle
+    where they touch or overlap, as the bands of neighbouring paragraphs do."""
+    spans.sort()
+    merged = [spans[0]]
+    for first, after in spans[1:]:
+        if first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], after)
+        else:
+            merged.append([first, after])
+    if len(merged) == 1:
+        return QRect(0, merged[0][0], width, merged[0][1] - merged[0][0])
+    region = QRegion()
+    for first, after in merged:
+        region += QRect(0, first, width, after - first)
+    return region

@@ -473,6 +473,49 @@ def test_a_paragraph_that_comes_back_is_not_laid_out_again(qtbot):
     assert again[1][0] is first[1][0] and again[0][0] is first[0][0]
 
 
+def test_columns_showing_the_same_paragraph_lay_it_out_once(qtbot, monkeypatch):
+    """Two columns' verdicts often say the same sentence ("Torn between 2 and 3"): laid out once
+    for both at the same width and font, anew for another font or width, and each draws it as a
+    verdict laid out alone would."""
+    from PySide6.QtGui import QFont
+
+    from app.views.rich_lines import RichLines
+
+    monkeypatch.setattr(RichLines, "_kept", {})
+    laid: list[str] = []
+    original = RichLines._lay_out
+
+    def counted(self, paragraph, width):
+        laid.append("".join(text for text, _ in paragraph[0]))
+        return original(self, paragraph, width)
+
+    monkeypatch.setattr(RichLines, "_lay_out", counted)
+    torn = ((("Torn between 2 and 3", "b"),), None)
+    first, second, bigger = RichLines(), RichLines(), RichLines()
+    for lines in (first, second, bigger):
+        qtbot.addWidget(lines)
+    font = QFont(first.font())
+    font.setPointSizeF(font.pointSizeF() * 1.5)
+    bigger.setFont(font)
+    for lines in (first, second, bigger):
+        lines.set_paragraphs([torn, ((("Reads ", ""), ("2", "b"), (": p̄ 0.52", "")), None)])
+    placed = [lines._layouts(200)[0] for lines in (first, second, bigger)]
+    assert placed[0][0][0] is placed[1][0][0] is not placed[2][0][0]
+    assert laid == ["Torn between 2 and 3", "Reads 2: p̄ 0.52", "Torn between 2 and 3", "Reads 2: p̄ 0.52"]
+    assert second._layouts(120)[0][0][0] is not placed[1][0][0]  # another width: laid out for it
+    format_ = QImage.Format.Format_RGB32
+    for lines in (first, second):
+        lines.resize(200, lines.heightForWidth(200))
+    alone = RichLines()
+    qtbot.addWidget(alone)
+    monkeypatch.setattr(RichLines, "_kept", {})
+    alone.set_paragraphs([torn, ((("Reads ", ""), ("2", "b"), (": p̄ 0.52", "")), None)])
+    alone.resize(200, alone.heightForWidth(200))
+    expected = _pixels(alone.grab().toImage().convertToFormat(format_))
+    for lines in (first, second):
+        assert np.array_equal(_pixels(lines.grab().toImage().convertToFormat(format_)), expected)
+
+
 def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing(qtbot):
     """The small-drawing note and the emptiness check read the grey levels directly: the same
     answers as thresholding the float drawing at 0.1 and at 0, at every grey level."""

@@ -318,6 +318,36 @@ class TestInputPlotHelpers:
             before = np.clip((np.nan_to_num(values, nan=-1.0) - -1.0) / 2.0 * 255.0 + 0.5, 0, 255).astype(np.uint8)
         assert np.array_equal(colour_index(values, -1.0, 1.0), before)
 
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize(("low", "high"), [(-1.0, 1.0), (0.0, 1.0)])
+    def test_the_searched_rows_are_the_computed_ones_at_every_step(self, dtype, low, high):
+        """The rows found by searching for the steps of ``colour_index`` are its rows, at each step,
+        one representable value either side of it, at random values, at the ends and beyond, and
+        at NaN and the infinities; a table read from its end gives the same colours."""
+        from app.plots.drawing import colour_index, colours, reversed_index
+
+        # where the computed row steps up, by the arithmetic alone: between two points of a fine grid
+        grid = np.linspace(low, high, 100_001, dtype=dtype)
+        rows = colour_index(grid, low, high).astype(int)
+        up = np.flatnonzero(np.diff(rows) > 0)
+        assert len(up) == 255  # every row 1..255 is reached on the way, one at a time
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, low, high, low - 1, high + 1], dtype=dtype)
+        values = [np.random.default_rng(1).uniform(low - 0.5, high + 0.5, 50_000).astype(dtype), specials]
+        for i in up:  # halved down to the two neighbouring values the row steps between
+            below, above = grid[i], grid[i + 1]
+            while np.nextafter(below, np.inf, dtype=dtype) != above:
+                mid = dtype(below / 2 + above / 2)
+                if colour_index(np.array([mid]), low, high)[0] > rows[i]:
+                    above = mid
+                else:
+                    below = mid
+            values.append(np.array([below, above]))
+        values = np.concatenate(values)
+        expected = colour_index(values, low, high)
+        assert np.array_equal(255 - reversed_index(values, low, high), expected)
+        table = np.random.default_rng(2).integers(0, 256, (256, 3), dtype=np.uint8)
+        assert np.array_equal(colours(values, table, low, high), table[expected])
+
     def test_an_image_owns_its_pixels(self, qtbot):
         from app.plots.drawing import to_image
 
