@@ -92,6 +92,8 @@ class PartScorer:
         runs = s == 1 or bool((chains[1:] >= chains[:-1]).all())
         edges = [0, *torch.cumsum(counts, 0).tolist()]
         self.chain_rows = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)] if runs else None
+        # chains of as many draws each, one run of rows each: their sums one reduction
+        self.chain_length = s // self.num_chains if runs and bool((counts == counts[0]).all()) else None
         # flat, so that a part of fewer images is one contiguous (S, n·K) block, which the
         # softmax of logits views as (S·n, K) rows
         self.draws = torch.empty(s * images * k, dtype=torch.float64)
@@ -220,8 +222,11 @@ class PartScorer:
             return None if shift else self._score_logits(part, shift=True)
         draws = p.view(n, s, k)
         chain_sums = None
-        if 1 < self.num_chains < s and self.chain_rows is not None:
-            chain_sums = torch.stack([draws[:, r].sum(1) for r in self.chain_rows])  # (C, n, K)
+        if 1 < self.num_chains < s and self.chain_length is not None:
+            chain_sums = draws.view(n, self.num_chains, self.chain_length, k).sum(2).transpose(0, 1)  # (C, n, K)
+            mean = chain_sums.sum(0).div_(s)
+        elif 1 < self.num_chains < s and self.chain_rows is not None:
+            chain_sums = torch.stack([draws[:, r].sum(1) for r in self.chain_rows])
             mean = chain_sums.sum(0).div_(s)
         elif 1 < self.num_chains < s:  # chains whose draws are not runs of rows: their 0/1 weights
             chain_sums = torch.einsum("cs,nsk->cnk", self.member, draws)
