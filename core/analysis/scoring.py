@@ -27,8 +27,9 @@ SCORE_BYTES = 4 << 20
 SCORE_TEMPORARY_BYTES = 16
 #: Bytes per draw-image the scoring holds besides: the top two classes' pair of probabilities
 #: in float64, their bins and their histograms' cells (int32), and the normaliser of each
-#: draw's logits (float64), each a buffer made once.
-SCORE_PAIR_BYTES = 40
+#: draw's logits (float64), each a buffer made once; and the logarithms of the normalisers'
+#: products (float64, one for each 1-8 draws) while Σ_s log Z_s is summed.
+SCORE_PAIR_BYTES = 48
 
 #: The per-example uncertainty scores, each "higher = more uncertain".
 SCORES: tuple[str, ...] = (
