@@ -239,7 +239,7 @@ class PartScorer:
         order = ClassOrder(mean)
         # each draw's entropy log Z − Σ_k p_k z_k, summed over the draws: Σ_s log Z_s less the
         # sum of the row p·z (no logarithm a value, one for every few draws)
-        entropy_sum = _sum_of_logs(norms.view(n, s)).sub_(torch.mul(p, z, out=z) @ self.ones_sk[: s * k])
+        entropy_sum = _sum_of_logs(norms.view(n, s), self.ones_sk).sub_(torch.mul(p, z, out=z) @ self.ones_sk[: s * k])
         if not shift and not math.isfinite(float(entropy_sum.sum())):  # 0 · (−∞) where a logit is −∞
             return self._score_logits(part, shift=True)
         if self.num_chains == 1:
@@ -458,19 +458,20 @@ class ClassOrder:
         return top
 
 
-def _sum_of_logs(norms: torch.Tensor) -> torch.Tensor:
+def _sum_of_logs(norms: torch.Tensor, ones: torch.Tensor) -> torch.Tensor:
     """Σ_s log Z_s of each row of ``norms`` (n, S), Z within e^±:data:`UNSHIFTED`: the
     logarithms of products of up to 8 draws' Z (each product within e^±512, far from float64's
     range; a rounding of 1e-16 of the product a factor, against the logarithm's own), a logarithm
     for every 8 draws instead of one a draw. The products fold each row's halves in place while
-    S is even, so ``norms`` is overwritten."""
+    S is even, so ``norms`` is overwritten. The logarithms are summed as a product with ``ones``
+    (at least S of them): a sum over a short last dimension costs torch 40-120 ns a row."""
     m = norms.shape[1]
     for _ in range(3):
         if m % 2:
             break
         m //= 2
         norms[:, :m].mul_(norms[:, m : 2 * m])
-    return norms[:, :m].log().sum(1)
+    return norms[:, :m].log() @ ones[:m]
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:
