@@ -295,9 +295,9 @@ class PartScorer:
         class_histograms' rule, (clamp(p, 0, 1)·bins).long() at most bins − 1, in one clamp of
         p·bins (the same bin for every p: p·bins ≥ bins − 1 lands in the last either way), each
         bin offset by its image's and class's first cell (``cells``, broadcast to ``pair``) and
-        counted at once. The bins are int32 in a buffer of the scorer's: torch's conversion to
-        int64 took 4 times as long, and a new tensor for them and for the pair, 1 MB each for
-        the face HMC's parts, paid for fresh memory at every part."""
+        counted at once. The bins are int32 (torch converts to int64 at a quarter of the speed),
+        and they and the pair live in buffers of the scorer's, so that no part pays for fresh
+        memory (1 MB each for the face HMC's parts)."""
         n = pair.numel() // (2 * self.s)
         which = self.pair_bins[: pair.numel()].view(pair.shape)
         which.copy_(pair.mul_(self.bins).clamp_(0, self.bins - 1))  # truncated toward 0, as .long()
