@@ -26,9 +26,10 @@ SCORE_BYTES = 4 << 20
 #: float64 copy and one float64 temporary (:class:`PartScorer`'s buffers).
 SCORE_TEMPORARY_BYTES = 16
 #: Bytes per draw-image the scoring holds besides: the top two classes' pair of probabilities
-#: in float64, their bins as int64 and their histograms' cells (int64, made once), and the
-#: normaliser of each draw's logits.
-SCORE_PAIR_BYTES = 56
+#: in float64, their bins and their histograms' cells (int32), and the normaliser of each
+#: draw's logits (float64), each a buffer made once; and the logarithms of the normalisers'
+#: products (float64, one for each 1-8 draws) while Σ_s log Z_s is summed.
+SCORE_PAIR_BYTES = 48
 
 #: The per-example uncertainty scores, each "higher = more uncertain".
 SCORES: tuple[str, ...] = (
@@ -80,7 +81,6 @@ class PartScorer:
         self.chains = chains
         self.ones = torch.ones(1, s, dtype=torch.float64)
         self.ones_k = torch.ones(k, dtype=torch.float64)
-        self.ones_s = torch.ones(s, dtype=torch.float64)
         self.ones_sk = torch.ones(s * k, dtype=torch.float64)
         if s == 1:  # one draw (MAP): one chain, no sort to find it
             self.present, counts = chains, torch.ones(1, dtype=torch.long)
@@ -93,6 +93,8 @@ class PartScorer:
         runs = s == 1 or bool((chains[1:] >= chains[:-1]).all())
         edges = [0, *torch.cumsum(counts, 0).tolist()]
         self.chain_rows = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)] if runs else None
+        # chains of as many draws each, one run of rows each: their sums one reduction
+        self.chain_length = s // self.num_chains if runs and bool((counts == counts[0]).all()) else None
         # flat, so that a part of fewer images is one contiguous (S, n·K) block, which the
         # softmax of logits views as (S·n, K) rows
         self.draws = torch.empty(s * images * k, dtype=torch.float64)
@@ -114,8 +116,23 @@ class PartScorer:
 
     @functools.cached_property
     def cells(self) -> torch.Tensor:
-        """Each image's two histograms' first cells (images, 2)."""
-        return self.bins * torch.arange(2 * self.images).view(self.images, 2)
+        """Each image's two histograms' first cells (images, 2), int32 as the bins."""
+        return self.bins * torch.arange(2 * self.images, dtype=torch.int32).view(self.images, 2)
+
+    @functools.cached_property
+    def norms(self) -> torch.Tensor:
+        """The normaliser Z of each draw's logits of a part, flat."""
+        return torch.empty(self.s * self.images, dtype=torch.float64)
+
+    @functools.cached_property
+    def pair(self) -> torch.Tensor:
+        """The top two classes' probabilities of each draw of a part, flat."""
+        return torch.empty(self.s * self.images * 2, dtype=torch.float64)
+
+    @functools.cached_property
+    def pair_bins(self) -> torch.Tensor:
+        """Their bins with each image's and class's first cell added, flat, int32."""
+        return torch.empty(self.s * self.images * 2, dtype=torch.int32)
 
     def score(self, part: torch.Tensor, logits: bool = False,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
@@ -153,15 +170,10 @@ class PartScorer:
             if chain_sums is None:  # chains whose draws are not runs of rows: their 0/1 weights
                 chain_sums = self.member @ d
             chain_preds = first_argmax((chain_sums / self.chain_counts).view(-1, n, k))
-        top = order.top_two()  # (n, 2), the classes topk picks
         # each class's histogram is its own, so binning only the top two gives their rows exactly
-        pair = d.view(s, n, k).gather(-1, top.unsqueeze(0).expand(s, n, 2))  # binned in float64, as before
-        # class_histograms' rule, (clamp(p, 0, 1)·bins).long() at most bins − 1, in one clamp of
-        # p·bins: the same bin for every p (p·bins ≥ bins − 1 lands in the last either way)
-        which = pair.mul_(self.bins).clamp_(0, self.bins - 1).long()
-        which += self.cells[:n]
-        counts = torch.bincount(which.view(-1), minlength=2 * n * self.bins).view(n, 2, self.bins)
-        overlap = _overlap(counts, s)
+        pair = self.pair[: s * n * 2].view(s, n, 2)
+        torch.gather(d.view(s, n, k), -1, order.top_two().unsqueeze(0).expand(s, n, 2), out=pair)
+        overlap = self._overlap_of_pair(pair, self.cells[:n])
         sums = self.sums[: 3 * n * k].view(3, n * k)
         torch.clamp_min(mean.view(1, -1), _TINY, out=sums[:1]).log_().mul_(mean.view(1, -1))
         t = self.temporary[: s * n * k].view(s, n * k)
@@ -206,13 +218,16 @@ class PartScorer:
         z.view(n, s, k).copy_(part.transpose(0, 1))  # float64 before anything else
         if s == 1:
             return self._one_draw_logits(part, z, p, shift)
-        log_norms = self._softmax(z, p, shift)
-        if log_norms is None:
+        norms = self._softmax(z, p, shift)
+        if norms is None:
             return None if shift else self._score_logits(part, shift=True)
         draws = p.view(n, s, k)
         chain_sums = None
-        if 1 < self.num_chains < s and self.chain_rows is not None:
-            chain_sums = torch.stack([draws[:, r].sum(1) for r in self.chain_rows])  # (C, n, K)
+        if 1 < self.num_chains < s and self.chain_length is not None:
+            chain_sums = draws.view(n, self.num_chains, self.chain_length, k).sum(2).transpose(0, 1)  # (C, n, K)
+            mean = chain_sums.sum(0).div_(s)
+        elif 1 < self.num_chains < s and self.chain_rows is not None:
+            chain_sums = torch.stack([draws[:, r].sum(1) for r in self.chain_rows])
             mean = chain_sums.sum(0).div_(s)
         elif 1 < self.num_chains < s:  # chains whose draws are not runs of rows: their 0/1 weights
             chain_sums = torch.einsum("cs,nsk->cnk", self.member, draws)
@@ -223,8 +238,8 @@ class PartScorer:
         # one (a NaN or an infinite logit fails its check), and needs no check of its own
         order = ClassOrder(mean)
         # each draw's entropy log Z − Σ_k p_k z_k, summed over the draws: Σ_s log Z_s less the
-        # sum of the row p·z (no logarithm a value, one a draw)
-        entropy_sum = (log_norms @ self.ones_s).sub_(torch.mul(p, z, out=z) @ self.ones_sk[: s * k])
+        # sum of the row p·z (no logarithm a value, one for every few draws)
+        entropy_sum = _sum_of_logs(norms.view(n, s), self.ones_sk).sub_(torch.mul(p, z, out=z) @ self.ones_sk[: s * k])
         if not shift and not math.isfinite(float(entropy_sum.sum())):  # 0 · (−∞) where a logit is −∞
             return self._score_logits(part, shift=True)
         if self.num_chains == 1:
@@ -233,18 +248,17 @@ class PartScorer:
             chain_preds = first_argmax(draws.transpose(0, 1))
         else:
             chain_preds = first_argmax(chain_sums.div_(self.chain_counts.unsqueeze(1)))
-        top = order.top_two()
-        pair = draws.gather(-1, top.unsqueeze(1).expand(n, s, 2))  # (n, S, 2)
-        which = pair.mul_(self.bins).clamp_(0, self.bins - 1).long()
-        which += self._pair_cells(n)
-        counts = torch.bincount(which.view(-1), minlength=2 * n * self.bins).view(n, 2, self.bins)
-        overlap = _overlap(counts, s)
+        pair = self.pair[: n * s * 2].view(n, s, 2)
+        torch.gather(draws, -1, order.top_two().unsqueeze(1).expand(n, s, 2), out=pair)
+        overlap = self._overlap_of_pair(pair, self._pair_cells(n))
         plogp = self.sums[: n * k].view(n, k)
         total = (torch.clamp_min(mean, _TINY, out=plogp).log_().mul_(mean) @ self.ones_k).neg_() + 0.0
         # an entropy is never negative; the two sums' rounding could take a 0 a little below it
         aleatoric = entropy_sum.div_(s).clamp_min_(0)
         # Σ_k Var_s p_k = (Σ_s Σ_k p² − S Σ_k p̄²) / S, as the probabilities' path takes it; the
-        # image's Σ p² as its row's squared norm, one read of the row (half a product and a sum)
+        # image's Σ p² as its row's squared norm, one read of the row (half a product and a sum;
+        # draws certain of one class give sqrt(S)², a few 1e-16 from S, where a product with
+        # ones gives S exactly and cost 2-5 % of the scoring)
         squares = torch.linalg.vector_norm(p, dim=1).square_()
         variance = squares.sub_(mean.square() @ self.ones_k * s).div_(s).clamp_min_(0)
         scores = torch.stack([
@@ -266,14 +280,30 @@ class PartScorer:
         draw. ``e`` is the buffer of the exponentials."""
         n, k = z.shape
         mean = torch.empty(n, k, dtype=torch.float64)
-        log_norms = self._softmax(z, e, shift, into=mean)
-        if log_norms is None:
+        norms = self._softmax(z, e, shift, into=mean)
+        if norms is None:
             return None if shift else self._score_logits(part, shift=True)
-        entropy = log_norms.view(n).sub_(torch.mul(mean, z, out=z) @ self.ones_k)
+        entropy = norms.log_().sub_(torch.mul(mean, z, out=z) @ self.ones_k)
         if not shift and not math.isfinite(float(entropy.sum())):  # 0 · (−∞) where a logit is −∞
             return self._score_logits(part, shift=True)
         order = ClassOrder(mean)
         return mean, self._one_draw(mean, order, entropy), order.first.unsqueeze(0)
+
+    def _overlap_of_pair(self, pair: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """The overlap of each image's two histograms from ``pair``, the top two classes'
+        probabilities of its S draws, (S, n, 2) or (n, S, 2), float64: binned by
+        class_histograms' rule, (clamp(p, 0, 1)·bins).long() at most bins − 1, in one clamp of
+        p·bins (the same bin for every p: p·bins ≥ bins − 1 lands in the last either way), each
+        bin offset by its image's and class's first cell (``cells``, broadcast to ``pair``) and
+        counted at once. The bins are int32 (torch converts to int64 at a quarter of the speed),
+        and they and the pair live in buffers of the scorer's, so that no part pays for fresh
+        memory (1 MB each for the face HMC's parts)."""
+        n = pair.numel() // (2 * self.s)
+        which = self.pair_bins[: pair.numel()].view(pair.shape)
+        which.copy_(pair.mul_(self.bins).clamp_(0, self.bins - 1))  # truncated toward 0, as .long()
+        which += cells
+        counts = torch.bincount(which.view(-1), minlength=2 * n * self.bins).view(n, 2, self.bins)
+        return _overlap(counts, self.s)
 
     def _pair_cells(self, n: int) -> torch.Tensor:
         """Each image's two histograms' first cells, for its top two classes of each draw laid
@@ -286,8 +316,8 @@ class PartScorer:
 
     def _softmax(self, z: torch.Tensor, p: torch.Tensor, shift: bool,
                  into: torch.Tensor | None = None) -> torch.Tensor | None:
-        """The softmax of float64 logits ``z`` (rows of K classes) into ``p``, and log Z of each
-        row (its draw and image) shaped as ``z``'s rows without their classes; ``z`` is left as
+        """The softmax of float64 logits ``z`` (rows of K classes) into ``p``, and Z of each row
+        (its draw and image, one value a row, in :attr:`norms`); ``z`` is left as
         the logits the entropies need (log p = z − log Z). None where the logits need a
         ``shift`` they were not given, or, shifted, are not numbers or +∞ (the softmax of
         float32 logits is not one there either).
@@ -300,21 +330,22 @@ class PartScorer:
         so it is done only for the parts that need it.
         """
         k = self.k
-        rows = z.view(-1, k)
         if shift:
-            rows.sub_(rows.amax(1, keepdim=True))
-            rows.clamp_min_(-_HUGE)  # −∞ (a class that cannot be) gives p = 0 and p·z = 0, not NaN
+            logits = z.view(-1, k)
+            logits.sub_(logits.amax(1, keepdim=True))
+            logits.clamp_min_(-_HUGE)  # −∞ (a class that cannot be) gives p = 0 and p·z = 0, not NaN
         torch.exp(z, out=p)
-        norms = p.view(-1, k) @ self.ones_k
+        rows = p.view(-1, k)
+        norms = torch.mv(rows, self.ones_k, out=self.norms[: len(rows)])
         low, high = torch.aminmax(norms)
         # shifted, Z lies in [1, K] unless a logit was NaN or +∞; NaN fails either comparison
         if not (float(low) > _UNSHIFTED_LOW and float(high) < _UNSHIFTED_HIGH):
             return None
         if into is None:
-            p.view(-1, k).div_(norms.unsqueeze(1))
+            rows.div_(norms.unsqueeze(1))
         else:  # the probabilities into a tensor of their own, ``p`` left as the exponentials
-            torch.div(p.view(-1, k), norms.unsqueeze(1), out=into.view(-1, k))
-        return norms.log_().view(*z.shape[:-1], -1)
+            torch.div(rows, norms.unsqueeze(1), out=into.view(-1, k))
+        return norms
 
     def _one_draw(self, p: torch.Tensor, order: ClassOrder, entropy: torch.Tensor | None = None) -> torch.Tensor:
         """The scores of one draw p (n, K), as :meth:`score` computes them for S draws with the
@@ -425,6 +456,22 @@ class ClassOrder:
             if len(tied):  # which of the equal classes topk names is topk's to say
                 top[tied] = self.mean[tied].topk(2, dim=-1).indices
         return top
+
+
+def _sum_of_logs(norms: torch.Tensor, ones: torch.Tensor) -> torch.Tensor:
+    """Σ_s log Z_s of each row of ``norms`` (n, S), Z within e^±:data:`UNSHIFTED`: the
+    logarithms of products of up to 8 draws' Z (each product within e^±512, far from float64's
+    range; a rounding of 1e-16 of the product a factor, against the logarithm's own), a logarithm
+    for every 8 draws instead of one a draw. The products fold each row's halves in place while
+    S is even, so ``norms`` is overwritten. The logarithms are summed as a product with ``ones``
+    (at least S of them): a sum over a short last dimension costs torch 40-120 ns a row."""
+    m = norms.shape[1]
+    for _ in range(3):
+        if m % 2:
+            break
+        m //= 2
+        norms[:, :m].mul_(norms[:, m : 2 * m])
+    return norms[:, :m].log() @ ones[:m]
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,13 @@ import pytest
 import torch
 
 from core.analysis.scoring import SCORES, PartScorer
-from core.analysis.uncertainty import top_two_overlap
+from core.analysis.uncertainty import (
+    expected_entropy,
+    mutual_information,
+    predictive_entropy,
+    top_two_overlap,
+    variance_decomposition,
+)
 
 mpmath.mp.dps = 50
 
@@ -176,3 +182,61 @@ def test_the_top_two_overlap_is_the_uncertainty_modules_bit_for_bit(s):
         assert (seen == 1).any()  # one draw: the two classes in one bin
     else:
         assert ((seen > 0) & (seen < 1)).any()  # partly overlapping histograms
+
+
+def _extreme_logits(s: int, n: int, k: int, shifted: bool) -> torch.Tensor:
+    """Logits (S, n, K) whose first rows hold the extremes: every draw certain (p = 1 and 0,
+    −∞ logits), every class tied (p = 1/K), two classes tied at the top and the rest −∞
+    (p = 1/2, on a bin's edge), logits near ±60 (Z near e^±62, the products of 8 of them near
+    e^±500), draws that all agree; with ``shifted`` one image's logits of +300, so that the
+    part is exponentiated less each draw's largest."""
+    g = torch.Generator().manual_seed(s)
+    z = 4 * torch.randn(s, n, k, generator=g)
+    z[:, 0] = -torch.inf
+    z[:, 0, 3] = 2.0
+    z[:, 1] = 2.5
+    z[:, 2] = -torch.inf
+    z[:, 2, 1] = z[:, 2, 5] = -1.0
+    z[:, 3] = 60 + 0.5 * torch.randn(s, k, generator=g)
+    z[:, 4] = -60 + 0.5 * torch.randn(s, k, generator=g)
+    z[:, 5] = z[:1, 5]
+    if shifted:
+        z[:, 6] = 300 + 4 * torch.randn(s, k, generator=g)
+    return z.float()
+
+
+@pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.parametrize("s", [1, 5, 6, 8, 400])
+@pytest.mark.parametrize("chains", ["one chain", "four chains", "interleaved", "members"])
+def test_scores_of_logits_are_the_uncertainty_modules_at_the_extremes(chains, s, shifted):
+    """The logits' path (Σ_s log Z_s from products of up to 8 draws' Z, the bins in int32)
+    against the uncertainty module's definitions on the float64 softmax of the same logits:
+    each score within 1e-12, the overlap the same bits, p̄ within 1e-12, each chain's
+    prediction the arg-max of its own mean (ties: the first class), and the entropies of draws
+    that are all certain exactly 0. S = 1, 5, 6, 8 and 400 draws fold
+    their normalisers' products 0, 0, 1, 3 and 3 times."""
+    k, n = 8, 40
+    ids = {"one chain": torch.zeros(s, dtype=torch.long), "four chains": torch.arange(s) * 4 // s,
+           "interleaved": torch.arange(s) % 4, "members": torch.arange(s)}[chains]
+    z = _extreme_logits(s, n, k, shifted)
+    mean, scores, chain_preds = PartScorer(ids, k, n).score(z, logits=True)
+    d = torch.softmax(z.double(), -1)
+    assert d[0, 0, 3] == 1 and d[0, 2, 1] == 0.5  # the extremes are what they say
+    np.testing.assert_allclose(mean.numpy(), d.mean(0).numpy(), rtol=0, atol=1e-12)
+    expected = {"total": predictive_entropy(d), "aleatoric": expected_entropy(d),
+                "epistemic": mutual_information(d), "epistemic_variance": variance_decomposition(d).epistemic_sum,
+                "one_minus_max_prob": 1 - d.mean(0).max(-1).values}
+    for row, key in zip(scores, SCORES, strict=True):
+        if key in expected:
+            np.testing.assert_allclose(row.numpy(), expected[key].numpy(), rtol=0, atol=1e-12, err_msg=key)
+    # every draw certain of one class: 0 exactly, but the variance, whose Σ p² is a squared
+    # norm, sqrt(S)², a few 1e-16 from S
+    for key in ("total", "aleatoric", "epistemic", "one_minus_max_prob"):
+        assert scores[SCORES.index(key)][0] == 0.0, key
+    assert 0 <= scores[SCORES.index("epistemic_variance")][0] < 1e-15
+    assert torch.equal(scores[SCORES.index("top_two_overlap")], top_two_overlap(d).double())
+    assert scores[SCORES.index("top_two_overlap")][2] == 1.0  # two classes at 1/2 in every draw: one bin
+    if s > 1:
+        assert scores[SCORES.index("epistemic")][5] < 1e-14  # draws that agree
+    own = torch.stack([d[ids == c].mean(0).argmax(-1) for c in torch.unique(ids)])
+    assert torch.equal(chain_preds, own)
