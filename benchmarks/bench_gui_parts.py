@@ -45,7 +45,15 @@ RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 PARTS = (
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseMoveEvent"),
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseReleaseEvent"),
+    ("  the ink's segment drawn (and what it sets off)", "app.views.canvas", "DrawingCanvas", "_draw_to"),
+    ("  the window's request path (input read, judged, shown)", "app.main", "MainWindow", "_apply_input"),
     ("  drawing read as the model's 28×28 input", "app.views.modes", "DrawPanel", "current_input"),
+    ("  input set in the workspace", "app.workspace", "Workspace", "set_input"),
+    ("  request made (columns listed, timers)", "app.controllers.judging", "JudgingController",
+     "request_predictions"),
+    ("  result handed on (signals to the workspace)", "app.controllers.inference", "InferenceController",
+     "_on_worker_returned"),
+    ("  predictions set in the workspace", "app.workspace", "Workspace", "set_predictions"),
     ("  what the model sees shown", "app.views.input_side", "InputSide", "show_seen"),
     ("  worker started", "app.controllers.inference", "InferenceController", "_start"),
     ("engine on the window's thread", "app.controllers.inference", None, "timed_predict_columns"),
@@ -62,6 +70,19 @@ PARTS = (
     ("verdicts painted", "app.views.rich_lines", "RichLines", "paintEvent"),
     ("canvas and preview painted", "app.views.canvas", "DrawingCanvas", "paintEvent"),
     ("canvas and preview painted", "app.views.preview", "PreviewView", "paintEvent"),
+)
+
+#: What a part spends outside the parts it calls, per update: (label, the part, the parts inside it).
+OUTSIDE = (
+    ("  the event outside the ink's segment (dispatch)", "canvas event (ink, model input, request)",
+     ("  the ink's segment drawn (and what it sets off)",)),
+    ("  the segment painted into the image, its signals", "  the ink's segment drawn (and what it sets off)",
+     ("  the window's request path (input read, judged, shown)",)),
+    ("  the request path outside its parts", "  the window's request path (input read, judged, shown)",
+     ("  drawing read as the model's 28×28 input", "  input set in the workspace",
+      "  request made (columns listed, timers)", "  what the model sees shown")),
+    ("  the request outside the engine and the columns", "  request made (columns listed, timers)",
+     ("engine on the window's thread", "columns fed their prediction", "  worker started")),
 )
 
 
@@ -205,7 +226,11 @@ def main() -> None:
         "  plots fed their numbers", *(f"    {cls.view_key} fed" for cls in INPUT_PLOTS)]
     for kind, updates in rows.items():
         print(kind)
-        for label in labels:
+        for u in updates:
+            for label, part, inside in OUTSIDE:
+                if part in u:
+                    u[label] = u[part] - sum(u.get(k, 0.0) for k in inside)
+        for label in labels + [label for label, *_ in OUTSIDE]:
             values = [u.get(label, 0.0) for u in updates]
             if any(values):
                 print(f"  {label:40s} {np.median(values):6.2f}  [{np.percentile(values, 10):6.2f}]"
