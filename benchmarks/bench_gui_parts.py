@@ -5,10 +5,13 @@ The real window is driven as ``bench_gui.py`` drives it (a press; a move 100 ms 
 16-draw preview; the release: the full count), and each update is timed from the mouse event
 until every column is drawn and painted. For each update it prints the processor time of the
 whole process and of the window's thread, and the window thread's share of each part: the
-canvas event (with, inside it, the model input made and the request: the engine when it runs
-on the window's thread, with its summaries and finite checks; the columns fed their prediction:
-headers, the plots' numbers, the verdict's words and layout, the conformal sets), the plots' and
-the verdicts' painting, and the parts of those. Medians, 10th and 90th percentiles over the
+canvas event (with, inside it, the ink's segment drawn, the window's request path, the model
+input made, the input and the predictions set in the workspace, the request and its result
+handed on: the engine when it runs on the window's thread, with its summaries and finite checks;
+the columns fed their prediction: headers, the plots' numbers, the verdict's words and layout,
+the conformal sets), the plots' and the verdicts' painting, and the parts of those; and what the
+canvas event's parts spend outside the parts they call (``OUTSIDE``: dispatch, signals,
+bookkeeping). Medians, 10th and 90th percentiles over the
 strokes. For the tail: how often each part ran (a second paint or layout would show), and, for
 the slowest quarter of the updates against the rest, the garbage collector's passes, page faults
 (an allocation burst) and the scheduler's switches of the window's thread; and for the slowest few
@@ -228,7 +231,7 @@ def main() -> None:
         print(kind)
         for u in updates:
             for label, part, inside in OUTSIDE:
-                if part in u:
+                if part in u and any(k in u for k in inside):
                     u[label] = u[part] - sum(u.get(k, 0.0) for k in inside)
         for label in labels + [label for label, *_ in OUTSIDE]:
             values = [u.get(label, 0.0) for u in updates]
