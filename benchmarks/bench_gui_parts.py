@@ -5,10 +5,13 @@ The real window is driven as ``bench_gui.py`` drives it (a press; a move 100 ms 
 16-draw preview; the release: the full count), and each update is timed from the mouse event
 until every column is drawn and painted. For each update it prints the processor time of the
 whole process and of the window's thread, and the window thread's share of each part: the
-canvas event (with, inside it, the model input made and the request: the engine when it runs
-on the window's thread, with its summaries and finite checks; the columns fed their prediction:
-headers, the plots' numbers, the verdict's words and layout, the conformal sets), the plots' and
-the verdicts' painting, and the parts of those. Medians, 10th and 90th percentiles over the
+canvas event (with, inside it, the ink's segment drawn, the window's request path, the model
+input made, the input and the predictions set in the workspace, the request and its result
+handed on: the engine when it runs on the window's thread, with its summaries and finite checks;
+the columns fed their prediction: headers, the plots' numbers, the verdict's words and layout,
+the conformal sets), the plots' and the verdicts' painting, and the parts of those; and what the
+canvas event's parts spend outside the parts they call (``OUTSIDE``: dispatch, signals,
+bookkeeping). Medians, 10th and 90th percentiles over the
 strokes. For the tail: how often each part ran (a second paint or layout would show), and, for
 the slowest quarter of the updates against the rest, the garbage collector's passes, page faults
 (an allocation burst) and the scheduler's switches of the window's thread; and for the slowest few
@@ -45,7 +48,15 @@ RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 PARTS = (
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseMoveEvent"),
     ("canvas event (ink, model input, request)", "app.views.canvas", "DrawingCanvas", "mouseReleaseEvent"),
+    ("  the ink's segment drawn (and what it sets off)", "app.views.canvas", "DrawingCanvas", "_draw_to"),
+    ("  the window's request path (input read, judged, shown)", "app.main", "MainWindow", "_apply_input"),
     ("  drawing read as the model's 28×28 input", "app.views.modes", "DrawPanel", "current_input"),
+    ("  input set in the workspace", "app.workspace", "Workspace", "set_input"),
+    ("  request made (columns listed, timers)", "app.controllers.judging", "JudgingController",
+     "request_predictions"),
+    ("  result handed on (signals to the workspace)", "app.controllers.inference", "InferenceController",
+     "_on_worker_returned"),
+    ("  predictions set in the workspace", "app.workspace", "Workspace", "set_predictions"),
     ("  what the model sees shown", "app.views.input_side", "InputSide", "show_seen"),
     ("  worker started", "app.controllers.inference", "InferenceController", "_start"),
     ("engine on the window's thread", "app.controllers.inference", None, "timed_predict_columns"),
@@ -62,6 +73,19 @@ PARTS = (
     ("verdicts painted", "app.views.rich_lines", "RichLines", "paintEvent"),
     ("canvas and preview painted", "app.views.canvas", "DrawingCanvas", "paintEvent"),
     ("canvas and preview painted", "app.views.preview", "PreviewView", "paintEvent"),
+)
+
+#: What a part spends outside the parts it calls, per update: (label, the part, the parts inside it).
+OUTSIDE = (
+    ("  the event outside the ink's segment (dispatch)", "canvas event (ink, model input, request)",
+     ("  the ink's segment drawn (and what it sets off)",)),
+    ("  the segment painted into the image, its signals", "  the ink's segment drawn (and what it sets off)",
+     ("  the window's request path (input read, judged, shown)",)),
+    ("  the request path outside its parts", "  the window's request path (input read, judged, shown)",
+     ("  drawing read as the model's 28×28 input", "  input set in the workspace",
+      "  request made (columns listed, timers)", "  what the model sees shown")),
+    ("  the request outside the engine and the columns", "  request made (columns listed, timers)",
+     ("engine on the window's thread", "columns fed their prediction", "  worker started")),
 )
 
 
@@ -205,7 +229,11 @@ def main() -> None:
         "  plots fed their numbers", *(f"    {cls.view_key} fed" for cls in INPUT_PLOTS)]
     for kind, updates in rows.items():
         print(kind)
-        for label in labels:
+        for u in updates:
+            for label, part, inside in OUTSIDE:
+                if part in u and any(k in u for k in inside):
+                    u[label] = u[part] - sum(u.get(k, 0.0) for k in inside)
+        for label in labels + [label for label, *_ in OUTSIDE]:
             values = [u.get(label, 0.0) for u in updates]
             if any(values):
                 print(f"  {label:40s} {np.median(values):6.2f}  [{np.percentile(values, 10):6.2f}]"

@@ -31,6 +31,9 @@ class DrawingCanvas(QWidget):
         self._image.fill(0)
         self._undo: list[QImage] = []
         self._last: QPointF | None = None
+        self._revision = 0  # counts the changes of the ink (see revision)
+        # the ink's largest grey level per row and per column, and the revision they were read at
+        self._maxima: tuple[int, np.ndarray, np.ndarray] | None = None
         self.brush_size = 22
         self.setMinimumSize(QSize(self.SIDE, self.SIDE))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -42,6 +45,12 @@ class DrawingCanvas(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     # -------------------------------------------------------------- public API
+    @property
+    def revision(self) -> int:
+        """A number that changes whenever the ink does (a stroke's segment, undo, clear, an image
+        set): a reader that kept what it made of one revision keeps it while this stays."""
+        return self._revision
+
     def to_array(self) -> np.ndarray:
         """The drawing as float32 (SIDE, SIDE) in [0, 1], ink = 1."""
         return self._grey().astype(np.float32) / 255.0
@@ -52,18 +61,20 @@ class DrawingCanvas(QWidget):
         ink above its threshold, which lies inside this one, so it makes the same model input from
         it, bit for bit, without the whole 280×280 float copy and its checks (≈ 1 ms of every
         stroke event). A blank canvas gives one blank pixel (an empty drawing all the same)."""
-        grey = self._grey()
-        # the box from each row's and column's largest grey level: two passes over the drawing,
-        # no boolean copy of it (any() made one pass and a copy each)
-        rows, cols = np.flatnonzero(grey.max(1)), np.flatnonzero(grey.max(0))
+        row_max, col_max = self._ink_maxima()
+        rows, cols = np.flatnonzero(row_max), np.flatnonzero(col_max)
         if not len(rows):
             return np.zeros((1, 1), dtype=np.float32)
-        return grey[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
+        return self._grey()[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
 
-    def grey_levels(self) -> np.ndarray:
-        """The drawing's grey levels, uint8 (SIDE, SIDE), ink = 255: a view that the next stroke
-        changes (copy it to keep it)."""
-        return self._grey()
+    def _ink_maxima(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's and each column's largest grey level: two passes over the drawing (no
+        boolean copy of it), made once per revision for the ink's box (:meth:`ink_array`) and its
+        extent (:meth:`ink_extent`), which every stroke event asks for both."""
+        if self._maxima is None or self._maxima[0] != self._revision:
+            grey = self._grey()
+            self._maxima = (self._revision, grey.max(1), grey.max(0))
+        return self._maxima[1], self._maxima[2]
 
     def _grey(self) -> np.ndarray:
         """The drawing's grey levels, uint8 (SIDE, SIDE), a view of the image (no copy)."""
@@ -85,6 +96,7 @@ class DrawingCanvas(QWidget):
     def undo(self) -> None:
         if self._undo:
             self._image = self._undo.pop()
+            self._revision += 1
             self.update()
             self.drawing_changed.emit()
 
@@ -93,6 +105,7 @@ class DrawingCanvas(QWidget):
             return
         self._push_undo()
         self._image.fill(0)
+        self._revision += 1
         self.update()
         self.drawing_changed.emit()
 
@@ -109,6 +122,7 @@ class DrawingCanvas(QWidget):
         painter = QPainter(self._image)
         painter.drawImage((self.SIDE - scaled.width()) // 2, (self.SIDE - scaled.height()) // 2, scaled)
         painter.end()
+        self._revision += 1
         self.update()
         self.drawing_changed.emit()
 
@@ -132,6 +146,7 @@ class DrawingCanvas(QWidget):
         else:
             painter.drawLine(self._last, pos)
         painter.end()
+        self._revision += 1
         self._update_around(pos if self._last is None else self._last, pos, pen.widthF())
         self._last = pos
         self.drawing_changed.emit()
@@ -187,11 +202,11 @@ class DrawingCanvas(QWidget):
 
     def ink_extent(self) -> float:
         """The larger side of the ink's bounding box as a fraction of the canvas (0 if empty)."""
-        # above 0.1 of full ink: grey level 26 and up (25/255 = 0.098), read from the grey levels
-        # themselves (the float copy cost as much again on every stroke event)
-        grey = self._grey()
-        rows = np.flatnonzero(grey.max(1) >= 26)  # a row with a pixel of 26 or more
+        # above 0.1 of full ink: grey level 26 and up (25/255 = 0.098), read from the grey levels’
+        # maxima the ink's box was read from (the float copy cost as much again on every stroke event)
+        row_max, col_max = self._ink_maxima()
+        rows = np.flatnonzero(row_max >= 26)  # a row with a pixel of 26 or more
         if not len(rows):
             return 0.0
-        cols = np.flatnonzero(grey.max(0) >= 26)
+        cols = np.flatnonzero(col_max >= 26)
         return max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1) / self.SIDE

@@ -534,6 +534,42 @@ def test_the_canvas_reads_its_ink_from_the_grey_levels_as_from_the_float_drawing
         assert canvas.is_empty() == (not drawing.any())
 
 
+def test_the_ink_box_and_extent_follow_every_change_of_the_ink(qtbot):
+    """The ink's box and extent share the grey levels' maxima, read once per change of the ink:
+    after each segment, undo, clear and image set they are those of the drawing as it is then
+    (found here from the float drawing, at the thresholds 0 and 0.1)."""
+    canvas = DrawingCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(280, 280)
+
+    def check():
+        drawing = canvas.to_array()
+        box = np.flatnonzero(drawing.any(1)), np.flatnonzero(drawing.any(0))
+        cut = (np.zeros((1, 1), np.float32) if not len(box[0])
+               else drawing[box[0][0]:box[0][-1] + 1, box[1][0]:box[1][-1] + 1])
+        assert np.array_equal(canvas.ink_array(), cut)
+        ink = drawing > 0.1
+        extent = 0.0 if not ink.any() else max(
+            np.ptp(np.flatnonzero(ink.any(1))) + 1, np.ptp(np.flatnonzero(ink.any(0))) + 1) / canvas.SIDE
+        assert canvas.ink_extent() == extent
+
+    check()
+    revisions = [canvas.revision]
+    canvas._begin(QPointF(40, 40))
+    for x in (80, 160, 250):
+        check()
+        canvas._draw_to(QPointF(x, x / 2))
+        revisions.append(canvas.revision)
+    check()
+    canvas._end()
+    assert canvas.revision == revisions[-1]  # the stroke's end changes no ink
+    for change in (canvas.undo, lambda: canvas.set_array(np.eye(28, dtype=np.float32) * 0.3), canvas.clear):
+        change()
+        revisions.append(canvas.revision)
+        check()
+    assert len(set(revisions)) == len(revisions)
+
+
 def test_the_model_input_from_the_ink_box_is_the_one_from_the_whole_drawing(qtbot):
     """The Draw tab hands the preprocessing only the box around the drawing's ink (any grey level
     above 0): the same 28×28 input bit for bit as from the whole float drawing, for strokes drawn
