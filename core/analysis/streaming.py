@@ -49,9 +49,14 @@ STEP_BYTES = 96 << 20
 #: (1.07 of the minima, 0.99 of the medians).
 FORWARD_BYTES = 2 << 20
 #: Blocks' worth of memory a run that draws at prediction may hold: one block's buffers and
-#: what the allocator keeps of the blocks before it (measured: the rise of the process's peak
-#: was 2.4-3x one block's buffers for D-SGHMC's input masks and MC dropout on the face tier,
-#: and one block's with a fixed mmap threshold, ``MALLOC_MMAP_THRESHOLD_``).
+#: what the allocator keeps of the blocks before it, whether they were in its step or in the
+#: steps before (measured: the rise of the process's peak was 2.4-3x one block's buffers for
+#: D-SGHMC's input masks and MC dropout on the face tier, and up to 2.5x for MC dropout on the
+#: paper tier, whose steps are one block each; one block's with a fixed mmap threshold,
+#: ``MALLOC_MMAP_THRESHOLD_``). glibc serves these buffers (12 MB each for the paper tier's
+#: MC dropout) from its heap, not by mmap, once a larger block has been freed (loading MNIST
+#: raises the threshold to 28-30 MB, its 10,000 images in float32), keeps the freed ones there,
+#: and lays out each block's anew around them.
 ALLOCATOR_HOLD = 3
 
 
@@ -205,8 +210,8 @@ def evaluation_step_bytes(posterior: Posterior, num_samples: int, block: int, im
     predicts a step block by block into one buffer of the step's probabilities; a block's
     own buffers (masks, masked copies of the inputs, drawn outputs) are freed before the
     next, but the allocator keeps freed buffers in its heap for reuse (glibc's dynamic mmap
-    threshold), so the process holds up to :data:`ALLOCATOR_HOLD` blocks' worth, never more
-    than the step's blocks and one."""
+    threshold), those of earlier steps as well as those of the step's earlier blocks, so the
+    process holds up to :data:`ALLOCATOR_HOLD` blocks' worth, never more than the run's blocks."""
     fixed = draws_fixed(posterior)
     step = min(step_images(posterior, num_samples, block, fixed), max(images, 1))
     k = posterior.num_classes
@@ -218,7 +223,7 @@ def evaluation_step_bytes(posterior: Posterior, num_samples: int, block: int, im
     one = min(block, step)
     weights = posterior.prediction_bytes(num_samples, 0)
     drawn = posterior.prediction_bytes(num_samples, one) - weights + 4.0 * num_samples * k * one
-    held = min(ALLOCATOR_HOLD, math.ceil(step / one) + 1)
+    held = min(ALLOCATOR_HOLD, math.ceil(max(images, 1) / one))
     return weights + held * drawn + 4.0 * num_samples * k * step + scoring
 
 
