@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTabletEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -163,9 +163,11 @@ class DrawingCanvas(QWidget):
     def _begin(self, pos: QPointF, pressure: float = 1.0) -> None:
         self._push_undo()
         self._last = None
+        _keep_every_move(True)
         self._draw_to(self._to_image(pos), pressure)
 
     def _end(self) -> None:
+        _keep_every_move(False)
         if self._last is not None:
             self._last = None
             self.stroke_finished.emit()
@@ -210,3 +212,28 @@ class DrawingCanvas(QWidget):
             return 0.0
         cols = np.flatnonzero(col_max >= 26)
         return max(rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1) / self.SIDE
+
+
+#: Whether Qt folded queued mouse moves into the last one before a stroke began (see _keep_every_move).
+_folding_before: bool | None = None
+
+
+def _keep_every_move(keep: bool) -> None:
+    """While a stroke is drawn, every mouse move the window system reports reaches the canvas.
+
+    By default Qt folds the moves that queue up while the window is busy into the newest one
+    (``AA_CompressHighFrequencyEvents``, on X11): a stroke drawn faster than the window judges it
+    then became straight lines between the moves that got through, so the digit judged was not
+    the one drawn (seen on a real window: a 7 drawn in one burst of moves came out as one
+    diagonal line). Each move only draws its segment (the input is read at most once per
+    tick), so keeping them all costs little; the folding is restored when the stroke ends, for
+    the window's resizes and moves, which it also folds."""
+    global _folding_before
+    flag = Qt.ApplicationAttribute.AA_CompressHighFrequencyEvents
+    if keep:
+        if _folding_before is None:
+            _folding_before = QCoreApplication.testAttribute(flag)
+        QCoreApplication.setAttribute(flag, False)
+    elif _folding_before is not None:
+        QCoreApplication.setAttribute(flag, _folding_before)
+        _folding_before = None

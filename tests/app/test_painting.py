@@ -151,6 +151,38 @@ def test_a_strokes_segment_repaints_the_canvas_only_and_the_screen_shows_it(qtbo
                           _pixels(canvas.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)))
 
 
+@pytest.mark.parametrize("folding", [True, False])
+def test_a_stroke_keeps_every_mouse_move_and_gives_the_folding_back_when_it_ends(qtbot, folding):
+    """Qt folds the mouse moves that queue up while the window is busy into the newest one
+    (X11): during a stroke that drew a burst of moves as one straight line, not the digit drawn.
+    A stroke turns the folding off for its moves and gives back the setting it found, also for
+    a pen's stroke; a move without a stroke changes nothing."""
+    from PySide6.QtCore import QCoreApplication
+
+    flag = Qt.ApplicationAttribute.AA_CompressHighFrequencyEvents
+    before = QCoreApplication.testAttribute(flag)
+    QCoreApplication.setAttribute(flag, folding)
+    try:
+        canvas = DrawingCanvas()
+        qtbot.addWidget(canvas)
+        canvas.show()
+        qtbot.waitExposed(canvas)
+        QTest.mouseMove(canvas, QPoint(50, 50))
+        assert QCoreApplication.testAttribute(flag) is folding
+        QTest.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(100, 100))
+        assert QCoreApplication.testAttribute(flag) is False
+        QTest.mouseMove(canvas, QPoint(140, 160))
+        assert QCoreApplication.testAttribute(flag) is False
+        QTest.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=QPoint(140, 160))
+        assert QCoreApplication.testAttribute(flag) is folding
+        canvas._begin(QPointF(10, 10), 0.8)  # a pen's stroke takes the same two steps
+        assert QCoreApplication.testAttribute(flag) is False
+        canvas._end()
+        assert QCoreApplication.testAttribute(flag) is folding
+    finally:
+        QCoreApplication.setAttribute(flag, before)
+
+
 @pytest.mark.parametrize(("shape", "target", "clip"), [
     ((28, 28), QRectF(6, 6, 140, 140), None),  # what the model sees
     ((10, 10, 3), QRectF(20.3, 10.7, 151.4, 151.4), QRect(15, 5, 200, 160)),  # a class correlation, clipped
