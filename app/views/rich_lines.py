@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 from PySide6.QtCore import QEvent, QPointF, QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QRegion, QTextCharFormat, QTextLayout
@@ -18,9 +19,16 @@ from PySide6.QtWidgets import QWidget
 Run = tuple[str, str]
 #: A paragraph: its runs and its colour (None: the text colour); it wraps at the widget's width.
 Paragraph = tuple[tuple[Run, ...], "str | tuple[int, int, int] | None"]
-#: A laid-out paragraph's place: its layout, the heights it starts and ends at, and the rows it
-#: covers (at least one) across the widget's width.
-Band = tuple[QTextLayout, tuple[float, float], QRect]
+
+
+class Band(NamedTuple):
+    """A laid-out paragraph's place: its layout, the heights it starts and ends at, and the rows
+    it covers (at least one) across the widget's width."""
+
+    layout: QTextLayout
+    top: float
+    end: float
+    rows: QRect
 
 
 class RichLines(QWidget):
@@ -51,7 +59,7 @@ class RichLines(QWidget):
         self._paragraphs: tuple[Paragraph, ...] = ()
         self._pending: frozenset[int] = frozenset()
         # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
-        self._laid_out: tuple[int, list[tuple[QTextLayout, float]], float, list[Band]] | None = None
+        self._laid_out: tuple[int, list[Band], float] | None = None
         self._font_described: str | None = None
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
@@ -76,16 +84,15 @@ class RichLines(QWidget):
         # repainted: a stroke changes the numbers of a line or two, and drawing text costs most of
         # the verdict's paint. A band is the same where its layout, its heights and its fading
         # are (bands lie one below the other, so an unchanged band keeps its index).
-        self._layouts(width)
-        new, old = self._laid_out[3], before[3]
+        new, old = self._layouts(width)[0], before[1]
         spans: list[list[int]] = []
         for i in range(max(len(old), len(new))):
             was = old[i] if i < len(old) else None
             now = new[i] if i < len(new) else None
-            if (was is not None and now is not None and was[0] is now[0] and was[1] == now[1]
-                    and (i in pending_before) == (i in pending)):
+            if (was is not None and now is not None and was.layout is now.layout and was.top == now.top
+                    and was.end == now.end and (i in pending_before) == (i in pending)):
                 continue
-            spans.extend([band[2].top(), band[2].bottom() + 1] for band in (was, now) if band is not None)
+            spans.extend([band.rows.top(), band.rows.bottom() + 1] for band in (was, now) if band is not None)
         if spans:
             self.update(_region(spans, width))
 
@@ -112,27 +119,24 @@ class RichLines(QWidget):
     def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
         return int(self._layouts(width)[1] + 0.999)
 
-    def _layouts(self, width: int) -> tuple[list[tuple[QTextLayout, float]], float]:
-        """Each paragraph's layout with the height it starts at, and the height of all. A
+    def _layouts(self, width: int) -> tuple[list[Band], float]:
+        """Each paragraph's band (its layout and where it lies), and the height of all. A
         paragraph laid out at this width for the text before is reused: a stroke changes the
         numbers of a line or two, while the conformal and credible sets and the preview's note
         stay as they were."""
         if self._laid_out is not None and self._laid_out[0] == width:
             return self._laid_out[1], self._laid_out[2]
-        kept, placed, y, font = self._kept, [], 0.0, self._font_key()
+        kept, bands, y, font = self._kept, [], 0.0, self._font_key()
         for paragraph in self._paragraphs:
             key = (paragraph, width, font)
             laid = kept.pop(key, None) or self._lay_out(paragraph, width)
             kept[key] = laid  # the most recently used last
-            placed.append((laid[0], y))
-            y += laid[1]
+            top, y = y, y + laid[1]
+            bands.append(Band(laid[0], top, y, QRect(0, math.floor(top), width, max(1, math.ceil(y) - math.floor(top)))))
         while len(kept) > self.KEPT:
             kept.pop(next(iter(kept)))
-        ends = [top for _, top in placed[1:]] + [y] if placed else []
-        bands = [(layout, (top, end), QRect(0, math.floor(top), width, max(1, math.ceil(end) - math.floor(top))))
-                 for (layout, top), end in zip(placed, ends, strict=True)]
-        self._laid_out = (width, placed, y, bands)
-        return placed, y
+        self._laid_out = (width, bands, y)
+        return bands, y
 
     def _font_key(self) -> str:
         """The font's description, kept until the font changes (``QFont.key`` builds a string on
@@ -173,8 +177,7 @@ class RichLines(QWidget):
         # the painter is clipped to what needs painting: a paragraph outside it is skipped, also
         # one between two changed paragraphs (the region, not its bounding rectangle)
         shown, pending, opacity = event.region(), self._pending, 1.0
-        placed, _ = self._layouts(self.width())
-        for i, ((layout, top), (_, _, rows)) in enumerate(zip(placed, self._laid_out[3], strict=True)):
+        for i, (layout, top, _, rows) in enumerate(self._layouts(self.width())[0]):
             if shown.intersects(rows):
                 # a pending paragraph keeps its layout and is only painted fainter: no new shaping
                 faded = self.PENDING_OPACITY if i in pending else 1.0

@@ -234,9 +234,9 @@ def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
                           ((("Uncertain:", "b"), (" <i>x</i> and y overlap (0.52)", "")), "#b2182b")])
     assert lines.text() == "Reads <b>cats & dogs</b>: p̄ 0.70\nUncertain: <i>x</i> and y overlap (0.52)"
     placed, _ = lines._layouts(400)
-    layouts = [layout for layout, _ in placed]
+    layouts = [band.layout for band in placed]
     assert [layout.text() for layout in layouts] == lines.text().split("\n")
-    assert placed[0][1] == 0 and placed[1][1] == layouts[0].boundingRect().height()  # one below the other
+    assert placed[0].top == 0 and placed[1].top == layouts[0].boundingRect().height()  # one below the other
     bold = layouts[0].formats()[0]
     assert (bold.start, bold.length, bold.format.fontWeight()) == (6, 18, QFont.Weight.Bold)
     wide, narrow = lines.heightForWidth(400), lines.heightForWidth(60)
@@ -251,7 +251,7 @@ def test_rich_lines_show_text_as_written_and_wrap_to_the_width(qtbot):
     # a new text lays out only its new paragraphs (issue 49): the unchanged second line is reused
     lines.set_paragraphs([((("Reads ", ""), ("x", "b"), (": p̄ 0.71", "")), None), lines.paragraphs[1]])
     again, _ = lines._layouts(60)
-    assert again[1][0] is placed_narrow[1][0] and again[0][0] is not placed_narrow[0][0]
+    assert again[1].layout is placed_narrow[1].layout and again[0].layout is not placed_narrow[0].layout
 
 
 def test_a_new_verdict_repaints_the_verdict_only(qtbot):
@@ -427,7 +427,7 @@ def test_a_verdict_repaints_only_the_paragraphs_that_changed_and_shows_what_a_fu
     qtbot.wait(100)
     painted, _spy = watch_paints((lines,), lambda watched, event: event.region().boundingRect())
     placed, _ = lines._layouts(lines.width())
-    second, third = placed[1][1], placed[2][1]
+    second, third = placed[1].top, placed[2].top
     lines.set_paragraphs([paragraphs[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), *paragraphs[2:]])
     qtbot.waitUntil(lambda: bool(painted), timeout=2000)
     assert painted[0].top() <= second and painted[0].bottom() < third + 1  # the second paragraph's band only
@@ -468,7 +468,7 @@ def test_a_paragraph_between_two_changed_ones_is_not_drawn_again(qtbot):
 
     def spied(self, width):
         placed, height = original(self, width)
-        for layout, _ in placed:
+        for layout, *_ in placed:
             text = layout.text()
             layout.draw = lambda painter, at, _layout=layout, _text=text: (drawn.append(_text),
                                                                          type(_layout).draw(_layout, painter, at))
