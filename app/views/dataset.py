@@ -166,7 +166,6 @@ class DatasetView(DatasetRun, QWidget):
         second = QHBoxLayout()
         second.addWidget(self.evaluate_button)
         second.addWidget(self.cancel_button)
-        second.addWidget(self.progress, 2)
         second.addStretch(1)
         histogram_label = QLabel("Histograms of")
         histogram_label.setToolTip(self.score.toolTip())
@@ -201,7 +200,12 @@ class DatasetView(DatasetRun, QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(self.sets.row)
         layout.addLayout(second)
-        layout.addWidget(self.status)  # a line of its own: it wraps at the tab's width, not beside a bar
+        # the bar, shown during a run, starts the status's line: in the row of buttons its width
+        # took a 1024-pixel window to 1101 pixels for as long as a run lasted; the words wrap beside it
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.progress)
+        status_row.addWidget(self.status, 1)
+        layout.addLayout(status_row)
         layout.addWidget(self.sets_note)
         layout.addWidget(self.splitter, 1)
         workspace.columns_changed.connect(self._on_workspace_columns_changed)

@@ -446,6 +446,25 @@ def test_the_window_fits_a_1024_by_680_screen_on_every_tab(qtbot, monkeypatch, s
     qtbot.waitUntil(lambda: win.width() == 1024 and win.height() == 680)
 
 
+def test_the_window_keeps_a_1024_pixel_width_while_a_run_shows_its_progress(qtbot, monkeypatch, shared_data):
+    """The progress bar, shown only during a run, sat in the row of buttons: a 1024 × 680 window
+    grew to 1101 pixels wide for as long as a run lasted (and a resize asked meanwhile was held at
+    that width)."""
+    win = open_dataset_tab(qtbot, monkeypatch, shared_data, size=(1024, 680))
+    view = win.dataset_view
+    from core.outputs import evaluation_cache
+
+    monkeypatch.setattr(evaluation_cache, "run_evaluation", slow_evaluation([]))
+    view.set_choice("mnist-test", "notmnist", IMAGES, SAMPLES)
+    assert view.evaluate()
+    qtbot.waitUntil(lambda: view.progress.isVisible() and view.progress.value() > 100)
+    qtbot.wait(50)  # the layout's new minimum applied
+    hint = win.minimumSizeHint()
+    assert hint.width() <= 1024 and hint.height() <= 680, hint
+    assert (win.width(), win.height()) == (1024, 680)
+    view.cancel(quiet=True)
+
+
 def slow_evaluation(started: list[str]):
     """A stand-in for run_evaluation that never ends on its own: a stream of progress records
     (the faces' description first for the faces test split), as fast as the GUI takes them."""
