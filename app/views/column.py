@@ -180,8 +180,8 @@ class ColumnView(QFrame):
     """
 
     remove_requested = Signal(str)
-    #: The column's width changed: the window lines its title up with the other columns' titles.
-    title_resized = Signal()
+    #: The column's width changed: the row lines its title and verdict up with the other columns'.
+    width_changed = Signal()
     diagnostics_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
@@ -259,6 +259,7 @@ class ColumnView(QFrame):
         # shrank as a note line came and went would re-lay out and repaint every plot below.
         self._longest = max(class_names, key=len)
         self._verdict_room = RichLines()  # never shown: the longest verdict, for its height
+        self._row_verdict_room = 0  # the tallest verdict room of the row (set_verdict_room)
         self.reserve_reference_room(False)
 
         self._failed = False  # the verdict holds a failure's sentence
@@ -290,13 +291,13 @@ class ColumnView(QFrame):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():
-            self.title_resized.emit()
         width = self._verdict_holder.width()
         if width > 0 and width != getattr(self, "_verdict_width", None):
             self._verdict_width = width
             self._fit_verdict()
             self._fit_warning()
+        if event.size().width() != event.oldSize().width():
+            self.width_changed.emit()  # the row gives every column the room of its tallest title and verdict
 
     @property
     def has_warning(self) -> bool:
@@ -346,12 +347,26 @@ class ColumnView(QFrame):
                 heights.append(self._warning_room.heightForWidth(width))
             self.convergence.setFixedHeight(max(heights) + 2)
 
+    def verdict_room_height(self) -> int:
+        """The height the longest verdict needs at this column's width (0 before it has one)."""
+        width = self._verdict_holder.width()
+        return self._verdict_room.heightForWidth(width) + 2 if width > 0 else 0
+
+    def set_verdict_room(self, height: int) -> None:
+        """Give the verdict at least ``height`` (the row's tallest room): columns a pixel apart in
+        width can wrap the longest verdict to a different number of lines, and their plots then
+        started 14 pixels apart (five face columns at 1600 pixels)."""
+        if height != self._row_verdict_room:
+            self._row_verdict_room = height
+            self._fit_verdict()
+
     def _fit_verdict(self) -> None:
-        """The verdict's room for this width; a failure's longer sentence gets the room it needs."""
+        """The verdict's room for this width, at least the row's; a failure's longer sentence gets
+        the room it needs."""
         width = self._verdict_holder.width()
         if width <= 0:
             return
-        height = self._verdict_room.heightForWidth(width) + 2
+        height = max(self.verdict_room_height(), self._row_verdict_room)
         if self._failed:
             height = max(height, self.verdict.heightForWidth(width) + 2)
         if self._verdict_holder.height() != height:

@@ -95,7 +95,7 @@ class ColumnsPanel(QScrollArea):
                 view.export_requested.connect(self.export_requested)
                 view.diagnostics_requested.connect(self.diagnostics_requested)
                 view.help_requested.connect(self.help_requested)
-                view.title_resized.connect(self.align_titles)
+                view.width_changed.connect(self.align_heads)
                 view.labels_fitted.connect(self._align_labels_soon)
                 self.views[column.key] = view
             self.row.removeWidget(view)
@@ -110,7 +110,7 @@ class ColumnsPanel(QScrollArea):
         for view in self.views.values():
             view.reserve_warning_room(reserve)
             view.reserve_reference_room(marked)
-        self.align_titles()
+        self.align_heads()
         self.align_labels()
         self.empty_note.setVisible(not keys)
 
@@ -120,7 +120,7 @@ class ColumnsPanel(QScrollArea):
             view = self.views.get(column.key)
             if view is not None:
                 view.set_header(column, workspace.num_samples, trusted_for(workspace, column))
-        self.align_titles()  # a title's draw count may wrap it to another number of lines
+        self.align_heads()  # a title's draw count may wrap it to another number of lines
 
     def show_prediction(self, workspace: Workspace, key: str) -> None:
         """Draw the column ``key``'s latest prediction, with its tier's reference marked; while
@@ -196,13 +196,16 @@ class ColumnsPanel(QScrollArea):
             for plot in plots:
                 plot.set_row_choices(agreed)
 
-    def align_titles(self) -> None:
-        """Every column's title gets the room of the tallest: a title that wraps to three lines
-        in a narrow column would otherwise start its plots below its neighbours'."""
+    def align_heads(self) -> None:
+        """Every column's title and verdict get the room of the row's tallest: a title that wraps
+        to three lines in a narrow column, or a verdict room a line taller, would otherwise start
+        its plots below its neighbours'."""
         views = list(self.views.values())
         height = max((view.title_height() for view in views), default=0)
+        room = max((view.verdict_room_height() for view in views), default=0)
         for view in views:
             view.set_title_room(height)
+            view.set_verdict_room(room)
 
 
 class ColumnsBar(QWidget):

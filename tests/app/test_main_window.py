@@ -509,6 +509,20 @@ def test_a_new_prediction_repaints_the_plots_without_re_laying_out_the_column(qt
         assert [plot.size() for plot in plots] == sizes
 
 
+def test_the_columns_plots_start_at_one_height_at_every_window_width(qtbot, window):
+    """Columns a pixel apart in width wrapped the longest verdict (the room every verdict keeps)
+    to different numbers of lines: five face columns at 1600 pixels started their plots 14
+    pixels apart, two and three."""
+    starts = {}
+    for width in range(1100, 1700, 7):
+        window.resize(width, 860)
+        qtbot.waitUntil(lambda width=width: window.width() == width)
+        qtbot.wait(5)
+        views = window.column_views.values()
+        starts[width] = {view.plots["histograms"].mapTo(window, QPoint(0, 0)).y() for view in views}
+    assert {w: s for w, s in starts.items() if len(s) > 1} == {}
+
+
 def test_a_one_draw_column_shows_no_interval_and_no_epistemic_value(qtbot, window):
     """A MAP has one draw: an interval from it and an epistemic 0.000 would state what was never
     measured (its mutual information is 0 by construction), so both read n/a."""
