@@ -411,7 +411,7 @@ class MainWindow(FileOpening, QMainWindow):
             self.judging.request_predictions(preview=self._in_motion())
         self.input_side.show_seen(preview, panel.note(), face=panel is self.face_panel, shown=image is not None,
                                   photo=photo, sizes=sizes, photos=panel is self.image_panel and self.image_panel.photos)
-        self.input_label.setText(f"Judging {label}" if image is not None else "")
+        self.input_label.setText(f"The columns judge {label}" if image is not None else "")
         if image is None:
             self.columns_scroll.clear_columns(self._empty_message())
 
