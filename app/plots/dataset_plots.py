@@ -43,12 +43,32 @@ def class_members(name: str) -> str:
     return f"the faces aged {name}" if short_class_name(name) != name else f"the {name}s"
 
 
+#: A legend entry's width besides its label's: pyqtgraph's sample (20 px), the spacing to the
+#: label and to the next entry (2 px each); and the legend's margin at each side.
+LEGEND_SAMPLE_WIDTH = 24
+LEGEND_MARGIN = 2
+
+
+def legend_below(item: pg.PlotItem) -> pg.LegendItem:
+    """A legend in a row of its own under the plot's bottom label: never over the data (inside
+    the plot its pale ground hid the tops of the histograms' bars and stretches of the curves),
+    and part of the plot in every export. Its entries take as many to a row as fit the plot's
+    width (:meth:`DatasetPlot.fit_legend`), so it never widens the plot."""
+    legend = pg.LegendItem(labelTextSize="7pt", horSpacing=2, verSpacing=-6, frame=False)
+    legend.layout.setContentsMargins(LEGEND_MARGIN, 0, LEGEND_MARGIN, 0)
+    legend.setMinimumWidth(0)
+    item.layout.addItem(legend, 4, 1)
+    item.layout.setAlignment(legend, Qt.AlignmentFlag.AlignHCenter)
+    return legend
+
+
 class DatasetPlot(CompactPlot):
     """Base of the data-set plots: a title, a tooltip, and a context menu that exports the view."""
 
     export_requested = Signal(str)
     view_key: ClassVar[str]
     tooltip: ClassVar[str]
+    legend: pg.LegendItem | None = None  # under the plot (legend_below), fitted to its width
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +82,26 @@ class DatasetPlot(CompactPlot):
         menu.addAction("Export this view for every column (PNG, SVG, CSV, JSON)…",
                        lambda: self.export_requested.emit(self.view_key))
         menu.exec(self.mapToGlobal(pos))
+
+    def resizeEvent(self, event=None) -> None:  # noqa: N802 (Qt override; pyqtgraph calls it with None)
+        self.fit_legend(None if event is None else event.size().width())
+        super().resizeEvent(event)
+
+    def fit_legend(self, width: int | None = None) -> None:
+        """As many of the legend's entries to a row as fit ``width`` (the plot's), one at least."""
+        if self.legend is None or not self.legend.items:
+            return
+        left = self.getPlotItem().getAxis("left")  # the legend lies under the data, right of this axis
+        room = (self.width() if width is None else width) - (left.width() if left.isVisible() else 0) - 4
+        room -= 2 * LEGEND_MARGIN
+        entries = [LEGEND_SAMPLE_WIDTH + label.minimumWidth() for _, label in self.legend.items]
+        columns = len(entries)
+        while columns > 1:
+            rows = [entries[i : i + columns] for i in range(0, len(entries), columns)]
+            if sum(max(row[c] for row in rows if c < len(row)) for c in range(columns)) <= room:
+                break
+            columns -= 1
+        self.legend.setColumnCount(columns)
 
     def view_point(self, scene_pos: QPointF) -> QPointF:
         return self.getPlotItem().getViewBox().mapSceneToView(scene_pos)
@@ -295,11 +335,13 @@ class RejectionPlot(DatasetPlot):
         item.setLabel("left", "accuracy %")
         item.setXRange(0, 95, padding=0.01)
         item.showGrid(x=True, y=True, alpha=0.2)
-        # over the curves, on a pale ground so that a curve beneath never runs through the words
-        item.addLegend(offset=(-5, -5), labelTextSize="7pt", verSpacing=-8, brush=pg.mkBrush(255, 255, 255, 210))
-        self.curves = {score: item.plot([], [], pen=pg.mkPen(UNCERTAINTY[score], width=2), name=score)
-                       for score in REJECTION_SCORES}
-        self.oracle = item.plot([], [], pen=pg.mkPen(MEAN, width=1, style=Qt.PenStyle.DotLine), name="best")
+        self.legend = legend_below(item)
+        self.curves = {score: item.plot([], [], pen=pg.mkPen(UNCERTAINTY[score], width=2)) for score in REJECTION_SCORES}
+        self.oracle = item.plot([], [], pen=pg.mkPen(MEAN, width=1, style=Qt.PenStyle.DotLine))
+        for score, curve in self.curves.items():
+            self.legend.addItem(curve, score)
+        self.legend.addItem(self.oracle, "best")
+        self.fit_legend()
 
     def show_column(self, column: ColumnViews) -> None:
         lowest = 100.0
@@ -340,11 +382,7 @@ class OodHistogramPlot(DatasetPlot):
         self.marker = pg.PlotDataItem([], [], pen=pg.mkPen(MEAN, width=2))
         for it in (self.test_bars, self.ood_bars, self.marker):
             item.addItem(it)
-        # which colour is which set: the sets' names (set_set_names), top right, over the bars
-        self.legend = pg.LegendItem(offset=(-5, 2), labelTextSize="7pt", verSpacing=-6,
-                                    brush=pg.mkBrush(255, 255, 255, 210))
-        self.legend.setParentItem(item.getViewBox())
-        self.legend.setZValue(10)
+        self.legend = legend_below(item)  # which colour is which set (set_set_names)
         self.set_set_names("test set", None)
         self.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
@@ -354,6 +392,7 @@ class OodHistogramPlot(DatasetPlot):
         self.legend.addItem(self.test_bars, test)
         if ood:
             self.legend.addItem(self.ood_bars, ood)
+        self.fit_legend()
 
     def legend_names(self) -> list[str]:
         return [label.text for _, label in self.legend.items]
