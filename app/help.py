@@ -139,7 +139,7 @@ DATASET_TERMS: dict[str, Term] = {
         "Guaranteed coverage",
         "What split conformal guarantees on images exchangeable with the calibration images: coverage at "
         "least 1 − α and at most 1 − α + 1/(n + 1) with n calibration images, on average over inputs, "
-        "not for any one image; “–” when the posterior has no calibration yet (bayescope-cli calibrate).",
+        "not for any one image; “–” when the posterior has no calibration yet (the column's ⋯ menu on the This input tab calibrates it).",
         "No direction is better: it is the yardstick for the coverage above it.",
     ),
     "AUROC": Term(

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app import settings as app_settings
 from app.controllers import drop
+from app.controllers.calibrating import CalibrationController
 from app.controllers.data import DataController
 from app.controllers.devices import DeviceController
 from app.controllers.export import ExportController
@@ -166,6 +167,7 @@ class MainWindow(FileOpening, QMainWindow):
         self.judging = JudgingController(self, self.workspace, self.inference, self.columns_scroll, self.session,
                                          self._in_motion, self._empty_message)
         self._refine = self.judging.refine  # the benchmarks and tests watch it
+        self.calibrating = CalibrationController(self, self.workspace, self.columns_scroll, self.judging)
         self.session.restore(posteriors)
         self._on_modes_current_changed(self.modes.currentIndex())
         self.session.ready = True
@@ -503,6 +505,7 @@ class MainWindow(FileOpening, QMainWindow):
             return
         self.session.close()
         self.sweeps.cancel()
+        self.calibrating.cancel()
         self.inference.shutdown()
         from PySide6.QtCore import QThreadPool
 

@@ -119,13 +119,23 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
     return (((summary_verdict(summary, class_names).text, "b"),), None)
 
 
+#: The column menu's entry that calibrates the column's conformal sets (app.controllers.calibrating).
+CALIBRATE_ACTION = "Calibrate conformal sets…"
+CALIBRATE_TIP = ("Measure, on half of this posterior's test set (images it never trained on), how wide its "
+                 "conformal sets must be to hold the true class as often as they promise; the other half "
+                 "stays for the Dataset tab to check it. It takes a minute or so.")
+#: What a column without a calibration says in place of its conformal set.
+NO_CALIBRATION = f"No conformal set yet: “{CALIBRATE_ACTION}” in this column's ⋯ menu makes one"
+
+
 def calibration_of(column: Column):
     """The column's conformal calibration and, when it has none, the line saying how to get one:
-    read from beside the posterior file once per column (kept in ``column.extra``), never per stroke."""
+    read once per column (kept in ``column.extra``), never per stroke."""
     from core.analysis.conformal_run import column_calibration
 
     if "conformal" not in column.extra:
-        column.extra["conformal"] = column_calibration(column.key, column.posterior)
+        calibration, why = column_calibration(column.key)
+        column.extra["conformal"] = (calibration, why or ("" if calibration is not None else NO_CALIBRATION))
     return column.extra["conformal"]
 
 
@@ -183,6 +193,7 @@ class ColumnView(QFrame):
     #: The column's width changed: the row lines its title and verdict up with the other columns'.
     width_changed = Signal()
     diagnostics_requested = Signal(str)
+    calibrate_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
     #: A term was clicked: the Help paragraph of this anchor (app.help) should open.
@@ -213,6 +224,8 @@ class ColumnView(QFrame):
             menu.addAction(f"Export {name.lower()}…", lambda v=view: self.export_requested.emit(self.key, v))
         menu.addSeparator()
         self.diagnostics = menu.addAction("Diagnostics…", lambda: self.diagnostics_requested.emit(self.key))
+        self.calibrate = menu.addAction(CALIBRATE_ACTION, lambda: self.calibrate_requested.emit(self.key))
+        self.calibrate.setToolTip(CALIBRATE_TIP)
         menu.addSeparator()
         menu.addAction("Remove", lambda: self.remove_requested.emit(self.key))
         more.setMenu(menu)
@@ -337,6 +350,14 @@ class ColumnView(QFrame):
         self._verdict_room.set_paragraphs(lines)
         if self._verdict_room.text() != before and hasattr(self, "_failed"):  # not while the column is being built
             self._fit_verdict()
+
+    def set_calibrating(self, this: bool | None) -> None:
+        """This column's conformal sets are being calibrated (True), another column's (False), or
+        none (None): the menu entry stops this one's and waits while another's runs."""
+        self.calibrate.setText("Stop calibrating" if this else CALIBRATE_ACTION)
+        self.calibrate.setEnabled(this is not False)
+        self.calibrate.setToolTip("Another column is being calibrated: one at a time" if this is False
+                                  else "Stop; nothing is written" if this else CALIBRATE_TIP)
 
     def _fit_warning(self) -> None:
         width = self._verdict_holder.width()

@@ -43,13 +43,15 @@ def trusted_for(workspace: Workspace, column) -> str | None:
 class ColumnsPanel(QScrollArea):
     """Signals (each a column's own, with its key)
     -------
-    remove_requested(str), move_requested(str, int), export_requested(str, str), diagnostics_requested(str)
+    remove_requested(str), move_requested(str, int), export_requested(str, str), diagnostics_requested(str),
+    calibrate_requested(str)
     """
 
     remove_requested = Signal(str)
     move_requested = Signal(str, int)
     export_requested = Signal(str, str)
     diagnostics_requested = Signal(str)
+    calibrate_requested = Signal(str)
     #: A column's term was clicked: open the Help paragraph of this anchor.
     help_requested = Signal(str)
 
@@ -94,6 +96,7 @@ class ColumnsPanel(QScrollArea):
                 view.move_requested.connect(self.move_requested)
                 view.export_requested.connect(self.export_requested)
                 view.diagnostics_requested.connect(self.diagnostics_requested)
+                view.calibrate_requested.connect(self.calibrate_requested)
                 view.help_requested.connect(self.help_requested)
                 view.width_changed.connect(self.align_heads)
                 view.labels_fitted.connect(self._align_labels_soon)
@@ -166,6 +169,12 @@ class ColumnsPanel(QScrollArea):
             for column in list(workspace.columns):
                 if column.key in unfed:
                     self.show_prediction(workspace, column.key)
+
+    def set_calibrating(self, key: str | None) -> None:
+        """Column ``key``'s conformal sets are being calibrated (None: no column's): its menu entry
+        stops it, the others' wait for it."""
+        for view_key, view in self.views.items():
+            view.set_calibrating(None if key is None else view_key == key)
 
     def clear_columns(self, message: str) -> None:
         """Empty every column, saying ``message`` (what to do to give them an input)."""

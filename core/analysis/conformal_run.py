@@ -38,10 +38,15 @@ from core.analysis.conformal import (
     image_fingerprints,
 )
 from core.analysis.conformal import calibration_mask as pixel_hash_mask
-from core.analysis.evaluation import FACE_TEST_SET
+from core.analysis.evaluation import FACE_TEST_SET, resolve_dataset
 from core.analysis.evaluation_results import Evaluation
 from core.analysis.streaming import predict_dataset
-from core.engine.calibration_file import how_to_calibrate, read_calibration, write_calibration
+from core.engine.calibration_file import (
+    AGAIN,
+    how_to_calibrate,
+    read_calibration,
+    write_calibration,
+)
 from core.engine.data.split import pack_fingerprints, unpack
 from core.engine.inference.base import Dataset, Posterior, ProgressRecord
 
@@ -118,6 +123,31 @@ def calibrate(
                               predictions.labels, predictions.num_samples, seed)
 
 
+def training_images(posterior: Posterior, data_dir: str | os.PathLike | None, shape: dict) -> Dataset | None:
+    """The posterior's training images when they are a known data set (MNIST's training file),
+    to check the calibration images against by identity; None otherwise (a person's folder is
+    split by the rule the posterior records, which already leaves its training images out)."""
+    trained = posterior.info.get("training_data") or {}
+    if trained.get("dataset") == "mnist" and trained.get("split") == "train":
+        return resolve_dataset("mnist-train", data_dir, **shape)
+    return None
+
+
+def calibrate_file(
+    path: str | os.PathLike, posterior: Posterior, data: Dataset, data_dir: str | os.PathLike | None = None, *,
+    num_samples: int | None = None, seed: int = 0,
+) -> Generator[ProgressRecord, None, tuple[Calibration, dict[str, Any], Path]]:
+    """:func:`calibrate` the posterior read from ``path`` on its test set ``data`` (its training
+    images, when a known set, read from ``data_dir`` and left out) and write the calibration
+    (:func:`~core.engine.calibration_file.write_calibration`: beside the file, or in the user's data
+    folder when that folder cannot be written). Returns the calibration, its record and the file
+    written. What ``bayescope-cli calibrate`` and the window's column menu both run."""
+    shape = {"image_size": posterior.arch.image_size, "channels": posterior.arch.channels}
+    train = training_images(posterior, data_dir, shape)
+    calibration, record = yield from calibrate(posterior, data, train, num_samples=num_samples, seed=seed)
+    return calibration, record, write_calibration(path, record)
+
+
 def calibrate_from_evaluation(
     posterior: Posterior, data: Dataset, predictions: Any, train: Dataset | None = None, seed: int = 0,
 ) -> tuple[Calibration, dict[str, Any]]:
@@ -177,8 +207,7 @@ def decode_scores(entry: Any) -> np.ndarray:
 def calibration_of_record(record: dict[str, Any]) -> Calibration:
     """The :class:`Calibration` a sidecar record holds."""
     if not isinstance(record.get("aps_seed"), int):
-        raise ValueError("the conformal calibration was made with another APS form; make it again with "
-                         "bayescope-cli calibrate")
+        raise ValueError(f"the conformal calibration was made with another APS form; {AGAIN}")
     try:
         scores = {s: np.sort(decode_scores(record["scores"][s])) for s in CONFORMAL_SCORES}
     except (KeyError, TypeError, ValueError) as exc:
@@ -265,21 +294,19 @@ def test_set_words(posterior: Posterior | None) -> str | None:
     return "FOLDER (its images)"
 
 
-def column_calibration(posterior_path: str | os.PathLike,
-                       posterior: Posterior | None = None) -> tuple[Calibration | None, str]:
-    """A column's calibration, read once from beside its posterior file: ``(calibration, "")``, or
-    ``(None, one line saying why there is none and how to get it)``."""
+def column_calibration(posterior_path: str | os.PathLike) -> tuple[Calibration | None, str]:
+    """A column's calibration, read once (:func:`~core.engine.calibration_file.read_calibration`):
+    ``(calibration, "")``; ``(None, "")`` when it has none yet; or ``(None, one line saying why the
+    one found cannot be used)``."""
     try:
         record = read_calibration(posterior_path)
-        if record is None:
-            return None, how_to_calibrate(posterior_path, test_set_words(posterior))
-        return calibration_of_record(record), ""
+        return (None, "") if record is None else (calibration_of_record(record), "")
     except (OSError, ValueError) as exc:  # CalibrationFileError is a ValueError
         return None, f"No conformal set: {exc}"
 
 
 __all__ = ["LISTED_LEVELS", "RULE_WORDS", "attach_conformal", "calibrate", "calibrate_evaluation",
-           "calibrate_from_evaluation",
+           "calibrate_file", "calibrate_from_evaluation", "training_images",
            "calibration_images", "calibration_of_record", "calibration_record",
            "column_calibration", "decode_scores", "encode_scores", "guarantee_words", "measured_coverage",
            "same_files"]

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 from core.analysis.conformal import CONFORMAL_SCORES, DEFAULT_LEVEL, coverage_bounds
-from core.analysis.conformal_run import calibrate
+from core.analysis.conformal_run import calibrate_file
 from core.analysis.evaluation import load_posteriors, resolve_dataset
 from core.commands.console import add_device_argument, chosen_device, printable, say
-from core.engine.calibration_file import sidecar_path, write_calibration
-from core.engine.inference.base import Dataset, Posterior, ProgressRecord
+from core.engine.calibration_file import sidecar_path
+from core.engine.inference.base import ProgressRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,16 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, help="posterior samples S (default: each posterior's own)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the predictive's draws")
     add_device_argument(parser)
-
-
-def training_images(posterior: Posterior, data_dir: str | None, shape: dict) -> Dataset | None:
-    """The posterior's training images when they are a known data set (MNIST's training file),
-    to check the calibration images against by identity; None otherwise (a person's folder is
-    split by the rule the posterior records, which already leaves its training images out)."""
-    trained = posterior.info.get("training_data") or {}
-    if trained.get("dataset") == "mnist" and trained.get("split") == "train":
-        return resolve_dataset("mnist-train", data_dir, **shape)
-    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
     trained_on = {name: p.info.get("training_data") for name, p in posteriors.items()}
     data = resolve_dataset(args.dataset, args.data_dir, trained_on=trained_on, **shape)
     for (name, posterior), path in zip(posteriors.items(), args.posterior, strict=True):
-        train = training_images(posterior, args.data_dir, shape)
         bar = tqdm(total=None, desc=f"{name} · calibrating", unit="step", dynamic_ncols=True, file=sys.stderr)
 
         def on_progress(record: ProgressRecord, bar: tqdm = bar) -> None:
@@ -67,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
             bar.update(record.step - bar.n)
 
         try:
-            calibration, record = drain(calibrate(posterior, data, train, num_samples=args.samples,
-                                                  seed=args.seed), on_progress)
+            calibration, record, written = drain(calibrate_file(path, posterior, data, args.data_dir,
+                                                                num_samples=args.samples, seed=args.seed),
+                                                 on_progress)
         finally:
             bar.close()
-        written = write_calibration(path, record)
         identity = record["identity"]
         low, high = coverage_bounds(DEFAULT_LEVEL, calibration.n)
         quantiles = ", ".join(f"{s} q̂ = {calibration.quantile(DEFAULT_LEVEL, s):.4f}" for s in CONFORMAL_SCORES)

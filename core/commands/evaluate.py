@@ -171,8 +171,7 @@ def _number(value: float | None) -> str:
 def _calibrate_here(ev: Evaluation, data: Dataset, args: argparse.Namespace, shape: dict) -> None:
     """``--calibrate``: each posterior's calibration from this evaluation's predictions on the
     hash-chosen half of ``data``, written beside its file."""
-    from core.analysis.conformal_run import calibrate_evaluation
-    from core.commands.calibrate import training_images
+    from core.analysis.conformal_run import calibrate_evaluation, training_images
 
     train = {name: training_images(result.posterior, args.data_dir, shape) for name, result in ev.results.items()}
     paths = dict(zip(ev.results, args.posterior, strict=True))

@@ -54,4 +54,42 @@ def test_a_column_without_calibration_says_how_to_get_one(qtbot, tmp_path):
     view = ColumnView(column.key, DIGITS)
     qtbot.addWidget(view)
     view.show_column(column, DIGITS, 0.9)
-    assert "No conformal set yet: run bayescope-cli calibrate --posterior paper_softmax_map.pt" in view.verdict.text()
+    assert "No conformal set yet: “Calibrate conformal sets…” in this column's ⋯ menu makes one" in view.verdict.text()
+    assert "bayescope-cli" not in view.verdict.text()
+
+
+def test_the_column_menu_calibrates_a_column_and_it_then_shows_its_sets(qtbot, monkeypatch, tmp_path, shared_data):
+    """A column without a calibration told a person to run a command line; its ⋯ menu now
+    calibrates it (the same run as ``bayescope-cli calibrate``), with its progress in the status bar,
+    and the column shows its conformal set at once. Where the posterior's folder cannot be written
+    (an installed app's bundled files), the calibration goes to the user's data folder."""
+    import core.engine.calibration_file as files
+    from app.main import MainWindow
+    from core.engine.calibration_file import read_calibration, sidecar_path
+
+    monkeypatch.setenv("BAYESCOPE_DATA_DIR", str(shared_data))
+    path = tmp_path / "models" / "paper_softmax_map.pt"
+    path.parent.mkdir()
+    shutil.copy(MODELS / "paper_softmax_map.pt", path)
+    monkeypatch.setattr(files, "_folder_writable", lambda folder: folder != path.parent)  # as if read-only
+    window = MainWindow([str(path)])
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: all(c.ready for c in window.workspace.columns), timeout=30_000)
+    window.load_image_file(resources_dir() / "examples" / "digit-7.png")
+    view = window.column_views[str(path)]
+    qtbot.waitUntil(lambda: "No conformal set yet" in view.verdict.text(), timeout=30_000)
+    messages = []
+    window.statusBar().messageChanged.connect(messages.append)
+    view.calibrate.trigger()
+    assert view.calibrate.text() == "Stop calibrating"
+    qtbot.waitUntil(lambda: window.calibrating.worker is None, timeout=120_000)
+    qtbot.waitUntil(lambda: "Conformal: " in view.verdict.text(), timeout=30_000)
+    assert "90 % guaranteed" in view.verdict.text()
+    assert view.calibrate.text() == "Calibrate conformal sets…"
+    assert not sidecar_path(path).exists()  # its folder taken as read-only: the user's data folder holds it
+    record = read_calibration(path)
+    assert record is not None and record["identity"]["of_images"] == 10_000
+    assert any("reading MNIST's test digits" in m for m in messages)
+    assert any(" of " in m and "images" in m for m in messages if m.startswith("Calibrating"))
+    assert messages[-1].startswith("Calibrated MAP") and "90 % conformal sets hold the true class" in messages[-1]

@@ -101,3 +101,27 @@ def test_a_sidecar_is_refused_for_a_changed_posterior(tmp_path):
         fh.write(b"\0")  # another file now
     with pytest.raises(CalibrationFileError, match="changed since"):
         read_calibration(path)
+
+
+def test_a_posterior_whose_folder_cannot_be_written_keeps_its_calibration_in_the_user_data_folder(tmp_path, monkeypatch):
+    """An installed app's bundled posteriors lie in a folder the person cannot write: the sidecar goes
+    to the user's data folder, named by the file's SHA-256, and is read from there; another file of
+    the same name finds none."""
+    import core.engine.calibration_file as files
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    path = bundled / "paper_softmax_hmc.pt"
+    shutil.copy(HMC, path)
+    monkeypatch.setattr(files, "_folder_writable", lambda folder: folder != bundled)
+    written = write_calibration(path, {"identity": {}, "aps_seed": 0, "scores": {"threshold": [0.1], "aps": [0.2]}})
+    assert written.parent == tmp_path / "data-home" / "bayescope" / "calibrations"
+    assert not sidecar_path(path).exists()
+    assert read_calibration(path)["posterior_file"] == "paper_softmax_hmc.pt"
+    other = tmp_path / "elsewhere" / "paper_softmax_hmc.pt"
+    other.parent.mkdir()
+    shutil.copy(HMC, other)
+    with open(other, "ab") as fh:
+        fh.write(b"\0")  # another file of the same name
+    assert read_calibration(other) is None
