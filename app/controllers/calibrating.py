@@ -80,9 +80,9 @@ class CalibrationController(QObject):
         columns.calibrate_requested.connect(self.start)
 
     def start(self, key: str) -> bool:
-        """Calibrate the column ``key`` (False when another calibration runs, or the column has
-        no posterior file or none is chosen for its images); asked again of the running column,
-        stop it."""
+        """Calibrate the column ``key`` (False when another calibration runs, the column's weights
+        are still being read, it has no posterior file or no folder is chosen for its images);
+        asked again of the running column, stop it."""
         if self.worker is not None:
             if key == self.key:
                 self.cancel()
@@ -91,7 +91,7 @@ class CalibrationController(QObject):
                     f"{self.title} is being calibrated; one calibration runs at a time.", 5000)
             return False
         column = self.workspace.column(key)
-        if column is None or column.posterior is None or not Path(key).is_file():
+        if column is None or not column.ready or not Path(key).is_file():  # its weights still being read
             return False
         spec, words = test_set_of(column.posterior)
         if spec is None:
