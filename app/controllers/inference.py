@@ -128,9 +128,9 @@ def _column_input(image, column: ColumnRequest, digit=None):
             return features_batch(image)
         if digit is not None:  # image_to_input's float32 (1, 1, 28, 28): the batch image_batch makes of it
             return digit
-        from core.analysis.predictive import image_batch  # no model input was made: each column says why
+        from core.analysis.predictive import image_batch
 
-        return image_batch(image)
+        return image_batch(image)  # no model input was made: each column says why
     except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
         log.warning("column %s could not judge the input", column.key, exc_info=True)
         return ColumnFailure(failure_in_words(exc))
