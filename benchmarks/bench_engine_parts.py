@@ -19,7 +19,7 @@ two are compared on the way (the largest difference of any number, which should 
 MC dropout's ``predict_proba`` is the revision's too (``core/engine/inference/mc_dropout.py``).
 
 With ``--statements`` it times instead every statement of a column's engine one after another as
-the window runs them (``predict_inputs``, ``summarise_many`` and its ``_summarise_stacked``, each
+the window runs them (``predict_inputs``, the summaries' ``_summarise_groups`` and its ``_summarise_stacked``, each
 recompiled with a stamp of the wall clock around each statement of its body and of the loops and
 ``try`` blocks in it): the median of each over ``--reps`` calls, for the HMC column alone and the
 four default columns in one request, at 16 and 100 draws, beside the whole call's processor time
@@ -184,8 +184,8 @@ def statements(posteriors, drawing: np.ndarray, reps: int) -> None:
             request = [(p, x, samples_used(p, draws)) for p in columns]
             current.predict_inputs(request, seed=None)
             plain[draws, len(columns)] = cpu_us(lambda r=request: current.predict_inputs(r, seed=None), reps)
-    stamps = [with_stamps(uncertainty, "_summarise_stacked"), with_stamps(uncertainty, "summarise_many")]
-    current.summarise_many = uncertainty.summarise_many  # the predictive's own name for it
+    # predict_inputs' summarise_finite finds the stamped _summarise_groups in its module when it runs
+    stamps = [with_stamps(uncertainty, "_summarise_stacked"), with_stamps(uncertainty, "_summarise_groups")]
     stamps.append(with_stamps(current, "predict_inputs"))
     print(f"\nEach statement in sequence, µs of wall clock, medians of {reps} calls "
           f"(load {os.getloadavg()[0]:.1f}); a loop's or block's line holds its statements below it")
@@ -200,7 +200,7 @@ def statements(posteriors, drawing: np.ndarray, reps: int) -> None:
             names = ", ".join(p.method for p in columns)
             print(f"\n{draws} draws, {names} in one request: the whole request {plain[draws, len(columns)]:.0f} µs "
                   "of processor time without the stamps")
-            for function, (labels, spent) in zip(("_summarise_stacked", "summarise_many", "predict_inputs"),
+            for function, (labels, spent) in zip(("_summarise_stacked", "_summarise_groups", "predict_inputs"),
                                                   stamps, strict=True):
                 print(f"  {function}")
                 for label, times in zip(labels, spent, strict=True):
