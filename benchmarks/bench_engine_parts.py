@@ -8,7 +8,7 @@ drawing, the thread's processor time (``time.thread_time``) of:
 * **engine**: one column judged alone as ``bench_gui.py`` times it (``predict_image``: the
   28×28 input made, the forward pass, the finite check, the summary);
 * **forward**: the posterior's own ``predict_proba`` (and the engine over it); **summary**:
-  ``summarise_many`` of its draws;
+  the summaries' pass of its draws (:func:`summaries_of`);
 * **request**: the four columns in one ``predict_inputs`` as the window asks, against their floors' sum.
 
 Medians of ``--rounds`` rounds of ``--reps`` calls each, the floors' rounds among the others. With ``--against REF`` the engine of a
@@ -113,6 +113,12 @@ def dropout_at(ref: str):
         old._masks = {}
         return old
     return at_ref
+
+
+def summaries_of(engine: types.ModuleType):
+    """The summaries' pass as ``engine``'s ``predict_inputs`` calls it: ``summarise_finite`` (with the
+    finite checks), or in a revision from before the checks joined it, ``summarise_many``."""
+    return getattr(engine, "summarise_finite", None) or engine.summarise_many
 
 
 def cpu_us(call, reps: int) -> float:
@@ -250,7 +256,7 @@ def main() -> None:
                     for part, call in (
                         ("engine", lambda p=p, n=n, e=engine: e.predict_image(p, drawing, n, seed=None)),
                         ("forward", lambda p=p, n=n: p.predict_proba(x, num_samples=n)),
-                        ("summary", lambda d=draws_of, e=engine: e.summarise_many([d])),
+                        ("summary", lambda d=draws_of, e=engine: summaries_of(e)([d])),
                     ):
                         times.setdefault((name, f"{p.method} {part}"), []).append(cpu_us(call, args.reps))
                 columns = [(p, x, n) for p, n in zip(columns_of[name], counts, strict=True)]
