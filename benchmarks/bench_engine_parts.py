@@ -8,7 +8,7 @@ drawing, the thread's processor time (``time.thread_time``) of:
 * **engine**: one column judged alone as ``bench_gui.py`` times it (``predict_image``: the
   28×28 input made, the forward pass, the finite check, the summary);
 * **forward**: the posterior's own ``predict_proba`` (and the engine over it); **summary**:
-  ``summarise_many`` of its draws;
+  the summaries' pass of its draws (:func:`summaries_of`);
 * **request**: the four columns in one ``predict_inputs`` as the window asks, against their floors' sum.
 
 Medians of ``--rounds`` rounds of ``--reps`` calls each, the floors' rounds among the others. With ``--against REF`` the engine of a
@@ -19,7 +19,7 @@ two are compared on the way (the largest difference of any number, which should 
 MC dropout's ``predict_proba`` is the revision's too (``core/engine/inference/mc_dropout.py``).
 
 With ``--statements`` it times instead every statement of a column's engine one after another as
-the window runs them (``predict_inputs``, ``summarise_many`` and its ``_summarise_stacked``, each
+the window runs them (``predict_inputs``, the summaries' ``_summarise_groups`` and its ``_summarise_stacked``, each
 recompiled with a stamp of the wall clock around each statement of its body and of the loops and
 ``try`` blocks in it): the median of each over ``--reps`` calls, for the HMC column alone and the
 four default columns in one request, at 16 and 100 draws, beside the whole call's processor time
@@ -115,6 +115,12 @@ def dropout_at(ref: str):
     return at_ref
 
 
+def summaries_of(engine: types.ModuleType):
+    """The summaries' pass as ``engine``'s ``predict_inputs`` calls it: ``summarise_finite`` (with the
+    finite checks), or in a revision from before the checks joined it, ``summarise_many``."""
+    return getattr(engine, "summarise_finite", None) or engine.summarise_many
+
+
 def cpu_us(call, reps: int) -> float:
     """Processor time of this thread per call, µs."""
     start = time.thread_time()
@@ -184,8 +190,8 @@ def statements(posteriors, drawing: np.ndarray, reps: int) -> None:
             request = [(p, x, samples_used(p, draws)) for p in columns]
             current.predict_inputs(request, seed=None)
             plain[draws, len(columns)] = cpu_us(lambda r=request: current.predict_inputs(r, seed=None), reps)
-    stamps = [with_stamps(uncertainty, "_summarise_stacked"), with_stamps(uncertainty, "summarise_many")]
-    current.summarise_many = uncertainty.summarise_many  # the predictive's own name for it
+    # predict_inputs' summarise_finite finds the stamped _summarise_groups in its module when it runs
+    stamps = [with_stamps(uncertainty, "_summarise_stacked"), with_stamps(uncertainty, "_summarise_groups")]
     stamps.append(with_stamps(current, "predict_inputs"))
     print(f"\nEach statement in sequence, µs of wall clock, medians of {reps} calls "
           f"(load {os.getloadavg()[0]:.1f}); a loop's or block's line holds its statements below it")
@@ -200,7 +206,7 @@ def statements(posteriors, drawing: np.ndarray, reps: int) -> None:
             names = ", ".join(p.method for p in columns)
             print(f"\n{draws} draws, {names} in one request: the whole request {plain[draws, len(columns)]:.0f} µs "
                   "of processor time without the stamps")
-            for function, (labels, spent) in zip(("_summarise_stacked", "summarise_many", "predict_inputs"),
+            for function, (labels, spent) in zip(("_summarise_stacked", "_summarise_groups", "predict_inputs"),
                                                   stamps, strict=True):
                 print(f"  {function}")
                 for label, times in zip(labels, spent, strict=True):
@@ -250,7 +256,7 @@ def main() -> None:
                     for part, call in (
                         ("engine", lambda p=p, n=n, e=engine: e.predict_image(p, drawing, n, seed=None)),
                         ("forward", lambda p=p, n=n: p.predict_proba(x, num_samples=n)),
-                        ("summary", lambda d=draws_of, e=engine: e.summarise_many([d])),
+                        ("summary", lambda d=draws_of, e=engine: summaries_of(e)([d])),
                     ):
                         times.setdefault((name, f"{p.method} {part}"), []).append(cpu_us(call, args.reps))
                 columns = [(p, x, n) for p, n in zip(columns_of[name], counts, strict=True)]

@@ -7,7 +7,7 @@ until every column is drawn and painted. For each update it prints the processor
 whole process and of the window's thread, and the window thread's share of each part: the
 canvas event (with, inside it, the ink's segment drawn, the window's request path, the model
 input made, the input and the predictions set in the workspace, the request and its result
-handed on: the engine when it runs on the window's thread, with its summaries and finite checks;
+handed on: the engine when it runs on the window's thread, with its input, forward passes and summaries;
 the columns fed their prediction: headers, the plots' numbers, the verdict's words and layout,
 the conformal sets), the plots' and the verdicts' painting, and the parts of those; and what the
 canvas event's parts spend outside the parts they call (``OUTSIDE``: dispatch, signals,
@@ -60,8 +60,15 @@ PARTS = (
     ("  what the model sees shown", "app.views.input_side", "InputSide", "show_seen"),
     ("  worker started", "app.controllers.inference", "InferenceController", "_start"),
     ("engine on the window's thread", "app.controllers.inference", None, "timed_predict_columns"),
-    ("  summaries (one pass over the columns)", "core.analysis.predictive", None, "summarise_many"),
-    ("  finite check", "core.analysis.predictive", None, "check_finite"),
+    ("  digit made the model's input (once a request)", "app.controllers.inference", None, "_digit_input"),
+    ("  forward passes (predict_proba: sampled, dropout, variational)", "core.engine.inference.base", "SampledPosterior",
+     "predict_proba"),
+    ("  forward passes (predict_proba: sampled, dropout, variational)", "core.engine.inference.mc_dropout", "DropoutPosterior",
+     "predict_proba"),
+    ("  forward passes (predict_proba: sampled, dropout, variational)", "core.engine.inference.variational", "VariationalPosterior",
+     "predict_proba"),
+    ("  summaries and finite checks (one pass over the columns)", "core.analysis.predictive", None,
+     "summarise_finite"),
     ("columns fed their prediction", "app.views.columns", "ColumnsPanel", "show_prediction"),
     ("  headers", "app.views.column", "ColumnView", "set_header"),
     ("  reference and its words found", "app.views.columns", "ColumnsPanel", "_reference_of"),

@@ -20,6 +20,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.workers import function_worker, torch_threads
+from core.engine.model_inputs import reads_photos, why_not_a_digit
 
 if TYPE_CHECKING:  # the window is built before the engine (torch) loads: see app.__main__
     from core.analysis.predictive import Prediction
@@ -113,21 +114,23 @@ def _column_input(image, column: ColumnRequest, digit=None):
     """The input as ``column``'s posterior reads it, a batch of one (``digit``: the drawn or
     picked digit's model input, made once per request); or a :class:`ColumnFailure` saying why
     this posterior cannot judge it."""
-    from core.analysis.predictive import features_batch, image_batch
-    from core.engine.model_inputs import reads_photos, why_not_a_digit
-
     try:
         if hasattr(image, "model_input"):  # a photo (core.engine.data.images.Photo), read at the column's size
             return image.model_input(column.posterior.arch)
         if reads_photos(column.posterior.arch):
             raise ValueError(why_not_a_digit(column.posterior.arch))
         if image.ndim == 1:  # a face descriptor: the posterior must read this descriptor
+            from core.analysis.predictive import features_batch
             from core.engine.faces import descriptor_info
             from core.engine.faces.heads import check_descriptor
 
             check_descriptor(column.posterior, descriptor_info())
             return features_batch(image)
-        return image_batch(image if digit is None else digit)
+        if digit is not None:  # image_to_input's float32 (1, 1, 28, 28): the batch image_batch makes of it
+            return digit
+        from core.analysis.predictive import image_batch
+
+        return image_batch(image)  # no model input was made: each column says why
     except Exception as exc:  # noqa: BLE001 — each column's failure is its own, in words
         log.warning("column %s could not judge the input", column.key, exc_info=True)
         return ColumnFailure(failure_in_words(exc))

@@ -13,7 +13,7 @@ from core.analysis.uncertainty import (
     MaskSplit,
     Summary,
     mask_split,
-    summarise_many,
+    summarise_finite,
     with_mask_split,
 )
 from core.engine.data.preprocess import image_to_input
@@ -37,16 +37,23 @@ class ProbabilitiesNotFiniteError(ValueError):
 
 def check_finite(samples: torch.Tensor, posterior: Posterior) -> torch.Tensor:
     """``samples`` (probabilities), or a :class:`ProbabilitiesNotFiniteError` sentence when any is
-    NaN or infinite: a summary would otherwise name the class of a NaN (argmax of NaN is an index)."""
+    NaN or infinite: a summary would otherwise name the class of a NaN (argmax of NaN is an index).
+    (The window's columns are checked in their summaries' pass instead: :func:`predict_inputs`.)"""
     # one sum first: it is finite whenever every number is (probabilities cannot overflow it), so
     # the full elementwise check runs only when something is wrong or the sum overflowed
     if not math.isfinite(samples.detach().sum()) and not bool(torch.isfinite(samples).all()):
-        bad = int((~torch.isfinite(samples)).flatten(1).any(1).sum()) if samples.ndim > 1 else 1
-        raise ProbabilitiesNotFiniteError(
-            f"the {posterior.method} posterior's class probabilities for this input are not numbers in {bad} of "
-            f"its {len(samples)} samples (its outputs overflow), so no class can be named; the posterior's "
-            "weights or its input standardisation are out of range")
+        raise not_finite_error(samples, posterior)
     return samples
+
+
+def not_finite_error(samples: torch.Tensor, posterior: Posterior) -> ProbabilitiesNotFiniteError:
+    """The sentence for ``samples`` (probabilities) that hold a NaN or an infinity: how many of
+    the samples do."""
+    bad = int((~torch.isfinite(samples)).flatten(1).any(1).sum()) if samples.ndim > 1 else 1
+    return ProbabilitiesNotFiniteError(
+        f"the {posterior.method} posterior's class probabilities for this input are not numbers in {bad} of "
+        f"its {len(samples)} samples (its outputs overflow), so no class can be named; the posterior's "
+        "weights or its input standardisation are out of range")
 
 
 @dataclass(frozen=True)
@@ -121,8 +128,9 @@ def predict_inputs(
     level: float = 0.9,
 ) -> list[Prediction | Exception]:
     """:func:`predict_input` of several posteriors, each on its own batch of one input with its
-    own draw count (``(posterior, x, num_samples)``), their summaries computed in one pass
-    (:func:`~core.analysis.uncertainty.summarise_many`: the window's columns on one stroke).
+    own draw count (``(posterior, x, num_samples)``), their summaries and the check that their
+    probabilities are numbers computed in one pass (:func:`~core.analysis.uncertainty.summarise_finite`:
+    the window's columns on one stroke).
     Each prediction is what :func:`predict_input` gives for it alone. A posterior that raises
     gives its exception in its place, so that one broken posterior never keeps the others
     from judging the input."""
@@ -130,17 +138,19 @@ def predict_inputs(
     for posterior, x, num_samples in columns:
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         try:
-            probabilities = posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0]
-            drawn.append((check_finite(probabilities, posterior), generator))
+            drawn.append((posterior.predict_proba(x, num_samples=num_samples, generator=generator)[:, 0], generator))
         except Exception as exc:  # noqa: BLE001 — the caller says why, for this posterior only
             drawn.append(exc)
-    summaries = iter(summarise_many([d[0] for d in drawn if not isinstance(d, Exception)], level=level))
+    summaries = iter(summarise_finite([d[0] for d in drawn if not isinstance(d, Exception)], level=level))
     predictions: list[Prediction | Exception] = []
     for (posterior, x, num_samples), outcome in zip(columns, drawn, strict=True):
         if isinstance(outcome, Exception):
             predictions.append(outcome)
             continue
         (samples, generator), summary = outcome, next(summaries)
+        if summary is None:  # a NaN or an infinity among its probabilities: no class can be named
+            predictions.append(not_finite_error(samples, posterior))
+            continue
         if masks_inputs(posterior):
             if generator is None:  # the interactive path: the same masks on every call
                 generator = torch.Generator().manual_seed(int(posterior.seed) + MASK_SPLIT_SEED_OFFSET)

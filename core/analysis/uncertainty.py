@@ -463,6 +463,27 @@ def summarise_many(
     bit for bit, in one numpy pass per shape: arrays of the same (S, K) are stacked, so the
     fixed cost of the ~40 array operations is paid once per request rather than once per column
     (the window's four columns of a preview share one pass)."""
+    return _summarise_groups(samples, level, bins, threshold, finite_only=False)  # type: ignore[return-value]
+
+
+def summarise_finite(
+    samples: Sequence[torch.Tensor],
+    level: float = 0.9,
+    bins: int = DEFAULT_BINS,
+    threshold: float = UNCERTAIN_THRESHOLD,
+) -> list[Summary | None]:
+    """:func:`summarise_many`, with None in place of the summary of draws that hold a NaN or an
+    infinity (a summary would name the class of a NaN: the argmax of NaN is an index). The check
+    is one pass over each shape's stacked draws, not one per posterior; the others' summaries are
+    the same numbers as :func:`summarise_many` gives them."""
+    return _summarise_groups(samples, level, bins, threshold, finite_only=True)
+
+
+def _summarise_groups(
+    samples: Sequence[torch.Tensor], level: float, bins: int, threshold: float, finite_only: bool
+) -> list[Summary | None]:
+    """The summaries of :func:`summarise_many`, one stacked pass per shape (``finite_only``: None
+    for draws not all finite, as :func:`summarise_finite` says)."""
     for one in samples:
         if one.ndim != 2:
             raise ValueError(f"expected samples of shape (S, K), got {tuple(one.shape)}")
@@ -476,9 +497,15 @@ def summarise_many(
         # float32 or float64 in, float64 out: one conversion for the group (exact either way)
         arrays = [as_numpy(samples[i]) for i in members]
         p = (arrays[0][None] if len(arrays) == 1 else np.stack(arrays)).astype(np.float64)  # (C, S, K)
+        if finite_only and not np.logical_and.reduce(np.isfinite(p), None):
+            finite = np.isfinite(p).all((1, 2))  # each posterior's draws are summarised on their own
+            members = [i for i, kept in zip(members, finite.tolist(), strict=True) if kept]
+            p = p[finite]
+            if not members:
+                continue
         for i, summary in zip(members, _summarise_stacked(p, level, bins, threshold), strict=True):
             summaries[i] = summary
-    return summaries  # type: ignore[return-value]
+    return summaries
 
 
 def _summarise_stacked(p: np.ndarray, level: float, bins: int, threshold: float) -> list[Summary]:

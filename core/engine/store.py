@@ -76,7 +76,7 @@ class OutputsNotFiniteError(PosteriorFileError):
 
 #: Draws the output probe asks of a posterior: weights that overflow (scaled by 10³⁰, an input
 #: standardisation by 10⁻⁴⁰) do so in every draw, and a few keep loading quick (a single draw
-#: that overflows is caught when it predicts: :func:`core.analysis.predictive.check_finite`).
+#: that overflows is caught when it predicts: :func:`core.analysis.uncertainty.summarise_finite`).
 PROBE_SAMPLES = 8
 
 

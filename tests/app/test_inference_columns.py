@@ -88,3 +88,23 @@ def test_a_quick_request_is_computed_at_once_and_a_slow_one_in_a_worker(qtbot, c
     qtbot.waitUntil(lambda: finished[-1] == fourth and not controller.busy, timeout=60_000)
     assert third in finished
     controller.shutdown()
+
+
+@pytest.mark.parametrize("shape, dtype", [((28, 28), np.float32), ((28, 28), np.float64), ((280, 280), np.float32),
+                                          ((60, 45), np.uint8)])
+def test_a_digit_column_reads_the_request_s_model_input_as_image_batch_makes_it(columns, shape, dtype):
+    """A digit column takes the request's model input as it is: the float32 (1, 1, 28, 28) tensor
+    that ``image_batch`` makes of the drawing, bit for bit, whatever the drawing's size and type."""
+    from app.controllers.inference import _column_input, _digit_input
+    from core.analysis.predictive import image_batch
+
+    rng = np.random.default_rng(len(shape) + shape[0])
+    image = np.zeros(shape)
+    image[shape[0] // 4: 3 * shape[0] // 4, shape[1] // 3: shape[1] // 2] = 1.0
+    image = (image * (0.6 + 0.4 * rng.random(shape)) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+    digit_input = _digit_input(image)
+    for column in columns:
+        got = _column_input(image, column, digit_input)
+        want = image_batch(image)
+        assert got.dtype == torch.float32 and got.shape == (1, 1, 28, 28)
+        assert torch.equal(got, want), column.key

@@ -1,8 +1,8 @@
 """The window's engine gives the numbers their definitions give (issue 49, the engine's fixed cost).
 
 ``predict_inputs`` judges several posteriors on one input and summarises them in one numpy pass
-(:func:`core.analysis.uncertainty.summarise_many`, written for few array operations); the finite
-checks look at one sum first. Here every number a column shows, from the bundled default
+(:func:`core.analysis.uncertainty.summarise_many`, written for few array operations), and checks
+that the probabilities are numbers in the same pass (``summarise_finite``). Here every number a column shows, from the bundled default
 posteriors on several drawings and at several draw counts, is checked against the torch helpers
 that define it (``credible_interval``, ``class_histograms``, ``entropy``, ``variance_decomposition``,
 ``class_correlation``, ``top_two``, ``top_two_overlap``, ``is_uncertain``): the path the summaries
@@ -12,6 +12,8 @@ practice), entropies to 1e-12, classes and flags exactly.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,7 @@ from core.analysis.predictive import (
     ProbabilitiesNotFiniteError,
     check_finite,
     image_batch,
+    not_finite_error,
     predict_input,
     predict_inputs,
 )
@@ -31,6 +34,7 @@ from core.analysis.uncertainty import (
     is_uncertain,
     mutual_information,
     predictive_entropy,
+    summarise_finite,
     summarise_many,
     top_two,
     top_two_overlap,
@@ -144,20 +148,50 @@ def test_summaries_on_the_bins_edges_and_with_tied_leaders_are_their_definitions
         assert summarise_many([on_edges], threshold=threshold)[0].uncertain == want
 
 
-def test_the_finite_checks_still_find_one_bad_number():
-    """The probabilities' check looks at a sum first; a NaN or an infinity anywhere is still
-    found, and a sum that overflows from finite numbers alone is not taken for one. The drawing
-    is clipped by two ufuncs now, and handed on contiguous whatever its layout."""
-    posterior = load_posterior(resources_dir() / "models" / DEFAULTS[1])
+def test_the_finite_checks_still_find_one_bad_number(posteriors):
+    """The probabilities' check is one pass over the stacked draws of each shape: a NaN or an
+    infinity anywhere in a posterior's draws gives None in its place, and its error counts the
+    samples that hold one; the other posteriors' summaries are the ones ``summarise_many`` gives
+    them, bit for bit. The drawing is
+    clipped by two ufuncs, and handed on contiguous whatever its layout. ``check_finite`` (one
+    tensor, as ``predict --task age`` checks it) looks at a sum first, and a sum that overflows from
+    finite numbers alone is not taken for a NaN."""
     samples = torch.full((16, 10), 0.1)
-    assert check_finite(samples, posterior) is samples
+    assert check_finite(samples, posteriors[1]) is samples
     for bad in (float("nan"), float("inf"), -float("inf")):
         broken = samples.clone()
         broken[9, 4] = bad
         with pytest.raises(ProbabilitiesNotFiniteError, match="not numbers in 1 of its 16 samples"):
-            check_finite(broken, posterior)
+            check_finite(broken, posteriors[1])
     huge = torch.full((4, 10), 3e38)  # finite numbers whose sum is not
-    assert check_finite(huge, posterior) is huge
+    assert check_finite(huge, posteriors[1]) is huge
+    g = torch.Generator().manual_seed(4)
+    clean = [torch.softmax(3 * torch.randn(16, 10, generator=g), -1) for _ in range(3)]
+    certain = torch.zeros(16, 10).index_fill_(1, torch.tensor([3]), 1.0)
+    other = torch.softmax(torch.randn(8, 10, generator=g), -1)  # a shape of its own
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        broken = clean[1].clone()
+        broken[9, 4] = bad
+        broken[3, 0] = bad
+        arrays = [clean[0], broken, certain, clean[2], other]
+        got = summarise_finite(arrays, level=0.8)
+        assert got[1] is None
+        for summary, want in zip([got[i] for i in (0, 2, 3, 4)],
+                                 summarise_many([clean[0], certain, clean[2], other], level=0.8), strict=True):
+            for field in fields(want):
+                a, b = getattr(summary, field.name), getattr(want, field.name)
+                assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b, field.name
+        error = not_finite_error(broken, posteriors[1])
+        assert isinstance(error, ProbabilitiesNotFiniteError) and "not numbers in 2 of its 16 samples" in str(error)
+        assert summarise_finite([broken.double()]) == [None]
+    x = image_batch(_drawings()[0])
+    nan = torch.full((16, 1, 10), float("nan"))
+    with pytest.MonkeyPatch.context() as patch:  # one column's probabilities not numbers: the others judge
+        patch.setattr(posteriors[1], "predict_proba", lambda *args, **kwargs: nan, raising=False)
+        got = predict_inputs([(p, x, 16) for p in posteriors], seed=None)
+    assert isinstance(got[1], ProbabilitiesNotFiniteError) and "in 16 of its 16 samples" in str(got[1])
+    for posterior, prediction in zip(posteriors[:1] + posteriors[2:], got[:1] + got[2:], strict=True):
+        assert torch.equal(prediction.summary.mean, predict_input(posterior, x, 16, seed=None).summary.mean)
     drawing = np.zeros((28, 28), np.float32)
     drawing[10:18, 10:18] = 1.0
     drawing[0, 0] = float("nan")
