@@ -131,9 +131,9 @@ NO_CALIBRATION = f"No conformal set yet: “{CALIBRATE_ACTION}” in this column
 def calibration_of(column: Column):
     """The column's conformal calibration and, when it has none, the line saying how to get one:
     read once per column (kept in ``column.extra``), never per stroke."""
-    from core.analysis.conformal_run import column_calibration
+    if "conformal" not in column.extra:  # (the import only then: this runs on every update)
+        from core.analysis.conformal_run import column_calibration
 
-    if "conformal" not in column.extra:
         calibration, why = column_calibration(column.key)
         column.extra["conformal"] = (calibration, why or ("" if calibration is not None else NO_CALIBRATION))
     return column.extra["conformal"]
