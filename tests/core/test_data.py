@@ -292,8 +292,8 @@ def test_to_mnist_places_the_box_by_the_bilinear_shift_bit_for_bit():
         if case % 4 == 1:
             canvas[rng.integers(0, h, 9), rng.integers(0, w, 9)] = rng.uniform(-0.5, 1.5, 9)
             canvas[rng.integers(0, h, 5), rng.integers(0, w, 5)] = -0.0
-        if case % 4 == 2:  # a heavy top-left corner: the placement held by the edge on both axes
-            canvas[: max(1, h // 4), :] = canvas[:, : max(1, w // 4)] = 1.0
+        if case % 4 == 2:  # ink heavy in the top-left corner: the edge holds the box on both axes
+            canvas[: max(1, h // 3), : max(1, w // 3)] = 1.0
             canvas[-1, -1] = 0.5
         else:
             canvas[h // 2, :] = 1.0  # a bar across: the box is the whole drawing
