@@ -65,7 +65,8 @@ class DrawingCanvas(QWidget):
         rows, cols = np.flatnonzero(row_max), np.flatnonzero(col_max)
         if not len(rows):
             return np.zeros((1, 1), dtype=np.float32)
-        return self._grey()[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32) / 255.0
+        # the grey levels divided in float32 as they are read: no float copy made first
+        return np.divide(self._grey()[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1], 255.0, dtype=np.float32)
 
     def _ink_maxima(self) -> tuple[np.ndarray, np.ndarray]:
         """Each row's and each column's largest grey level: two passes over the drawing (no

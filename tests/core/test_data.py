@@ -252,34 +252,55 @@ def _shifted_by_rolls(box: np.ndarray, ft: float, fl: float) -> np.ndarray:
             + ft * fl * np.roll(down, 1, axis=1))
 
 
-def test_to_mnist_places_the_box_by_the_bilinear_shift_bit_for_bit():
-    """The 20-pixel box lands in the field by a whole-pixel placement and the bilinear shift of
-    its remaining fraction, the same float32 bits as the shift written with np.roll (drawings of
-    every aspect, the sub-pixel fractions 0 to 1)."""
+def _mnist_recipe(canvas: np.ndarray) -> np.ndarray:
+    """MNIST's recipe for a drawing that is its own ink box, written out with Pillow's own array
+    conversions, integer index grids and the shift by np.roll: the 20-pixel box by Pillow's
+    Lanczos resize, its centre of mass (integer-weighted) on the field's centre, the box held a
+    pixel inside the field, a whole-pixel placement and the bilinear shift of the rest."""
     import math
 
     from PIL import Image
 
+    h, w = canvas.shape
+    scale = 20 / max(h, w)
+    new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
+    crop = np.clip(canvas, 0.0, 1.0)
+    small = np.clip(np.asarray(Image.fromarray(crop, mode="F").resize(
+        (new_w, new_h), Image.Resampling.LANCZOS), dtype=np.float32), 0.0, 1.0)
+    ys, xs = np.indices(small.shape)
+    total = small.sum()
+    top = min(max(13.5 - (ys * small).sum() / total, 1), 27 - new_h)
+    left = min(max(13.5 - (xs * small).sum() / total, 1), 27 - new_w)
+    ti, li = math.floor(top), math.floor(left)
+    expected = np.zeros((28, 28), dtype=np.float32)
+    shifted = _shifted_by_rolls(small, top - ti, left - li)
+    expected[ti : ti + new_h + 1, li : li + new_w + 1] = shifted[: 28 - ti, : 28 - li]
+    return np.clip(expected, 0.0, 1.0)
+
+
+def test_to_mnist_places_the_box_by_the_bilinear_shift_bit_for_bit():
+    """The 20-pixel box lands in the field by a whole-pixel placement and the bilinear shift of
+    its remaining fraction: the same float32 bytes as the recipe written with np.roll, Pillow's
+    own array conversions and integer index grids (drawings of every aspect, the sub-pixel
+    fractions 0 to 1; values beyond [0, 1] and -0.0; heavy corners, which the edge holds on both
+    axes, so the shift's weights are whole numbers and its sums float32; column-major drawings)."""
     rng = np.random.default_rng(3)
-    for case in range(60):
+    for case in range(160):
         h, w = (int(v) for v in rng.integers(3, 200, 2))
         canvas = np.zeros((h, w), dtype=np.float32)
         canvas[rng.integers(0, h, 40), rng.integers(0, w, 40)] = rng.uniform(0.3, 1.0, 40)
-        canvas[h // 2, :] = 1.0  # a bar across: the box is the whole drawing
-        canvas[:, w // 2] = 1.0
-        scale = 20 / max(h, w)
-        new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
-        small = np.clip(np.asarray(Image.fromarray(canvas, mode="F").resize(
-            (new_w, new_h), Image.Resampling.LANCZOS), dtype=np.float32), 0.0, 1.0)
-        ys, xs = np.indices(small.shape)
-        total = small.sum()
-        top = min(max(13.5 - (ys * small).sum() / total, 1), 27 - new_h)
-        left = min(max(13.5 - (xs * small).sum() / total, 1), 27 - new_w)
-        ti, li = math.floor(top), math.floor(left)
-        expected = np.zeros((28, 28), dtype=np.float32)
-        shifted = _shifted_by_rolls(small, top - ti, left - li)
-        expected[ti : ti + new_h + 1, li : li + new_w + 1] = shifted[: 28 - ti, : 28 - li]
-        assert np.array_equal(to_mnist(canvas), np.clip(expected, 0.0, 1.0)), case
+        if case % 4 == 1:
+            canvas[rng.integers(0, h, 9), rng.integers(0, w, 9)] = rng.uniform(-0.5, 1.5, 9)
+            canvas[rng.integers(0, h, 5), rng.integers(0, w, 5)] = -0.0
+        if case % 4 == 2:  # ink heavy in the top-left corner: the edge holds the box on both axes
+            canvas[: max(1, h // 3), : max(1, w // 3)] = 1.0
+            canvas[-1, -1] = 0.5
+        else:
+            canvas[h // 2, :] = 1.0  # a bar across: the box is the whole drawing
+            canvas[:, w // 2] = 1.0
+        if case % 4 == 3:
+            canvas = np.asfortranarray(canvas)  # column-major, as a transposed image is
+        assert to_mnist(canvas).tobytes() == _mnist_recipe(canvas).tobytes(), case
 
 
 def test_to_mnist_finds_the_ink_and_clips_as_with_flags_and_np_clip():

@@ -13,6 +13,7 @@ centre. All of it needs only NumPy, Pillow and torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import warnings
@@ -59,16 +60,16 @@ def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     h, w = crop.shape
     scale = box / max(h, w)
     new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
-    img = Image.fromarray(crop, mode="F").resize((new_w, new_h), Image.Resampling.LANCZOS)
-    small = np.clip(np.asarray(img, dtype=np.float32), 0.0, 1.0)
+    img = Image.frombuffer("F", (w, h), np.ascontiguousarray(crop), "raw", "F", 0, 1)
+    img = img.resize((new_w, new_h), Image.Resampling.LANCZOS)
+    small = np.clip(np.frombuffer(img.tobytes(), np.float32).reshape(new_h, new_w), 0.0, 1.0)
     total = small.sum()
     if total <= 0:
         raise EmptyDrawingError("the drawing is too faint to classify")
-    ys, xs = np.indices(small.shape)
+    ys, xs = _index_grids(new_h, new_w)
     cy, cx = (ys * small).sum() / total, (xs * small).sum() / total
     # Place the box so its centre of mass lands on the field's centre, (size - 1) / 2,
     # by integer placement followed by a sub-pixel bilinear shift.
-    out = np.zeros((size, size), dtype=np.float32)
     top, left = (size - 1) / 2 - cy, (size - 1) / 2 - cx
     # A lopsided glyph (a 7's heavy bar, a T) would have its centre of mass pulled to the
     # middle at the cost of pushing the far end of its box into, or past, the field's edge:
@@ -80,22 +81,32 @@ def to_mnist(canvas: np.ndarray, box: int = 20, size: int = 28) -> np.ndarray:
     left = min(max(left, EDGE_MARGIN), size - EDGE_MARGIN - new_w)
     ti, li = math.floor(top), math.floor(left)
     ft, fl = top - ti, left - li
-    # the box and its copies a pixel down, right, and both, in one more row and column of zeros
-    # (np.roll of the padded box made the same arrays at four times the cost)
-    padded, down, right, both = np.zeros((4, new_h + 1, new_w + 1), dtype=np.float32)
-    padded[:new_h, :new_w] = down[1:, :new_w] = right[:new_h, 1:] = both[1:, 1:] = small
-    shifted = (
-        (1 - ft) * (1 - fl) * padded
-        + ft * (1 - fl) * down
-        + (1 - ft) * fl * right
-        + ft * fl * both
-    )
+    # The bilinear shift: the box weighted, then its copies a pixel down, right and both, each
+    # weighted, added in that order, in one more row and column of zeros. A weight keeps the type
+    # of the placement's fractions (NumPy doubles, or whole numbers where the edge held the box on
+    # both axes), which sets the sums' precision: double, or float32.
+    weights = ((1 - ft) * (1 - fl), ft * (1 - fl), (1 - ft) * fl, ft * fl)
+    shifted = np.zeros((new_h + 1, new_w + 1), dtype=np.result_type(weights[0], small))
+    np.multiply(small, weights[0], out=shifted[:new_h, :new_w])
+    for weight, (dy, dx) in zip(weights[1:], ((1, 0), (0, 1), (1, 1)), strict=True):
+        shifted[dy : dy + new_h, dx : dx + new_w] += weight * small
+    out = np.zeros((size, size), dtype=np.float32)
     ph, pw = shifted.shape
     y0, x0 = max(ti, 0), max(li, 0)
     y1, x1 = min(ti + ph, size), min(li + pw, size)
     if y1 > y0 and x1 > x0:
-        out[y0:y1, x0:x1] = shifted[y0 - ti : y1 - ti, x0 - li : x1 - li]
-    return np.clip(out, 0.0, 1.0)
+        placed = out[y0:y1, x0:x1]
+        placed[...] = shifted[y0 - ti : y1 - ti, x0 - li : x1 - li]
+        np.minimum(placed, 1.0, out=placed)  # the rest of the field is 0, the box at least 0
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _index_grids(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each pixel's row and column index, as doubles (the centre of mass's weights, read only)."""
+    ys, xs = np.indices((h, w), dtype=np.float64)
+    ys.flags.writeable = xs.flags.writeable = False
+    return ys, xs
 
 
 def centre_of_mass(image: np.ndarray) -> tuple[float, float]:
