@@ -144,6 +144,7 @@ class RichLines(QWidget):
                     bands.append(band)
                     y = band.end
                     continue
+                # moved: heights are whole 64ths of a pixel (Qt's), so this difference is exact
                 layout, height = band.layout, band.end - band.top
             else:
                 font = font or self._font_key()
