@@ -118,3 +118,47 @@ def test_the_colours_painted_follow_the_palette_and_the_enabled_state(qtbot):
     assert corner() == QColor("#d0d0d0") == lines.palette().color(QPalette.ColorRole.Window)
     lines.setEnabled(True)
     assert corner() == QColor("#fdf6e3")
+
+
+def _reads(number: str) -> tuple:
+    return ((("Reads ", ""), ("8", "b"), (f": p̄ 0.{number} (88%: 0.36–0.91)", "")), None)
+
+
+@pytest.fixture
+def few_kept(monkeypatch):
+    """Two layouts kept and fresh stores, so that layouts are dropped and set aside at once."""
+    monkeypatch.setattr(RichLines, "KEPT", 2)
+    monkeypatch.setattr(RichLines, "_kept", {})
+    monkeypatch.setattr(RichLines, "_spare", {})
+
+
+def test_a_layout_no_widget_shows_lays_out_new_words_of_the_same_runs(qtbot, few_kept):
+    lines = RichLines()
+    qtbot.addWidget(lines)
+    made = []
+    for number in ("61", "62", "63", "64"):  # 61 and 62 are dropped from the kept ones, shown by no widget
+        lines.set_paragraphs([_reads(number)])
+        made.append(lines._layouts(240)[0][0].layout)
+    lines.set_paragraphs([_reads("70"), ((("Sure it is an 8", "b"),), None)])
+    again = lines._layouts(240)[0]
+    assert again[0].layout in made[:2]  # laid out again, in a layout set aside
+    assert again[0].layout.text() == "Reads 8: p̄ 0.70 (88%: 0.36–0.91)"
+    lines.resize(240, lines.heightForWidth(240))
+    shown = _pixels(lines.grab().toImage().convertToFormat(QImage.Format.Format_RGB32))
+    palette = lines.palette()
+    expected = _as_rich_text(lines.paragraphs, lines.font(), 240, palette.color(QPalette.ColorRole.Window),
+                             palette.color(QPalette.ColorRole.WindowText))
+    assert np.array_equal(shown, expected)
+
+
+def test_a_layout_a_widget_still_shows_is_never_laid_out_again(qtbot, few_kept):
+    shown, busy = RichLines(), RichLines()
+    for lines in (shown, busy):
+        qtbot.addWidget(lines)
+    shown.set_paragraphs([_reads("61")])
+    kept = shown._layouts(240)[0][0].layout
+    for number in range(10, 40):  # 61 is dropped from the kept ones while the first widget shows it
+        busy.set_paragraphs([_reads(str(number))])
+        busy._layouts(240)
+    assert all(band.layout is not kept for band in busy._layouts(240)[0])
+    assert kept.text() == "Reads 8: p̄ 0.61 (88%: 0.36–0.91)" and shown._layouts(240)[0][0].layout is kept
