@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from typing import NamedTuple
 
 from PySide6.QtCore import QEvent, QPointF, QRect, Qt
@@ -50,21 +49,9 @@ class RichLines(QWidget):
     #: again at the next one (one layout a stroke, where finding it on every move would cost
     #: about 1 µs a paragraph a move).
     KEPT = 96
-    #: The layouts kept, by paragraph, width and font (see KEPT); a kept layout is never
+    #: The layouts kept, by paragraph, width and font (see KEPT); a layout once made is never
     #: changed, only drawn, so the widgets of one width and font share it.
     _kept: dict[tuple[Paragraph, int, str], tuple[QTextLayout, float]] = {}
-    #: Layouts dropped from the kept ones that no widget shows any more, by font, setting,
-    #: colour and shape of runs (see _setting): a new paragraph of the same runs is laid out
-    #: again in one (``setText`` keeps its font and format ranges) instead of in a new layout
-    #: whose ranges Qt resolves anew. A stroke changes the numbers, rarely the runs: in a
-    #: ``bench_gui_parts.py`` run 736 of 922 paragraphs were laid out in a spare, and laying out
-    #: a preview's verdicts took 1.04 and 0.91 ms of the window's thread instead of 1.25 and 1.10
-    #: (two runs, the codes alternating stroke by stroke).
-    _spare: dict[tuple, list[QTextLayout]] = {}
-    #: The most spares kept of each font, setting, colour and shape of runs.
-    SPARE = 8
-    #: Every widget, to tell whether a layout dropped from the kept ones is still shown.
-    _widgets: weakref.WeakSet[RichLines] = weakref.WeakSet()
 
     #: How strongly a pending paragraph is painted (see ``set_paragraphs``): a line that waits for
     #: work still to come is faded, so that it reads as waiting.
@@ -72,7 +59,6 @@ class RichLines(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._widgets.add(self)
         self._paragraphs: tuple[Paragraph, ...] = ()
         self._pending: frozenset[int] = frozenset()
         # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
@@ -167,23 +153,10 @@ class RichLines(QWidget):
                 kept[key] = (layout, height)  # the most recently taken last
             top, y = y, y + height
             bands.append(Band(layout, top, y, QRect(0, math.floor(top), width, max(1, math.ceil(y) - math.floor(top)))))
-        self._laid_out = (width, bands, y)
         while len(kept) > self.KEPT:
-            key = next(iter(kept))
-            self._set_aside(key, kept.pop(key)[0])
+            kept.pop(next(iter(kept)))
+        self._laid_out = (width, bands, y)
         return bands, y
-
-    def _set_aside(self, key: tuple[Paragraph, int, str], layout: QTextLayout) -> None:
-        """Keep ``layout``, dropped from the kept ones, as a spare for a paragraph of its runs,
-        unless a widget still shows it."""
-        shown = (laid[1] for widget in self._widgets if (laid := widget._laid_out) is not None)
-        if any(band.layout is layout for bands in shown for band in bands):
-            return
-        runs, colour = key[0]
-        how, shape = _setting(runs)
-        spares = self._spare.setdefault((key[2], how, colour, shape), [])
-        if len(spares) < self.SPARE:
-            spares.append(layout)
 
     def _font_key(self) -> str:
         """The font's description, kept until the font changes (``QFont.key`` builds a string on
@@ -230,19 +203,22 @@ class RichLines(QWidget):
         """One paragraph wrapped to ``width``, its first line at the top, and its height."""
         runs, colour = paragraph
         text = "".join([part for part, _ in runs])
-        how, shape = _setting(runs)
-        spares = self._spare.get((self._font_key(), how, colour, shape))
-        if spares:
-            layout = spares.pop()
-            layout.setText(text)
+        settings = {how for _, how in runs}
+        if len(settings) == 1:
+            # one setting throughout (the verdict's sentence in bold, a note in italic): laid out
+            # in the font of that setting, with no ranges of formats to resolve (10–11 µs instead
+            # of 15–19 warm for a line in bold, the same pixels); its colour, if any, as the one format
+            (how,) = settings
+            shape: tuple[tuple[int, str], ...] = ((len(text), ""),)
         else:
-            layout = QTextLayout(text, self._font_in(how))
-            formats = _format_ranges(shape or ((len(text), ""),), colour)
-            if formats:
-                layout.setFormats(formats)
-            # keep the shaped glyphs: without the cache every draw shapes the text again (a 4-line
-            # paragraph drew in 108 µs, 57 µs with it)
-            layout.setCacheEnabled(True)
+            how, shape = "", tuple([(len(part), setting) for part, setting in runs])
+        layout = QTextLayout(text, self._font_in(how))
+        formats = _format_ranges(shape, colour)
+        if formats:
+            layout.setFormats(formats)
+        # keep the shaped glyphs: without the cache every draw shapes the text again (a 4-line
+        # paragraph drew in 108 µs, 57 µs with it)
+        layout.setCacheEnabled(True)
         layout.beginLayout()
         y = 0.0
         while (line := layout.createLine()).isValid():
@@ -296,18 +272,6 @@ def _format_ranges(runs: tuple[tuple[int, str], ...], colour) -> list[QTextLayou
             formats.append(span)
         start += length
     return formats
-
-
-def _setting(runs: tuple[Run, ...]) -> tuple[str, tuple[tuple[int, str], ...] | None]:
-    """The setting a paragraph's layout is made in and the shape of its runs that its format
-    ranges follow: one setting throughout (the verdict's sentence in bold, a note in italic) is
-    laid out in the font of that setting, with no ranges of formats to resolve (10–11 µs instead
-    of 15–19 warm for a line in bold, the same pixels), its colour, if any, its one format
-    (shape None: whatever its length); mixed runs in the plain font, a range for each."""
-    settings = {how for _, how in runs}
-    if len(settings) == 1:
-        return next(iter(settings)), None
-    return "", tuple([(len(part), how) for part, how in runs])
 
 
 def _region(spans: list[list[int]], width: int) -> QRect | QRegion:
