@@ -41,13 +41,10 @@ class RichLines(QWidget):
     "<b>" reads as written.
     """
 
-    #: Paragraphs kept laid out, the most recently taken by any of the widgets (the four columns'
-    #: verdicts): those that come back (the preview's note with each stroke, gone at the full
-    #: count; a verdict that returns as the numbers move back and forth) and those another column
-    #: shows too ("Torn between 2 and 3", "2 vs 3: overlap 0.00"). A paragraph that stays at its
-    #: place keeps its band and is not taken again: the note of a long stroke may be laid out
-    #: again at the next one (one layout a stroke, where finding it on every move would cost
-    #: about 1 µs a paragraph a move).
+    #: Paragraphs kept laid out, the most recently shown by any of the widgets (the four columns'
+    #: verdicts): besides the last texts, those that come back (the preview's note while a stroke
+    #: moves, gone at the full count; a verdict that returns as the numbers move back and forth)
+    #: and those another column shows too ("Torn between 2 and 3", "2 vs 3: overlap 0.00").
     KEPT = 96
     #: The layouts kept, by paragraph, width and font (see KEPT); a layout once made is never
     #: changed, only drawn, so the widgets of one width and font share it.
@@ -64,7 +61,6 @@ class RichLines(QWidget):
         # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
         self._laid_out: tuple[int, list[Band], float] | None = None
         self._font_described: str | None = None
-        self._fonts: dict[str, QFont] = {}  # the widget's font in each setting of a run (see _font_in)
         self._palette_colours: tuple[tuple[bool, bool], QColor, QColor] | None = None  # see _colours
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
@@ -75,27 +71,30 @@ class RichLines(QWidget):
     def set_paragraphs(self, paragraphs, pending=()) -> None:
         """Show ``paragraphs``; those whose indices are in ``pending`` are painted faded
         (:attr:`PENDING_OPACITY`): lines that wait for work still to come."""
-        paragraphs = tuple([(tuple(runs), colour) for runs, colour in paragraphs])
+        paragraphs = tuple((tuple(runs), colour) for runs, colour in paragraphs)
         pending = frozenset(pending)
-        before, pending_before = self._paragraphs, self._pending
-        if paragraphs == before and pending == pending_before:
+        if paragraphs == self._paragraphs and pending == self._pending:
             return
-        laid = self._laid_out
+        before, pending_before = self._laid_out, self._pending
         self._paragraphs, self._pending, self._laid_out = paragraphs, pending, None
         width = self.width()
-        if laid is None or laid[0] != width or not self.isVisible():
+        if before is None or before[0] != width or not self.isVisible():
             self.update()
             return
         # Only the bands of the paragraphs that changed, moved or came or went from pending are
         # repainted: a stroke changes the numbers of a line or two, and drawing text costs most of
-        # the verdict's paint. A paragraph that stays put keeps its band (the same object).
-        old = laid[1]
-        new = self._place(width, before, old)[0]
-        spans = [[band.rows.top(), band.rows.bottom() + 1] for band in old[len(new):] + new[len(old):]]
-        for i, (was, now) in enumerate(zip(old, new, strict=False)):  # the rest came or went (above)
-            if was is not now or (i in pending_before) != (i in pending):
-                spans += [[was.rows.top(), was.rows.bottom() + 1], [now.rows.top(), now.rows.bottom() + 1]]
-        if spans:  # none where only the pending indices changed, beyond the paragraphs
+        # the verdict's paint. A band is the same where its layout, its heights and its fading
+        # are (bands lie one below the other, so an unchanged band keeps its index).
+        new, old = self._layouts(width)[0], before[1]
+        spans: list[list[int]] = []
+        for i in range(max(len(old), len(new))):
+            was = old[i] if i < len(old) else None
+            now = new[i] if i < len(new) else None
+            if (was is not None and now is not None and was.layout is now.layout and was.top == now.top
+                    and was.end == now.end and (i in pending_before) == (i in pending)):
+                continue
+            spans.extend([band.rows.top(), band.rows.bottom() + 1] for band in (was, now) if band is not None)
+        if spans:
             self.update(_region(spans, width))
 
     def setText(self, text: str) -> None:  # noqa: N802 (as QLabel's)
@@ -122,37 +121,19 @@ class RichLines(QWidget):
         return int(self._layouts(width)[1] + 0.999)
 
     def _layouts(self, width: int) -> tuple[list[Band], float]:
-        """Each paragraph's band (its layout and where it lies), and the height of all."""
+        """Each paragraph's band (its layout and where it lies), and the height of all. A
+        paragraph laid out at this width for the text before is reused: a stroke changes the
+        numbers of a line or two, while the conformal and credible sets and the preview's note
+        stay as they were."""
         if self._laid_out is not None and self._laid_out[0] == width:
             return self._laid_out[1], self._laid_out[2]
-        return self._place(width, (), [])
-
-    def _place(self, width: int, before: tuple[Paragraph, ...], old: list[Band]) -> tuple[list[Band], float]:
-        """The bands of the paragraphs at ``width`` and the height of all, kept for that width.
-
-        ``before`` and ``old``: the paragraphs shown at this width until now and their bands. A
-        paragraph unchanged at its index keeps its layout, and its band where it stays put: a
-        stroke changes the numbers of a line or two, while the conformal and credible sets and
-        the preview's note stay as they were. Any other is taken from the layouts kept for every
-        widget (:attr:`KEPT`) or laid out anew."""
-        kept, font, bands, y = self._kept, None, [], 0.0
-        same = len(old)
-        for i, paragraph in enumerate(self._paragraphs):
-            if i < same and before[i] == paragraph:
-                band = old[i]
-                if band.top == y:
-                    bands.append(band)
-                    y = band.end
-                    continue
-                # moved: heights are whole 64ths of a pixel (Qt's), so this difference is exact
-                layout, height = band.layout, band.end - band.top
-            else:
-                font = font or self._font_key()
-                key = (paragraph, width, font)
-                layout, height = kept.pop(key, None) or self._lay_out(paragraph, width)
-                kept[key] = (layout, height)  # the most recently taken last
-            top, y = y, y + height
-            bands.append(Band(layout, top, y, QRect(0, math.floor(top), width, max(1, math.ceil(y) - math.floor(top)))))
+        kept, bands, y, font = self._kept, [], 0.0, self._font_key()
+        for paragraph in self._paragraphs:
+            key = (paragraph, width, font)
+            laid = kept.pop(key, None) or self._lay_out(paragraph, width)
+            kept[key] = laid  # the most recently used last
+            top, y = y, y + laid[1]
+            bands.append(Band(laid[0], top, y, QRect(0, math.floor(top), width, max(1, math.ceil(y) - math.floor(top)))))
         while len(kept) > self.KEPT:
             kept.pop(next(iter(kept)))
         self._laid_out = (width, bands, y)
@@ -164,18 +145,6 @@ class RichLines(QWidget):
         if self._font_described is None:
             self._font_described = self.font().key()
         return self._font_described
-
-    def _font_in(self, how: str) -> QFont:
-        """The widget's font set as a run of ``how`` ("" plain, "b" bold, "i" italic), made once
-        per font: bold or italic as a format of the run would set it."""
-        font = self._fonts.get(how)
-        if font is None:
-            font = self._fonts[how] = QFont(self.font())
-            if "b" in how:
-                font.setWeight(QFont.Weight.Bold)
-            if "i" in how:
-                font.setItalic(True)
-        return font
 
     def _colours(self) -> tuple[QColor, QColor]:
         """The palette's background and text colours as the widget paints them now (the colour
@@ -193,7 +162,6 @@ class RichLines(QWidget):
         kind = event.type()
         if kind == QEvent.Type.FontChange:  # laid out again in the new font
             self._font_described, self._laid_out = None, None
-            self._fonts.clear()
             self.update()
         elif kind in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange):
             self._palette_colours = None
@@ -202,18 +170,8 @@ class RichLines(QWidget):
     def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:
         """One paragraph wrapped to ``width``, its first line at the top, and its height."""
         runs, colour = paragraph
-        text = "".join([part for part, _ in runs])
-        settings = {how for _, how in runs}
-        if len(settings) == 1:
-            # one setting throughout (the verdict's sentence in bold, a note in italic): laid out
-            # in the font of that setting, with no ranges of formats to resolve (10–11 µs instead
-            # of 15–19 warm for a line in bold, the same pixels); its colour, if any, as the one format
-            (how,) = settings
-            shape: tuple[tuple[int, str], ...] = ((len(text), ""),)
-        else:
-            how, shape = "", tuple([(len(part), setting) for part, setting in runs])
-        layout = QTextLayout(text, self._font_in(how))
-        formats = _format_ranges(shape, colour)
+        layout = QTextLayout("".join([text for text, _ in runs]), self.font())
+        formats = _format_ranges(tuple([(len(text), how) for text, how in runs]), colour)
         if formats:
             layout.setFormats(formats)
         # keep the shaped glyphs: without the cache every draw shapes the text again (a 4-line

@@ -1,6 +1,6 @@
-"""The verdict's text widget (``RichLines``) on its faster paths paints what plain rich text would:
-a paragraph in one setting laid out in that setting's font, a paragraph that stays put keeping its
-band, the palette's colours kept between paints."""
+"""The verdict's text widget (``RichLines``) paints what plain rich text would: its paragraphs as
+runs of formats over the widget's font, in the palette's colours, kept between paints, of the
+group the widget's state picks."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPalette, QTextCharFo
 from app.views.rich_lines import RichLines
 from tests.app.test_painting import _pixels
 
-#: Paragraphs in one setting throughout (laid out in that setting's font), a mixed one for
-#: comparison, in colour or not; long enough to wrap at the narrow width.
-ONE_SETTING = [
+#: Paragraphs in one setting throughout and in mixed ones, in colour or not; long enough to wrap
+#: at the narrow width.
+PARAGRAPHS = [
     ((("Sure it is a 7", "b"),), None),
     ((("a quick look at 16 draws while you draw; all 100 when you stop", "i"),), None),
     ((("Exact inference (HMC): compared when you stop", "i"),), "#2166ac"),
@@ -65,36 +65,18 @@ def _as_rich_text(paragraphs, font: QFont, width: int, background: QColor, text:
 
 
 @pytest.mark.parametrize("width", [90, 240, 600])
-def test_paragraphs_in_one_setting_paint_as_formatted_runs_would(qtbot, width):
+def test_paragraphs_paint_as_formatted_runs_would(qtbot, width):
     lines = RichLines()
     qtbot.addWidget(lines)
-    lines.set_paragraphs(ONE_SETTING)
+    lines.set_paragraphs(PARAGRAPHS)
     lines.resize(width, lines.heightForWidth(width))
     shown = _pixels(lines.grab().toImage().convertToFormat(QImage.Format.Format_RGB32))
     palette = lines.palette()
-    expected = _as_rich_text(ONE_SETTING, lines.font(), width, palette.color(QPalette.ColorRole.Window),
+    expected = _as_rich_text(PARAGRAPHS, lines.font(), width, palette.color(QPalette.ColorRole.Window),
                              palette.color(QPalette.ColorRole.WindowText))
     assert shown.shape == expected.shape
     assert np.array_equal(shown, expected)
     assert (shown != expected[0, 0]).any()  # text was painted
-
-
-def test_a_paragraph_that_stays_put_keeps_its_band_and_one_that_moves_keeps_its_layout(qtbot):
-    lines = RichLines()
-    qtbot.addWidget(lines)
-    lines.resize(200, 200)
-    lines.show()
-    qtbot.waitExposed(lines)
-    first = [((("Probably an 8", "b"),), None), ((("Reads ", ""), ("8", "b"), (": p̄ 0.70", "")), None),
-             ((("8 vs 6: overlap 0.12", ""),), None)]
-    lines.set_paragraphs(first)
-    placed, _ = lines._layouts(200)
-    lines.set_paragraphs([first[0], ((("Reads ", ""), ("8", "b"), (": p̄ 0.74", "")), None), first[2]])
-    again, _ = lines._layouts(200)
-    assert again[0] is placed[0] and again[2] is placed[2] and again[1] is not placed[1]
-    lines.set_paragraphs([((("Torn between 8 and 6, " + "and more " * 6, "b"),), None), *lines.paragraphs[1:]])
-    moved, _ = lines._layouts(200)
-    assert moved[2] is not again[2] and moved[2].layout is again[2].layout and moved[2].top > again[2].top
 
 
 def test_the_colours_painted_follow_the_palette_and_the_enabled_state(qtbot):
