@@ -61,6 +61,7 @@ class RichLines(QWidget):
         # width, each layout with the height it starts at, the height of all, and the bands (see _layouts)
         self._laid_out: tuple[int, list[Band], float] | None = None
         self._font_described: str | None = None
+        self._palette_colours: tuple[tuple[bool, bool], QColor, QColor] | None = None  # see _colours
         sizes = self.sizePolicy()
         sizes.setHeightForWidth(True)
         self.setSizePolicy(sizes)
@@ -145,10 +146,25 @@ class RichLines(QWidget):
             self._font_described = self.font().key()
         return self._font_described
 
+    def _colours(self) -> tuple[QColor, QColor]:
+        """The palette's background and text colours as the widget paints them now (the colour
+        group follows whether it is enabled and its window active), kept until either or the
+        palette changes: ``palette()`` and ``color()`` copy them, ≈ 8 µs a paint."""
+        state = (self.isEnabled(), self.isActiveWindow())
+        kept = self._palette_colours
+        if kept is None or kept[0] != state:
+            palette = self.palette()
+            kept = self._palette_colours = (state, palette.color(QPalette.ColorRole.Window),
+                                            palette.color(QPalette.ColorRole.WindowText))
+        return kept[1], kept[2]
+
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.Type.FontChange:  # laid out again in the new font
+        kind = event.type()
+        if kind == QEvent.Type.FontChange:  # laid out again in the new font
             self._font_described, self._laid_out = None, None
             self.update()
+        elif kind in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange):
+            self._palette_colours = None
         super().changeEvent(event)
 
     def _lay_out(self, paragraph: Paragraph, width: int) -> tuple[QTextLayout, float]:
@@ -172,15 +188,16 @@ class RichLines(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt override)
         painter = QPainter(self)
-        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
-        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
+        background, text = self._colours()
+        painter.fillRect(event.rect(), background)
+        painter.setPen(text)
         # the painter is clipped to what needs painting: a paragraph outside it is skipped, also
         # one between two changed paragraphs (the region, not its bounding rectangle)
-        shown, pending, opacity = event.region(), self._pending, 1.0
+        shown, pending, fainter, opacity = event.region(), self._pending, self.PENDING_OPACITY, 1.0
         for i, (layout, top, _, rows) in enumerate(self._layouts(self.width())[0]):
             if shown.intersects(rows):
                 # a pending paragraph keeps its layout and is only painted fainter: no new shaping
-                faded = self.PENDING_OPACITY if i in pending else 1.0
+                faded = fainter if i in pending else 1.0
                 if faded != opacity:
                     painter.setOpacity(opacity := faded)
                 layout.draw(painter, QPointF(0, top))
