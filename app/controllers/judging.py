@@ -99,7 +99,8 @@ class JudgingController(QObject):
         if self.workspace.image is None:  # the input was cleared meanwhile
             return
         recovered = any(c is not None and c.failure is not None for c in map(self.workspace.column, dict(predictions)))
-        self.workspace.set_predictions(predictions)
+        with self.columns.fed_together():
+            self.workspace.set_predictions(predictions)
         if recovered:  # it judges again: it is reopened at the next start
             self.session.save_state()
 

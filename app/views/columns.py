@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.column import ColumnView
+from app.views.rich_lines import RichLines
 from core.engine import tiers
 
 if TYPE_CHECKING:
@@ -169,6 +170,11 @@ class ColumnsPanel(QScrollArea):
             for column in list(workspace.columns):
                 if column.key in unfed:
                     self.show_prediction(workspace, column.key)
+
+    def fed_together(self):
+        """A block in which the columns are fed one request's predictions: their verdicts are laid
+        out together when it ends (:meth:`RichLines.together`)."""
+        return RichLines.together()
 
     def set_calibrating(self, key: str | None) -> None:
         """Column ``key``'s conformal sets are being calibrated (None: no column's): its menu entry

@@ -100,3 +100,36 @@ def test_the_colours_painted_follow_the_palette_and_the_enabled_state(qtbot):
     assert corner() == QColor("#d0d0d0") == lines.palette().color(QPalette.ColorRole.Window)
     lines.setEnabled(True)
     assert corner() == QColor("#fdf6e3")
+
+
+def test_widgets_given_paragraphs_together_lay_them_out_when_the_block_ends(qtbot, monkeypatch):
+    """A request's verdicts are laid out one after the other once every column is fed
+    (``RichLines.together``), not between each column's plots; a widget read meanwhile is laid out
+    first, so what is read is what it was given, and the pixels are those of each set at once."""
+    laid_out: list[str] = []
+    real = RichLines._lay_out
+    monkeypatch.setattr(RichLines, "_lay_out",
+                        lambda self, paragraph, width: laid_out.append(paragraph[0][0][0]) or real(self, paragraph, width))
+    # texts no other test laid out: the layouts kept across widgets would hide a layout
+    given = [[(((f"{runs[0][0]} · {i}", runs[0][1]), *runs[1:]), colour) for runs, colour in PARAGRAPHS[i : i + 3]]
+             for i in range(3)]
+    widgets = [RichLines() for _ in range(4)]
+    for widget in widgets:
+        qtbot.addWidget(widget)
+        widget.resize(220, 160)
+        widget.set_paragraphs(PARAGRAPHS[:2])
+        widget.show()
+        qtbot.waitExposed(widget)
+    qtbot.wait(20)
+    laid_out.clear()
+    with RichLines.together():
+        for widget, paragraphs in zip(widgets, given, strict=False):
+            widget.set_paragraphs(paragraphs, pending=[1])
+        assert laid_out == []
+        assert widgets[1].text() == "\n".join("".join(t for t, _ in runs) for runs, _ in given[1])
+        assert laid_out  # the widget read was laid out first
+    assert [widget.paragraphs for widget in widgets[:3]] == [tuple(p) for p in given]
+    assert all(widget.pending == frozenset({1}) for widget in widgets[:3])
+    widgets[3].set_paragraphs(given[2], pending=[1])  # the same, set outside a block
+    qtbot.wait(20)
+    assert (_pixels(widgets[2].grab().toImage()) == _pixels(widgets[3].grab().toImage())).all()
