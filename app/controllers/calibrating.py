@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from app.workspace import Column, Workspace
 
 
-def test_set_of(posterior: Any) -> tuple[str | None, str]:
+def calibration_set_of(posterior: Any) -> tuple[str | None, str]:
     """The data set a posterior is calibrated on (its test set: a known name or the folder it was
     trained on; None when that folder is not there any more) and its name in words."""
     from core.analysis.evaluation import FACE_TEST_SET
@@ -93,7 +93,7 @@ class CalibrationController(QObject):
         column = self.workspace.column(key)
         if column is None or not column.ready or not Path(key).is_file():  # its weights still being read
             return False
-        spec, words = test_set_of(column.posterior)
+        spec, words = calibration_set_of(column.posterior)
         if spec is None:
             spec = QFileDialog.getExistingDirectory(
                 self.window, f"Where are the images {column.title(self.workspace.num_samples)} was trained on?")
@@ -114,7 +114,7 @@ class CalibrationController(QObject):
     def cancel(self) -> None:
         if self.worker is not None:
             self.worker.quit()
-            self.window.statusBar().showMessage(f"Calibration of {self.title} stopped; nothing was written.", 8000)
+            self.window.statusBar().showMessage(f"Calibration of {self.title} stopped.", 8000)
 
     def _on_worker_yielded(self, record, words: str) -> None:
         from core.analysis.evaluation import progress_in_words

@@ -50,9 +50,8 @@ LEGEND_MARGIN = 2
 
 
 def legend_below(item: pg.PlotItem) -> pg.LegendItem:
-    """A legend in a row of its own under the plot's bottom label: never over the data (inside
-    the plot its pale ground hid the tops of the histograms' bars and stretches of the curves),
-    and part of the plot in every export. Its entries take as many to a row as fit the plot's
+    """A legend in a row of its own under the plot's bottom label: never over the data (a legend
+    inside the plot hides the bars or curves beneath it), and part of the plot in every export. Its entries take as many to a row as fit the plot's
     width (:meth:`DatasetPlot.fit_legend`), so it never widens the plot."""
     legend = pg.LegendItem(labelTextSize="7pt", horSpacing=2, verSpacing=-6, frame=False)
     legend.layout.setContentsMargins(LEGEND_MARGIN, 0, LEGEND_MARGIN, 0)

@@ -357,7 +357,7 @@ class ColumnView(QFrame):
         self.calibrate.setText("Stop calibrating" if this else CALIBRATE_ACTION)
         self.calibrate.setEnabled(this is not False)
         self.calibrate.setToolTip("Another column is being calibrated: one at a time" if this is False
-                                  else "Stop; nothing is written" if this else CALIBRATE_TIP)
+                                  else "Stop this calibration" if this else CALIBRATE_TIP)
 
     def _fit_warning(self) -> None:
         width = self._verdict_holder.width()
@@ -375,8 +375,8 @@ class ColumnView(QFrame):
 
     def set_verdict_room(self, height: int) -> None:
         """Give the verdict at least ``height`` (the row's tallest room): columns a pixel apart in
-        width can wrap the longest verdict to a different number of lines, and their plots then
-        started 14 pixels apart (five face columns at 1600 pixels)."""
+        width can wrap the longest verdict to a different number of lines, which would start their
+        plots a line apart."""
         if height != self._row_verdict_room:
             self._row_verdict_room = height
             self._fit_verdict()

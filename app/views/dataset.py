@@ -200,8 +200,8 @@ class DatasetView(DatasetRun, QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(self.sets.row)
         layout.addLayout(second)
-        # the bar, shown during a run, starts the status's line: in the row of buttons its width
-        # took a 1024-pixel window to 1101 pixels for as long as a run lasted; the words wrap beside it
+        # the bar, shown during a run, starts the status's line, whose words wrap beside it: in the
+        # row of buttons its width would widen a 1024-pixel window for as long as a run lasts
         status_row = QHBoxLayout()
         status_row.addWidget(self.progress)
         status_row.addWidget(self.status, 1)

@@ -79,9 +79,8 @@ class RichLines(QWidget):
     def together(cls) -> Iterator[None]:
         """Lay out what every widget is given in this block once it ends, one widget after the
         other (a request's four verdicts): laid out between each column's plots, they cost the
-        window's thread more (the helper's patched window, 5 runs each, load 0.4-0.5: a preview's
-        verdicts 1.94 -> 1.72 ms, the window's thread 14.76 -> 13.86 ms). A widget read meanwhile
-        (its text, its height) is laid out first."""
+        window's thread more (by turns in one window, a preview's 12.4 against 11.4 ms:
+        docs/performance.md). A widget read meanwhile (its text, its height) is laid out first."""
         if cls._held is not None:  # within another block: that one lays out
             yield
             return
