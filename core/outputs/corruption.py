@@ -27,6 +27,7 @@ from core.analysis.metrics import RotationSweep
 from core.engine.data.corruptions import CORRUPTIONS
 from core.engine.files import NotSavedError, atomic_write, replacing_folder, strict_json
 from core.outputs.export import save_figure_atomic, slug, write_table
+from core.outputs.figures import legend_above
 from core.outputs.input_figures import sweep_figure, sweep_table
 from core.outputs.report import REPORT_FORMAT, check_report_folder, is_report_folder
 
@@ -52,7 +53,7 @@ def corruption_figure(result: CorruptionEvaluation) -> Figure:
             ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")  # chance
         ax.grid(alpha=0.3)
         if i == 0:
-            ax.legend(fontsize=7)
+            legend_above(fig, *ax.get_legend_handles_labels(), fontsize=7)
     what = f"{result.dataset} ({result.images:,} images)"
     if result.ood_dataset:
         what += f", OOD {result.ood_dataset} ({result.ood_images:,} images)"

@@ -50,6 +50,14 @@ def _new_figure(width: float, height: float) -> Figure:
     return fig
 
 
+def legend_above(fig: Figure, handles: Sequence[Any], labels: Sequence[str], **kwargs: Any) -> None:
+    """The figure's legend in a row above its panels (constrained layout makes room for it): never
+    over the data, where a legend inside a panel hides the bars or curves beneath it (matplotlib's
+    "best" place still lay on the histograms' tallest bars)."""
+    kwargs.setdefault("fontsize", 8)
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False, **kwargs)
+
+
 #: Class names longer than this are turned under the x axis (a digit's name is one character; the
 #: plots give each class about 0.4 inch, which four characters of 8–10 point text fill).
 TURN_NAMES_LONGER_THAN = 3
@@ -127,7 +135,7 @@ def reliability_figure(diagrams: Mapping[str, ReliabilityDiagram]) -> Figure:
         ax.set_title(f"{wrapped(name)}\nECE {d.ece:.4f}", fontsize=9)
         ax.set_xlabel("confidence max p̄")
         ax.set_ylabel("accuracy")
-    axes[0].legend(loc="upper left", fontsize=8)
+    legend_above(fig, *axes[0].get_legend_handles_labels())
     return fig
 
 
@@ -202,7 +210,7 @@ def per_class_error_figure(errors: Mapping[str, np.ndarray], class_names: Sequen
     ax.set_ylabel("error rate (%)")
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend([h for h, _ in handles], [label for _, label in handles], fontsize=8)
+    legend_above(fig, [h for h, _ in handles], [label for _, label in handles])
     ax.set_title("Per-class error over chains", fontsize=10)
     return fig
 
@@ -230,7 +238,8 @@ def rejection_figure(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy on kept inputs (%)")
     axes[0].set_ylim(max(0.0, lowest * 100 - 1), 100.2)
-    axes[0].legend(fontsize=8, title="dotted: oracle", title_fontsize=7)
+    legend_above(fig, *axes[0].get_legend_handles_labels(), title="dotted: the best possible (oracle)",
+                 title_fontsize=7)
     return fig
 
 
@@ -278,7 +287,7 @@ def ood_histogram_figure(
                 ax.set_xlabel(SCORE_LABELS.get(score, score), fontsize=8)
             if c == 0:
                 ax.set_ylabel(f"{name}\nfraction", fontsize=8)
-    axes[0, 0].legend(fontsize=7)
+    legend_above(fig, *axes[0, 0].get_legend_handles_labels())
     return fig
 
 

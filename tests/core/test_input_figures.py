@@ -288,3 +288,26 @@ def test_exports_use_the_windows_marks_and_colours():
         faces = {to_rgb(p.get_facecolor()) for p in fig.axes[0].patches}
         assert any(f == pytest.approx(mpl(UNCERTAINTY["epistemic"])) for f in faces)
         assert not any(f == pytest.approx(mpl(CLASS_COLOURS[3])) for f in faces)
+
+
+def test_the_data_set_figures_legends_lie_above_their_panels():
+    """A legend inside a panel (matplotlib's "best" place) lay on the histograms' tallest bars: the
+    exported figures' legends sit above every panel."""
+    from core.outputs import figures as fg
+
+    rng = np.random.default_rng(0)
+    scores = {n: {"total": rng.gamma(1.2 + k, 0.3, 400)} for k, n in enumerate(("HMC", "MC dropout"))}
+    ood = {n: {"total": rng.gamma(6, 0.3, 400)} for n in scores}
+    rates = np.linspace(0, 0.95, 20)
+    curves = {n: {"total": (rates, 0.9 + 0.1 * rates)} for n in scores}
+    figures = [fg.ood_histogram_figure(scores, ood, {n: {"total": 0.9} for n in scores}, 10, "digits", "letters"),
+               fg.rejection_figure(curves, {n: (rates, np.minimum(1, 0.9 + rates)) for n in scores}),
+               fg.per_class_error_figure({n: rng.random((3, 10)) for n in scores}, [str(i) for i in range(10)])]
+    for fig in figures:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        assert [ax.get_legend() for ax in fig.axes] == [None] * len(fig.axes)
+        (legend,) = fig.legends
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert box.y0 >= ax.get_window_extent(renderer).y1 - 0.5, fig
