@@ -39,7 +39,7 @@ def corruption_figure(result: CorruptionEvaluation) -> Figure:
     corruption = CORRUPTIONS[result.corruption]
     panels = [("accuracy", "accuracy")]
     if result.ood_dataset:
-        panels += [(f"auroc_{score}", f"OOD AUROC ({words})") for score, words in SHOWN_SCORES]
+        panels += [(f"auroc_{score}", f"OOD AUROC\nby {words}") for score, words in SHOWN_SCORES]
     fig = Figure(figsize=(4.2 * len(panels), 3.6), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     for i, (key, label) in enumerate(panels):
@@ -53,7 +53,7 @@ def corruption_figure(result: CorruptionEvaluation) -> Figure:
             ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")  # chance
         ax.grid(alpha=0.3)
         if i == 0:
-            legend_above(fig, *ax.get_legend_handles_labels(), fontsize=7)
+            legend_above(fig, *ax.get_legend_handles_labels(), below=True, fontsize=7)  # the title is on top
     what = f"{result.dataset} ({result.images:,} images)"
     if result.ood_dataset:
         what += f", OOD {result.ood_dataset} ({result.ood_images:,} images)"

@@ -50,12 +50,15 @@ def _new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def legend_above(fig: Figure, handles: Sequence[Any], labels: Sequence[str], **kwargs: Any) -> None:
-    """The figure's legend in a row above its panels (constrained layout makes room for it): never
+def legend_above(fig: Figure, handles: Sequence[Any], labels: Sequence[str], below: bool = False,
+                 **kwargs: Any) -> None:
+    """The figure's legend in a row above its panels (``below``: under them, for a figure with a
+    title of its own, which shares the top with it), constrained layout making room for it: never
     over the data, where a legend inside a panel hides the bars or curves beneath it (matplotlib's
     "best" place still lay on the histograms' tallest bars)."""
     kwargs.setdefault("fontsize", 8)
-    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False, **kwargs)
+    fig.legend(handles, labels, loc=f"outside {'lower' if below else 'upper'} center", ncol=len(labels),
+               frameon=False, **kwargs)
 
 
 #: Class names longer than this are turned under the x axis (a digit's name is one character; the
