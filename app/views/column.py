@@ -123,7 +123,7 @@ def plain_verdict(summary, class_names: tuple[str, ...]) -> Paragraph:
 CALIBRATE_ACTION = "Calibrate conformal sets…"
 CALIBRATE_TIP = ("Measure, on half of this posterior's test set (images it never trained on), how wide its "
                  "conformal sets must be to hold the true class as often as they promise; the other half "
-                 "stays for the Dataset tab to check it. It takes a minute or so.")
+                 "stays for the Dataset tab to check it. The status bar shows how long it has left.")
 #: What a column without a calibration says in place of its conformal set.
 NO_CALIBRATION = f"No conformal set yet: “{CALIBRATE_ACTION}” in this column's ⋯ menu makes one"
 
